@@ -1,0 +1,45 @@
+#include "dtensor/collectives/process_group.h"
+
+#include "absl/strings/str_join.h"
+
+namespace dtensor {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kAvg: return "avg";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kMin: return "min";
+  }
+  return "?";
+}
+
+std::string ProcessGroup::describe() const {
+  return absl::StrCat("group '", name_, "' ranks [", absl::StrJoin(global_ranks_, ", "), "]");
+}
+
+void ProcessGroup::check_tensor(const char* op, const Tensor& t) const {
+  DT_CHECK(t.defined(), op, " on ", describe(), ": undefined tensor");
+  DT_CHECK(t.is_contiguous(), op, " on ", describe(), ": tensor ", t.str(),
+           " must be contiguous");
+  DT_CHECK(t.device().is_cpu(), op, " on ", describe(), ": tensor on ", t.device().str(),
+           "; this backend takes cpu tensors");
+}
+
+void ProcessGroup::check_counts(const char* op, const std::vector<int64_t>& counts) const {
+  DT_CHECK(static_cast<int>(counts.size()) == size(), op, " on ", describe(), ": ", counts.size(),
+           " counts for ", size(), " ranks");
+  for (int64_t c : counts) DT_CHECK(c >= 0, op, " on ", describe(), ": negative count ", c);
+}
+
+void ProcessGroup::send(const Tensor& t, int dst, int tag, Timeout timeout) {
+  std::vector<P2POp> ops{{P2POp::kSend, t, dst, tag}};
+  batch_isend_irecv(ops, timeout);
+}
+
+void ProcessGroup::recv(Tensor& t, int src, int tag, Timeout timeout) {
+  std::vector<P2POp> ops{{P2POp::kRecv, t, src, tag}};
+  batch_isend_irecv(ops, timeout);
+}
+
+}  // namespace dtensor

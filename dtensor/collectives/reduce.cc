@@ -1,0 +1,64 @@
+#include "dtensor/collectives/reduce.h"
+
+#include <cmath>
+#include <type_traits>
+
+namespace dtensor {
+namespace {
+
+template <typename T>
+using Acc = std::conditional_t<std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>, float, T>;
+
+template <typename T>
+inline T combine(T a, T b, ReduceOp op) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return op == ReduceOp::kMin ? (a && b) : (a || b);
+  } else {
+    using A = Acc<T>;
+    A x = static_cast<A>(a), y = static_cast<A>(b);
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: return T(x + y);
+      case ReduceOp::kMax:
+        if constexpr (std::is_floating_point_v<A>) {
+          if (std::isnan(x) || std::isnan(y)) return T(x + y);  // NaN wins
+        }
+        return T(x > y ? x : y);
+      case ReduceOp::kMin:
+        if constexpr (std::is_floating_point_v<A>) {
+          if (std::isnan(x) || std::isnan(y)) return T(x + y);
+        }
+        return T(x < y ? x : y);
+    }
+    return a;
+  }
+}
+
+}  // namespace
+
+void reduce_pair(void* out, const void* a, const void* b, int64_t n, DType dtype, ReduceOp op) {
+  DT_DISPATCH_ALL(dtype, {
+    scalar_t* o = static_cast<scalar_t*>(out);
+    const scalar_t* pa = static_cast<const scalar_t*>(a);
+    const scalar_t* pb = static_cast<const scalar_t*>(b);
+    for (int64_t i = 0; i < n; ++i) o[i] = combine<scalar_t>(pa[i], pb[i], op);
+  });
+}
+
+void reduce_into(void* acc, const void* x, int64_t n, DType dtype, ReduceOp op) {
+  reduce_pair(acc, acc, x, n, dtype, op);
+}
+
+void finish_avg(void* acc, int64_t n, DType dtype, int count) {
+  DT_DISPATCH_ALL(dtype, {
+    scalar_t* p = static_cast<scalar_t*>(acc);
+    if constexpr (std::is_same_v<scalar_t, bool>) {
+      (void)p;
+    } else {
+      using A = Acc<scalar_t>;
+      for (int64_t i = 0; i < n; ++i) p[i] = scalar_t(static_cast<A>(p[i]) / static_cast<A>(count));
+    }
+  });
+}
+
+}  // namespace dtensor

@@ -1,0 +1,57 @@
+// DTensor (DESIGN §2): one logical tensor laid out over a DeviceMesh. Each rank holds its local block.
+#pragma once
+
+#include <optional>
+
+#include "dtensor/core/tensor.h"
+#include "dtensor/dtensor_spec.h"
+#include "dtensor/redistribute.h"
+
+namespace dtensor {
+
+class DTensor {
+ public:
+  DTensor() = default;
+  // Wraps an already-laid-out local block. Checks that `local` has the shape the spec gives this rank
+  // and spec's dtype; throws dtensor::Error naming both otherwise.
+  DTensor(DTensorSpec spec, Tensor local);
+
+  const DTensorSpec& spec() const { return spec_; }
+  const MeshPtr& mesh() const { return spec_.mesh; }
+  const Placements& placements() const { return spec_.placements; }
+  const Shape& shape() const { return spec_.shape; }
+  DType dtype() const { return spec_.dtype; }
+  int64_t dim() const { return static_cast<int64_t>(spec_.shape.size()); }
+  bool defined() const { return spec_.mesh != nullptr; }
+
+  // This rank's block (a view, no copy).
+  const Tensor& to_local() const { return local_; }
+  // The whole tensor on every rank: redistributes to all-Replicate. Collective.
+  Tensor full_tensor(Timeout timeout = kDefaultTimeout) const;
+  // A DTensor with the same values laid out by `placements` (one per mesh dim). Collective over the
+  // groups of the mesh dims that change. Throws dtensor::Error for bad placements, CommError from
+  // the collectives.
+  DTensor redistribute(const Placements& placements, Timeout timeout = kDefaultTimeout) const;
+
+  std::string str() const;
+
+ private:
+  DTensorSpec spec_;
+  Tensor local_;
+};
+
+// Lays out `global` (the same full tensor on every rank; not checked, as JAX does: no communication)
+// over `mesh` by `placements`: each rank keeps its chunk; for Partial, coordinate 0 of that mesh dim
+// keeps the value and the others hold op's identity (0 for sum, the value for avg/max/min).
+DTensor distribute_tensor(const Tensor& global, MeshPtr mesh, const Placements& placements);
+
+// Wraps this rank's `local` block as a DTensor. `global_shape`, when omitted, is inferred assuming
+// even shards (local size × mesh size along each sharded dim), as PyTorch does; give it for uneven
+// layouts. Throws if `local` does not have the shape the layout gives this rank.
+DTensor from_local(const Tensor& local, MeshPtr mesh, const Placements& placements,
+                   std::optional<Shape> global_shape = std::nullopt);
+
+// Throws dtensor::Error naming `op` and both meshes unless a and b live on the same mesh.
+void check_same_mesh(const char* op, const DTensor& a, const DTensor& b);
+
+}  // namespace dtensor

@@ -1,0 +1,125 @@
+// Executes a redistribution plan on one rank's local block.
+#include <cstring>
+
+#include "dtensor/redistribute.h"
+
+namespace dtensor {
+namespace {
+
+// Element counts of each rank's piece when a block of shape `block` is split along `d` over k ranks,
+// with `d` moved to the front (so pieces are consecutive in memory).
+std::vector<int64_t> piece_counts(const Shape& block, int d, int64_t k) {
+  const int64_t inner = block[d] == 0 ? 0 : numel(block) / block[d];
+  std::vector<int64_t> counts(k);
+  for (int64_t r = 0; r < k; ++r) counts[r] = chunk_range(block[d], k, r).second * inner;
+  return counts;
+}
+
+Shape front(const Shape& s, int d, int64_t len) {
+  Shape out{len};
+  for (int i = 0; i < static_cast<int>(s.size()); ++i)
+    if (i != d) out.push_back(s[i]);
+  return out;
+}
+
+// Identity element of op for R->P on the non-zero coordinates.
+Tensor partial_identity(const Tensor& value, ReduceOp op) {
+  if (op == ReduceOp::kSum) return Tensor::zeros(value.sizes(), value.dtype());
+  return value;  // avg, max, min: every rank holding the value gives back the value
+}
+
+}  // namespace
+
+Tensor redistribute_local(const Tensor& local_in, const DTensorSpec& src, const RedistributePlan& plan,
+                          Timeout timeout) {
+  const DeviceMesh& mesh = *src.mesh;
+  if (!mesh.contains_me() || plan.steps.empty()) return local_in.contiguous();
+  const auto& coord = mesh.coordinate();
+  Placements cur = src.placements;
+  Tensor x = local_in;
+  for (const RedistributeStep& s : plan.steps) {
+    const int i = s.mesh_dim;
+    ProcessGroup& g = mesh.group(i);
+    const int64_t k = g.size();
+    const int64_t me = coord[i];
+    // The block the group of mesh dim i holds together, and this rank's share of it.
+    Shape block = local_block(src.shape, cur, mesh.shape(), coord, i).first;
+    switch (s.kind) {
+      case CollectiveKind::kLocal: {
+        if (s.to.is_shard()) {
+          auto [start, len] = chunk_range(block[s.to.dim], k, me);
+          x = x.narrow(s.to.dim, start, len);
+        } else if (s.to.is_partial() && me != 0) {
+          x = partial_identity(x, s.to.reduce);
+        }
+        break;
+      }
+      case CollectiveKind::kAllGather: {
+        const int d = s.from.dim;
+        Tensor in = x.movedim(d, 0).contiguous();
+        Tensor out = Tensor::empty(front(block, d, block[d]), x.dtype());
+        g.all_gather(in, out, piece_counts(block, d, k), timeout);
+        x = out.movedim(0, d);
+        break;
+      }
+      case CollectiveKind::kAllReduce: {
+        Tensor buf = x.clone();  // never write into the caller's storage
+        g.all_reduce(buf, s.from.reduce, timeout);
+        x = buf;
+        break;
+      }
+      case CollectiveKind::kReduceScatter: {
+        const int d = s.to.dim;
+        Tensor in = x.movedim(d, 0).contiguous();
+        auto counts = piece_counts(block, d, k);
+        Tensor out = Tensor::empty(front(block, d, chunk_range(block[d], k, me).second), x.dtype());
+        g.reduce_scatter(in, out, counts, s.from.reduce, timeout);
+        x = out.movedim(0, d);
+        break;
+      }
+      case CollectiveKind::kAllToAll: {
+        // Each rank holds chunk `me` of the block along d and ends with chunk `me` along e. The piece
+        // for rank r is our chunk's part of chunk r along e; with d moved to the front, the pieces
+        // received from ranks 0..k-1 concatenate into the new block.
+        const int d = s.from.dim, e = s.to.dim;
+        std::vector<int64_t> send(k), recv(k);
+        std::vector<Tensor> pieces;
+        const int64_t my_d = chunk_range(block[d], k, me).second;
+        const int64_t my_e = chunk_range(block[e], k, me).second;
+        int64_t rest = 1;
+        for (int t = 0; t < static_cast<int>(block.size()); ++t)
+          if (t != d && t != e) rest *= block[t];
+        for (int64_t r = 0; r < k; ++r) {
+          auto [es, el] = chunk_range(block[e], k, r);
+          pieces.push_back(x.narrow(e, es, el).movedim(d, 0));
+          send[r] = my_d * el * rest;
+          recv[r] = chunk_range(block[d], k, r).second * my_e * rest;
+        }
+        int64_t send_total = 0, recv_total = 0;
+        for (int64_t r = 0; r < k; ++r) {
+          send_total += send[r];
+          recv_total += recv[r];
+        }
+        Tensor in = Tensor::empty({send_total}, x.dtype());
+        int64_t at = 0;
+        for (int64_t r = 0; r < k; ++r) {
+          const Tensor& p = pieces[r];
+          Tensor dst = Tensor::from_storage(in.storage(), at, p.sizes(), contiguous_strides(p.sizes()),
+                                            x.dtype());
+          dst.copy_(p);
+          at += send[r];
+        }
+        Tensor out = Tensor::empty({recv_total}, x.dtype());
+        g.all_to_all(in, send, out, recv, timeout);
+        Shape new_block = block;
+        new_block[e] = my_e;
+        x = out.view(front(new_block, d, block[d])).movedim(0, d);
+        break;
+      }
+    }
+    cur[i] = s.to;
+  }
+  return x.contiguous();
+}
+
+}  // namespace dtensor

@@ -1,0 +1,210 @@
+// The redistribution planner: pure placement logic, no data.
+#include <mutex>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
+#include "absl/strings/str_join.h"
+#include "dtensor/redistribute.h"
+
+namespace dtensor {
+
+const char* collective_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kLocal: return "local";
+    case CollectiveKind::kAllGather: return "all_gather";
+    case CollectiveKind::kAllReduce: return "all_reduce";
+    case CollectiveKind::kReduceScatter: return "reduce_scatter";
+    case CollectiveKind::kAllToAll: return "all_to_all";
+  }
+  return "?";
+}
+
+int64_t RedistributePlan::total_bytes() const {
+  int64_t b = 0;
+  for (const auto& s : steps) b += s.bytes;
+  return b;
+}
+
+std::string RedistributePlan::str() const {
+  if (steps.empty()) return "no-op";
+  return absl::StrJoin(steps, "; ", [](std::string* out, const RedistributeStep& s) {
+    absl::StrAppend(out, s.from.str(), "->", s.to.str(), " ", collective_name(s.kind),
+                    " on mesh dim ", s.mesh_dim, " (", s.bytes, " B)");
+  });
+}
+
+namespace {
+
+CollectiveKind kind_of(const Placement& from, const Placement& to) {
+  if (from.is_shard() && to.is_replicate()) return CollectiveKind::kAllGather;
+  if (from.is_partial() && to.is_replicate()) return CollectiveKind::kAllReduce;
+  if (from.is_partial() && to.is_shard()) return CollectiveKind::kReduceScatter;
+  if (from.is_shard() && to.is_shard()) return CollectiveKind::kAllToAll;
+  return CollectiveKind::kLocal;  // R->S, R->P
+}
+
+// Lower runs first: local moves, then collectives that shrink or keep data, growing ones last.
+int priority(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kLocal: return 0;
+    case CollectiveKind::kReduceScatter: return 1;
+    case CollectiveKind::kAllToAll: return 2;
+    case CollectiveKind::kAllReduce: return 3;
+    case CollectiveKind::kAllGather: return 4;
+  }
+  return 5;
+}
+
+class Planner {
+ public:
+  Planner(const Shape& mesh, const Placements& src, const Placements& dst, const Shape& shape,
+          DType dtype)
+      : mesh_(mesh), cur_(src), dst_(dst), shape_(shape), dtype_(dtype), n_(static_cast<int>(mesh.size())) {}
+
+  RedistributePlan run() {
+    RedistributePlan plan{cur_, dst_, {}};
+    for (int iter = 0; cur_ != dst_; ++iter) {
+      DT_CHECK(iter < 8 * n_ + 8, "redistribute: internal planner error from ",
+               placements_str(plan.src), " to ", placements_str(dst_));
+      int best = -1;
+      for (int i = 0; i < n_; ++i) {
+        if (cur_[i] == dst_[i] || !direct_ok(i, dst_[i])) continue;
+        if (best < 0 || priority(kind_of(cur_[i], dst_[i])) < priority(kind_of(cur_[best], dst_[best])))
+          best = i;
+      }
+      if (best >= 0) {
+        emit(plan, best, dst_[best]);
+        continue;
+      }
+      emit(plan, blocking_dim(), Replicate());
+    }
+    return plan;
+  }
+
+ private:
+  bool inner_shards(int i, int d) const {
+    for (int j = i + 1; j < n_; ++j)
+      if (cur_[j].is_shard(d)) return true;
+    return false;
+  }
+  // Adding Shard(e) at mesh dim i keeps nesting valid.
+  bool can_add(int i, int e) const {
+    if (inner_shards(i, e)) return false;
+    for (int k = 0; k < i; ++k)
+      if ((cur_[k].is_shard(e) || dst_[k].is_shard(e)) && cur_[k] != dst_[k]) return false;
+    return true;
+  }
+  bool can_remove(int i) const { return !cur_[i].is_shard() || !inner_shards(i, cur_[i].dim); }
+
+  bool direct_ok(int i, const Placement& to) const {
+    const Placement& from = cur_[i];
+    if (from.is_shard() && to.is_partial()) return false;                  // via R
+    if (from.is_partial() && to.is_partial()) return false;                // P(a)->P(b) via R
+    if (!can_remove(i)) return false;
+    if (to.is_shard() && !can_add(i, to.dim)) return false;
+    return true;
+  }
+
+  // A finished shard at mesh dim k that stands in the way of an unfinished outer mesh dim.
+  bool blocks(int k) const {
+    if (!cur_[k].is_shard()) return false;
+    for (int i = 0; i < k; ++i)
+      if (cur_[i] != dst_[i] && (cur_[i].is_shard(cur_[k].dim) || dst_[i].is_shard(cur_[k].dim)))
+        return true;
+    return false;
+  }
+
+  int blocking_dim() const {
+    for (int k = n_ - 1; k >= 0; --k) {
+      if (cur_[k].is_replicate()) continue;
+      if (cur_[k] == dst_[k] && !blocks(k)) continue;
+      if (!can_remove(k)) continue;
+      return k;
+    }
+    DT_FAIL("redistribute: internal planner error: no step from ", placements_str(cur_), " to ",
+            placements_str(dst_));
+  }
+
+  void emit(RedistributePlan& plan, int i, const Placement& to) {
+    CollectiveKind kind = kind_of(cur_[i], to);
+    // The block the group of mesh dim i holds, at coordinate 0 (largest chunks).
+    Shape block = local_block(shape_, cur_, mesh_, std::vector<int64_t>(n_, 0), i).first;
+    double bytes = static_cast<double>(numel(block) * itemsize(dtype_));
+    double k = static_cast<double>(mesh_[i]);
+    double sent = 0;
+    switch (kind) {
+      case CollectiveKind::kAllGather:
+      case CollectiveKind::kReduceScatter: sent = bytes * (k - 1) / k; break;
+      case CollectiveKind::kAllReduce: sent = 2 * bytes * (k - 1) / k; break;
+      case CollectiveKind::kAllToAll: sent = bytes / k * (k - 1) / k; break;
+      case CollectiveKind::kLocal: break;
+    }
+    plan.steps.push_back({i, cur_[i], to, kind, static_cast<int64_t>(sent)});
+    cur_[i] = to;
+  }
+
+  const Shape& mesh_;
+  Placements cur_;
+  const Placements& dst_;
+  const Shape& shape_;
+  DType dtype_;
+  int n_;
+};
+
+struct PlanKey {
+  Shape mesh;
+  Placements src, dst;
+  Shape shape;
+  DType dtype;
+  bool operator==(const PlanKey& o) const {
+    return mesh == o.mesh && src == o.src && dst == o.dst && shape == o.shape && dtype == o.dtype;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const PlanKey& k) {
+    return H::combine(std::move(h), k.mesh, k.src, k.dst, k.shape, k.dtype);
+  }
+};
+
+std::mutex& cache_mu() {
+  static std::mutex mu;
+  return mu;
+}
+absl::flat_hash_map<PlanKey, std::shared_ptr<const RedistributePlan>>& cache() {
+  static auto* c = new absl::flat_hash_map<PlanKey, std::shared_ptr<const RedistributePlan>>();
+  return *c;
+}
+
+}  // namespace
+
+RedistributePlan compute_redistribute_plan(const Shape& mesh_shape, const Placements& src,
+                                           const Placements& dst, const Shape& shape, DType dtype) {
+  DT_CHECK(src.size() == mesh_shape.size() && dst.size() == mesh_shape.size(),
+           "redistribute: placements ", placements_str(src), " -> ", placements_str(dst),
+           " for a ", mesh_shape.size(), "-d mesh; give one placement per mesh dim");
+  return Planner(mesh_shape, src, dst, shape, dtype).run();
+}
+
+std::shared_ptr<const RedistributePlan> plan_redistribute(const DTensorSpec& src,
+                                                          const Placements& dst_in) {
+  Placements dst = normalize_placements(dst_in, static_cast<int64_t>(src.shape.size()),
+                                        src.mesh->ndim(), "redistribute");
+  PlanKey key{src.mesh->shape(), src.placements, dst, src.shape, src.dtype};
+  {
+    std::lock_guard<std::mutex> l(cache_mu());
+    auto it = cache().find(key);
+    if (it != cache().end()) return it->second;
+  }
+  auto plan = std::make_shared<const RedistributePlan>(
+      compute_redistribute_plan(src.mesh->shape(), src.placements, dst, src.shape, src.dtype));
+  std::lock_guard<std::mutex> l(cache_mu());
+  if (cache().size() >= kPlanCacheCapacity) cache().clear();
+  cache().emplace(std::move(key), plan);
+  return plan;
+}
+
+size_t plan_cache_size() {
+  std::lock_guard<std::mutex> l(cache_mu());
+  return cache().size();
+}
+
+}  // namespace dtensor

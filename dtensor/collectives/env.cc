@@ -1,0 +1,113 @@
+#include "dtensor/collectives/env.h"
+
+#include <cstdlib>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "dtensor/collectives/gloo_backend.h"
+
+namespace dtensor {
+namespace {
+
+struct Lookup {
+  std::vector<std::string> missing;    // "RANK (or OMPI_COMM_WORLD_RANK, ...)"
+  std::vector<std::string> malformed;  // "RANK='abc' is not an integer"
+
+  // First set variable of `names`; false when none is set.
+  bool find(const std::vector<const char*>& names, std::string* name, std::string* value) {
+    for (const char* n : names) {
+      const char* v = std::getenv(n);
+      if (v != nullptr && *v != '\0') {
+        *name = n;
+        *value = v;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void require(const std::vector<const char*>& names, const std::string& hint, std::string* out) {
+    std::string name;
+    if (!find(names, &name, out)) missing.push_back(alternatives(names, hint));
+  }
+
+  void require_int(const std::vector<const char*>& names, int* out) {
+    std::string name, value;
+    if (!find(names, &name, &value)) {
+      missing.push_back(alternatives(names, ""));
+    } else if (!absl::SimpleAtoi(value, out)) {
+      malformed.push_back(absl::StrCat(name, "='", value, "' is not an integer"));
+    }
+  }
+
+  void optional_int(const std::vector<const char*>& names, int* out) {
+    std::string name, value;
+    if (find(names, &name, &value) && !absl::SimpleAtoi(value, out)) {
+      malformed.push_back(absl::StrCat(name, "='", value, "' is not an integer"));
+    }
+  }
+
+  static std::string alternatives(const std::vector<const char*>& names, const std::string& hint) {
+    std::string s = names[0];
+    if (names.size() > 1) {
+      std::vector<std::string> rest(names.begin() + 1, names.end());
+      absl::StrAppend(&s, " (or ", absl::StrJoin(rest, ", "), ")");
+    }
+    if (!hint.empty()) absl::StrAppend(&s, " ", hint);
+    return s;
+  }
+};
+
+}  // namespace
+
+ProcessEnv read_process_env() {
+  ProcessEnv env;
+  Lookup l;
+  l.require_int({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, &env.rank);
+  l.require_int({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"},
+                &env.world_size);
+  l.optional_int({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"},
+                 &env.local_rank);
+  l.optional_int({"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"},
+                 &env.local_world_size);
+  l.require({"DTENSOR_STORE"}, "(file:/shared/dir or redis://host:port)", &env.store);
+  if (l.missing.empty() && l.malformed.empty()) {
+    if (env.world_size < 1) {
+      l.malformed.push_back(absl::StrCat("world size ", env.world_size, " must be >= 1"));
+    } else if (env.rank < 0 || env.rank >= env.world_size) {
+      l.malformed.push_back(
+          absl::StrCat("rank ", env.rank, " is outside [0, ", env.world_size, ")"));
+    }
+    if (env.local_rank < 0) {
+      l.malformed.push_back(absl::StrCat("local rank ", env.local_rank, " is negative"));
+    }
+    if (env.local_world_size < 1) {
+      l.malformed.push_back(
+          absl::StrCat("local world size ", env.local_world_size, " must be >= 1"));
+    }
+  }
+  if (!l.missing.empty() || !l.malformed.empty()) {
+    std::string msg = "init_backend_from_env: ";
+    if (!l.missing.empty()) {
+      absl::StrAppend(&msg, "missing environment variable(s): ", absl::StrJoin(l.missing, "; "));
+    }
+    if (!l.malformed.empty()) {
+      absl::StrAppend(&msg, l.missing.empty() ? "" : "; ",
+                      "malformed: ", absl::StrJoin(l.malformed, "; "));
+    }
+    absl::StrAppend(&msg,
+                    ". Start the job with `dtensor launch -n N -- CMD ...`, or set them "
+                    "(torchrun, mpirun and srun set the rank and world size)");
+    throw Error(msg);
+  }
+  return env;
+}
+
+std::shared_ptr<Backend> init_backend_from_env(Timeout timeout) {
+  ProcessEnv env = read_process_env();
+  return std::make_shared<GlooBackend>(env.rank, env.world_size, env.store, "", timeout);
+}
+
+}  // namespace dtensor

@@ -1,0 +1,38 @@
+// Starting a rank's backend from the environment a launcher set: `dtensor launch`, torchrun, mpirun
+// (Open MPI), Intel MPI / MPICH (PMI) or srun (Slurm).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "dtensor/collectives/process_group.h"
+
+namespace dtensor {
+
+// What a launcher told this process.
+struct ProcessEnv {
+  int rank = 0;  // global rank, in [0, world_size)
+  int world_size = 1;
+  int local_rank = 0;        // rank among the processes of this host
+  int local_world_size = 1;  // processes of this job on this host
+  std::string store;         // "file:/dir" or "redis://host:port"
+};
+
+// Reads, first found wins:
+//   rank:             RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID
+//   world size:       WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS
+//   local rank:       LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID
+//                     (default 0)
+//   local world size: LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS (default 1)
+//   store:            DTENSOR_STORE
+// Throws dtensor::Error listing every missing variable (with its alternatives) and every malformed
+// one (not an integer, rank outside [0, world_size), negative local rank).
+ProcessEnv read_process_env();
+
+// read_process_env(), then a GlooBackend on that store (device address: $DTENSOR_GLOO_HOST, else
+// 127.0.0.1), which waits up to `timeout` for all ranks to start. Throws dtensor::Error for a bad
+// or incomplete environment, dtensor::CommError when a rank does not start within `timeout` (naming
+// it) or the store cannot be reached.
+std::shared_ptr<Backend> init_backend_from_env(Timeout timeout = kDefaultTimeout);
+
+}  // namespace dtensor

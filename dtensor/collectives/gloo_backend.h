@@ -1,0 +1,112 @@
+// Gloo backend: one rank per process, CPU tensors, TCP between every pair of ranks of a group.
+//
+// Rendezvous goes through a key-value store: a directory on a (shared) file system ("file:/dir",
+// gloo::rendezvous::FileStore) or a Redis server ("redis://host:port", RedisStore). The store must
+// be fresh for each job: keys left over from an earlier run with the same directory or Redis
+// database make the rendezvous of the next one fail or mismatch (`dtensor launch` makes a fresh
+// directory per job).
+//
+// Collectives map onto Gloo's options-based algorithms:
+//   all_reduce      gloo::allreduce (ring); the reduce function is dtensor's reduce_pair, so every
+//                   dtype (bf16, fp16 and bool included) reduces exactly as in the threads backend;
+//                   avg = sum, then divided by the group size (integer avg truncates).
+//   all_gather      gloo::allgatherv (uneven and empty per-rank counts allowed).
+//   reduce_scatter  Gloo has no options-based reduce-scatter: it is a Gloo allreduce of a copy of
+//   `in`
+//                   followed by a copy of this rank's block into `out` (so it moves about twice the
+//                   bytes of a true ring reduce-scatter; CommStats still counts the ring formula).
+//   all_to_all      gloo::alltoallv.
+//   broadcast       gloo::broadcast.
+//   barrier         gloo::barrier.
+//   send/recv       unbound buffers (context->createUnboundBuffer, send/recv on a slot derived from
+//                   the user tag, waitSend/waitRecv with the timeout).
+// Each collective gets its own Gloo tag from a per-group counter, so consecutive ops never mix.
+// A group is used by one thread at a time.
+//
+// Failures never hang: every Gloo wait is bounded by the call's timeout, and every error is a
+// dtensor::CommError naming the op, the group, this rank and, when it can tell, the culprit:
+//   - new_group first runs a join check through the store: each member publishes
+//     `<group>/alive/<global rank>` = "<hostname> <pid>" and waits for all members; a member
+//     missing after `timeout` is named: "rank(s) 3 did not join group 'mesh0/dim0' ranks [0, 1, 2,
+//     3] within 2000 ms".
+//   - A Gloo exception inside an op (timeout, "connection closed by peer", ...) is rethrown as a
+//     CommError. For peers on the same host the message says which ones are dead ("peer rank 3 (pid
+//     1234) is no longer running"). When no peer is known dead, the failing ranks compare notes
+//     through the store for a short window (at most 500 ms, and at most a quarter of the timeout)
+//     and name the members that never reached the op ("rank 3 did not enter all_reduce #7 (alive,
+//     silent)"). The error is therefore raised at most `timeout + 500 ms` after the call.
+//   - After a CommError the group is unusable: later calls on it throw CommError at once.
+// The constructor ignores SIGPIPE if it is at its default action (a write to a dead peer's socket
+// must be an error, not the death of this process).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtensor/collectives/process_group.h"
+
+namespace gloo {
+namespace rendezvous {
+class Store;
+}
+namespace transport {
+class Device;
+}
+}  // namespace gloo
+
+namespace dtensor {
+
+// Where a rank was when it joined: for telling dead peers from slow ones.
+struct PeerInfo {
+  std::string host;  // gethostname() of the peer
+  int pid = 0;
+};
+
+class GlooBackend : public Backend {
+ public:
+  // Connects to the store, creates the TCP device and waits (up to `timeout`) until all
+  // `world_size` ranks have started; records each rank's host and pid.
+  //   store_spec: "file:/path/to/dir" (created if missing) or "redis://host:port" (port defaults to
+  //               6379).
+  //   host: address the device binds to and advertises to peers; "iface:NAME" binds to network
+  //         interface NAME instead. Empty: $DTENSOR_GLOO_HOST, else "127.0.0.1" (one machine).
+  // Throws dtensor::Error on bad arguments (rank outside [0, world_size), malformed store_spec) and
+  // dtensor::CommError when the store or device cannot be set up or a rank does not start in time
+  // (naming the missing ranks).
+  GlooBackend(int rank, int world_size, const std::string& store_spec, const std::string& host = "",
+              Timeout timeout = kDefaultTimeout);
+  ~GlooBackend() override;
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  std::string kind() const override { return "gloo"; }
+  // Join check (see above), then a Gloo full-mesh connection of the members through a store prefix
+  // unique to (name, how many groups of that name this rank created before). Group rank i is
+  // global_ranks[i]. Throws dtensor::Error on bad ranks, dtensor::CommError naming the members that
+  // did not join or the connection that failed within `timeout`.
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& global_ranks,
+                                          const std::string& name,
+                                          Timeout timeout = kDefaultTimeout) override;
+
+  // Host and pid of every global rank, as published when the world started.
+  const std::vector<PeerInfo>& peers() const { return peers_; }
+
+ private:
+  int rank_;
+  int world_size_;
+  std::string store_spec_;
+  std::shared_ptr<gloo::rendezvous::Store> store_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::vector<PeerInfo> peers_;
+  std::map<std::string, int> group_generations_;  // name -> groups created with it so far
+};
+
+// Parses a store spec and opens the store; "file:DIR" or "redis://host[:port]". Keys are escaped to
+// [A-Za-z0-9_-%] (group names contain '/'), and waits honour millisecond timeouts (Gloo's own
+// stores round them to whole seconds). Throws dtensor::Error on a malformed spec,
+// dtensor::CommError when the directory cannot be created or Redis cannot be reached.
+std::shared_ptr<gloo::rendezvous::Store> open_store(const std::string& spec);
+
+}  // namespace dtensor

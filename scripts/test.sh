@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs what the build needs, builds everything (CUDA sources included) and runs every test.
+# Ends with a plain "N passed, N failed" line.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install_deps.sh || exit 1
+log=$(mktemp)
+bazel test --test_summary=short //... 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+passed=$(grep -cE '^//.* +PASSED' "$log" || true)
+failed=$(grep -cE '^//.* +(FAILED|TIMEOUT|NO STATUS|FAILED TO BUILD)' "$log" || true)
+rm -f "$log"
+echo "tests: ${passed} passed, ${failed} failed"
+exit "$rc"

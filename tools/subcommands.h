@@ -1,0 +1,31 @@
+// Subcommands of the `dtensor` command line. Each lives in its own file (launch_command.cc, ...)
+// and registers itself on the root CLI11 app; dtensor_main.cc calls every add_*_command.
+//
+// Conventions:
+//   - A subcommand's callback does its work and reports a non-zero exit status by throwing
+//     CLI::RuntimeError(status); app.exit() turns it into the process's exit code.
+//   - Everything after the first "--" of the command line is not parsed by CLI11: dtensor_main.cc
+//     cuts it off and a subcommand that runs another program reads it with trailing_args().
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+
+namespace dtensor::tools {
+
+// The arguments after the first "--" (empty when there was none), verbatim.
+const std::vector<std::string>& trailing_args();
+// Called by main before parsing.
+void set_trailing_args(std::vector<std::string> args);
+
+// `dtensor launch -n N [--timeout S] [--failure-grace S] [--kill-grace S] -- CMD ARGS...`: starts N
+// local ranks of CMD (see tools/launcher.h); the exit status is the launcher's.
+void add_launch_command(CLI::App& app);
+
+// `dtensor demo [--backend gloo|threads] [--shape 9,5] [--timeout S]`: the foundation's main job
+// (tools/demo_command.cc): distribute and redistribute a tensor on a 2x2 mesh of 4 ranks.
+void add_demo_command(CLI::App& app);
+
+}  // namespace dtensor::tools

@@ -48,6 +48,11 @@ RedistributePlan compute_redistribute_plan(const Shape& mesh_shape, const Placem
 // dtype); the cache is bounded (cleared when it exceeds kPlanCacheCapacity entries).
 std::shared_ptr<const RedistributePlan> plan_redistribute(const DTensorSpec& src,
                                                           const Placements& dst);
+// The same cache without a mesh object (for the sharding engine and the offline planner); placements
+// must be normalized.
+std::shared_ptr<const RedistributePlan> plan_redistribute(const Shape& mesh_shape, const Placements& src,
+                                                          const Placements& dst, const Shape& shape,
+                                                          DType dtype);
 inline constexpr size_t kPlanCacheCapacity = 4096;
 size_t plan_cache_size();
 

@@ -188,14 +188,20 @@ std::shared_ptr<const RedistributePlan> plan_redistribute(const DTensorSpec& src
                                                           const Placements& dst_in) {
   Placements dst = normalize_placements(dst_in, static_cast<int64_t>(src.shape.size()),
                                         src.mesh->ndim(), "redistribute");
-  PlanKey key{src.mesh->shape(), src.placements, dst, src.shape, src.dtype};
+  return plan_redistribute(src.mesh->shape(), src.placements, dst, src.shape, src.dtype);
+}
+
+std::shared_ptr<const RedistributePlan> plan_redistribute(const Shape& mesh_shape, const Placements& src,
+                                                          const Placements& dst, const Shape& shape,
+                                                          DType dtype) {
+  PlanKey key{mesh_shape, src, dst, shape, dtype};
   {
     std::lock_guard<std::mutex> l(cache_mu());
     auto it = cache().find(key);
     if (it != cache().end()) return it->second;
   }
   auto plan = std::make_shared<const RedistributePlan>(
-      compute_redistribute_plan(src.mesh->shape(), src.placements, dst, src.shape, src.dtype));
+      compute_redistribute_plan(mesh_shape, src, dst, shape, dtype));
   std::lock_guard<std::mutex> l(cache_mu());
   if (cache().size() >= kPlanCacheCapacity) cache().clear();
   cache().emplace(std::move(key), plan);

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   dtensor::tools::add_launch_command(app);
   dtensor::tools::add_demo_command(app);
+  dtensor::tools::add_explain_command(app);
   CLI11_PARSE(app, parsed, argv);
   return 0;
 }

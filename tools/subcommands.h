@@ -28,4 +28,7 @@ void add_launch_command(CLI::App& app);
 // (tools/demo_command.cc): distribute and redistribute a tensor on a 2x2 mesh of 4 ranks.
 void add_demo_command(CLI::App& app);
 
+// `dtensor explain [--cases FILE] [--hardware NAME]` (tools/explain_command.cc).
+void add_explain_command(CLI::App& app);
+
 }  // namespace dtensor::tools

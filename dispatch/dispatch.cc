@@ -1,0 +1,115 @@
+#include "dispatch/dispatch.h"
+
+#include "ops/defs/common.h"
+#include "strategies/common.h"
+
+namespace dtensor {
+
+void init_ops() {
+  ops::define_all_ops();
+  strategies::register_all_rules();
+}
+
+std::vector<DTensor> execute_strategy(
+    const OpCall& call, const Strategy& strategy, const std::vector<TensorMeta>& out_meta,
+    const std::vector<DTensor>& inputs, Timeout timeout,
+    const std::vector<std::shared_ptr<const RedistributePlan>>* plans) {
+  const MeshPtr& mesh = inputs.at(0).mesh();
+  std::vector<Tensor> locals;
+  locals.reserve(inputs.size());
+  for (size_t t = 0; t < inputs.size(); ++t) {
+    const DTensor& x = inputs[t];
+    if (x.placements() == strategy.inputs[t]) {
+      locals.push_back(x.to_local());
+      continue;
+    }
+    auto plan = plans ? (*plans)[t] : plan_redistribute(x.spec(), strategy.inputs[t]);
+    locals.push_back(redistribute_local(x.to_local(), x.spec(), *plan, timeout));
+  }
+  LocalContext ctx;
+  ctx.strategy = &strategy;
+  ctx.out_meta = out_meta;
+  ctx.mesh_shape = mesh->shape();
+  ctx.coord = mesh->coordinate();
+  std::vector<Tensor> outs = call.op().kernel(locals, call, ctx);
+  for (int i = 0; i < mesh->ndim(); ++i) {
+    if (strategy.steps[i] == 0) continue;
+    const StepDef& step = call.op().steps[strategy.steps[i] - 1];
+    step.run(outs, locals, call, ctx, i, mesh->group(i), timeout);
+  }
+  DT_CHECK(outs.size() == out_meta.size(), call.str(), ": internal error: the kernel returned ",
+           outs.size(), " outputs, the op has ", out_meta.size());
+  std::vector<DTensor> result;
+  result.reserve(outs.size());
+  for (size_t o = 0; o < outs.size(); ++o)
+    result.emplace_back(DTensorSpec(mesh, strategy.outputs[o], out_meta[o].shape, out_meta[o].dtype),
+                        std::move(outs[o]));
+  return result;
+}
+
+std::vector<Tensor> run_single_device(const OpCall& call, const std::vector<Tensor>& inputs) {
+  LocalContext ctx;
+  ctx.out_meta = call.op().meta(call);
+  return call.op().kernel(inputs, call, ctx);
+}
+
+namespace {
+
+// Turns an OpArg into an ArgValue, appending its DTensors to `tensors`.
+ArgValue lower(const OpArg& a, std::vector<const DTensor*>& tensors) {
+  if (const auto* d = std::get_if<DTensor>(&a)) {
+    tensors.push_back(d);
+    return TensorRef{static_cast<int>(tensors.size()) - 1};
+  }
+  if (const auto* l = std::get_if<std::vector<DTensor>>(&a)) {
+    TensorListRef ref;
+    for (const DTensor& d : *l) {
+      tensors.push_back(&d);
+      ref.indices.push_back(static_cast<int>(tensors.size()) - 1);
+    }
+    return ref;
+  }
+  return std::get<IValue>(a);
+}
+
+}  // namespace
+
+std::vector<DTensor> call_op(const std::string& name, const std::vector<OpArg>& args,
+                             const std::vector<std::pair<std::string, OpArg>>& kwargs,
+                             const CallOptions& options) {
+  init_ops();
+  const OpDef& op = Registry::get().find(name);
+  std::vector<const DTensor*> tensors;
+  std::vector<ArgValue> pos;
+  pos.reserve(args.size());
+  for (const OpArg& a : args) pos.push_back(lower(a, tensors));
+  std::vector<std::pair<std::string, ArgValue>> kw;
+  for (const auto& [k, a] : kwargs) kw.emplace_back(k, lower(a, tensors));
+  DT_CHECK(!tensors.empty(), name, ": needs at least one DTensor argument");
+  std::vector<TensorMeta> metas;
+  std::vector<Placements> placements;
+  std::vector<DTensor> inputs;
+  metas.reserve(tensors.size());
+  placements.reserve(tensors.size());
+  inputs.reserve(tensors.size());
+  for (const DTensor* d : tensors) {
+    check_same_mesh(name.c_str(), *tensors[0], *d);
+    metas.push_back({d->shape(), d->dtype()});
+    placements.push_back(d->placements());
+    inputs.push_back(*d);
+  }
+  OpCall call = OpCall::bind(op, pos, kw, std::move(metas), std::move(placements),
+                             tensors[0]->mesh()->shape());
+  auto decision = propagate(call, {options.hardware});
+  return execute_strategy(call, decision->strategy, decision->out_meta, inputs, options.timeout,
+                          &decision->input_plans);
+}
+
+DTensor call_op1(const std::string& name, const std::vector<OpArg>& args,
+                 const std::vector<std::pair<std::string, OpArg>>& kwargs, const CallOptions& options) {
+  auto out = call_op(name, args, kwargs, options);
+  DT_CHECK(out.size() == 1, name, ": returns ", out.size(), " tensors; use call_op");
+  return out[0];
+}
+
+}  // namespace dtensor

@@ -1,0 +1,52 @@
+// The DTensor op-call path (DESIGN §1): build the op's call from the input specs -> look up the
+// cache or propagate (choose a strategy) -> redistribute inputs as the strategy requires -> run the
+// local kernel (and the strategy's own distributed step) -> wrap the outputs with the output specs.
+// (autograd/ records the backward node on top of this.)
+#pragma once
+
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "dtensor/dtensor.h"
+#include "propagation/propagate.h"
+
+namespace dtensor {
+
+// Registers every op definition and rule (idempotent, thread-safe). call_op calls it.
+void init_ops();
+
+// An argument of call_op: a DTensor, a list of DTensors (cat, stack) or a plain value.
+using OpArg = std::variant<DTensor, std::vector<DTensor>, IValue>;
+
+struct CallOptions {
+  const HardwareProfile* hardware = nullptr;  // cost model; default kDefaultHardware
+  Timeout timeout = kDefaultTimeout;          // for the collectives
+};
+
+// Calls op `name` (ATen name, e.g. "mm", "sum", "max.dim") on DTensors; collective over the mesh.
+// Throws dtensor::Error for an unknown op (listing the registered ones), arguments the schema
+// rejects, shapes the op rejects (naming op, shapes and placements), or inputs on different meshes;
+// dtensor::CommError from the collectives.
+std::vector<DTensor> call_op(const std::string& name, const std::vector<OpArg>& args,
+                             const std::vector<std::pair<std::string, OpArg>>& kwargs = {},
+                             const CallOptions& options = {});
+// call_op for ops with one output.
+DTensor call_op1(const std::string& name, const std::vector<OpArg>& args,
+                 const std::vector<std::pair<std::string, OpArg>>& kwargs = {},
+                 const CallOptions& options = {});
+
+// Runs `call` under a given strategy on this rank: inputs are redistributed from their placements to
+// strategy.inputs (through `plans` when given, one per input), then the kernel and the strategy's
+// own steps run, and the outputs are wrapped. Used by call_op, `dtensor explain --run` and the
+// ground-truth validator (which forces every rule in turn).
+std::vector<DTensor> execute_strategy(
+    const OpCall& call, const Strategy& strategy, const std::vector<TensorMeta>& out_meta,
+    const std::vector<DTensor>& inputs, Timeout timeout,
+    const std::vector<std::shared_ptr<const RedistributePlan>>* plans = nullptr);
+
+// The single-device op on whole tensors: the reference every strategy is checked against.
+std::vector<Tensor> run_single_device(const OpCall& call, const std::vector<Tensor>& inputs);
+
+}  // namespace dtensor

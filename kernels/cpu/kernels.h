@@ -1,0 +1,10 @@
+// All local CPU reference kernels (namespace dtensor::kernels).
+#pragma once
+
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/loss.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/norm.h"
+#include "kernels/cpu/pointwise.h"
+#include "kernels/cpu/reduction.h"
+#include "kernels/cpu/shape_ops.h"

@@ -1,0 +1,27 @@
+// Softmax and normalization layers. Floating inputs only; computed in double, rounded to the input
+// dtype. Results are contiguous, shaped like the input.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "dtensor/core/tensor.h"
+
+namespace dtensor::kernels {
+
+// exp(x - max) / sum(exp(x - max)) along dim (a row of all -inf gives NaN, like torch).
+Tensor softmax(const Tensor& x, int64_t dim);
+// x - max - log(sum(exp(x - max))) along dim.
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// (x - mean) / sqrt(biased var + eps) * weight + bias over the trailing dims normalized_shape;
+// weight and bias (any floating dtype) have shape normalized_shape.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape,
+                  const std::optional<Tensor>& weight = std::nullopt,
+                  const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);
+// x / sqrt(mean(x^2) + eps) * weight over the trailing dims normalized_shape. eps defaults to
+// torch.finfo(x.dtype).eps (float32 2^-23, float64 2^-52, bfloat16 2^-7, float16 2^-10).
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape,
+                const std::optional<Tensor>& weight = std::nullopt,
+                std::optional<double> eps = std::nullopt);
+
+}  // namespace dtensor::kernels

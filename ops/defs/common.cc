@@ -1,0 +1,64 @@
+#include "ops/defs/common.h"
+
+#include "dtensor/partial_split.h"
+
+#include <cmath>
+#include <mutex>
+
+namespace dtensor::ops {
+
+Sample sample(std::vector<Shape> shapes, std::vector<ArgValue> positional,
+              std::vector<std::pair<std::string, ArgValue>> keyword, std::vector<DType> dtypes) {
+  Sample s;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    s.tensors.push_back({shapes[i], i < dtypes.size() ? dtypes[i] : DType::kFloat32});
+  s.positional = std::move(positional);
+  s.keyword = std::move(keyword);
+  return s;
+}
+
+ArgValue T(int index) { return TensorRef{index}; }
+ArgValue V(IValue value) { return value; }
+ArgValue I(int64_t v) { return IValue(v); }
+ArgValue L(std::vector<int64_t> v) { return IValue(std::move(v)); }
+
+Tensor positive_input(const TensorMeta& m, uint64_t seed) {
+  Tensor r = random_tensor(m.shape, DType::kFloat64, seed);
+  return kernels::add(kernels::abs(r), Scalar(0.25)).to(m.dtype);
+}
+
+Tensor index_input(const TensorMeta& m, int64_t upper, uint64_t seed) {
+  Tensor r = random_tensor(m.shape, DType::kFloat64, seed);  // in [-2, 2]
+  Tensor t = Tensor::empty(m.shape, DType::kInt64);
+  auto v = r.to_vector<double>();
+  int64_t* p = t.data<int64_t>();
+  for (size_t i = 0; i < v.size(); ++i)
+    p[i] = static_cast<int64_t>((v[i] + 2.0) * 64.0 * 7919.0) % std::max<int64_t>(upper, 1);
+  return t.to(m.dtype);
+}
+
+std::function<Tensor(int, const OpCall&, uint64_t)> positive_inputs(std::vector<int> positive) {
+  return [positive](int i, const OpCall& c, uint64_t seed) {
+    for (int p : positive)
+      if (p == i) return positive_input(c.tensor(i), seed);
+    return random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
+  };
+}
+
+void define_all_ops() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Registry& r = Registry::get();
+    define_pointwise_ops(r);
+    define_matrix_ops(r);
+    define_reduction_ops(r);
+    define_norm_ops(r);
+    define_embedding_ops(r);
+    define_view_ops(r);
+    define_loss_ops(r);
+  });
+}
+
+void fail(const OpCall& c, const std::string& what) { DT_FAIL(c.str(), ": ", what); }
+
+}  // namespace dtensor::ops

@@ -1,0 +1,54 @@
+// Helpers for the op definition files: each file defines its family's ops in the registry with
+// schema, output metadata (validating shapes, with errors naming the call), local kernel and samples.
+#pragma once
+
+#include <random>
+
+#include "kernels/cpu/kernels.h"
+#include "ops/registry.h"
+
+namespace dtensor::ops {
+
+using kernels::Scalar;
+
+// A sample call for the validator. Tensors are float32 unless given.
+Sample sample(std::vector<Shape> shapes, std::vector<ArgValue> positional = {},
+              std::vector<std::pair<std::string, ArgValue>> keyword = {},
+              std::vector<DType> dtypes = {});
+ArgValue T(int index);     // the tensor input `index`
+ArgValue V(IValue value);  // a plain value
+ArgValue I(int64_t v);
+ArgValue L(std::vector<int64_t> v);
+
+// Input data for OpDef::make_input: positive values in [0.25, 2.25]; class indices in [0, upper).
+Tensor positive_input(const TensorMeta& m, uint64_t seed);
+Tensor index_input(const TensorMeta& m, int64_t upper, uint64_t seed);
+// make_input for an op whose tensor inputs listed in `positive` must be positive.
+std::function<Tensor(int, const OpCall&, uint64_t)> positive_inputs(std::vector<int> positive);
+
+// The common error: "<call>: <what>".
+[[noreturn]] void fail(const OpCall& c, const std::string& what);
+
+// Runs f(); a dtensor::Error from it is rethrown prefixed with the call (op, shapes, placements).
+template <typename F>
+auto guard(const OpCall& c, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    fail(c, e.what());
+  }
+}
+
+// Family definers, each defining its ops once.
+void define_pointwise_ops(Registry& r);
+void define_matrix_ops(Registry& r);
+void define_reduction_ops(Registry& r);
+void define_norm_ops(Registry& r);
+void define_embedding_ops(Registry& r);
+void define_view_ops(Registry& r);
+void define_loss_ops(Registry& r);
+
+// Every family above, once (thread-safe).
+void define_all_ops();
+
+}  // namespace dtensor::ops

@@ -1,0 +1,87 @@
+// softmax, log_softmax, layer_norm, rms_norm: local kernels on blocks whole along the normalized dims.
+#include "ops/defs/common.h"
+
+namespace dtensor::ops {
+namespace {
+
+void check_float(const OpCall& c) {
+  if (!is_floating(c.tensor(0).dtype))
+    fail(c, "accepted dtypes: float32, float64, bfloat16, float16");
+}
+
+MetaFn norm_meta() {
+  return [](const OpCall& c) {
+    check_float(c);
+    const Shape& x = c.tensor(0).shape;
+    std::vector<int64_t> ns = c.get_int_list("normalized_shape");
+    bool ok = ns.size() <= x.size();
+    for (size_t i = 0; ok && i < ns.size(); ++i) ok = ns[i] == x[x.size() - ns.size() + i];
+    if (!ok)
+      fail(c, absl::StrCat("normalized_shape [", absl::StrJoin(ns, ", "),
+                           "] must equal the trailing dims of the input ", shape_str(x)));
+    for (const char* w : {"weight", "bias"}) {
+      int t = c.has(w) ? c.tensor_index(w) : -1;
+      if (t >= 0 && c.tensor(t).shape != Shape(ns.begin(), ns.end()))
+        fail(c, absl::StrCat(w, " must have shape [", absl::StrJoin(ns, ", "), "]"));
+    }
+    return std::vector<TensorMeta>{c.tensor(0)};
+  };
+}
+
+std::optional<Tensor> opt(const std::vector<Tensor>& in, const OpCall& c, const char* name) {
+  if (!c.has(name)) return std::nullopt;
+  return in[c.tensor_index(name)];
+}
+
+}  // namespace
+
+void define_norm_ops(Registry& reg) {
+  for (const char* name : {"softmax", "log_softmax"}) {
+    bool log = std::string(name) == "log_softmax";
+    OpDef& op = reg.define(std::string(name) + "(Tensor self, int dim) -> Tensor", "norm");
+    op.meta = [](const OpCall& c) {
+      check_float(c);
+      guard(c, [&] { return wrap_dim(c.get_int("dim"), static_cast<int64_t>(c.tensor(0).shape.size()), "dim"); });
+      return std::vector<TensorMeta>{c.tensor(0)};
+    };
+    op.kernel = [log](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+      return std::vector<Tensor>{log ? kernels::log_softmax(in[0], c.get_int("dim"))
+                                     : kernels::softmax(in[0], c.get_int("dim"))};
+    };
+    op.samples = [] {
+      return std::vector<Sample>{sample({{6, 5}}, {T(0), I(1)}), sample({{5, 3, 7}}, {T(0), I(0)})};
+    };
+  }
+  {
+    OpDef& op = reg.define(
+        "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor",
+        "norm");
+    op.meta = norm_meta();
+    op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+      std::vector<int64_t> ns = c.get_int_list("normalized_shape");
+      return std::vector<Tensor>{kernels::layer_norm(in[0], Shape(ns.begin(), ns.end()), opt(in, c, "weight"),
+                                                     opt(in, c, "bias"), c.get_double("eps"))};
+    };
+    op.samples = [] {
+      return std::vector<Sample>{sample({{6, 5, 4}, {4}, {4}}, {T(0), L({4}), T(1), T(2)}),
+                                 sample({{7, 3, 4}}, {T(0), L({3, 4})})};
+    };
+  }
+  {
+    OpDef& op = reg.define(
+        "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor", "norm");
+    op.meta = norm_meta();
+    op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+      std::vector<int64_t> ns = c.get_int_list("normalized_shape");
+      std::optional<double> eps;
+      if (c.has("eps")) eps = c.get_double("eps");
+      return std::vector<Tensor>{kernels::rms_norm(in[0], Shape(ns.begin(), ns.end()), opt(in, c, "weight"), eps)};
+    };
+    op.samples = [] {
+      return std::vector<Sample>{sample({{6, 5, 4}, {4}}, {T(0), L({4}), T(1)}),
+                                 sample({{5, 6}}, {T(0), L({6})})};
+    };
+  }
+}
+
+}  // namespace dtensor::ops

@@ -1,0 +1,177 @@
+// Pointwise ops: torch broadcasting and type promotion; local kernels run on local blocks as they are
+// (strategies only pair blocks that line up).
+#include "ops/defs/common.h"
+
+namespace dtensor::ops {
+namespace {
+
+std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
+
+// Output metadata of an op broadcasting all tensor inputs; dtype from `dtype_fn`.
+MetaFn broadcast_meta(std::function<DType(const OpCall&)> dtype_fn) {
+  return [dtype_fn](const OpCall& c) {
+    return guard(c, [&] {
+      Shape s = c.tensor(0).shape;
+      for (int t = 1; t < c.num_tensors(); ++t) s = kernels::broadcast_shapes(s, c.tensor(t).shape);
+      return std::vector<TensorMeta>{{s, dtype_fn(c)}};
+    });
+  };
+}
+
+DType promoted(const OpCall& c) {
+  DType d = c.tensor(0).dtype;
+  for (int t = 1; t < c.num_tensors(); ++t) d = kernels::promote_types(d, c.tensor(t).dtype);
+  return d;
+}
+DType same(const OpCall& c) { return c.tensor(0).dtype; }
+DType boolean(const OpCall&) { return DType::kBool; }
+DType floating(const OpCall& c) {
+  DType d = promoted(c);
+  return is_floating(d) ? d : DType::kFloat32;
+}
+
+std::vector<Sample> binary_samples() {
+  return {sample({{6, 5}, {6, 5}}, {T(0), T(1)}), sample({{4, 7, 3}, {7, 1}}, {T(0), T(1)}),
+          sample({{5}, {3, 5}}, {T(0), T(1)})};
+}
+std::vector<Sample> unary_samples() {
+  return {sample({{6, 5}}, {T(0)}), sample({{3, 7, 2}}, {T(0)})};
+}
+
+void binary(Registry& reg, const std::string& schema, MetaFn meta, KernelFn k) {
+  OpDef& op = reg.define(schema, "pointwise");
+  op.meta = std::move(meta);
+  op.kernel = std::move(k);
+  op.samples = binary_samples;
+}
+
+void unary(Registry& reg, const std::string& name, Tensor (*fn)(const Tensor&), bool positive) {
+  OpDef& op = reg.define(name + "(Tensor self) -> Tensor", "pointwise");
+  const bool keeps_dtype = name == "neg" || name == "abs" || name == "relu";
+  op.meta = broadcast_meta(keeps_dtype ? same : floating);
+  op.kernel = [fn](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(fn(in[0])); };
+  op.samples = unary_samples;
+  if (positive) op.make_input = positive_inputs({0});
+}
+
+}  // namespace
+
+void define_pointwise_ops(Registry& reg) {
+  binary(reg, "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", broadcast_meta(promoted),
+         [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+           return one(kernels::add(in[0], in[1], Scalar(c.get_double("alpha"))));
+         });
+  binary(reg, "sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", broadcast_meta(promoted),
+         [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+           return one(kernels::sub(in[0], in[1], Scalar(c.get_double("alpha"))));
+         });
+  binary(reg, "mul(Tensor self, Tensor other) -> Tensor", broadcast_meta(promoted),
+         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::mul(in[0], in[1])); });
+  binary(reg, "div(Tensor self, Tensor other) -> Tensor", broadcast_meta(floating),
+         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::div(in[0], in[1])); });
+  reg.mutable_find("div").make_input = positive_inputs({1});
+  binary(reg, "maximum(Tensor self, Tensor other) -> Tensor", broadcast_meta(promoted),
+         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::maximum(in[0], in[1])); });
+  binary(reg, "minimum(Tensor self, Tensor other) -> Tensor", broadcast_meta(promoted),
+         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::minimum(in[0], in[1])); });
+  binary(reg, "pow(Tensor self, Tensor exponent) -> Tensor", broadcast_meta(promoted),
+         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::pow(in[0], in[1])); });
+  reg.mutable_find("pow").make_input = positive_inputs({0});
+  {
+    OpDef& op = reg.define("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", "pointwise");
+    op.meta = broadcast_meta([](const OpCall& c) {
+      bool int_exp = std::holds_alternative<int64_t>(c.value("exponent"));
+      return int_exp || is_floating(c.tensor(0).dtype) ? c.tensor(0).dtype : DType::kFloat32;
+    });
+    op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+      const IValue& e = c.value("exponent");
+      if (const auto* i = std::get_if<int64_t>(&e)) return one(kernels::pow(in[0], Scalar(*i)));
+      return one(kernels::pow(in[0], Scalar(c.get_double("exponent"))));
+    };
+    op.samples = [] {
+      return std::vector<Sample>{sample({{5, 6}}, {T(0), I(3)}), sample({{4, 3}}, {T(0), V(0.5)})};
+    };
+    op.make_input = positive_inputs({0});
+  }
+  using Cmp = Tensor (*)(const Tensor&, const Tensor&);
+  for (auto [name, fn] : {std::pair<const char*, Cmp>{"eq", kernels::eq}, {"ne", kernels::ne},
+                          {"lt", kernels::lt}, {"le", kernels::le}, {"gt", kernels::gt}, {"ge", kernels::ge}}) {
+    Cmp f = fn;
+    binary(reg, std::string(name) + "(Tensor self, Tensor other) -> Tensor", broadcast_meta(boolean),
+           [f](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(f(in[0], in[1])); });
+  }
+  {
+    OpDef& op = reg.define("where(Tensor condition, Tensor self, Tensor other) -> Tensor", "pointwise");
+    op.meta = broadcast_meta([](const OpCall& c) {
+      DT_CHECK(c.tensor(0).dtype == DType::kBool, "condition must be bool, got ",
+               dtype_name(c.tensor(0).dtype));
+      return kernels::promote_types(c.tensor(1).dtype, c.tensor(2).dtype);
+    });
+    op.kernel = [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) {
+      return one(kernels::where(in[0], in[1], in[2]));
+    };
+    op.samples = [] {
+      return std::vector<Sample>{sample({{6, 5}, {6, 5}, {6, 5}}, {T(0), T(1), T(2)}, {}, {DType::kBool}),
+                                 sample({{5}, {4, 5}, {4, 1}}, {T(0), T(1), T(2)}, {}, {DType::kBool})};
+    };
+  }
+  {
+    OpDef& op = reg.define("masked_fill(Tensor self, Tensor mask, Scalar value) -> Tensor", "pointwise");
+    op.meta = [](const OpCall& c) {
+      return guard(c, [&] {
+        DT_CHECK(c.tensor(1).dtype == DType::kBool, "mask must be bool, got ", dtype_name(c.tensor(1).dtype));
+        Shape b = kernels::broadcast_shapes(c.tensor(0).shape, c.tensor(1).shape);
+        DT_CHECK(b == c.tensor(0).shape, "mask ", shape_str(c.tensor(1).shape),
+                 " must broadcast to self ", shape_str(c.tensor(0).shape));
+        return std::vector<TensorMeta>{c.tensor(0)};
+      });
+    };
+    op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+      return one(kernels::masked_fill(in[0], in[1], Scalar(c.get_double("value"))));
+    };
+    op.samples = [] {
+      return std::vector<Sample>{
+          sample({{6, 5}, {6, 5}}, {T(0), T(1), V(-1.5)}, {}, {DType::kFloat32, DType::kBool}),
+          sample({{4, 6}, {6}}, {T(0), T(1), V(0.0)}, {}, {DType::kFloat32, DType::kBool})};
+    };
+  }
+  unary(reg, "neg", kernels::neg, false);
+  unary(reg, "abs", kernels::abs, false);
+  unary(reg, "relu", kernels::relu, false);
+  unary(reg, "exp", kernels::exp, false);
+  unary(reg, "log", kernels::log, true);
+  unary(reg, "sqrt", kernels::sqrt, true);
+  unary(reg, "rsqrt", kernels::rsqrt, true);
+  unary(reg, "tanh", kernels::tanh, false);
+  unary(reg, "sigmoid", kernels::sigmoid, false);
+  unary(reg, "silu", kernels::silu, false);
+  {
+    OpDef& op = reg.define("gelu(Tensor self, *, str approximate='none') -> Tensor", "pointwise");
+    op.meta = broadcast_meta(floating);
+    op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+      return one(kernels::gelu(in[0], c.get_str("approximate")));
+    };
+    op.samples = [] {
+      return std::vector<Sample>{sample({{6, 5}}, {T(0)}),
+                                 sample({{3, 4}}, {T(0)}, {{"approximate", V(std::string("tanh"))}})};
+    };
+  }
+  {
+    OpDef& op = reg.define("to(Tensor self, ScalarType dtype) -> Tensor", "pointwise");
+    op.meta = [](const OpCall& c) {
+      return guard(c, [&] {
+        return std::vector<TensorMeta>{{c.tensor(0).shape, dtype_from_name(c.get_str("dtype"))}};
+      });
+    };
+    op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+      return one(in[0].to(dtype_from_name(c.get_str("dtype"))).contiguous());
+    };
+    op.samples = [] {
+      return std::vector<Sample>{sample({{6, 5}}, {T(0), V(std::string("float64"))}),
+                                 sample({{6, 5}}, {T(0), V(std::string("int64"))}),
+                                 sample({{4, 3}}, {T(0), V(std::string("bfloat16"))})};
+    };
+  }
+}
+
+}  // namespace dtensor::ops

@@ -1,0 +1,69 @@
+#include "ops/registry.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_join.h"
+
+namespace dtensor {
+
+std::string Strategy::str() const {
+  auto join = [](const std::vector<Placements>& v) {
+    return absl::StrJoin(v, ", ", [](std::string* o, const Placements& p) { o->append(placements_str(p)); });
+  };
+  return join(outputs) + " <- " + join(inputs);
+}
+
+std::pair<Shape, Shape> LocalContext::in_block(const OpCall& call, int i) const {
+  if (!strategy) return {call.tensor(i).shape, Shape(call.tensor(i).shape.size(), 0)};
+  return local_block(call.tensor(i).shape, strategy->inputs[i], mesh_shape, coord);
+}
+
+std::pair<Shape, Shape> LocalContext::out_block(int i) const {
+  if (!strategy) return {out_meta[i].shape, Shape(out_meta[i].shape.size(), 0)};
+  return local_block(out_meta[i].shape, strategy->outputs[i], mesh_shape, coord);
+}
+
+bool LocalContext::in_whole_along(const OpCall& call, int i, int64_t dim) const {
+  return in_block(call, i).first[dim] == call.tensor(i).shape[dim];
+}
+
+Registry& Registry::get() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+OpDef& Registry::define(const std::string& schema_text, const std::string& family) {
+  auto def = std::make_unique<OpDef>();
+  def->schema = OpSchema::parse(schema_text);
+  def->family = family;
+  DT_CHECK(try_find(def->schema.name) == nullptr, "Registry: op '", def->schema.name,
+           "' is defined twice");
+  by_name_[def->schema.name] = def.get();
+  ops_.push_back(std::move(def));
+  return *ops_.back();
+}
+
+const OpDef* Registry::try_find(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+const OpDef& Registry::find(const std::string& name) const {
+  const OpDef* op = try_find(name);
+  DT_CHECK(op != nullptr, "unsupported op '", name, "'; registered ops: ",
+           absl::StrJoin(names(), ", "));
+  return *op;
+}
+
+OpDef& Registry::mutable_find(const std::string& name) {
+  return const_cast<OpDef&>(find(name));
+}
+
+std::vector<std::string> Registry::names() const {
+  std::vector<std::string> out;
+  for (const auto& op : ops_) out.push_back(op->schema.name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace dtensor

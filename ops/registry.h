@@ -1,0 +1,116 @@
+// The op registry (DESIGN §1, ops/): per op its schema, output metadata, local kernel, its
+// single-mesh-dim strategy rules (filled in by strategies/), the distributed steps of rules that
+// carry one (DESIGN §6), sample inputs for the ground-truth validator, and a backward slot (filled by
+// autograd/).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "dtensor/core/tensor.h"
+#include "dtensor/collectives/process_group.h"
+#include "ops/op_call.h"
+
+namespace dtensor {
+
+// One row of an op's rules for ONE mesh dim: the placement of every output and every tensor input.
+// `step` (0 = none) names a distributed step of the op (OpDef::steps[step - 1]) that this row runs
+// after the local kernel instead of replicating the input.
+struct Rule {
+  absl::InlinedVector<Placement, 2> outputs;
+  absl::InlinedVector<Placement, 3> inputs;
+  uint8_t step = 0;
+  // Bit d set: dim d of input 0 / output 0 must split evenly over every mesh dim sharding it (views
+  // that merge or split a sharded dim need it).
+  uint32_t even_input0 = 0, even_output0 = 0;
+};
+using RuleList = std::vector<Rule>;
+
+// A rule expanded to the whole mesh: placements per mesh dim for every output and input.
+struct Strategy {
+  std::vector<Placements> outputs;
+  std::vector<Placements> inputs;
+  absl::InlinedVector<uint8_t, 4> steps;  // per mesh dim, as Rule::step
+  std::string str() const;  // "[S(0)], [S(0)] <- [S(0)], [R]"
+};
+
+// What a local kernel may need to know about the layout it runs under.
+struct LocalContext {
+  const Strategy* strategy = nullptr;  // null: single device (everything whole)
+  std::vector<TensorMeta> out_meta;    // global outputs
+  Shape mesh_shape{1};
+  std::vector<int64_t> coord{0};
+  bool single_device() const { return strategy == nullptr; }
+  // Local shape and global offset of input / output i at this rank.
+  std::pair<Shape, Shape> in_block(const OpCall& call, int i) const;
+  std::pair<Shape, Shape> out_block(int i) const;
+  // True when input i's block is all of the tensor along `dim`.
+  bool in_whole_along(const OpCall& call, int i, int64_t dim) const;
+};
+
+using MetaFn = std::function<std::vector<TensorMeta>(const OpCall&)>;
+using KernelFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs,
+                                                   const OpCall& call, const LocalContext& ctx)>;
+using RuleFn = std::function<RuleList(const OpCall&)>;
+
+// A sample call for the validator: tensor metas and arguments, plus how to fill each tensor.
+struct Sample {
+  std::vector<TensorMeta> tensors;
+  std::vector<ArgValue> positional;
+  std::vector<std::pair<std::string, ArgValue>> keyword;
+};
+using SampleFn = std::function<std::vector<Sample>()>;
+
+struct BackwardDef;  // defined by autograd/
+
+// A distributed step that a rule carries (DESIGN §6): it keeps an input sharded where replicating
+// it would cost more. It runs after the local kernel, on the group of the mesh dim whose rule row
+// names it, and fixes up this rank's local outputs.
+struct StepDef {
+  std::string name;        // e.g. "carry_exchange"
+  std::string collective;  // the collective kind `dtensor explain` reports: "all_gather", ...
+  // Bytes each rank sends when the step runs on mesh dim `mesh_dim` of `strategy`.
+  std::function<int64_t(const OpCall&, const Strategy&, int mesh_dim)> bytes;
+  std::function<void(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                     const OpCall& call, const LocalContext& ctx, int mesh_dim, ProcessGroup& group,
+                     Timeout timeout)>
+      run;
+};
+
+struct OpDef {
+  OpSchema schema;
+  std::string family;  // "pointwise", "matrix", ... (the strategies/ file that owns its rules)
+  MetaFn meta;
+  KernelFn kernel;
+  RuleFn rules;        // null until strategies/ registers them: then only all-R applies
+  SampleFn samples;
+  // Valid random data for tensor input `index` of `call` (indices within range, positive bases...);
+  // null: any values (random_tensor).
+  std::function<Tensor(int index, const OpCall& call, uint64_t seed)> make_input;
+  std::vector<StepDef> steps;  // referenced by Rule::step (1-based)
+  std::shared_ptr<const BackwardDef> backward;
+  const std::string& name() const { return schema.name; }
+};
+
+class Registry {
+ public:
+  static Registry& get();
+  // Adds an op from its ATen schema text; throws if the name is taken.
+  OpDef& define(const std::string& schema_text, const std::string& family);
+  // Throws dtensor::Error naming the op and listing the registered ops when absent.
+  const OpDef& find(const std::string& name) const;
+  OpDef& mutable_find(const std::string& name);
+  const OpDef* try_find(const std::string& name) const;
+  std::vector<std::string> names() const;  // sorted
+
+ private:
+  std::vector<std::unique_ptr<OpDef>> ops_;
+  absl::flat_hash_map<std::string, OpDef*> by_name_;
+};
+
+}  // namespace dtensor

@@ -1,0 +1,232 @@
+#include "propagation/propagate.h"
+
+#include <algorithm>
+#include <list>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
+
+namespace dtensor {
+namespace {
+
+bool mixes_partial_ops(const Placements& p) {
+  const Placement* first = nullptr;
+  for (const Placement& x : p) {
+    if (!x.is_partial()) continue;
+    if (first && first->reduce != x.reduce) return true;
+    first = &x;
+  }
+  return false;
+}
+
+// torch's is_tensor_shardable: no tensor dim split into more pieces than it has elements.
+bool shardable(const Shape& shape, const Placements& p, const Shape& mesh) {
+  absl::InlinedVector<int64_t, 6> pieces(shape.size(), 1);
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i].is_shard()) pieces[p[i].dim] *= mesh[i];
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (pieces[d] > 1 && pieces[d] > shape[d]) return false;
+  return true;
+}
+
+// Dims flagged in `mask` split evenly over the mesh dims that shard them.
+bool even(const Shape& shape, const Placements& p, const Shape& mesh, uint32_t mask) {
+  if (mask == 0) return true;
+  absl::InlinedVector<int64_t, 6> pieces(shape.size(), 1);
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i].is_shard()) pieces[p[i].dim] *= mesh[i];
+  for (size_t d = 0; d < shape.size(); ++d)
+    if ((mask >> d & 1u) && shape[d] % pieces[d] != 0) return false;
+  return true;
+}
+
+struct Candidate {
+  Strategy strategy;
+  double cost = 0;
+  int64_t bytes = 0;
+  bool redistributes = false;
+  std::vector<int> shard_key;
+  int order = 0;
+};
+
+bool better(const Candidate& a, const Candidate& b) {
+  double tol = 1e-9 * std::max(1.0, std::max(a.cost, b.cost));
+  if (std::abs(a.cost - b.cost) > tol) return a.cost < b.cost;
+  if (a.redistributes != b.redistributes) return !a.redistributes;
+  if (a.bytes != b.bytes) return a.bytes < b.bytes;
+  if (a.shard_key != b.shard_key) return a.shard_key < b.shard_key;
+  return a.order < b.order;
+}
+
+std::vector<int> shard_key(const Strategy& s) {
+  std::vector<int> key;
+  for (const auto* group : {&s.outputs, &s.inputs})
+    for (const Placements& p : *group)
+      for (const Placement& x : p) key.push_back(x.is_shard() ? x.dim : x.is_partial() ? 998 : 999);
+  return key;
+}
+
+const HardwareProfile& hw_of(const PropagateOptions& o) {
+  return o.hardware ? *o.hardware : hardware_profile(kDefaultHardware);
+}
+
+// Every valid candidate, costed; `meta` receives the output metadata.
+std::vector<Candidate> candidates(const OpCall& call, const HardwareProfile& hw,
+                                  std::vector<TensorMeta>* meta) {
+  const OpDef& op = call.op();
+  *meta = op.meta(call);
+  const int n_out = static_cast<int>(meta->size()), n_in = call.num_tensors();
+  RuleList rules = op.rules ? op.rules(call) : RuleList{};
+  Rule all_r;
+  all_r.outputs.assign(n_out, Replicate());
+  all_r.inputs.assign(n_in, Replicate());
+  rules.push_back(all_r);
+  for (const Rule& r : rules)
+    DT_CHECK(static_cast<int>(r.outputs.size()) == n_out && static_cast<int>(r.inputs.size()) == n_in,
+             call.name(), ": internal error: a rule has ", r.outputs.size(), " outputs and ",
+             r.inputs.size(), " inputs, the op has ", n_out, " and ", n_in);
+  const Shape& mesh = call.mesh_shape();
+  const int nd = static_cast<int>(mesh.size());
+  const auto links = hw.links_for_mesh(mesh);
+  std::vector<Candidate> out;
+  std::vector<size_t> idx(nd, 0);
+  int order = 0;
+  while (true) {
+    Candidate c;
+    c.order = order++;
+    Strategy& s = c.strategy;
+    s.outputs.assign(n_out, Placements(nd));
+    s.inputs.assign(n_in, Placements(nd));
+    s.steps.assign(nd, 0);
+    uint32_t even_in = 0, even_out = 0;
+    for (int i = 0; i < nd; ++i) {
+      const Rule& r = rules[idx[i]];
+      even_in |= r.even_input0;
+      even_out |= r.even_output0;
+      for (int o = 0; o < n_out; ++o) s.outputs[o][i] = r.outputs[o];
+      for (int t = 0; t < n_in; ++t) s.inputs[t][i] = r.inputs[t];
+      s.steps[i] = r.step;
+    }
+    bool ok = true;
+    for (int t = 0; t < n_in && ok; ++t) {
+      if (mixes_partial_ops(s.inputs[t])) ok = false;
+      else if (s.inputs[t] != call.placements(t) && !shardable(call.tensor(t).shape, s.inputs[t], mesh))
+        ok = false;
+    }
+    for (int o = 0; o < n_out && ok; ++o) ok = !mixes_partial_ops(s.outputs[o]);
+    if (ok && n_in > 0) ok = even(call.tensor(0).shape, s.inputs[0], mesh, even_in);
+    if (ok && n_out > 0) ok = even((*meta)[0].shape, s.outputs[0], mesh, even_out);
+    if (ok) {
+      for (int t = 0; t < n_in; ++t) {
+        auto plan = plan_redistribute(mesh, call.placements(t), s.inputs[t], call.tensor(t).shape,
+                                      call.tensor(t).dtype);
+        c.cost += plan_time_us(*plan, mesh, links, nullptr);
+        c.bytes += plan->total_bytes();
+        c.redistributes |= !plan->steps.empty();
+      }
+      for (int i = 0; i < nd; ++i) {
+        if (s.steps[i] == 0) continue;
+        const StepDef& sd = op.steps[s.steps[i] - 1];
+        int64_t b = sd.bytes(call, s, i);
+        c.cost += collective_time_us(sd.collective, b, mesh[i], links[i]);
+        c.bytes += b;
+      }
+      c.shard_key = shard_key(s);
+      out.push_back(std::move(c));
+    }
+    // Next combination (odometer over mesh dims).
+    int i = nd - 1;
+    while (i >= 0 && ++idx[i] == rules.size()) idx[i--] = 0;
+    if (i < 0) break;
+  }
+  return out;
+}
+
+std::shared_ptr<const ShardingDecision> decide(const OpCall& call, const HardwareProfile& hw) {
+  auto d = std::make_shared<ShardingDecision>();
+  std::vector<Candidate> cands = candidates(call, hw, &d->out_meta);
+  auto best = std::min_element(cands.begin(), cands.end(), better);  // all-R always survives
+  const Shape& mesh = call.mesh_shape();
+  const auto links = hw.links_for_mesh(mesh);
+  d->strategy = best->strategy;
+  d->candidates = static_cast<int>(cands.size());
+  d->replicated_fallback = true;
+  for (const auto& p : d->strategy.outputs)
+    for (const auto& x : p) d->replicated_fallback &= x.is_replicate();
+  for (int t = 0; t < call.num_tensors(); ++t) {
+    auto plan = plan_redistribute(mesh, call.placements(t), d->strategy.inputs[t], call.tensor(t).shape,
+                                  call.tensor(t).dtype);
+    d->cost_us += plan_time_us(*plan, mesh, links, &d->collectives);
+    d->bytes += plan->total_bytes();
+    d->input_plans.push_back(std::move(plan));
+  }
+  for (int i = 0; i < static_cast<int>(mesh.size()); ++i) {
+    if (d->strategy.steps[i] == 0) continue;
+    const StepDef& sd = call.op().steps[d->strategy.steps[i] - 1];
+    int64_t b = sd.bytes(call, d->strategy, i);
+    double t = collective_time_us(sd.collective, b, mesh[i], links[i]);
+    d->collectives.push_back({sd.collective, i, b, t});
+    d->cost_us += t;
+    d->bytes += b;
+  }
+  return d;
+}
+
+// Per-thread LRU cache of decisions.
+struct Cache {
+  struct Entry {
+    OpCall call;
+    const HardwareProfile* hw;
+    size_t key;
+    std::shared_ptr<const ShardingDecision> decision;
+  };
+  std::list<Entry> lru;  // front: most recent
+  absl::flat_hash_map<size_t, std::list<Entry>::iterator> index;
+};
+size_t g_capacity = kDefaultPropagationCacheCapacity;
+thread_local Cache t_cache;
+
+}  // namespace
+
+std::shared_ptr<const ShardingDecision> propagate_uncached(const OpCall& call,
+                                                           const PropagateOptions& options) {
+  return decide(call, hw_of(options));
+}
+
+std::shared_ptr<const ShardingDecision> propagate(const OpCall& call, const PropagateOptions& options) {
+  const HardwareProfile& hw = hw_of(options);
+  const size_t key = call.hash() ^ (reinterpret_cast<uintptr_t>(&hw) * 0x9e3779b97f4a7c15ull);
+  Cache& c = t_cache;
+  auto it = c.index.find(key);
+  if (it != c.index.end() && it->second->hw == &hw && it->second->call.same_key(call)) {
+    c.lru.splice(c.lru.begin(), c.lru, it->second);  // no allocation
+    return it->second->decision;
+  }
+  auto d = decide(call, hw);
+  if (it != c.index.end()) {  // hash collision: replace the old entry
+    c.lru.erase(it->second);
+    c.index.erase(it);
+  }
+  c.lru.push_front({call, &hw, key, d});
+  c.index[key] = c.lru.begin();
+  while (c.lru.size() > g_capacity) {
+    c.index.erase(c.lru.back().key);
+    c.lru.pop_back();
+  }
+  return d;
+}
+
+std::vector<std::pair<Strategy, double>> rank_strategies(const OpCall& call,
+                                                         const PropagateOptions& options) {
+  std::vector<TensorMeta> meta;
+  auto cands = candidates(call, hw_of(options), &meta);
+  std::stable_sort(cands.begin(), cands.end(), better);
+  std::vector<std::pair<Strategy, double>> out;
+  for (auto& c : cands) out.emplace_back(std::move(c.strategy), c.cost);
+  return out;
+}
+
+void set_propagation_cache_capacity(size_t entries) { g_capacity = std::max<size_t>(entries, 1); }
+size_t propagation_cache_size() { return t_cache.lru.size(); }
+
+}  // namespace dtensor

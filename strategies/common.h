@@ -1,0 +1,50 @@
+// Helpers shared by the per-family rule files.
+#pragma once
+
+#include <initializer_list>
+
+#include "ops/registry.h"
+
+namespace dtensor::strategies {
+
+inline Rule row(std::initializer_list<Placement> outputs, std::initializer_list<Placement> inputs,
+                uint8_t step = 0) {
+  Rule r;
+  r.outputs.assign(outputs.begin(), outputs.end());
+  r.inputs.assign(inputs.begin(), inputs.end());
+  r.step = step;
+  return r;
+}
+
+// The same placement for every output and every input: e.g. Partial passing through a view.
+inline Rule uniform(int n_out, int n_in, Placement p) {
+  Rule r;
+  r.outputs.assign(n_out, p);
+  r.inputs.assign(n_in, p);
+  return r;
+}
+
+// Rows that pass a Partial(op) straight through, for each op in `ops`.
+void add_partial_passthrough(RuleList& rules, int n_out, int n_in,
+                             std::initializer_list<ReduceOp> ops);
+
+// Output dim of tensor dim `d` of an input of rank `in_rank` broadcast to rank `out_rank`, or -1 when
+// that input dim is broadcast (size 1 against a larger output size).
+int64_t broadcast_dim(const Shape& in, const Shape& out, int64_t d);
+
+// Normalizes a dim argument against a rank (negative counts from the end).
+int64_t norm_dim(int64_t d, int64_t rank);
+
+// Rule setters, one per family file; each sets OpDef::rules of the ops it owns.
+void register_pointwise_rules(Registry& r);
+void register_matrix_rules(Registry& r);
+void register_reduction_rules(Registry& r);
+void register_norm_rules(Registry& r);
+void register_embedding_rules(Registry& r);
+void register_view_rules(Registry& r);
+void register_loss_rules(Registry& r);
+
+// All of the above, once.
+void register_all_rules();
+
+}  // namespace dtensor::strategies

@@ -1,0 +1,20 @@
+// embedding(weight[V, D], indices[...]) -> [..., D] (DESIGN §4; PyTorch DTensor's rules):
+//   column-wise  [S(r), S(1), R]   (r = rank of indices: the output's last dim)
+//   row-wise     [P(sum), S(0), R] (a masked partial: rows outside a rank's shard give zeros)
+//   batch        [S(d), R, S(d)]   for each dim d of indices.
+#include "strategies/common.h"
+
+namespace dtensor::strategies {
+
+void register_embedding_rules(Registry& reg) {
+  reg.mutable_find("embedding").rules = [](const OpCall& c) {
+    const int32_t r = static_cast<int32_t>(c.tensor(1).shape.size());
+    RuleList rules;
+    rules.push_back(row({Shard(r)}, {Shard(1), Replicate()}));
+    rules.push_back(row({Partial()}, {Shard(0), Replicate()}));
+    for (int32_t d = 0; d < r; ++d) rules.push_back(row({Shard(d)}, {Replicate(), Shard(d)}));
+    return rules;
+  };
+}
+
+}  // namespace dtensor::strategies

@@ -1,0 +1,40 @@
+// softmax, log_softmax, layer_norm, rms_norm: shards on the dims they do not normalize over; the
+// affine weight and bias stay replicated.
+#include "strategies/common.h"
+
+namespace dtensor::strategies {
+namespace {
+
+// Rows sharding each of the first `batch_dims` dims of input 0; the other inputs replicated.
+RuleList batch_rules(const OpCall& c, int64_t skip_dim, int64_t batch_dims) {
+  RuleList rules;
+  for (int64_t d = 0; d < batch_dims; ++d) {
+    if (d == skip_dim) continue;
+    Rule r;
+    r.outputs.push_back(Shard(static_cast<int32_t>(d)));
+    r.inputs.push_back(Shard(static_cast<int32_t>(d)));
+    for (int t = 1; t < c.num_tensors(); ++t) r.inputs.push_back(Replicate());
+    rules.push_back(std::move(r));
+  }
+  return rules;
+}
+
+}  // namespace
+
+void register_norm_rules(Registry& reg) {
+  for (const char* name : {"softmax", "log_softmax"}) {
+    reg.mutable_find(name).rules = [](const OpCall& c) {
+      const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
+      return batch_rules(c, norm_dim(c.get_int("dim"), rank), rank);
+    };
+  }
+  for (const char* name : {"layer_norm", "rms_norm"}) {
+    reg.mutable_find(name).rules = [](const OpCall& c) {
+      const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
+      const int64_t normed = static_cast<int64_t>(c.get_int_list("normalized_shape").size());
+      return batch_rules(c, -1, rank - normed);
+    };
+  }
+}
+
+}  // namespace dtensor::strategies

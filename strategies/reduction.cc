@@ -1,0 +1,64 @@
+// Reductions over a list of dims (DESIGN §4, §6). A shard on a kept dim stays (renumbered when
+// keepdim is false); a shard on a reduced dim becomes Partial where the reduction distributes:
+// sum and mean -> P(sum) (mean divides each local sum by the global count, so it is exact on uneven
+// shards), amax -> P(max), amin -> P(min). prod, var, std and logsumexp need the reduced dims whole.
+// Partial inputs pass through the reductions that commute with them.
+#include "strategies/common.h"
+
+namespace dtensor::strategies {
+namespace {
+
+enum class Kind { kSum, kMean, kMax, kMin, kWhole };
+
+// The reduced dims of a call (normalized); all dims when the list is empty or None.
+std::vector<bool> reduced_dims(const OpCall& c, int64_t rank) {
+  std::vector<int64_t> dims = c.get_int_list("dim");
+  std::vector<bool> red(rank, dims.empty());
+  for (int64_t d : dims) red[norm_dim(d, rank)] = true;
+  return red;
+}
+
+RuleList reduction_rules(const OpCall& c, Kind kind) {
+  const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
+  std::vector<bool> red = reduced_dims(c, rank);
+  const bool keep = c.has("keepdim") && c.get_bool("keepdim");
+  RuleList rules;
+  for (int64_t d = 0; d < rank; ++d) {
+    Placement in = Shard(static_cast<int32_t>(d));
+    if (!red[d]) {
+      int64_t od = d;
+      if (!keep)
+        for (int64_t k = 0; k < d; ++k) od -= red[k] ? 1 : 0;
+      rules.push_back(row({Shard(static_cast<int32_t>(od))}, {in}));
+    } else if (kind == Kind::kSum || kind == Kind::kMean) {
+      rules.push_back(row({Partial()}, {in}));
+    } else if (kind == Kind::kMax) {
+      rules.push_back(row({Partial(ReduceOp::kMax)}, {in}));
+    } else if (kind == Kind::kMin) {
+      rules.push_back(row({Partial(ReduceOp::kMin)}, {in}));
+    }
+  }
+  switch (kind) {
+    case Kind::kSum:
+    case Kind::kMean:
+      add_partial_passthrough(rules, 1, 1, {ReduceOp::kSum, ReduceOp::kAvg});
+      break;
+    case Kind::kMax: add_partial_passthrough(rules, 1, 1, {ReduceOp::kMax}); break;
+    case Kind::kMin: add_partial_passthrough(rules, 1, 1, {ReduceOp::kMin}); break;
+    case Kind::kWhole: break;
+  }
+  return rules;
+}
+
+}  // namespace
+
+void register_reduction_rules(Registry& reg) {
+  for (auto [name, kind] : {std::pair{"sum", Kind::kSum}, {"mean", Kind::kMean}, {"amax", Kind::kMax},
+                            {"amin", Kind::kMin}, {"prod", Kind::kWhole}, {"var", Kind::kWhole},
+                            {"std", Kind::kWhole}, {"logsumexp", Kind::kWhole}}) {
+    Kind k = kind;
+    reg.mutable_find(name).rules = [k](const OpCall& c) { return reduction_rules(c, k); };
+  }
+}
+
+}  // namespace dtensor::strategies

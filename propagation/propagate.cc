@@ -70,12 +70,12 @@ const HardwareProfile& hw_of(const PropagateOptions& o) {
   return o.hardware ? *o.hardware : hardware_profile(kDefaultHardware);
 }
 
-// Every valid candidate, costed; `meta` receives the output metadata.
-std::vector<Candidate> candidates(const OpCall& call, const HardwareProfile& hw,
-                                  std::vector<TensorMeta>* meta) {
+}  // namespace
+
+std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<TensorMeta>& meta,
+                                        bool check_shardable) {
   const OpDef& op = call.op();
-  *meta = op.meta(call);
-  const int n_out = static_cast<int>(meta->size()), n_in = call.num_tensors();
+  const int n_out = static_cast<int>(meta.size()), n_in = call.num_tensors();
   RuleList rules = op.rules ? op.rules(call) : RuleList{};
   Rule all_r;
   all_r.outputs.assign(n_out, Replicate());
@@ -87,14 +87,10 @@ std::vector<Candidate> candidates(const OpCall& call, const HardwareProfile& hw,
              r.inputs.size(), " inputs, the op has ", n_out, " and ", n_in);
   const Shape& mesh = call.mesh_shape();
   const int nd = static_cast<int>(mesh.size());
-  const auto links = hw.links_for_mesh(mesh);
-  std::vector<Candidate> out;
+  std::vector<Strategy> out;
   std::vector<size_t> idx(nd, 0);
-  int order = 0;
   while (true) {
-    Candidate c;
-    c.order = order++;
-    Strategy& s = c.strategy;
+    Strategy s;
     s.outputs.assign(n_out, Placements(nd));
     s.inputs.assign(n_in, Placements(nd));
     s.steps.assign(nd, 0);
@@ -110,34 +106,52 @@ std::vector<Candidate> candidates(const OpCall& call, const HardwareProfile& hw,
     bool ok = true;
     for (int t = 0; t < n_in && ok; ++t) {
       if (mixes_partial_ops(s.inputs[t])) ok = false;
-      else if (s.inputs[t] != call.placements(t) && !shardable(call.tensor(t).shape, s.inputs[t], mesh))
+      else if (check_shardable && s.inputs[t] != call.placements(t) &&
+               !shardable(call.tensor(t).shape, s.inputs[t], mesh))
         ok = false;
     }
     for (int o = 0; o < n_out && ok; ++o) ok = !mixes_partial_ops(s.outputs[o]);
     if (ok && n_in > 0) ok = even(call.tensor(0).shape, s.inputs[0], mesh, even_in);
-    if (ok && n_out > 0) ok = even((*meta)[0].shape, s.outputs[0], mesh, even_out);
-    if (ok) {
-      for (int t = 0; t < n_in; ++t) {
-        auto plan = plan_redistribute(mesh, call.placements(t), s.inputs[t], call.tensor(t).shape,
-                                      call.tensor(t).dtype);
-        c.cost += plan_time_us(*plan, mesh, links, nullptr);
-        c.bytes += plan->total_bytes();
-        c.redistributes |= !plan->steps.empty();
-      }
-      for (int i = 0; i < nd; ++i) {
-        if (s.steps[i] == 0) continue;
-        const StepDef& sd = op.steps[s.steps[i] - 1];
-        int64_t b = sd.bytes(call, s, i);
-        c.cost += collective_time_us(sd.collective, b, mesh[i], links[i]);
-        c.bytes += b;
-      }
-      c.shard_key = shard_key(s);
-      out.push_back(std::move(c));
-    }
-    // Next combination (odometer over mesh dims).
-    int i = nd - 1;
+    if (ok && n_out > 0) ok = even(meta[0].shape, s.outputs[0], mesh, even_out);
+    if (ok) out.push_back(std::move(s));
+    int i = nd - 1;  // next combination (odometer over mesh dims)
     while (i >= 0 && ++idx[i] == rules.size()) idx[i--] = 0;
     if (i < 0) break;
+  }
+  return out;
+}
+
+namespace {
+
+// Every valid candidate, costed; `meta` receives the output metadata.
+std::vector<Candidate> candidates(const OpCall& call, const HardwareProfile& hw,
+                                  std::vector<TensorMeta>* meta) {
+  *meta = call.op().meta(call);
+  const Shape& mesh = call.mesh_shape();
+  const int nd = static_cast<int>(mesh.size());
+  const auto links = hw.links_for_mesh(mesh);
+  std::vector<Candidate> out;
+  int order = 0;
+  for (Strategy& s : expand_strategies(call, *meta, true)) {
+    Candidate c;
+    c.order = order++;
+    for (int t = 0; t < call.num_tensors(); ++t) {
+      auto plan = plan_redistribute(mesh, call.placements(t), s.inputs[t], call.tensor(t).shape,
+                                    call.tensor(t).dtype);
+      c.cost += plan_time_us(*plan, mesh, links, nullptr);
+      c.bytes += plan->total_bytes();
+      c.redistributes |= !plan->steps.empty();
+    }
+    for (int i = 0; i < nd; ++i) {
+      if (s.steps[i] == 0) continue;
+      const StepDef& sd = call.op().steps[s.steps[i] - 1];
+      int64_t b = sd.bytes(call, s, i);
+      c.cost += collective_time_us(sd.collective, b, mesh[i], links[i]);
+      c.bytes += b;
+    }
+    c.shard_key = shard_key(s);
+    c.strategy = std::move(s);
+    out.push_back(std::move(c));
   }
   return out;
 }

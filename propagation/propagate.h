@@ -43,6 +43,13 @@ std::shared_ptr<const ShardingDecision> propagate_uncached(const OpCall& call,
 std::vector<std::pair<Strategy, double>> rank_strategies(const OpCall& call,
                                                          const PropagateOptions& options = {});
 
+// The op's rules expanded to the call's mesh (plus the all-R row), without costing: every
+// combination of one rule per mesh dim that passes the filters (no mixed Partial ops on a tensor;
+// evenness where a rule needs it; with check_shardable, no new shard splitting a dim into more pieces
+// than it has elements). `meta` is op.meta(call).
+std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<TensorMeta>& meta,
+                                        bool check_shardable);
+
 // The decision cache is per thread (each rank thread keeps its own), LRU, bounded.
 void set_propagation_cache_capacity(size_t entries);
 size_t propagation_cache_size();

@@ -93,11 +93,11 @@ void register_pointwise_rules(Registry& reg) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin})
       r.push_back(row({Partial(swap_order(op))}, {Partial(op)}));
   });
-  for (const char* name : {"exp", "log", "sqrt", "tanh", "sigmoid", "relu"})
+  // Monotone on all reals. log, sqrt and rsqrt are monotone only on their domain, and a Partial(max)
+  // piece may lie outside it even when the reduced value does not, so they take no Partial.
+  for (const char* name : {"exp", "tanh", "sigmoid", "relu"})
     set(reg, name, [](const OpCall&, RuleList& r) { add_partial_passthrough(r, 1, 1, kOrder); });
-  set(reg, "rsqrt", [](const OpCall&, RuleList& r) {
-    for (ReduceOp op : kOrder) r.push_back(row({Partial(swap_order(op))}, {Partial(op)}));
-  });
+  for (const char* name : {"log", "sqrt", "rsqrt"}) set(reg, name);
   // Casts are monotone (max/min pass); sums pass only through exact widening float casts.
   set(reg, "to", [](const OpCall& c, RuleList& r) {
     DType from = c.tensor(0).dtype, to = dtype_from_name(c.get_str("dtype"));

@@ -18,7 +18,8 @@ namespace dtensor::kernels {
 class Scalar {
  public:
   template <typename T>
-  requires std::is_arithmetic_v<T> Scalar(T v)  // NOLINT: implicit, like at::Scalar
+    requires std::is_arithmetic_v<T>
+  Scalar(T v)  // NOLINT: implicit, like at::Scalar
       : d_(static_cast<double>(v)),
         i_(std::is_integral_v<T> ? static_cast<int64_t>(v) : 0),
         dtype_(std::is_same_v<T, bool> ? DType::kBool

@@ -1,0 +1,131 @@
+#include "tests/ops/simulated_mesh.h"
+
+#include <cmath>
+#include <limits>
+
+#include "dtensor/partial_split.h"
+#include "kernels/cpu/kernels.h"
+
+namespace dtensor::testing {
+namespace {
+
+std::vector<int64_t> coord_of(int64_t flat, const Shape& mesh) {
+  std::vector<int64_t> c(mesh.size());
+  for (int i = static_cast<int>(mesh.size()) - 1; i >= 0; --i) {
+    c[i] = flat % mesh[i];
+    flat /= mesh[i];
+  }
+  return c;
+}
+
+Tensor region(Tensor t, const Shape& offset, const Shape& shape) {
+  for (size_t d = 0; d < shape.size(); ++d) t = t.narrow(static_cast<int64_t>(d), offset[d], shape[d]);
+  return t;
+}
+
+}  // namespace
+
+Tensor assemble(const std::vector<Tensor>& blocks, const Placements& placements, const Shape& global,
+                DType dtype, const Shape& mesh_shape) {
+  const Placement* partial = nullptr;
+  int64_t partial_count = 1;
+  for (size_t i = 0; i < placements.size(); ++i)
+    if (placements[i].is_partial()) {
+      partial = &placements[i];
+      partial_count *= mesh_shape[i];
+    }
+  // Accumulate in float64 (exact enough for checking), starting from the op's identity.
+  double init = 0;
+  if (partial && partial->reduce == ReduceOp::kMax) init = -std::numeric_limits<double>::infinity();
+  if (partial && partial->reduce == ReduceOp::kMin) init = std::numeric_limits<double>::infinity();
+  Tensor acc = Tensor::full(global, init, DType::kFloat64);
+  for (size_t flat = 0; flat < blocks.size(); ++flat) {
+    auto c = coord_of(static_cast<int64_t>(flat), mesh_shape);
+    auto [shape, offset] = local_block(global, placements, mesh_shape, c);
+    DT_CHECK(blocks[flat].sizes() == shape, "block at coordinate ", flat, " has shape ",
+             shape_str(blocks[flat].sizes()), ", the layout gives ", shape_str(shape));
+    DT_CHECK(blocks[flat].dtype() == dtype, "block dtype ", dtype_name(blocks[flat].dtype()),
+             " differs from ", dtype_name(dtype));
+    bool replica = false;  // a non-zero coordinate along a Replicate dim: must equal coordinate 0's
+    for (size_t i = 0; i < placements.size(); ++i) replica |= placements[i].is_replicate() && c[i] != 0;
+    Tensor b = blocks[flat].to(DType::kFloat64);
+    if (replica) continue;
+    Tensor dst = region(acc, offset, shape);
+    if (!partial) {
+      dst.copy_(b);
+    } else if (partial->reduce == ReduceOp::kMax) {
+      dst.copy_(kernels::maximum(dst, b));
+    } else if (partial->reduce == ReduceOp::kMin) {
+      dst.copy_(kernels::minimum(dst, b));
+    } else {
+      dst.copy_(kernels::add(dst, b));
+    }
+  }
+  if (partial && partial->reduce == ReduceOp::kAvg)
+    acc = kernels::div(acc, Tensor::full({}, static_cast<double>(partial_count), DType::kFloat64));
+  // Replicas must hold what their coordinate-0 twin holds (before the Partial reduction they are
+  // Partial pieces too, so compare each replica with the block of its coordinate-0 twin).
+  for (size_t flat = 0; flat < blocks.size(); ++flat) {
+    auto c = coord_of(static_cast<int64_t>(flat), mesh_shape);
+    bool replica = false;
+    for (size_t i = 0; i < placements.size(); ++i) {
+      if (placements[i].is_replicate() && c[i] != 0) {
+        replica = true;
+        c[i] = 0;
+      }
+    }
+    if (!replica) continue;
+    int64_t twin = 0;
+    for (size_t i = 0; i < c.size(); ++i) twin = twin * mesh_shape[i] + c[i];
+    DT_CHECK(equal(blocks[flat], blocks[twin]), "replicas disagree: coordinate ", flat, " and ", twin);
+  }
+  return acc.to(dtype);
+}
+
+std::vector<Tensor> simulate(const OpCall& call, const Strategy& strategy,
+                             const std::vector<TensorMeta>& out_meta, const std::vector<Tensor>& globals,
+                             uint64_t seed) {
+  const Shape& mesh = call.mesh_shape();
+  const int64_t n = numel(mesh);
+  for (uint8_t s : strategy.steps) DT_CHECK(s == 0, "simulate: strategies with steps need a mesh");
+  std::vector<std::vector<Tensor>> per_out(out_meta.size());
+  for (int64_t flat = 0; flat < n; ++flat) {
+    auto c = coord_of(flat, mesh);
+    std::vector<Tensor> locals;
+    for (int t = 0; t < call.num_tensors(); ++t)
+      locals.push_back(adversarial_local_block(globals[t], strategy.inputs[t], mesh, c, seed + t));
+    LocalContext ctx;
+    ctx.strategy = &strategy;
+    ctx.out_meta = out_meta;
+    ctx.mesh_shape = mesh;
+    ctx.coord = c;
+    auto outs = call.op().kernel(locals, call, ctx);
+    DT_CHECK(outs.size() == out_meta.size(), "kernel returned ", outs.size(), " outputs");
+    for (size_t o = 0; o < outs.size(); ++o) per_out[o].push_back(outs[o]);
+  }
+  std::vector<Tensor> result;
+  for (size_t o = 0; o < out_meta.size(); ++o)
+    result.push_back(assemble(per_out[o], strategy.outputs[o], out_meta[o].shape, out_meta[o].dtype, mesh));
+  return result;
+}
+
+std::string compare(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+  if (got.size() != want.size()) return "output count differs";
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i].sizes() != want[i].sizes() || got[i].dtype() != want[i].dtype())
+      return absl::StrCat("output ", i, ": ", got[i].str(), " vs ", want[i].str());
+    double tol = 0;
+    switch (want[i].dtype()) {
+      case DType::kFloat64: tol = 1e-9; break;
+      case DType::kFloat32: tol = 1e-4; break;
+      case DType::kBFloat16:
+      case DType::kFloat16: tol = 3e-2; break;
+      default: break;
+    }
+    bool ok = tol == 0 ? equal(got[i], want[i]) : allclose(got[i], want[i], tol, tol);
+    if (!ok) return absl::StrCat("output ", i, ": max abs diff ", max_abs_diff(got[i], want[i]));
+  }
+  return "";
+}
+
+}  // namespace dtensor::testing

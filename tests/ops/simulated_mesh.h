@@ -1,0 +1,29 @@
+// Running one strategy of an op on every coordinate of a mesh in one thread, and assembling the
+// global outputs from the local blocks: the ground-truth validator's execution model. Shard dims
+// tile, Partial dims combine with their op, Replicate dims must agree (checked).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ops/registry.h"
+
+namespace dtensor::testing {
+
+// The global tensor that per-coordinate `blocks` (row-major over mesh coordinates) stand for under
+// `placements`. Throws dtensor::Error if a block has the wrong shape or replicas disagree.
+Tensor assemble(const std::vector<Tensor>& blocks, const Placements& placements, const Shape& global,
+                DType dtype, const Shape& mesh_shape);
+
+// Runs `strategy` of `call` with inputs `globals` laid out adversarially (dtensor/partial_split.h) and
+// returns the assembled outputs. Throws what the kernel or assembly throws. Strategies with their own
+// distributed step are not supported here (they need a process group).
+std::vector<Tensor> simulate(const OpCall& call, const Strategy& strategy,
+                             const std::vector<TensorMeta>& out_meta, const std::vector<Tensor>& globals,
+                             uint64_t seed);
+
+// Compares with the single-device result: exact for integers/bools, a dtype-scaled tolerance for
+// floats. Empty string when equal, else a description.
+std::string compare(const std::vector<Tensor>& got, const std::vector<Tensor>& want);
+
+}  // namespace dtensor::testing

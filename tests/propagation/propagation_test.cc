@@ -1,0 +1,105 @@
+// Strategy selection, tie-breaks, the cost model, hardware profiles and the decision cache.
+#include "propagation/propagate.h"
+
+#include <cmath>
+
+#include "dispatch/dispatch.h"
+#include "gtest/gtest.h"
+
+namespace dtensor {
+namespace {
+
+OpCall make_call(const std::string& op, std::vector<TensorMeta> metas, std::vector<Placements> pl,
+                 const Shape& mesh, std::vector<std::pair<std::string, ArgValue>> kw = {}) {
+  init_ops();
+  std::vector<ArgValue> pos;
+  for (size_t i = 0; i < metas.size(); ++i) pos.push_back(TensorRef{static_cast<int>(i)});
+  return OpCall::bind(Registry::get().find(op), pos, kw, std::move(metas), std::move(pl), mesh);
+}
+
+TensorMeta f32(Shape s) { return {std::move(s), DType::kFloat32}; }
+
+TEST(Propagation, NoRedistributionWinsTiesAgainstLocalChunking) {
+  auto d = propagate(make_call("relu", {f32({8, 8})}, {{Replicate()}}, {4}));
+  EXPECT_EQ(d->strategy.outputs[0], (Placements{Replicate()}));
+  EXPECT_EQ(d->cost_us, 0.0);
+  EXPECT_TRUE(d->replicated_fallback);
+}
+
+TEST(Propagation, KeepsExistingShardsAndPrefersLowerDimsOnTies) {
+  auto d = propagate(make_call("add", {f32({8, 8}), f32({8, 8})}, {{Shard(0)}, {Shard(1)}}, {4}));
+  // Moving either input costs the same all_to_all: the lower tensor dim wins.
+  EXPECT_EQ(d->strategy.outputs[0], (Placements{Shard(0)}));
+  ASSERT_EQ(d->collectives.size(), 1u);
+  EXPECT_EQ(d->collectives[0].kind, "all_to_all");
+}
+
+TEST(Propagation, PartialFeedingNonLinearOpIsReduceScattered) {
+  auto d = propagate(make_call("gelu", {f32({64, 32})}, {{Partial()}}, {8}));
+  EXPECT_EQ(d->strategy.inputs[0], (Placements{Shard(0)}));
+  EXPECT_EQ(d->collectives.at(0).kind, "reduce_scatter");
+  // ... while a linear op keeps the Partial with no communication.
+  auto a = propagate(make_call("add", {f32({64, 32}), f32({64, 32})}, {{Partial()}, {Partial()}}, {8}));
+  EXPECT_EQ(a->strategy.outputs[0], (Placements{Partial()}));
+  EXPECT_TRUE(a->collectives.empty());
+}
+
+TEST(Propagation, MegatronMlpOnTwoDMesh) {
+  // x [S(0), R] (batch over dp) @ w1 [R, S(1)] (columns over tp): no communication, [S(0), S(1)].
+  auto d = propagate(make_call("mm", {f32({16, 32}), f32({32, 64})}, {{Shard(0), Replicate()}, {Replicate(), Shard(1)}}, {2, 4}));
+  EXPECT_EQ(d->strategy.outputs[0], (Placements{Shard(0), Shard(1)}));
+  EXPECT_TRUE(d->collectives.empty());
+  // h [S(0), S(1)] @ w2 [R, S(0)] (rows over tp): a Partial(sum) over tp, still no communication.
+  auto e = propagate(make_call("mm", {f32({16, 64}), f32({64, 32})}, {{Shard(0), Shard(1)}, {Replicate(), Shard(0)}}, {2, 4}));
+  EXPECT_EQ(e->strategy.outputs[0], (Placements{Shard(0), Partial()}));
+  EXPECT_TRUE(e->collectives.empty());
+}
+
+TEST(Propagation, OpsWithoutApplicableRulesFallBackToReplicateWithCost) {
+  // matmul of a 1-d by a 3-d tensor has no sharded rule: inputs are gathered, the cost shows it.
+  auto d = propagate(make_call("matmul", {f32({5}), f32({3, 5, 4})}, {{Shard(0)}, {Replicate()}}, {2}));
+  EXPECT_TRUE(d->replicated_fallback);
+  EXPECT_EQ(d->strategy.inputs[0], (Placements{Replicate()}));
+  EXPECT_GT(d->cost_us, 0.0);
+}
+
+TEST(Propagation, DecisionsAreCachedAndTheCacheIsBounded) {
+  OpCall c = make_call("mm", {f32({8, 16}), f32({16, 8})}, {{Shard(0)}, {Replicate()}}, {4});
+  EXPECT_EQ(propagate(c).get(), propagate(c).get());
+  set_propagation_cache_capacity(64);
+  for (int64_t n = 1; n <= 1000; ++n) propagate(make_call("neg", {f32({n})}, {{Shard(0)}}, {2}));
+  EXPECT_EQ(propagation_cache_size(), 64u);
+  set_propagation_cache_capacity(kDefaultPropagationCacheCapacity);
+}
+
+TEST(CostModel, RingFormulasAndLinks) {
+  const HardwareProfile& h = hardware_profile("h100-nvlink");
+  LinkModel nv = h.intra_host;
+  double t = collective_time_us("all_reduce", 1'000'000, 4, nv);
+  EXPECT_NEAR(t, 6 * nv.latency_us + 1e6 / nv.bytes_per_us(), 1e-9);
+  EXPECT_NEAR(collective_time_us("all_gather", 1000, 8, nv), 7 * nv.latency_us + 1000 / nv.bytes_per_us(), 1e-9);
+  EXPECT_EQ(collective_time_us("all_reduce", 1000, 1, nv), 0.0);
+  // dp=8, tp=8 on 8-GPU hosts: tp inside a host, dp across hosts.
+  auto links = h.links_for_mesh({8, 8});
+  EXPECT_EQ(links[1].bandwidth_GBps, h.intra_host.bandwidth_GBps);
+  EXPECT_EQ(links[0].bandwidth_GBps, h.inter_host.bandwidth_GBps);
+  auto small = h.links_for_mesh({2, 4});
+  EXPECT_EQ(small[0].bandwidth_GBps, h.intra_host.bandwidth_GBps);
+}
+
+TEST(CostModel, ProfilesAreDataAndValidated) {
+  auto names = hardware_profile_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "cpu-tcp"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "h100-nvlink"), names.end());
+  try {
+    hardware_profile("tpu-v9");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("known: "), std::string::npos);
+  }
+  EXPECT_THROW(HardwareProfile::from_json(R"({"name": "x", "ranks_per_host": 8})"), Error);
+  EXPECT_THROW(HardwareProfile::from_json("{"), Error);
+}
+
+}  // namespace
+}  // namespace dtensor

@@ -1,0 +1,97 @@
+// `dtensor explain` against the conformance cases and its error contract.
+#include "tools/explain.h"
+
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace dtensor::tools {
+namespace {
+
+using json = nlohmann::json;
+
+TEST(Explain, EveryPublicConformanceCasePassesWithRun) {
+  std::ifstream in("tests/conformance/public.jsonl");
+  ASSERT_TRUE(in) << "missing tests/conformance/public.jsonl";
+  std::string line;
+  int cases = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    ++cases;
+    json ans = json::parse(explain_line(line));
+    json expect = json::parse(line)["expect"];
+    ASSERT_FALSE(ans.contains("error")) << line << "\n-> " << ans.dump();
+    json outs = json::array(), ins = json::array();
+    for (const auto& o : ans["outputs"]) outs.push_back(o["placements"]);
+    for (const auto& i : ans["inputs"]) ins.push_back(i["to"]);
+    EXPECT_EQ(outs, expect["outputs"]) << line;
+    EXPECT_EQ(ins, expect["inputs"]) << line;
+    ASSERT_TRUE(ans.contains("run")) << line;
+    EXPECT_TRUE(ans["run"]["match"].get<bool>()) << line << "\n-> " << ans.dump();
+    EXPECT_TRUE(ans["expect_match"].get<bool>()) << line;
+  }
+  EXPECT_GE(cases, 21);
+}
+
+TEST(Explain, AnswerCarriesShapesCollectivesAndCost) {
+  // mm with S(0) x S(0): all-gathering mat2 (384 B a rank) loses to one all_to_all turning self
+  // into S(1) (96 B: 3/4 of a rank's 128-byte share) for a P(sum) output.
+  json ans = json::parse(explain_line(
+      R"j({"mesh": [4], "op": "mm", "args": [{"shape": [8, 16], "placements": ["S(0)"]},
+          {"shape": [16, 8], "placements": ["S(0)"]}], "run": true})j"));
+  ASSERT_FALSE(ans.contains("error")) << ans.dump();
+  EXPECT_EQ(ans["outputs"][0]["shape"], json::parse("[8, 8]"));
+  EXPECT_EQ(ans["outputs"][0]["dtype"], "float32");
+  ASSERT_EQ(ans["collectives"].size(), 1u) << ans.dump();
+  EXPECT_EQ(ans["collectives"][0]["kind"], "all_to_all");
+  EXPECT_EQ(ans["collectives"][0]["mesh_dim"], 0);
+  EXPECT_EQ(ans["collectives"][0]["bytes"], 96);
+  EXPECT_EQ(ans["outputs"][0]["placements"], json::parse(R"j(["P(sum)"])j"));
+  EXPECT_EQ(ans["inputs"][0]["to"], json::parse(R"j(["S(1)"])j"));
+  EXPECT_GT(ans["cost_us"].get<double>(), 0.0);
+  EXPECT_TRUE(ans["run"]["match"].get<bool>());
+}
+
+TEST(Explain, PartialOutputFeedingANonLinearOpIsReduceScattered) {
+  // gelu of a P(sum) activation: reduce_scatter (sequence parallelism) beats all_reduce.
+  json ans = json::parse(explain_line(
+      R"j({"mesh": [4], "op": "gelu", "args": [{"shape": [64, 32], "placements": ["P(sum)"]}], "run": true})j"));
+  ASSERT_FALSE(ans.contains("error")) << ans.dump();
+  EXPECT_EQ(ans["outputs"][0]["placements"], json::parse(R"j(["S(0)"])j"));
+  EXPECT_EQ(ans["collectives"][0]["kind"], "reduce_scatter");
+  EXPECT_TRUE(ans["run"]["match"].get<bool>());
+}
+
+TEST(Explain, ErrorsStayOnTheirLine) {
+  json bad = json::parse(explain_line("{not json"));
+  EXPECT_NE(bad["error"].get<std::string>().find("malformed JSON"), std::string::npos);
+  json unknown = json::parse(explain_line(R"j({"mesh": [2], "op": "frobnicate", "args": []})j"));
+  EXPECT_NE(unknown["error"].get<std::string>().find("unsupported op 'frobnicate'"), std::string::npos);
+  EXPECT_NE(unknown["error"].get<std::string>().find("registered ops: "), std::string::npos);
+  // Shapes the op rejects: the error names the op, shapes and placements, and what is accepted.
+  std::string e = json::parse(explain_line(
+      R"j({"mesh": [2], "op": "mm", "args": [{"shape": [4, 3], "placements": ["S(0)"]}, {"shape": [4, 3]}]})j"))["error"];
+  EXPECT_NE(e.find("mm(float32[4, 3] [S(0)], float32[4, 3] [R])"), std::string::npos) << e;
+  EXPECT_NE(e.find("accepted"), std::string::npos) << e;
+  // Placements that don't fit the mesh or the tensor.
+  std::string p = json::parse(explain_line(
+      R"j({"mesh": [2, 2], "op": "neg", "args": [{"shape": [4], "placements": ["S(0)"]}]})j"))["error"];
+  EXPECT_NE(p.find("for a 2-d mesh"), std::string::npos) << p;
+  std::string q = json::parse(explain_line(
+      R"j({"mesh": [2], "op": "neg", "args": [{"shape": [4], "placements": ["S(3)"]}]})j"))["error"];
+  EXPECT_NE(q.find("accepted: S(-1) to S(0)"), std::string::npos) << q;
+  std::string k = json::parse(explain_line(
+      R"j({"mesh": [2], "op": "softmax", "args": [{"shape": [4]}], "kwargs": {"dim": 0, "dtipe": 1}})j"))["error"];
+  EXPECT_NE(k.find("unknown argument 'dtipe'"), std::string::npos) << k;
+}
+
+TEST(Explain, NegativeShardDimsAreWrittenNonNegative) {
+  json ans = json::parse(explain_line(
+      R"j({"mesh": [2], "op": "relu", "args": [{"shape": [4, 6], "placements": ["S(-1)"]}]})j"));
+  EXPECT_EQ(ans["inputs"][0]["from"], json::parse(R"j(["S(1)"])j"));
+  EXPECT_EQ(ans["outputs"][0]["placements"], json::parse(R"j(["S(1)"])j"));
+}
+
+}  // namespace
+}  // namespace dtensor::tools

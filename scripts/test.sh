@@ -10,5 +10,15 @@ rc=${PIPESTATUS[0]}
 passed=$(grep -cE '^//.* +PASSED' "$log" || true)
 failed=$(grep -cE '^//.* +(FAILED|TIMEOUT|NO STATUS|FAILED TO BUILD)' "$log" || true)
 rm -f "$log"
+# The shared conformance cases, when the shared folder sits beside the repo: every line must match.
+shared=../shared/conformance/public.jsonl
+if [ "$rc" -eq 0 ] && [ -f "$shared" ]; then
+  if bazel-bin/tools/dtensor explain --cases "$shared" | grep -q '"expect_match":false\|"error"'; then
+    echo "conformance: ../shared/conformance/public.jsonl has failing cases"
+    failed=$((failed + 1)); rc=1
+  else
+    echo "conformance: every case of $shared passes"
+  fi
+fi
 echo "tests: ${passed} passed, ${failed} failed"
 exit "$rc"

@@ -11,19 +11,27 @@
 namespace dtensor::testing {
 
 // The global tensor that per-coordinate `blocks` (row-major over mesh coordinates) stand for under
-// `placements`. Throws dtensor::Error if a block has the wrong shape or replicas disagree.
+// `placements`. Throws dtensor::Error if a block has the wrong shape or replicas disagree. `scale`
+// (if given) receives, per element, the sum of |block| over the blocks that combine into it: the
+// magnitude that rounding errors of the pieces scale with.
 Tensor assemble(const std::vector<Tensor>& blocks, const Placements& placements, const Shape& global,
-                DType dtype, const Shape& mesh_shape);
+                DType dtype, const Shape& mesh_shape, Tensor* scale = nullptr);
+
+struct Simulated {
+  std::vector<Tensor> outputs;
+  std::vector<Tensor> scales;  // float64, per output (see assemble)
+};
 
 // Runs `strategy` of `call` with inputs `globals` laid out adversarially (dtensor/partial_split.h) and
 // returns the assembled outputs. Throws what the kernel or assembly throws. Strategies with their own
 // distributed step are not supported here (they need a process group).
-std::vector<Tensor> simulate(const OpCall& call, const Strategy& strategy,
+Simulated simulate(const OpCall& call, const Strategy& strategy,
                              const std::vector<TensorMeta>& out_meta, const std::vector<Tensor>& globals,
                              uint64_t seed);
 
-// Compares with the single-device result: exact for integers/bools, a dtype-scaled tolerance for
-// floats. Empty string when equal, else a description.
-std::string compare(const std::vector<Tensor>& got, const std::vector<Tensor>& want);
+// Compares with the single-device result: exact for integers/bools; for floats
+// |got - want| <= tol(dtype) * (|want| + scale + 1), scale from the simulation (rounding of Partial
+// pieces grows with their magnitude). Empty string when equal, else a description.
+std::string compare(const Simulated& got, const std::vector<Tensor>& want);
 
 }  // namespace dtensor::testing

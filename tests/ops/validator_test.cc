@@ -77,6 +77,22 @@ TEST(GroundTruthValidator, EveryRuleOfEveryOpMatchesTheSingleDeviceOp) {
         auto f = check_strategies(call, mesh.size() == 3 ? 40 : 400, seed++, &checked);
         failures.insert(failures.end(), f.begin(), f.end());
       }
+      // The same sample in float64 and bfloat16 (float32 tensors converted) on a 1-d and a 2-d mesh.
+      for (DType dt : {DType::kFloat64, DType::kBFloat16}) {
+        Sample v = s;
+        bool any = false;
+        for (auto& t : v.tensors)
+          if (t.dtype == DType::kFloat32) {
+            t.dtype = dt;
+            any = true;
+          }
+        if (!any) continue;
+        for (const Shape& mesh : std::vector<Shape>{{3}, {2, 2}}) {
+          OpCall call = bind_on(op, v, mesh);
+          auto f = check_strategies(call, 100, seed++, &checked);
+          failures.insert(failures.end(), f.begin(), f.end());
+        }
+      }
     }
   }
   std::cout << "validator: " << ops << " ops, " << checked << " strategies checked, "

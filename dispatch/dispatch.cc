@@ -31,12 +31,11 @@ std::vector<DTensor> execute_strategy(
   ctx.out_meta = out_meta;
   ctx.mesh_shape = mesh->shape();
   ctx.coord = mesh->coordinate();
-  std::vector<Tensor> outs = call.op().kernel(locals, call, ctx);
-  for (int i = 0; i < mesh->ndim(); ++i) {
-    if (strategy.steps[i] == 0) continue;
-    const StepDef& step = call.op().steps[strategy.steps[i] - 1];
-    step.run(outs, locals, call, ctx, i, mesh->group(i), timeout);
-  }
+  std::vector<Tensor> outs =
+      strategy.step() == 0
+          ? call.op().kernel(locals, call, ctx)
+          : call.op().steps.at(strategy.step() - 1)
+                .run(locals, call, ctx, strategy.step_mesh_dims(), *mesh, timeout);
   DT_CHECK(outs.size() == out_meta.size(), call.str(), ": internal error: the kernel returned ",
            outs.size(), " outputs, the op has ", out_meta.size());
   std::vector<DTensor> result;

@@ -13,6 +13,19 @@ std::string Strategy::str() const {
   return join(outputs) + " <- " + join(inputs);
 }
 
+uint8_t Strategy::step() const {
+  for (uint8_t s : steps)
+    if (s != 0) return s;
+  return 0;
+}
+
+std::vector<int> Strategy::step_mesh_dims() const {
+  std::vector<int> dims;
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i] != 0) dims.push_back(static_cast<int>(i));
+  return dims;
+}
+
 std::pair<Shape, Shape> LocalContext::in_block(const OpCall& call, int i) const {
   if (!strategy) return {call.tensor(i).shape, Shape(call.tensor(i).shape.size(), 0)};
   return local_block(call.tensor(i).shape, strategy->inputs[i], mesh_shape, coord);

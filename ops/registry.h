@@ -37,6 +37,9 @@ struct Strategy {
   std::vector<Placements> inputs;
   absl::InlinedVector<uint8_t, 4> steps;  // per mesh dim, as Rule::step
   std::string str() const;  // "[S(0)], [S(0)] <- [S(0)], [R]"
+  // The step the strategy runs (0: none) and the mesh dims that carry it.
+  uint8_t step() const;
+  std::vector<int> step_mesh_dims() const;
 };
 
 // What a local kernel may need to know about the layout it runs under.
@@ -68,18 +71,29 @@ using SampleFn = std::function<std::vector<Sample>()>;
 
 struct BackwardDef;  // defined by autograd/
 
-// A distributed step that a rule carries (DESIGN §6): it keeps an input sharded where replicating
-// it would cost more. It runs after the local kernel, on the group of the mesh dim whose rule row
-// names it, and fixes up this rank's local outputs.
+class DeviceMesh;
+
+// The traffic of a distributed step, for the cost model: `rounds` collectives of `collective` kind
+// over the product group of the step's mesh dims, together sending `bytes` per rank.
+struct StepTraffic {
+  std::string collective;  // "all_gather", "all_reduce", "send_recv", ...
+  int64_t bytes = 0;
+  int rounds = 1;
+};
+
+// A distributed algorithm that a rule row carries (DESIGN §6): it keeps an input sharded where
+// PyTorch would replicate it. A strategy whose rows name a step runs it instead of the plain local
+// kernel, once, over all the mesh dims whose rows name it (`mesh_dims`); it computes this rank's
+// outputs from its local inputs (calling kernels and collectives on the mesh's groups).
 struct StepDef {
-  std::string name;        // e.g. "carry_exchange"
-  std::string collective;  // the collective kind `dtensor explain` reports: "all_gather", ...
-  // Bytes each rank sends when the step runs on mesh dim `mesh_dim` of `strategy`.
-  std::function<int64_t(const OpCall&, const Strategy&, int mesh_dim)> bytes;
-  std::function<void(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                     const OpCall& call, const LocalContext& ctx, int mesh_dim, ProcessGroup& group,
-                     Timeout timeout)>
+  std::string name;  // e.g. "carry_exchange"
+  std::function<StepTraffic(const OpCall&, const Strategy&, const std::vector<int>& mesh_dims)> traffic;
+  std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const OpCall& call,
+                                    const LocalContext& ctx, const std::vector<int>& mesh_dims,
+                                    const DeviceMesh& mesh, Timeout timeout)>
       run;
+  // Valid only when a single mesh dim carries it (e.g. a scan whose dim is sharded twice is not).
+  bool one_mesh_dim = false;
 };
 
 struct OpDef {

@@ -58,8 +58,9 @@ IValue parse_default(const std::string& text, ArgDef::Type t, const std::string&
 OpSchema OpSchema::parse(const std::string& text) {
   OpSchema sc;
   sc.text = text;
-  size_t open = text.find('('), close = text.rfind(')');
-  size_t arrow = text.find("->", close == std::string::npos ? 0 : close);
+  size_t arrow = text.rfind("->");
+  size_t open = text.find('(');
+  size_t close = arrow == std::string::npos ? std::string::npos : text.rfind(')', arrow);
   DT_CHECK(open != std::string::npos && close != std::string::npos && arrow != std::string::npos &&
                open < close,
            "schema '", text, "': expected 'name(args) -> returns'");

@@ -40,6 +40,23 @@ bool even(const Shape& shape, const Placements& p, const Shape& mesh, uint32_t m
   return true;
 }
 
+// The strategy's own step as one collective record: `rounds` collectives over the product group
+// of its mesh dims on the slowest of their links (mesh_dim: the first of them).
+CollectiveRecord step_record(const OpCall& call, const Strategy& s, const std::vector<LinkModel>& links) {
+  const StepDef& sd = call.op().steps.at(s.step() - 1);
+  auto dims = s.step_mesh_dims();
+  StepTraffic t = sd.traffic(call, s, dims);
+  int64_t group = 1;
+  LinkModel link = links[dims[0]];
+  for (int i : dims) {
+    group *= call.mesh_shape()[i];
+    if (links[i].bandwidth_GBps < link.bandwidth_GBps) link = links[i];
+  }
+  const int rounds = std::max(t.rounds, 1);
+  double time = rounds * collective_time_us(t.collective, t.bytes / rounds, group, link);
+  return {t.collective, dims[0], t.bytes, time};
+}
+
 struct Candidate {
   Strategy strategy;
   double cost = 0;
@@ -112,6 +129,12 @@ std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<Te
     }
     for (int o = 0; o < n_out && ok; ++o) ok = !mixes_partial_ops(s.outputs[o]);
     if (ok && n_in > 0) ok = even(call.tensor(0).shape, s.inputs[0], mesh, even_in);
+    // One distinct step per strategy; a one-mesh-dim step on one mesh dim only.
+    if (ok && s.step() != 0) {
+      auto dims = s.step_mesh_dims();
+      for (int i : dims) ok &= s.steps[i] == s.step();
+      if (op.steps.at(s.step() - 1).one_mesh_dim) ok &= dims.size() == 1;
+    }
     if (ok && n_out > 0) ok = even(meta[0].shape, s.outputs[0], mesh, even_out);
     if (ok) out.push_back(std::move(s));
     int i = nd - 1;  // next combination (odometer over mesh dims)
@@ -142,12 +165,10 @@ std::vector<Candidate> candidates(const OpCall& call, const HardwareProfile& hw,
       c.bytes += plan->total_bytes();
       c.redistributes |= !plan->steps.empty();
     }
-    for (int i = 0; i < nd; ++i) {
-      if (s.steps[i] == 0) continue;
-      const StepDef& sd = call.op().steps[s.steps[i] - 1];
-      int64_t b = sd.bytes(call, s, i);
-      c.cost += collective_time_us(sd.collective, b, mesh[i], links[i]);
-      c.bytes += b;
+    if (s.step() != 0) {
+      CollectiveRecord r = step_record(call, s, links);
+      c.cost += r.time_us;
+      c.bytes += r.bytes;
     }
     c.shard_key = shard_key(s);
     c.strategy = std::move(s);
@@ -174,14 +195,11 @@ std::shared_ptr<const ShardingDecision> decide(const OpCall& call, const Hardwar
     d->bytes += plan->total_bytes();
     d->input_plans.push_back(std::move(plan));
   }
-  for (int i = 0; i < static_cast<int>(mesh.size()); ++i) {
-    if (d->strategy.steps[i] == 0) continue;
-    const StepDef& sd = call.op().steps[d->strategy.steps[i] - 1];
-    int64_t b = sd.bytes(call, d->strategy, i);
-    double t = collective_time_us(sd.collective, b, mesh[i], links[i]);
-    d->collectives.push_back({sd.collective, i, b, t});
-    d->cost_us += t;
-    d->bytes += b;
+  if (d->strategy.step() != 0) {
+    CollectiveRecord r = step_record(call, d->strategy, links);
+    d->cost_us += r.time_us;
+    d->bytes += r.bytes;
+    if (r.bytes > 0) d->collectives.push_back(r);
   }
   return d;
 }

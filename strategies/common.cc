@@ -28,6 +28,8 @@ void register_all_rules() {
     register_embedding_rules(r);
     register_view_rules(r);
     register_loss_rules(r);
+    register_scan_rules(r);
+    register_selection_rules(r);
   });
 }
 

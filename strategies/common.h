@@ -43,6 +43,9 @@ void register_norm_rules(Registry& r);
 void register_embedding_rules(Registry& r);
 void register_view_rules(Registry& r);
 void register_loss_rules(Registry& r);
+void register_scan_rules(Registry& r);
+void register_selection_rules(Registry& r);
+void register_pooling_rules(Registry& r);
 
 // All of the above, once.
 void register_all_rules();

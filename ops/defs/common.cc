@@ -37,6 +37,18 @@ Tensor index_input(const TensorMeta& m, int64_t upper, uint64_t seed) {
   return t.to(m.dtype);
 }
 
+Tensor coarse_input(const TensorMeta& m, uint64_t seed, bool nans) {
+  auto v = random_tensor(m.shape, DType::kFloat64, seed).to_vector<double>();
+  auto u = random_tensor(m.shape, DType::kFloat64, seed ^ 0x5bd1e995).to_vector<double>();
+  Tensor t = Tensor::empty(m.shape, DType::kFloat64);
+  double* p = t.data<double>();
+  for (size_t i = 0; i < v.size(); ++i) {
+    p[i] = std::round(v[i] * 2.0) / 2.0;
+    if (nans && is_floating(m.dtype) && u[i] > 1.75) p[i] = std::nan("");
+  }
+  return t.to(m.dtype);
+}
+
 std::function<Tensor(int, const OpCall&, uint64_t)> positive_inputs(std::vector<int> positive) {
   return [positive](int i, const OpCall& c, uint64_t seed) {
     for (int p : positive)
@@ -56,6 +68,8 @@ void define_all_ops() {
     define_embedding_ops(r);
     define_view_ops(r);
     define_loss_ops(r);
+    define_scan_ops(r);
+    define_selection_ops(r);
   });
 }
 

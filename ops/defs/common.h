@@ -23,6 +23,9 @@ ArgValue L(std::vector<int64_t> v);
 // Input data for OpDef::make_input: positive values in [0.25, 2.25]; class indices in [0, upper).
 Tensor positive_input(const TensorMeta& m, uint64_t seed);
 Tensor index_input(const TensorMeta& m, int64_t upper, uint64_t seed);
+// Few distinct values (multiples of 0.5 in [-2, 2]) so that ties are common; with `nans`, about one
+// element in eight is NaN (floating dtypes).
+Tensor coarse_input(const TensorMeta& m, uint64_t seed, bool nans);
 // make_input for an op whose tensor inputs listed in `positive` must be positive.
 std::function<Tensor(int, const OpCall&, uint64_t)> positive_inputs(std::vector<int> positive);
 
@@ -47,6 +50,9 @@ void define_norm_ops(Registry& r);
 void define_embedding_ops(Registry& r);
 void define_view_ops(Registry& r);
 void define_loss_ops(Registry& r);
+void define_scan_ops(Registry& r);
+void define_selection_ops(Registry& r);
+void define_pooling_ops(Registry& r);
 
 // Every family above, once (thread-safe).
 void define_all_ops();

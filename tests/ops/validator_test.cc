@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_join.h"
 #include "dispatch/dispatch.h"
+#include "dtensor/collectives/threads_backend.h"
 #include "dtensor/partial_split.h"
 #include "gtest/gtest.h"
 #include "tests/ops/simulated_mesh.h"
@@ -45,10 +46,12 @@ std::vector<std::string> check_strategies(const OpCall& call, int max_strategies
   }
   auto globals = make_globals(call, seed);
   auto want = run_single_device(call, globals);
+  std::vector<Strategy> with_steps;
   for (const Strategy& s : strategies) {
-    bool has_step = false;
-    for (uint8_t st : s.steps) has_step |= st != 0;
-    if (has_step) continue;  // distributed steps are validated on a real mesh (their own tests)
+    if (s.step() != 0) {
+      with_steps.push_back(s);  // distributed steps need real collectives: run below on threads
+      continue;
+    }
     ++*checked;
     std::string err;
     try {
@@ -57,6 +60,34 @@ std::vector<std::string> check_strategies(const OpCall& call, int max_strategies
       err = e.what();
     }
     if (!err.empty()) failures.push_back(absl::StrCat(call.str(), " strategy ", s.str(), ": ", err));
+  }
+  if (with_steps.empty()) return failures;
+  // Rows with a distributed step: every rank builds its adversarial block, runs the strategy (the
+  // step's collectives included) and gathers full tensors; rank 0 compares.
+  std::vector<std::string> errs(with_steps.size());
+  run_threads(static_cast<int>(numel(call.mesh_shape())), [&](std::shared_ptr<Backend> b) {
+    auto mesh = DeviceMesh::create(b, call.mesh_shape(), {}, {}, std::chrono::seconds(30));
+    for (size_t k = 0; k < with_steps.size(); ++k) {
+      const Strategy& s = with_steps[k];
+      std::vector<DTensor> inputs;
+      for (int t = 0; t < call.num_tensors(); ++t) {
+        DTensorSpec spec(mesh, s.inputs[t], call.tensor(t).shape, call.tensor(t).dtype);
+        inputs.emplace_back(spec, adversarial_local_block(globals[t], spec.placements, call.mesh_shape(),
+                                                          mesh->coordinate(), seed + t));
+      }
+      auto outs = execute_strategy(call, s, meta, inputs, std::chrono::seconds(30));
+      testing::Simulated got;
+      for (auto& o : outs) {
+        got.outputs.push_back(o.full_tensor(std::chrono::seconds(30)));
+        got.scales.push_back(Tensor::zeros(o.shape(), DType::kFloat64));
+      }
+      if (b->rank() == 0) errs[k] = testing::compare(got, want);
+    }
+  });
+  for (size_t k = 0; k < with_steps.size(); ++k) {
+    ++*checked;
+    if (!errs[k].empty())
+      failures.push_back(absl::StrCat(call.str(), " strategy ", with_steps[k].str(), " (step): ", errs[k]));
   }
   return failures;
 }

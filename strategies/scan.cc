@@ -1,0 +1,30 @@
+// Scans along a dim (DESIGN §6). Shards on other dims pass through; cumsum is linear, so P(sum) and
+// P(avg) pass. A shard on the scanned dim keeps it sharded with the carry exchange (PyTorch
+// replicates it): values and indices share the input's placement, indices are never Partial.
+#include "ops/defs/steps.h"
+#include "strategies/common.h"
+
+namespace dtensor::strategies {
+
+void register_scan_rules(Registry& reg) {
+  for (const char* name : {"cumsum", "cumprod", "logcumsumexp", "cummax", "cummin"}) {
+    OpDef& op = reg.mutable_find(name);
+    const uint8_t carry = ops::step_id(op, "carry_exchange");
+    const bool linear = std::string(name) == "cumsum";
+    op.rules = [carry, linear](const OpCall& c) {
+      const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
+      const int64_t dim = norm_dim(c.get_int("dim"), rank);
+      const int n_out = static_cast<int>(c.op().meta(c).size());
+      RuleList rules;
+      for (int64_t d = 0; d < rank; ++d) {
+        Rule r = uniform(n_out, 1, Shard(static_cast<int32_t>(d)));
+        if (d == dim) r.step = carry;
+        rules.push_back(r);
+      }
+      if (linear) add_partial_passthrough(rules, 1, 1, {ReduceOp::kSum, ReduceOp::kAvg});
+      return rules;
+    };
+  }
+}
+
+}  // namespace dtensor::strategies

@@ -94,6 +94,8 @@ struct StepDef {
       run;
   // Valid only when a single mesh dim carries it (e.g. a scan whose dim is sharded twice is not).
   bool one_mesh_dim = false;
+  // Further conditions on the strategy (null: none), checked when rules are expanded.
+  std::function<bool(const OpCall&, const Strategy&)> valid;
 };
 
 struct OpDef {

@@ -133,7 +133,9 @@ std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<Te
     if (ok && s.step() != 0) {
       auto dims = s.step_mesh_dims();
       for (int i : dims) ok &= s.steps[i] == s.step();
-      if (op.steps.at(s.step() - 1).one_mesh_dim) ok &= dims.size() == 1;
+      const StepDef& sd = op.steps.at(s.step() - 1);
+      if (sd.one_mesh_dim) ok &= dims.size() == 1;
+      if (ok && sd.valid) ok = sd.valid(call, s);
     }
     if (ok && n_out > 0) ok = even(meta[0].shape, s.outputs[0], mesh, even_out);
     if (ok) out.push_back(std::move(s));

@@ -30,6 +30,7 @@ void register_all_rules() {
     register_loss_rules(r);
     register_scan_rules(r);
     register_selection_rules(r);
+    register_pooling_rules(r);
   });
 }
 

@@ -70,6 +70,7 @@ void define_all_ops() {
     define_loss_ops(r);
     define_scan_ops(r);
     define_selection_ops(r);
+    define_pooling_ops(r);
   });
 }
 

@@ -65,6 +65,7 @@ std::vector<std::string> check_strategies(const OpCall& call, int max_strategies
   // Rows with a distributed step: every rank builds its adversarial block, runs the strategy (the
   // step's collectives included) and gathers full tensors; rank 0 compares.
   std::vector<std::string> errs(with_steps.size());
+  try {
   run_threads(static_cast<int>(numel(call.mesh_shape())), [&](std::shared_ptr<Backend> b) {
     auto mesh = DeviceMesh::create(b, call.mesh_shape(), {}, {}, std::chrono::seconds(30));
     for (size_t k = 0; k < with_steps.size(); ++k) {
@@ -84,6 +85,10 @@ std::vector<std::string> check_strategies(const OpCall& call, int max_strategies
       if (b->rank() == 0) errs[k] = testing::compare(got, want);
     }
   });
+  } catch (const std::exception& e) {
+    for (auto& err : errs)
+      if (err.empty()) err = absl::StrCat("threw: ", e.what());
+  }
   for (size_t k = 0; k < with_steps.size(); ++k) {
     ++*checked;
     if (!errs[k].empty())

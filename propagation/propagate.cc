@@ -53,7 +53,8 @@ CollectiveRecord step_record(const OpCall& call, const Strategy& s, const std::v
     if (links[i].bandwidth_GBps < link.bandwidth_GBps) link = links[i];
   }
   const int rounds = std::max(t.rounds, 1);
-  double time = rounds * collective_time_us(t.collective, t.bytes / rounds, group, link);
+  // A step with nothing to send (halo windows aligned with shard boundaries) costs nothing.
+  double time = t.bytes == 0 ? 0.0 : rounds * collective_time_us(t.collective, t.bytes / rounds, group, link);
   return {t.collective, dims[0], t.bytes, time};
 }
 

@@ -220,12 +220,15 @@ void define_medians(Registry& reg) {
 
 }  // namespace
 
+void add_select_steps(Registry& reg);  // distributed_select.cc
+
 void define_selection_ops(Registry& reg) {
   define_max_min(reg, true);
   define_max_min(reg, false);
   define_arg(reg, true);
   define_arg(reg, false);
   define_medians(reg);
+  add_select_steps(reg);
 }
 
 }  // namespace dtensor::ops

@@ -8,3 +8,6 @@
 #include "kernels/cpu/pointwise.h"
 #include "kernels/cpu/reduction.h"
 #include "kernels/cpu/shape_ops.h"
+#include "kernels/cpu/pooling.h"
+#include "kernels/cpu/scan.h"
+#include "kernels/cpu/selection.h"

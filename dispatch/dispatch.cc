@@ -73,9 +73,8 @@ ArgValue lower(const OpArg& a, std::vector<const DTensor*>& tensors) {
 
 }  // namespace
 
-std::vector<DTensor> call_op(const std::string& name, const std::vector<OpArg>& args,
-                             const std::vector<std::pair<std::string, OpArg>>& kwargs,
-                             const CallOptions& options) {
+PreparedCall prepare_call(const std::string& name, const std::vector<OpArg>& args,
+                          const std::vector<std::pair<std::string, OpArg>>& kwargs) {
   init_ops();
   const OpDef& op = Registry::get().find(name);
   std::vector<const DTensor*> tensors;
@@ -99,9 +98,19 @@ std::vector<DTensor> call_op(const std::string& name, const std::vector<OpArg>& 
   }
   OpCall call = OpCall::bind(op, pos, kw, std::move(metas), std::move(placements),
                              tensors[0]->mesh()->shape());
-  auto decision = propagate(call, {options.hardware});
-  return execute_strategy(call, decision->strategy, decision->out_meta, inputs, options.timeout,
+  return {std::move(call), std::move(inputs)};
+}
+
+std::vector<DTensor> run_call(const PreparedCall& p, const CallOptions& options) {
+  auto decision = propagate(p.call, {options.hardware});
+  return execute_strategy(p.call, decision->strategy, decision->out_meta, p.inputs, options.timeout,
                           &decision->input_plans);
+}
+
+std::vector<DTensor> call_op(const std::string& name, const std::vector<OpArg>& args,
+                             const std::vector<std::pair<std::string, OpArg>>& kwargs,
+                             const CallOptions& options) {
+  return run_call(prepare_call(name, args, kwargs), options);
 }
 
 DTensor call_op1(const std::string& name, const std::vector<OpArg>& args,

@@ -32,6 +32,15 @@ struct CallOptions {
 std::vector<DTensor> call_op(const std::string& name, const std::vector<OpArg>& args,
                              const std::vector<std::pair<std::string, OpArg>>& kwargs = {},
                              const CallOptions& options = {});
+// call_op in two halves, for autograd/ (which needs the bound call and the inputs):
+struct PreparedCall {
+  OpCall call;
+  std::vector<DTensor> inputs;  // the tensor inputs in the call's order
+};
+PreparedCall prepare_call(const std::string& name, const std::vector<OpArg>& args,
+                          const std::vector<std::pair<std::string, OpArg>>& kwargs);
+std::vector<DTensor> run_call(const PreparedCall& p, const CallOptions& options = {});
+
 // call_op for ops with one output.
 DTensor call_op1(const std::string& name, const std::vector<OpArg>& args,
                  const std::vector<std::pair<std::string, OpArg>>& kwargs = {},

@@ -41,7 +41,10 @@ std::shared_ptr<DeviceMesh> DeviceMesh::create(std::shared_ptr<Backend> backend,
   m->dim_names_ = std::move(dim_names);
   m->ranks_ = std::move(ranks);
   m->timeout_ = timeout;
-  const int seq = m->backend_->next_mesh_sequence();
+  // A one-rank mesh needs no agreement with other ranks, so it must not consume the shared sequence
+  // (ranks may create their own one-rank meshes at different times).
+  const bool solo = m->ranks_.size() == 1;
+  const int seq = solo ? -1 : m->backend_->next_mesh_sequence();
   auto it = std::find(m->ranks_.begin(), m->ranks_.end(), m->backend_->rank());
   if (it == m->ranks_.end()) return m;  // not a member: no coordinate, no groups
 
@@ -59,7 +62,8 @@ std::shared_ptr<DeviceMesh> DeviceMesh::create(std::shared_ptr<Backend> backend,
       if (k != d) base += m->coordinate_[k] * strides[k];
     std::vector<int> members;
     for (int64_t c = 0; c < shape[d]; ++c) members.push_back(m->ranks_[base + c * strides[d]]);
-    std::string name = absl::StrCat("mesh", seq, "/dim", d, "/", absl::StrJoin(members, "-"));
+    std::string name = solo ? absl::StrCat("solo", members[0])
+                            : absl::StrCat("mesh", seq, "/dim", d, "/", absl::StrJoin(members, "-"));
     m->groups_.push_back(m->backend_->new_group(members, name, timeout));
   }
   return m;

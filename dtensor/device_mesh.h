@@ -42,6 +42,7 @@ class DeviceMesh {
   // The sub-mesh over the named dims that contains this rank (sharing this mesh's groups).
   std::shared_ptr<DeviceMesh> submesh(const std::vector<std::string>& names) const;
   Backend& backend() const { return *backend_; }
+  const std::shared_ptr<Backend>& backend_ptr() const { return backend_; }
   Timeout timeout() const { return timeout_; }
   // Same ranks in the same layout on the same backend.
   bool same_as(const DeviceMesh& o) const {

@@ -9,6 +9,8 @@
 
 namespace dtensor {
 
+struct AutogradMeta;  // defined by autograd/: requires_grad, grad, grad_fn
+
 class DTensor {
  public:
   DTensor() = default;
@@ -35,9 +37,15 @@ class DTensor {
 
   std::string str() const;
 
+  // Autograd bookkeeping, opaque to this layer (autograd/ reads and writes it). Copies of a DTensor
+  // share it, like handles to one tensor.
+  const std::shared_ptr<AutogradMeta>& autograd_meta() const { return autograd_meta_; }
+  void set_autograd_meta(std::shared_ptr<AutogradMeta> m) { autograd_meta_ = std::move(m); }
+
  private:
   DTensorSpec spec_;
   Tensor local_;
+  std::shared_ptr<AutogradMeta> autograd_meta_;
 };
 
 // Lays out `global` (the same full tensor on every rank; not checked, as JAX does: no communication)

@@ -89,6 +89,18 @@ void register_pointwise_rules(Registry& reg) {
       r.push_back(row({Partial(op)}, {Partial(op), Replicate()}));
     if (c.get_double("value") == 0.0) r.push_back(row({Partial()}, {Partial(), Replicate()}));
   });
+  // x * c and x / c: linear (sum, avg); max/min pass for c >= 0 and swap for c < 0.
+  for (const char* name : {"mul.Scalar", "div.Scalar"}) {
+    set(reg, name, [](const OpCall& c, RuleList& r) {
+      add_partial_passthrough(r, 1, 1, kLinear);
+      const bool neg = c.get_double("other") < 0;
+      for (ReduceOp op : kOrder) r.push_back(row({Partial(neg ? swap_order(op) : op)}, {Partial(op)}));
+    });
+  }
+  // x + c: every rank adds c, so sums would count it k times; avg/max/min pass.
+  set(reg, "add.Scalar", [](const OpCall&, RuleList& r) {
+    for (ReduceOp op : {ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) r.push_back(row({Partial(op)}, {Partial(op)}));
+  });
   set(reg, "neg", [](const OpCall&, RuleList& r) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin})
       r.push_back(row({Partial(swap_order(op))}, {Partial(op)}));

@@ -135,6 +135,30 @@ void define_pointwise_ops(Registry& reg) {
           sample({{4, 6}, {6}}, {T(0), T(1), V(0.0)}, {}, {DType::kFloat32, DType::kBool})};
     };
   }
+  // Tensor-scalar arithmetic: the scalar keeps torch's promotion (a float scalar on an int tensor
+  // gives float32).
+  for (const char* name : {"add.Scalar", "mul.Scalar", "div.Scalar"}) {
+    std::string n = name;
+    std::string schema = n + (n == "add.Scalar" ? "(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"
+                                                 : "(Tensor self, Scalar other) -> Tensor");
+    OpDef& op = reg.define(schema, "pointwise");
+    op.meta = [n](const OpCall& c) {
+      DType d = c.tensor(0).dtype;
+      bool float_scalar = std::holds_alternative<double>(c.value("other"));
+      if (!is_floating(d) && (float_scalar || n == "div.Scalar")) d = DType::kFloat32;
+      return std::vector<TensorMeta>{{c.tensor(0).shape, d}};
+    };
+    op.kernel = [n](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+      const IValue& v = c.value("other");
+      Scalar s = std::holds_alternative<int64_t>(v) ? Scalar(std::get<int64_t>(v)) : Scalar(c.get_double("other"));
+      if (n == "add.Scalar") return one(kernels::add(in[0], s, Scalar(c.get_double("alpha"))));
+      if (n == "mul.Scalar") return one(kernels::mul(in[0], s));
+      return one(kernels::div(in[0], s));
+    };
+    op.samples = [] {
+      return std::vector<Sample>{sample({{6, 5}}, {T(0), V(-1.5)}), sample({{4, 7}}, {T(0), V(2.0)})};
+    };
+  }
   unary(reg, "neg", kernels::neg, false);
   unary(reg, "abs", kernels::abs, false);
   unary(reg, "relu", kernels::relu, false);

@@ -137,6 +137,7 @@ CommStats DeviceMesh::stats() const {
   for (const auto& g : groups_) {
     s.calls += g->stats().calls;
     s.bytes_sent += g->stats().bytes_sent;
+    for (int k = 0; k < kNumCommKinds; ++k) s.calls_by_kind[k] += g->stats().calls_by_kind[k];
   }
   return s;
 }

@@ -241,7 +241,7 @@ class GlooGroup : public ProcessGroup {
     const char* name = "all_reduce";
     check_tensor(name, t);
     const int n = size();
-    count(static_cast<int64_t>(2 * (n - 1) * t.nbytes() / n));
+    count(CommKind::kAllReduce, static_cast<int64_t>(2 * (n - 1) * t.nbytes() / n));
     uint32_t seq = next_seq();
     run(name, seq, timeout,
         [&] { allreduce_raw(t.data_ptr(), t.numel(), t.dtype(), op, seq, timeout); });
@@ -262,7 +262,7 @@ class GlooGroup : public ProcessGroup {
     DT_CHECK(out.numel() == total, name, " on ", describe(), ": out has ", out.numel(),
              " elements, counts sum to ", total);
     const int n = size();
-    count(static_cast<int64_t>((n - 1) * out.nbytes() / n));
+    count(CommKind::kAllGather, static_cast<int64_t>((n - 1) * out.nbytes() / n));
     uint32_t seq = next_seq();
     if (n == 1 || total == 0) {
       if (total > 0) std::memcpy(out.data_ptr(), in.data_ptr(), in.nbytes());
@@ -298,7 +298,7 @@ class GlooGroup : public ProcessGroup {
     DT_CHECK(out.numel() == counts[rank()], name, " on ", describe(), ": out has ", out.numel(),
              " elements, counts[", rank(), "] = ", counts[rank()]);
     const int n = size();
-    count(static_cast<int64_t>((n - 1) * in.nbytes() / n));
+    count(CommKind::kReduceScatter, static_cast<int64_t>((n - 1) * in.nbytes() / n));
     uint32_t seq = next_seq();
     int64_t offset = 0;
     for (int r = 0; r < rank(); ++r) offset += counts[r];
@@ -334,7 +334,7 @@ class GlooGroup : public ProcessGroup {
     for (int r = 0; r < size(); ++r) {
       if (r != rank()) sent += send_counts[r];
     }
-    count(sent * static_cast<int64_t>(in.element_size()));
+    count(CommKind::kAllToAll, sent * static_cast<int64_t>(in.element_size()));
     uint32_t seq = next_seq();
     if (size() == 1) {
       if (in.numel() > 0) std::memcpy(out.data_ptr(), in.data_ptr(), in.nbytes());
@@ -358,7 +358,7 @@ class GlooGroup : public ProcessGroup {
     check_tensor(name, t);
     DT_CHECK(root >= 0 && root < size(), name, " on ", describe(), ": root ", root,
              " is not a group rank (0..", size() - 1, ")");
-    count(rank() == root ? static_cast<int64_t>(t.nbytes()) : 0);
+    count(CommKind::kBroadcast, rank() == root ? static_cast<int64_t>(t.nbytes()) : 0);
     uint32_t seq = next_seq();
     if (size() == 1 || t.numel() == 0) return;
     run(name, seq, timeout, [&] {
@@ -376,7 +376,7 @@ class GlooGroup : public ProcessGroup {
 
   void barrier(Timeout timeout) override {
     const char* name = "barrier";
-    count(0);
+    count(CommKind::kBarrier, 0);
     uint32_t seq = next_seq();
     if (size() == 1) return;
     run(name, seq, timeout, [&] {
@@ -398,7 +398,7 @@ class GlooGroup : public ProcessGroup {
                " cannot send to or receive from itself");
       if (p.kind == P2POp::kSend) sent += static_cast<int64_t>(p.tensor.nbytes());
     }
-    count(sent);
+    count(CommKind::kSendRecv, sent);
     check_usable(name);
     ctx_->setTimeout(timeout);
     const auto deadline = Clock::now() + timeout;

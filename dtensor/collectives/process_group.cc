@@ -14,6 +14,12 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
+const char* comm_kind_name(CommKind k) {
+  static const char* names[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+                                "send_recv", "barrier"};
+  return names[static_cast<int>(k)];
+}
+
 std::string ProcessGroup::describe() const {
   return absl::StrCat("group '", name_, "' ranks [", absl::StrJoin(global_ranks_, ", "), "]");
 }

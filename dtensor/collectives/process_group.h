@@ -31,10 +31,16 @@ struct P2POp {
   int tag = 0;
 };
 
+enum class CommKind : uint8_t { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kSendRecv, kBarrier };
+inline constexpr int kNumCommKinds = 7;
+const char* comm_kind_name(CommKind k);  // "all_reduce", ...
+
 // What a rank has sent through a group, for tests and the `collectives used` reports.
 struct CommStats {
   int64_t calls = 0;
   int64_t bytes_sent = 0;
+  int64_t calls_by_kind[kNumCommKinds] = {};
+  int64_t of(CommKind k) const { return calls_by_kind[static_cast<int>(k)]; }
 };
 
 class ProcessGroup {
@@ -82,8 +88,9 @@ class ProcessGroup {
   // Validates arguments shared by every backend; throws dtensor::Error naming op and group.
   void check_tensor(const char* op, const Tensor& t) const;
   void check_counts(const char* op, const std::vector<int64_t>& counts) const;
-  void count(int64_t bytes) {
+  void count(CommKind kind, int64_t bytes) {
     ++stats_.calls;
+    ++stats_.calls_by_kind[static_cast<int>(kind)];
     stats_.bytes_sent += bytes;
   }
 

@@ -133,7 +133,7 @@ class ThreadsGroup : public ProcessGroup {
         std::memcpy(static_cast<char*>(t.data_ptr()) + rlo * isz, g_->slots[r].aux, (rhi - rlo) * isz);
     }
     barrier_with("all_reduce", nullptr, timeout);  // everyone finished reading the parts
-    count(static_cast<int64_t>(2.0 * (n - 1) / n * t.nbytes()));
+    count(CommKind::kAllReduce, static_cast<int64_t>(2.0 * (n - 1) / n * t.nbytes()));
   }
 
   void all_gather(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
@@ -158,7 +158,7 @@ class ThreadsGroup : public ProcessGroup {
       at += counts[r];
     }
     barrier_with("all_gather", nullptr, timeout);
-    count(static_cast<int64_t>(in.nbytes()) * (size() - 1));
+    count(CommKind::kAllGather, static_cast<int64_t>(in.nbytes()) * (size() - 1));
   }
 
   void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
@@ -190,7 +190,7 @@ class ThreadsGroup : public ProcessGroup {
       if (op == ReduceOp::kAvg) finish_avg(out.data_ptr(), n, in.dtype(), size());
     }
     barrier_with("reduce_scatter", nullptr, timeout);
-    count(static_cast<int64_t>((total - counts[rank_]) * isz));
+    count(CommKind::kReduceScatter, static_cast<int64_t>((total - counts[rank_]) * isz));
   }
 
   void all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
@@ -232,7 +232,7 @@ class ThreadsGroup : public ProcessGroup {
       at += recv_counts[r];
     }
     barrier_with("all_to_all", nullptr, timeout);
-    count(static_cast<int64_t>((st - send_counts[rank_]) * isz));
+    count(CommKind::kAllToAll, static_cast<int64_t>((st - send_counts[rank_]) * isz));
   }
 
   void broadcast(Tensor& t, int root, Timeout timeout) override {
@@ -247,7 +247,7 @@ class ThreadsGroup : public ProcessGroup {
           "the same element count, dtype and root");
     if (rank_ != root) std::memcpy(t.data_ptr(), g_->slots[root].in, t.nbytes());
     barrier_with("broadcast", nullptr, timeout);
-    count(rank_ == root ? static_cast<int64_t>(t.nbytes()) : 0);
+    count(CommKind::kBroadcast, rank_ == root ? static_cast<int64_t>(t.nbytes()) : 0);
   }
 
   void batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout) override {
@@ -279,7 +279,7 @@ class ThreadsGroup : public ProcessGroup {
                " but the receive buffer is ", op.tensor.str());
       std::memcpy(op.tensor.data_ptr(), msg.data_ptr(), msg.nbytes());
     }
-    count(sent);
+    count(CommKind::kSendRecv, sent);
   }
 
   void barrier(Timeout timeout) override { barrier_with("barrier", nullptr, timeout); }

@@ -1,5 +1,9 @@
 // Reference-counted, 64-byte aligned memory. A Storage either owns its buffer or borrows one from
 // another framework (DLPack), in which case its deleter returns the buffer to that framework.
+//
+// Non-CPU storage comes from an allocator registered per DeviceType (the CUDA libraries register
+// theirs for kCUDA when linked, see dtensor/core/cuda/cuda_storage.h); the core itself knows no
+// device API.
 #pragma once
 
 #include <cstddef>
@@ -10,13 +14,25 @@
 
 namespace dtensor {
 
+class Storage;
+
+// Allocates `nbytes` (uninitialized) on `device` and returns the storage that owns them (usually
+// through Storage::borrow with a deleter that gives the memory back). Throws dtensor::Error on
+// failure (out of memory, bad device index), naming the device and the size.
+using DeviceAllocator = std::function<std::shared_ptr<Storage>(size_t nbytes, Device device)>;
+
 class Storage {
  public:
   static constexpr size_t kAlignment = 64;
 
-  // Allocates nbytes (rounded up to the alignment) of CPU memory, uninitialized.
-  // Throws dtensor::Error if the allocation fails or device is not the CPU.
+  // Allocates nbytes, uninitialized: CPU memory (rounded up to the alignment) for the CPU, else
+  // through the allocator registered for device.type. Throws dtensor::Error if the allocation fails
+  // or no allocator is registered for the device type (naming it and the library to link).
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device device = cpu());
+  // Installs (or, with an empty function, removes) the allocator of a non-CPU device type; returns
+  // the previous one. Thread-safe. Throws dtensor::Error for DeviceType::kCPU.
+  static DeviceAllocator register_allocator(DeviceType type, DeviceAllocator allocator);
+  static bool has_allocator(DeviceType type);
   // Wraps memory owned elsewhere; `deleter` runs when the last reference goes.
   static std::shared_ptr<Storage> borrow(void* data, size_t nbytes, Device device,
                                          std::function<void()> deleter);

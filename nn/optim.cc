@@ -1,0 +1,53 @@
+#include "nn/optim.h"
+
+#include <cmath>
+
+namespace dtensor::nn {
+
+AdamW::AdamW(std::vector<std::pair<std::string, DTensor*>> params, AdamWOptions options)
+    : params_(std::move(params)), o_(options) {
+  for (auto& [name, p] : params_) {
+    Tensor z = Tensor::zeros(p->to_local().sizes(), p->dtype());
+    m_.emplace_back(p->spec(), z);
+    v_.emplace_back(p->spec(), z.clone());
+  }
+}
+
+void AdamW::step() {
+  NoGradGuard ng;
+  ++t_;
+  const double c1 = 1.0 - std::pow(o_.beta1, static_cast<double>(t_));
+  const double c2 = 1.0 - std::pow(o_.beta2, static_cast<double>(t_));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    DTensor& p = *params_[i].second;
+    auto g = grad(p);
+    if (!g) continue;
+    DT_CHECK(g->placements() == p.placements(), "AdamW: gradient of ", params_[i].first, " has placements ",
+             placements_str(g->placements()), ", the parameter ", placements_str(p.placements()));
+    DTensor gd = detach(*g);
+    DTensor m = F::add(F::mul(m_[i], o_.beta1), F::mul(gd, 1.0 - o_.beta1));
+    DTensor v = F::add(F::mul(v_[i], o_.beta2), F::mul(F::mul(gd, gd), 1.0 - o_.beta2));
+    DTensor upd = F::div(F::div(m, c1), F::add(F::sqrt(F::div(v, c2)), o_.eps));
+    DTensor q = detach(p);
+    DTensor next = F::sub(F::mul(q, 1.0 - o_.lr * o_.weight_decay), F::mul(upd, o_.lr));
+    // In place: the modules hold this DTensor (and its autograd meta).
+    Tensor(p.to_local()).copy_(next.to_local());
+    Tensor(m_[i].to_local()).copy_(m.to_local());
+    Tensor(v_[i].to_local()).copy_(v.to_local());
+  }
+}
+
+void AdamW::zero_grad() {
+  for (auto& [n, p] : params_) dtensor::zero_grad(*p);
+}
+
+std::vector<std::pair<std::string, DTensor*>> AdamW::state() {
+  std::vector<std::pair<std::string, DTensor*>> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    out.emplace_back(params_[i].first + ".exp_avg", &m_[i]);
+    out.emplace_back(params_[i].first + ".exp_avg_sq", &v_[i]);
+  }
+  return out;
+}
+
+}  // namespace dtensor::nn

@@ -31,4 +31,7 @@ void add_demo_command(CLI::App& app);
 // `dtensor explain [--cases FILE] [--hardware NAME]` (tools/explain_command.cc).
 void add_explain_command(CLI::App& app);
 
+// `dtensor train [--mesh tp=4] [--backend threads|gloo] [--check] ...` (tools/train_command.cc).
+void add_train_command(CLI::App& app);
+
 }  // namespace dtensor::tools

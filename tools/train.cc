@@ -1,0 +1,152 @@
+#include "tools/train.h"
+
+#include <chrono>
+#include <iomanip>
+#include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "nn/checkpoint.h"
+#include "nn/data.h"
+#include "nn/layers.h"
+#include "nn/optim.h"
+#include "nn/parallel.h"
+
+namespace dtensor::tools {
+
+void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vector<std::string>* names) {
+  sizes->clear();
+  names->clear();
+  for (absl::string_view part : absl::StrSplit(spec, ',')) {
+    std::vector<std::string> kv = absl::StrSplit(part, '=');
+    int64_t n = 0;
+    DT_CHECK(kv.size() == 2 && (kv[0] == "dp" || kv[0] == "tp") && absl::SimpleAtoi(kv[1], &n) && n >= 1,
+             "--mesh '", spec, "': accepted forms are tp=N or dp=M,tp=N with positive sizes");
+    names->push_back(kv[0]);
+    sizes->push_back(n);
+  }
+  DT_CHECK(!names->empty() && names->back() == "tp" && (names->size() == 1 || (*names)[0] == "dp"),
+           "--mesh '", spec, "': accepted forms are tp=N or dp=M,tp=N");
+}
+
+namespace {
+
+std::string human_bytes(double b) {
+  const char* unit[] = {"B", "KB", "MB", "GB"};
+  int u = 0;
+  while (b >= 1024 && u < 3) {
+    b /= 1024;
+    ++u;
+  }
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(u ? 1 : 0) << b << " " << unit[u];
+  return s.str();
+}
+
+}  // namespace
+
+TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, std::ostream* log) {
+  DT_CHECK(o.device == "cpu", "dtensor train: --device ", o.device,
+           " is not available in this build path; accepted: cpu (the CUDA path needs a GPU build)");
+  std::vector<int64_t> sizes;
+  std::vector<std::string> names;
+  parse_mesh(o.mesh, &sizes, &names);
+  Shape shape(sizes.begin(), sizes.end());
+  DT_CHECK(numel(shape) == backend->world_size(), "dtensor train: mesh ", o.mesh, " needs ", numel(shape),
+           " ranks, the world has ", backend->world_size());
+  auto mesh = DeviceMesh::create(backend, shape, names);
+  const int tp = mesh->dim_index("tp");
+  const bool lead = backend->rank() == 0;
+  std::ostream* out = lead ? log : nullptr;
+
+  nn::CharDataset data = nn::CharDataset::from_file(o.text, o.seq + 2);
+  nn::GPTConfig cfg;
+  cfg.vocab = data.vocab();
+  cfg.seq = o.seq;
+  cfg.dim = o.dim;
+  cfg.heads = o.heads;
+  cfg.layers = o.layers;
+  cfg.seed = o.seed;
+  DT_CHECK(o.heads % sizes.back() == 0 && o.dim % sizes.back() == 0, "dtensor train: tp=", sizes.back(),
+           " must divide heads (", o.heads, ") and dim (", o.dim, ")");
+  nn::GPT model(cfg);
+  nn::parallelize(model, mesh, nn::megatron_plan(o.sequence_parallel, false), tp);
+  nn::AdamW opt(model.named_parameters(), {o.lr});
+  int64_t start_step = 0;
+  nn::NamedTensors state = model.named_parameters();
+  for (auto& s : opt.state()) state.push_back(s);
+  if (!o.load.empty()) {
+    start_step = nn::load_checkpoint(o.load, state);
+    opt.set_steps(start_step);
+  }
+  if (out) {
+    *out << "dtensor train: GPT " << o.layers << " layers, dim " << o.dim << ", " << o.heads << " heads, vocab "
+         << cfg.vocab << ", seq " << o.seq << ", batch " << o.batch << "; mesh " << o.mesh << " ("
+         << backend->kind() << " backend" << (o.sequence_parallel ? ", sequence parallel" : "") << ")\n";
+    *out << "text: " << o.text << " (" << data.size() << " characters)\n";
+    *out << "parallel plan (parameter, global shape, placements over [" << absl::StrJoin(names, ", ") << "], style):\n";
+    for (auto& [path, m] : model.named_modules())
+      for (auto& [pn, p] : m->named_parameters())
+        if (pn.find('.') == std::string::npos)
+          *out << "  " << std::left << std::setw(32) << (path.empty() ? pn : path + "." + pn) << std::setw(12)
+               << shape_str(p->shape()) << std::setw(14) << placements_str(p->placements())
+               << (m->style() ? m->style()->str() : "replicated") << "\n";
+  }
+  Placements data_pl(mesh->ndim(), Replicate());
+  if (mesh->ndim() == 2) data_pl[0] = Shard(0);
+  TrainResult r;
+  double seconds = 0;
+  int64_t bytes = 0;
+  for (int s = 0; s < o.steps; ++s) {
+    const int64_t step = start_step + s;
+    auto t0 = std::chrono::steady_clock::now();
+    CommStats before = mesh->stats();
+    Tensor tok = data.batch(o.batch, o.seq, o.seed * 7919 + static_cast<uint64_t>(step));
+    DTensor x = distribute_tensor(tok.narrow(1, 0, o.seq).contiguous(), mesh, data_pl);
+    DTensor y = distribute_tensor(tok.narrow(1, 1, o.seq).contiguous(), mesh, data_pl);
+    DTensor loss = nn::GPT::loss(model(x), y);
+    backward(loss);
+    opt.step();
+    opt.zero_grad();
+    double l = loss.full_tensor().item();
+    CommStats after = mesh->stats();
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    bytes += after.bytes_sent - before.bytes_sent;
+    r.losses.push_back(l);
+    if (out && (s % o.log_every == 0 || s + 1 == o.steps))
+      *out << "step " << std::setw(4) << step + 1 << "  loss " << std::fixed << std::setprecision(4) << l
+           << "  tokens/s " << std::setprecision(0) << (s + 1) * o.batch * o.seq / seconds << "  comm "
+           << human_bytes(static_cast<double>(bytes) / (s + 1)) << "/step\n";
+  }
+  r.tokens_per_s = o.steps > 0 ? o.steps * o.batch * o.seq / seconds : 0;
+  r.bytes_per_step = o.steps > 0 ? bytes / o.steps : 0;
+  if (!o.save.empty()) {
+    nn::save_checkpoint(o.save, state, start_step + o.steps);
+    if (out) *out << "checkpoint written to " << o.save << "\n";
+  }
+  // Sample text: temperature 0.8, the same random stream on every rank (the logits are replicated).
+  if (o.sample_chars > 0) {
+    NoGradGuard ng;
+    std::vector<int64_t> ctx = data.encode("GNU ");
+    std::mt19937_64 rng(o.seed);
+    Placements rep(mesh->ndim(), Replicate());
+    for (int i = 0; i < o.sample_chars; ++i) {
+      int64_t n = std::min<int64_t>(static_cast<int64_t>(ctx.size()), o.seq);
+      std::vector<int64_t> window(ctx.end() - n, ctx.end());
+      DTensor ids = distribute_tensor(Tensor::from_vector(window, {1, n}), mesh, rep);
+      auto logits = model(ids).full_tensor().select(0, 0).select(0, n - 1).to_vector<double>();
+      double mx = *std::max_element(logits.begin(), logits.end()), z = 0;
+      std::vector<double> p(logits.size());
+      for (size_t k = 0; k < p.size(); ++k) z += p[k] = std::exp((logits[k] - mx) / 0.8);
+      double u = std::uniform_real_distribution<double>(0, z)(rng);
+      size_t pick = 0;
+      for (; pick + 1 < p.size() && u > p[pick]; ++pick) u -= p[pick];
+      ctx.push_back(static_cast<int64_t>(pick));
+    }
+    r.sample = data.decode(ctx);
+    if (out) *out << "sample: " << r.sample << "\n";
+  }
+  return r;
+}
+
+}  // namespace dtensor::tools

@@ -1,0 +1,48 @@
+// The main job, `dtensor train`: a GPT-style character-level model trained on a real text file with
+// tensor parallelism (and data parallelism on a 2-d mesh) over threads or Gloo processes.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "dtensor/collectives/process_group.h"
+
+namespace dtensor::tools {
+
+struct TrainOptions {
+  std::string mesh = "tp=4";  // "tp=N" or "dp=M,tp=N"
+  std::string backend = "threads";  // or "gloo"
+  std::string text = "/usr/share/common-licenses/GPL-3";
+  int steps = 400;
+  int batch = 8;
+  int seq = 64;
+  int dim = 64;
+  int layers = 2;
+  int heads = 4;
+  double lr = 3e-3;
+  bool sequence_parallel = false;
+  bool check = false;  // also train on one rank and compare losses
+  int sample_chars = 200;
+  int log_every = 10;
+  uint64_t seed = 1234;
+  std::string save;  // checkpoint directory to write at the end
+  std::string load;  // checkpoint directory to start from
+  std::string device = "cpu";
+};
+
+struct TrainResult {
+  std::vector<double> losses;
+  double tokens_per_s = 0;
+  int64_t bytes_per_step = 0;  // bytes rank 0 sent per step (forward + backward + optimizer)
+  std::string sample;
+};
+
+// Parses "dp=2,tp=2" into sizes and names; throws dtensor::Error naming what is accepted.
+void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vector<std::string>* names);
+
+// Runs training on this rank (collective over the backend's world, whose size must equal the
+// mesh's). Rank 0 writes progress to `log` (may be null).
+TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, std::ostream* log);
+
+}  // namespace dtensor::tools

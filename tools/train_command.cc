@@ -1,0 +1,109 @@
+// `dtensor train`: see tools/train.h. Threads by default; with --backend gloo and no RANK in the
+// environment it launches itself on the mesh's number of local processes.
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/str_join.h"
+#include "dtensor/collectives/env.h"
+#include "dtensor/collectives/threads_backend.h"
+#include "tools/launcher.h"
+#include "tools/subcommands.h"
+#include "tools/train.h"
+
+namespace dtensor::tools {
+namespace {
+
+int world_of(const TrainOptions& o) {
+  std::vector<int64_t> sizes;
+  std::vector<std::string> names;
+  parse_mesh(o.mesh, &sizes, &names);
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return static_cast<int>(n);
+}
+
+std::vector<std::string> argv_of(const TrainOptions& o) {
+  std::vector<std::string> a = {"/proc/self/exe", "train", "--backend", "gloo", "--mesh", o.mesh, "--text", o.text,
+                                "--steps", std::to_string(o.steps), "--batch", std::to_string(o.batch),
+                                "--seq", std::to_string(o.seq), "--dim", std::to_string(o.dim), "--layers",
+                                std::to_string(o.layers), "--heads", std::to_string(o.heads), "--lr",
+                                std::to_string(o.lr), "--sample", std::to_string(o.sample_chars), "--log-every",
+                                std::to_string(o.log_every), "--seed", std::to_string(o.seed)};
+  if (o.sequence_parallel) a.push_back("--sequence-parallel");
+  if (o.check) a.push_back("--check");
+  if (!o.save.empty()) a.insert(a.end(), {"--save", o.save});
+  if (!o.load.empty()) a.insert(a.end(), {"--load", o.load});
+  return a;
+}
+
+// Trains the same steps on one rank and reports the largest loss difference (relative).
+void check_against_one_rank(const TrainOptions& o, const std::vector<double>& losses) {
+  TrainOptions one = o;
+  one.mesh = "tp=1";
+  one.sample_chars = 0;
+  one.save.clear();
+  TrainResult ref;
+  run_threads(1, [&](std::shared_ptr<Backend> b) { ref = train_rank(b, one, nullptr); });
+  double worst = 0;
+  for (size_t i = 0; i < losses.size() && i < ref.losses.size(); ++i)
+    worst = std::max(worst, std::abs(losses[i] - ref.losses[i]) / std::max(1e-12, std::abs(ref.losses[i])));
+  std::cout << "check: largest relative loss difference against one rank over " << losses.size() << " steps: "
+            << worst << (worst <= 1e-4 ? " (ok)" : " (TOO LARGE)") << "\n";
+  if (worst > 1e-4) throw CLI::RuntimeError(1);
+}
+
+void run_train(const TrainOptions& o) {
+  const int world = world_of(o);
+  if (o.backend == "threads") {
+    TrainResult r;
+    run_threads(world, [&](std::shared_ptr<Backend> b) {
+      TrainResult mine = train_rank(b, o, &std::cout);
+      if (b->rank() == 0) r = mine;
+    });
+    if (o.check) check_against_one_rank(o, r.losses);
+    return;
+  }
+  DT_CHECK(o.backend == "gloo", "dtensor train: unknown backend '", o.backend, "'; accepted: threads, gloo");
+  if (std::getenv("RANK") == nullptr) {
+    LaunchOptions lo;
+    lo.nprocs = world;
+    lo.command = argv_of(o);
+    int status = launch(lo);
+    if (status != 0) throw CLI::RuntimeError(status);
+    return;
+  }
+  auto backend = init_backend_from_env(std::chrono::seconds(120));
+  TrainResult r = train_rank(backend, o, &std::cout);
+  std::cout.flush();
+  if (o.check && backend->rank() == 0) check_against_one_rank(o, r.losses);
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto o = std::make_shared<TrainOptions>();
+  CLI::App* sub = app.add_subcommand("train", "Train a character-level GPT with tensor parallelism on a text file");
+  sub->add_option("--mesh", o->mesh, "tp=N or dp=M,tp=N")->capture_default_str();
+  sub->add_option("--backend", o->backend, "threads (ranks as threads) or gloo (ranks as processes)")->capture_default_str();
+  sub->add_option("--text", o->text, "training text")->capture_default_str();
+  sub->add_option("--steps", o->steps)->capture_default_str();
+  sub->add_option("--batch", o->batch)->capture_default_str();
+  sub->add_option("--seq", o->seq)->capture_default_str();
+  sub->add_option("--dim", o->dim)->capture_default_str();
+  sub->add_option("--layers", o->layers)->capture_default_str();
+  sub->add_option("--heads", o->heads)->capture_default_str();
+  sub->add_option("--lr", o->lr)->capture_default_str();
+  sub->add_option("--sample", o->sample_chars, "characters to sample at the end")->capture_default_str();
+  sub->add_option("--log-every", o->log_every)->capture_default_str();
+  sub->add_option("--seed", o->seed)->capture_default_str();
+  sub->add_option("--save", o->save, "write a sharded checkpoint to this directory at the end");
+  sub->add_option("--load", o->load, "start from a checkpoint (saved on any mesh)");
+  sub->add_option("--device", o->device, "cpu (cuda needs a GPU build)")->capture_default_str();
+  sub->add_flag("--sequence-parallel", o->sequence_parallel, "Megatron sequence parallelism");
+  sub->add_flag("--check", o->check, "also train on one rank and report the largest loss difference");
+  sub->callback([o] { run_train(*o); });
+}
+
+}  // namespace dtensor::tools

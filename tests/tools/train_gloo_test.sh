@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# `dtensor train` on Gloo processes: tp=2, tp=4 and dp=2 x tp=2 (plain and sequence parallel) train
+# 20 steps with the same losses as one rank (--check fails the run above 1e-5 relative).
+set -euo pipefail
+bin="$1"
+for args in "--mesh tp=2" "--mesh tp=4" "--mesh dp=2,tp=2" "--mesh dp=2,tp=2 --sequence-parallel"; do
+  out=$("$bin" train --backend gloo $args --steps 20 --batch 4 --seq 16 --dim 32 --layers 1 --sample 0 --check 2>&1) || {
+    echo "FAILED: dtensor train --backend gloo $args"; echo "$out"; exit 1; }
+  echo "$out" | grep "^check:"
+  echo "$out" | grep -q "(ok)" || { echo "FAILED: no ok check for $args"; exit 1; }
+done
+echo "gloo training matches one rank"

@@ -31,6 +31,8 @@ void register_all_rules() {
     register_scan_rules(r);
     register_selection_rules(r);
     register_pooling_rules(r);
+    register_backward_rules(r);
+    register_attention_rules(r);
   });
 }
 

@@ -46,6 +46,8 @@ void register_loss_rules(Registry& r);
 void register_scan_rules(Registry& r);
 void register_selection_rules(Registry& r);
 void register_pooling_rules(Registry& r);
+void register_backward_rules(Registry& r);
+void register_attention_rules(Registry& r);
 
 // All of the above, once.
 void register_all_rules();

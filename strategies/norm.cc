@@ -1,5 +1,6 @@
 // softmax, log_softmax, layer_norm, rms_norm: shards on the dims they do not normalize over; the
 // affine weight and bias stay replicated.
+#include "ops/defs/steps.h"
 #include "strategies/common.h"
 
 namespace dtensor::strategies {
@@ -23,9 +24,15 @@ RuleList batch_rules(const OpCall& c, int64_t skip_dim, int64_t batch_dims) {
 
 void register_norm_rules(Registry& reg) {
   for (const char* name : {"softmax", "log_softmax"}) {
-    reg.mutable_find(name).rules = [](const OpCall& c) {
+    OpDef& op = reg.mutable_find(name);
+    const uint8_t stats = ops::step_id(op, "softmax_stats");
+    op.rules = [stats](const OpCall& c) {
       const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
-      return batch_rules(c, norm_dim(c.get_int("dim"), rank), rank);
+      const int64_t dim = norm_dim(c.get_int("dim"), rank);
+      RuleList rules = batch_rules(c, dim, rank);
+      // The normalized dim stays sharded: max and sum-of-exp all-reduces (DESIGN §6).
+      rules.push_back(row({Shard(static_cast<int32_t>(dim))}, {Shard(static_cast<int32_t>(dim))}, stats));
+      return rules;
     };
   }
   for (const char* name : {"layer_norm", "rms_norm"}) {

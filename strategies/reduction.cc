@@ -3,6 +3,7 @@
 // sum and mean -> P(sum) (mean divides each local sum by the global count, so it is exact on uneven
 // shards), amax -> P(max), amin -> P(min). prod, var, std and logsumexp need the reduced dims whole.
 // Partial inputs pass through the reductions that commute with them.
+#include "ops/defs/steps.h"
 #include "strategies/common.h"
 
 namespace dtensor::strategies {
@@ -55,10 +56,22 @@ RuleList reduction_rules(const OpCall& c, Kind kind) {
 void register_reduction_rules(Registry& reg) {
   for (auto [name, kind] : {std::pair{"sum", Kind::kSum}, {"mean", Kind::kMean}, {"amax", Kind::kMax},
                             {"amin", Kind::kMin}, {"prod", Kind::kWhole}, {"var", Kind::kWhole},
-                            {"std", Kind::kWhole}, {"logsumexp", Kind::kWhole}}) {
+                            {"std", Kind::kWhole}}) {
     Kind k = kind;
     reg.mutable_find(name).rules = [k](const OpCall& c) { return reduction_rules(c, k); };
   }
+  // logsumexp over one sharded dim: max and sum-of-exp all-reduces, the result replicated there.
+  OpDef& lse = reg.mutable_find("logsumexp");
+  const uint8_t stats = ops::step_id(lse, "softmax_stats");
+  lse.rules = [stats](const OpCall& c) {
+    RuleList rules = reduction_rules(c, Kind::kWhole);
+    std::vector<int64_t> dims = c.get_int_list("dim");
+    if (dims.size() == 1) {
+      const int64_t d = norm_dim(dims[0], static_cast<int64_t>(c.tensor(0).shape.size()));
+      rules.push_back(row({Replicate()}, {Shard(static_cast<int32_t>(d))}, stats));
+    }
+    return rules;
+  };
 }
 
 }  // namespace dtensor::strategies

@@ -70,7 +70,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   DT_CHECK(o.heads % sizes.back() == 0 && o.dim % sizes.back() == 0, "dtensor train: tp=", sizes.back(),
            " must divide heads (", o.heads, ") and dim (", o.dim, ")");
   nn::GPT model(cfg);
-  nn::parallelize(model, mesh, nn::megatron_plan(o.sequence_parallel, false), tp);
+  nn::parallelize(model, mesh, nn::megatron_plan(o.sequence_parallel, o.loss_parallel), tp);
   nn::AdamW opt(model.named_parameters(), {o.lr});
   int64_t start_step = 0;
   nn::NamedTensors state = model.named_parameters();
@@ -82,7 +82,8 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   if (out) {
     *out << "dtensor train: GPT " << o.layers << " layers, dim " << o.dim << ", " << o.heads << " heads, vocab "
          << cfg.vocab << ", seq " << o.seq << ", batch " << o.batch << "; mesh " << o.mesh << " ("
-         << backend->kind() << " backend" << (o.sequence_parallel ? ", sequence parallel" : "") << ")\n";
+         << backend->kind() << " backend" << (o.sequence_parallel ? ", sequence parallel" : "")
+         << (o.loss_parallel ? ", loss parallel" : "") << ")\n";
     *out << "text: " << o.text << " (" << data.size() << " characters)\n";
     *out << "parallel plan (parameter, global shape, placements over [" << absl::StrJoin(names, ", ") << "], style):\n";
     for (auto& [path, m] : model.named_modules())

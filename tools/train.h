@@ -22,6 +22,7 @@ struct TrainOptions {
   int heads = 4;
   double lr = 3e-3;
   bool sequence_parallel = false;
+  bool loss_parallel = false;  // keep the logits sharded over the vocabulary into the loss
   bool check = false;  // also train on one rank and compare losses
   int sample_chars = 200;
   int log_every = 10;

@@ -32,6 +32,7 @@ std::vector<std::string> argv_of(const TrainOptions& o) {
                                 std::to_string(o.lr), "--sample", std::to_string(o.sample_chars), "--log-every",
                                 std::to_string(o.log_every), "--seed", std::to_string(o.seed)};
   if (o.sequence_parallel) a.push_back("--sequence-parallel");
+  if (o.loss_parallel) a.push_back("--loss-parallel");
   if (o.check) a.push_back("--check");
   if (!o.save.empty()) a.insert(a.end(), {"--save", o.save});
   if (!o.load.empty()) a.insert(a.end(), {"--load", o.load});
@@ -102,6 +103,7 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--load", o->load, "start from a checkpoint (saved on any mesh)");
   sub->add_option("--device", o->device, "cpu (cuda needs a GPU build)")->capture_default_str();
   sub->add_flag("--sequence-parallel", o->sequence_parallel, "Megatron sequence parallelism");
+  sub->add_flag("--loss-parallel", o->loss_parallel, "cross-entropy over vocabulary-sharded logits");
   sub->add_flag("--check", o->check, "also train on one rank and report the largest loss difference");
   sub->callback([o] { run_train(*o); });
 }

@@ -71,6 +71,9 @@ void define_all_ops() {
     define_scan_ops(r);
     define_selection_ops(r);
     define_pooling_ops(r);
+    add_softmax_steps(r);
+    define_backward_ops(r);
+    define_attention_ops(r);
   });
 }
 

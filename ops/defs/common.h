@@ -53,6 +53,11 @@ void define_loss_ops(Registry& r);
 void define_scan_ops(Registry& r);
 void define_selection_ops(Registry& r);
 void define_pooling_ops(Registry& r);
+void define_backward_ops(Registry& r);
+void define_attention_ops(Registry& r);
+
+// Softmax statistics steps on logsumexp, softmax, log_softmax and cross_entropy (softmax_steps.cc).
+void add_softmax_steps(Registry& r);
 
 // Every family above, once (thread-safe).
 void define_all_ops();

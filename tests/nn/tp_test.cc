@@ -43,7 +43,7 @@ struct TrainRun {
 };
 
 // Trains `steps` steps on a mesh of `shape` (names dp/tp); rank 0's view of losses and grads.
-TrainRun train(const Shape& shape, bool sp, int steps) {
+TrainRun train(const Shape& shape, bool sp, int steps, bool loss_parallel = false) {
   TrainRun out;
   const int64_t B = 4, T = 8;
   run_threads(static_cast<int>(numel(shape)), [&](std::shared_ptr<Backend> b) {
@@ -51,7 +51,7 @@ TrainRun train(const Shape& shape, bool sp, int steps) {
     auto mesh = DeviceMesh::create(b, shape, names);
     const int tp = mesh->dim_index("tp");
     GPT model(tiny());
-    parallelize(model, mesh, megatron_plan(sp, false), tp);
+    parallelize(model, mesh, megatron_plan(sp, loss_parallel), tp);
     AdamW opt(model.named_parameters(), {1e-2});
     Placements data(mesh->ndim(), Replicate());
     if (shape.size() == 2) data[0] = Shard(0);
@@ -95,6 +95,7 @@ TEST(TensorParallel, LossesAndGradientsEqualOneRank) {
   expect_same(one, train({2, 2}, false, steps), "dp=2,tp=2");
   expect_same(one, train({2}, true, steps), "tp=2 sequence parallel");
   expect_same(one, train({2, 2}, true, steps), "dp=2,tp=2 sequence parallel");
+  expect_same(one, train({4}, true, steps, true), "tp=4 sequence and loss parallel");
 }
 
 // Collectives one block's forward issues on the tp group, by kind.

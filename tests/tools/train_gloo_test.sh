@@ -3,7 +3,7 @@
 # 20 steps with the same losses as one rank (--check fails the run above 1e-5 relative).
 set -euo pipefail
 bin="$1"
-for args in "--mesh tp=2" "--mesh tp=4" "--mesh dp=2,tp=2" "--mesh dp=2,tp=2 --sequence-parallel"; do
+for args in "--mesh tp=2" "--mesh tp=4" "--mesh dp=2,tp=2" "--mesh dp=2,tp=2 --sequence-parallel --loss-parallel"; do
   out=$("$bin" train --backend gloo $args --steps 20 --batch 4 --seq 16 --dim 32 --layers 1 --sample 0 --check 2>&1) || {
     echo "FAILED: dtensor train --backend gloo $args"; echo "$out"; exit 1; }
   echo "$out" | grep "^check:"

@@ -121,6 +121,10 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   }
   r.tokens_per_s = o.steps > 0 ? o.steps * o.batch * o.seq / seconds : 0;
   r.bytes_per_step = o.steps > 0 ? bytes / o.steps : 0;
+  if (out)
+    *out << "done: " << o.steps << " steps, " << std::setprecision(0) << r.tokens_per_s << " tokens/s, "
+         << r.bytes_per_step << " bytes sent per step by rank 0, final loss " << std::setprecision(4)
+         << (r.losses.empty() ? 0.0 : r.losses.back()) << "\n";
   if (!o.save.empty()) {
     nn::save_checkpoint(o.save, state, start_step + o.steps);
     if (out) *out << "checkpoint written to " << o.save << "\n";

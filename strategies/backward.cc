@@ -13,9 +13,9 @@
 //                                 S(0), target R -> S(0) (the divisor needs every target); any
 //                                 reduction: self S(1) (classes), the rest R -> S(1). (self [C]:
 //                                 the class row only.)
-//   slice_backward / select_backward  shards of the other dims, mapped (select drops `dim`);
-//                                 slice: grad_output S(dim) -> P(sum) (each rank writes its
-//                                 positions into a zero tensor).
+//   slice_backward / select_backward  shards of the other dims, mapped (select drops `dim`).
+//                                 (grad_output S(dim) -> P(sum) is valid but not listed: it would
+//                                 be taken for free and defer a reduction of the whole input.)
 //   pooling backward              batch and channel dims sharded alike on grad_output, self
 //                                 (indices) and the result; a spatial dim sharded alike on all of
 //                                 them stays sharded through the backward halo exchange (DESIGN
@@ -26,8 +26,8 @@
 //                                 reduce-scatter of the whole input in the next op.)
 //   value_selecting_reduction_backward  shards of the kept dims on grad and indices, mapped.
 //   cummaxmin/cumprod/logcumsumexp_backward  shards of the other dims on all three tensors.
-// A rule never makes a shard out of replicated inputs only (e.g. embedding rows): the greedy
-// selection would take it for free and pay for it in the next op.
+// A rule never makes a shard out of replicated inputs only (e.g. embedding rows) either: the
+// greedy selection would take it for free and pay for it in the next op.
 #include "ops/defs/steps.h"
 #include "strategies/common.h"
 
@@ -135,8 +135,6 @@ void register_backward_rules(Registry& reg) {
         const int64_t gd = select && d > dim ? d - 1 : d;
         rules.push_back(row({Shard(static_cast<int32_t>(d))}, {Shard(static_cast<int32_t>(gd))}));
       }
-      // grad sharded along the sliced dim: each rank writes its slice positions, zeros elsewhere.
-      if (!select) rules.push_back(row({Partial()}, {Shard(static_cast<int32_t>(dim))}));
       add_pass_all(rules, 1, 0);
       return rules;
     };

@@ -11,3 +11,5 @@
 #include "kernels/cpu/pooling.h"
 #include "kernels/cpu/scan.h"
 #include "kernels/cpu/selection.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/grad_kernels.h"

@@ -1,0 +1,282 @@
+#include "kernels/cpu/attention.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/loops.h"
+
+namespace dtensor::kernels {
+namespace {
+
+constexpr int64_t kBlock = 64;  // query rows per block
+
+// Row-major C[m, n] = alpha * op(A) @ op(B) + beta * C; zero-sized products handled here (BLAS
+// rejects leading dimensions of 0).
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? 0.0 : beta * c[i * ldc + j];
+    return;
+  }
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
+struct Problem {
+  Shape batch;  // the shared batch dims
+  int64_t B = 1, L = 0, S = 0, E = 0, Ev = 0;
+  double scale = 1;
+  DType dtype = DType::kFloat32;    // of query, key and value
+  DType compute = DType::kFloat32;  // float or double
+};
+
+std::string shapes_str(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return absl::StrCat("query ", dtype_name(q.dtype()), " ", shape_str(q.sizes()), ", key ",
+                      dtype_name(k.dtype()), " ", shape_str(k.sizes()), ", value ",
+                      dtype_name(v.dtype()), " ", shape_str(v.sizes()));
+}
+
+Problem check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+              const std::optional<Tensor>& mask, bool is_causal, std::optional<double> scale) {
+  DT_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), op, ": ", shapes_str(q, k, v),
+           " (accepted: query [..., L, E], key [..., S, E], value [..., S, Ev] of one rank >= 2)");
+  Problem p;
+  p.batch = Shape(q.sizes().begin(), q.sizes().end() - 2);
+  for (const Tensor* t : {&k, &v})
+    DT_CHECK(Shape(t->sizes().begin(), t->sizes().end() - 2) == p.batch, op, ": ", shapes_str(q, k, v),
+             ": batch dims differ (accepted: identical batch dims, no broadcasting)");
+  p.B = numel(p.batch);
+  p.L = q.size(-2);
+  p.E = q.size(-1);
+  p.S = k.size(-2);
+  p.Ev = v.size(-1);
+  DT_CHECK(k.size(-1) == p.E && v.size(-2) == p.S, op, ": ", shapes_str(q, k, v),
+           " (accepted: key [..., S, E] with query's E, value [..., S, Ev] with key's S)");
+  DT_CHECK(is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype(), op, ": ",
+           shapes_str(q, k, v), " (accepted: one floating dtype)");
+  p.dtype = q.dtype();
+  p.compute = detail::compute_dtype(p.dtype);
+  p.scale = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(p.E));
+  if (mask.has_value()) {
+    DT_CHECK(!is_causal, op, ": attn_mask and is_causal=True are exclusive (accepted: one of them)");
+    DT_CHECK(mask->dtype() == DType::kBool || is_floating(mask->dtype()), op, ": attn_mask must be bool or floating, got ",
+             dtype_name(mask->dtype()));
+    Shape scores = p.batch;
+    scores.push_back(p.L);
+    scores.push_back(p.S);
+    const Shape& m = mask->sizes();
+    bool fits = m.size() <= scores.size();
+    for (size_t i = 0; fits && i < m.size(); ++i) {
+      const int64_t want = scores[scores.size() - m.size() + i];
+      fits = m[i] == want || m[i] == 1;
+    }
+    DT_CHECK(fits, op, ": attn_mask ", shape_str(mask->sizes()), " does not broadcast to ",
+             shape_str(scores), " ([..., L, S])");
+  }
+  return p;
+}
+
+// Element (b, i, j) of the attention mask broadcast to [B, L, S].
+template <typename T>
+struct MaskView {
+  Tensor holder;                // keeps the data alive
+  const bool* bits = nullptr;   // bool mask
+  const T* add = nullptr;       // floating mask, in the compute type
+  std::vector<int64_t> base;    // per flattened batch index
+  int64_t rs = 0, cs = 0;       // row / column strides
+  bool active() const { return bits || add; }
+};
+
+template <typename T>
+MaskView<T> mask_view(const std::optional<Tensor>& mask, const Problem& p) {
+  MaskView<T> m;
+  if (!mask.has_value()) return m;
+  m.holder = mask->dtype() == DType::kBool ? mask->contiguous() : mask->to(DTypeOf<T>::value).contiguous();
+  Shape scores = p.batch;
+  scores.push_back(p.L);
+  scores.push_back(p.S);
+  Tensor e = m.holder.expand(scores);
+  const int64_t nb = static_cast<int64_t>(p.batch.size());
+  m.rs = e.stride(nb);
+  m.cs = e.stride(nb + 1);
+  m.base.assign(static_cast<size_t>(p.B), 0);
+  for (int64_t b = 0; b < p.B; ++b) {
+    int64_t rem = b, off = 0;
+    for (int64_t d = nb - 1; d >= 0; --d) {
+      off += (rem % p.batch[d]) * e.stride(d);
+      rem /= p.batch[d];
+    }
+    m.base[b] = off;
+  }
+  if (mask->dtype() == DType::kBool) m.bits = m.holder.template data<bool>();
+  else m.add = m.holder.template data<T>();
+  return m;
+}
+
+template <typename T>
+struct Inputs {
+  const Problem& p;
+  const T* q;
+  const T* k;
+  const MaskView<T>& mask;
+  bool causal;
+  int64_t query_offset;
+};
+
+// The probabilities of query rows [i0, i0 + r) of batch b into P[r, n] (row stride n) and returns
+// n: the keys [0, n) that any of these rows can see (all S, or fewer under the causal mask).
+// Masked entries and fully masked rows are 0.
+template <typename T>
+int64_t probabilities(const Inputs<T>& x, int64_t b, int64_t i0, int64_t r, T* P) {
+  const Problem& p = x.p;
+  int64_t n = p.S;
+  if (x.causal) n = std::clamp<int64_t>(x.query_offset + i0 + r, 0, p.S);
+  if (n == 0) return 0;
+  gemm(false, true, r, n, p.E, static_cast<T>(p.scale), x.q + (b * p.L + i0) * p.E, p.E,
+       x.k + b * p.S * p.E, p.E, T(0), P, n);
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  for (int64_t rr = 0; rr < r; ++rr) {
+    T* row = P + rr * n;
+    const int64_t i = i0 + rr;
+    if (x.causal)
+      for (int64_t j = std::max<int64_t>(x.query_offset + i + 1, 0); j < n; ++j) row[j] = kNegInf;
+    if (x.mask.active()) {
+      const int64_t at = x.mask.base[b] + i * x.mask.rs;
+      if (x.mask.bits) {
+        for (int64_t j = 0; j < n; ++j)
+          if (!x.mask.bits[at + j * x.mask.cs]) row[j] = kNegInf;
+      } else {
+        for (int64_t j = 0; j < n; ++j) row[j] += x.mask.add[at + j * x.mask.cs];
+      }
+    }
+    T mx = kNegInf;
+    for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
+    if (mx == kNegInf) {  // every key masked: a zero row
+      std::fill(row, row + n, T(0));
+      continue;
+    }
+    T sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] = std::exp(row[j] - mx);
+      sum += row[j];
+    }
+    const T inv = T(1) / sum;
+    for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+  }
+  return n;
+}
+
+Shape with_tail(const Shape& batch, int64_t a, int64_t b) {
+  Shape s = batch;
+  s.push_back(a);
+  s.push_back(b);
+  return s;
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const std::optional<Tensor>& attn_mask, bool is_causal,
+                                    std::optional<double> scale, int64_t query_offset) {
+  const Problem p =
+      check("scaled_dot_product_attention", query, key, value, attn_mask, is_causal, scale);
+  return detail::dispatch_float(p.compute, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const Tensor q = query.to(p.compute).contiguous(), k = key.to(p.compute).contiguous(),
+                 v = value.to(p.compute).contiguous();
+    const MaskView<T> mask = mask_view<T>(attn_mask, p);
+    const Inputs<T> x{p, q.data<T>(), k.data<T>(), mask, is_causal, query_offset};
+    Tensor out = Tensor::zeros(with_tail(p.batch, p.L, p.Ev), p.compute);
+    T* o = out.data<T>();
+    const T* vp = v.data<T>();
+    std::vector<T> P(static_cast<size_t>(kBlock * std::max<int64_t>(p.S, 1)));
+    for (int64_t b = 0; b < p.B; ++b) {
+      for (int64_t i0 = 0; i0 < p.L; i0 += kBlock) {
+        const int64_t r = std::min(kBlock, p.L - i0);
+        const int64_t n = probabilities(x, b, i0, r, P.data());
+        if (n == 0) continue;  // rows stay 0
+        gemm(false, false, r, p.Ev, n, T(1), P.data(), n, vp + b * p.S * p.Ev, p.Ev, T(0),
+             o + (b * p.L + i0) * p.Ev, p.Ev);
+      }
+    }
+    return out.to(p.dtype);
+  });
+}
+
+AttentionGrads scaled_dot_product_attention_backward(const Tensor& grad_out, const Tensor& query,
+                                                     const Tensor& key, const Tensor& value,
+                                                     const Tensor& out, bool is_causal,
+                                                     std::optional<double> scale,
+                                                     const std::optional<Tensor>& attn_mask,
+                                                     int64_t query_offset) {
+  const char* op = "scaled_dot_product_attention_backward";
+  const Problem p = check(op, query, key, value, attn_mask, is_causal, scale);
+  const Shape o_shape = with_tail(p.batch, p.L, p.Ev);
+  DT_CHECK(grad_out.sizes() == o_shape && out.sizes() == o_shape && is_floating(grad_out.dtype()) &&
+               is_floating(out.dtype()),
+           op, ": grad_out ", dtype_name(grad_out.dtype()), " ", shape_str(grad_out.sizes()), " and out ",
+           dtype_name(out.dtype()), " ", shape_str(out.sizes()), " must be floating ", shape_str(o_shape),
+           " for ", shapes_str(query, key, value));
+  return detail::dispatch_float(p.compute, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const Tensor q = query.to(p.compute).contiguous(), k = key.to(p.compute).contiguous(),
+                 v = value.to(p.compute).contiguous(), dout = grad_out.to(p.compute).contiguous(),
+                 o = out.to(p.compute).contiguous();
+    const MaskView<T> mask = mask_view<T>(attn_mask, p);
+    const Inputs<T> x{p, q.data<T>(), k.data<T>(), mask, is_causal, query_offset};
+    Tensor dq = Tensor::zeros(query.sizes(), p.compute), dk = Tensor::zeros(key.sizes(), p.compute),
+           dv = Tensor::zeros(value.sizes(), p.compute);
+    const T *qp = q.data<T>(), *kp = k.data<T>(), *vp = v.data<T>(), *gp = dout.data<T>(),
+            *op_ = o.data<T>();
+    T *dqp = dq.data<T>(), *dkp = dk.data<T>(), *dvp = dv.data<T>();
+    const size_t block = static_cast<size_t>(kBlock * std::max<int64_t>(p.S, 1));
+    std::vector<T> P(block), dS(block);
+    const T scl = static_cast<T>(p.scale);
+    for (int64_t b = 0; b < p.B; ++b) {
+      for (int64_t i0 = 0; i0 < p.L; i0 += kBlock) {
+        const int64_t r = std::min(kBlock, p.L - i0);
+        const int64_t n = probabilities(x, b, i0, r, P.data());
+        if (n == 0) continue;  // no key seen: zero gradients
+        const T* g = gp + (b * p.L + i0) * p.Ev;
+        const T* orow = op_ + (b * p.L + i0) * p.Ev;
+        // dP = dO V^T, then dS = P * (dP - D) in place.
+        gemm(false, true, r, n, p.Ev, T(1), g, p.Ev, vp + b * p.S * p.Ev, p.Ev, T(0), dS.data(), n);
+        for (int64_t rr = 0; rr < r; ++rr) {
+          T d = 0;
+          for (int64_t e = 0; e < p.Ev; ++e) d += g[rr * p.Ev + e] * orow[rr * p.Ev + e];
+          T* ds = dS.data() + rr * n;
+          const T* pr = P.data() + rr * n;
+          for (int64_t j = 0; j < n; ++j) ds[j] = pr[j] * (ds[j] - d);
+        }
+        gemm(false, false, r, p.E, n, scl, dS.data(), n, kp + b * p.S * p.E, p.E, T(0),
+             dqp + (b * p.L + i0) * p.E, p.E);
+        gemm(true, false, n, p.E, r, scl, dS.data(), n, qp + (b * p.L + i0) * p.E, p.E, T(1),
+             dkp + b * p.S * p.E, p.E);
+        gemm(true, false, n, p.Ev, r, T(1), P.data(), n, g, p.Ev, T(1), dvp + b * p.S * p.Ev, p.Ev);
+      }
+    }
+    return AttentionGrads{dq.to(query.dtype()), dk.to(key.dtype()), dv.to(value.dtype())};
+  });
+}
+
+}  // namespace dtensor::kernels

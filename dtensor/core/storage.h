@@ -28,7 +28,18 @@ class Storage {
   // Allocates nbytes, uninitialized: CPU memory (rounded up to the alignment) for the CPU, else
   // through the allocator registered for device.type. Throws dtensor::Error if the allocation fails
   // or no allocator is registered for the device type (naming it and the library to link).
+  // CPU blocks of kCacheMinBytes and more come from a process-wide cache of freed blocks (size
+  // classes a quarter power of two apart, at most kCacheCapacity bytes held), so repeated
+  // collectives and kernels reuse warm pages instead of paying page faults on every fresh mmap.
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device device = cpu());
+  static constexpr size_t kCacheMinBytes = size_t{64} << 10;
+  static constexpr size_t kCacheCapacity = size_t{1} << 30;
+  struct CacheStats {
+    size_t cached_bytes = 0;  // held in free lists
+    int64_t hits = 0, misses = 0;
+  };
+  static CacheStats cache_stats();
+  static void empty_cache();  // frees every cached CPU block
   // Installs (or, with an empty function, removes) the allocator of a non-CPU device type; returns
   // the previous one. Thread-safe. Throws dtensor::Error for DeviceType::kCPU.
   static DeviceAllocator register_allocator(DeviceType type, DeviceAllocator allocator);

@@ -127,3 +127,26 @@ TEST(Tensor, EmptyShapes) {
 
 }  // namespace
 }  // namespace dtensor
+
+namespace dtensor {
+namespace {
+
+TEST(Storage, LargeBlocksAreReusedFromTheCache) {
+  Storage::empty_cache();
+  void* first;
+  {
+    auto s = Storage::allocate(1 << 20);
+    first = s->data();
+  }
+  EXPECT_GE(Storage::cache_stats().cached_bytes, size_t{1} << 20);
+  auto again = Storage::allocate((1 << 20) - 100);  // the same size class
+  EXPECT_EQ(again->data(), first);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(again->data()) % Storage::kAlignment, 0u);
+  auto small = Storage::allocate(100);  // below the cache threshold: plain allocation
+  EXPECT_NE(small->data(), nullptr);
+  Storage::empty_cache();
+  EXPECT_EQ(Storage::cache_stats().cached_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace dtensor

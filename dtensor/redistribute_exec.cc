@@ -63,8 +63,9 @@ Tensor redistribute_local(const Tensor& local_in, const DTensorSpec& src, const 
         break;
       }
       case CollectiveKind::kAllReduce: {
-        Tensor buf = x.clone();  // never write into the caller's storage
-        g.all_reduce(buf, s.from.reduce, timeout);
+        Tensor in = x.contiguous();
+        Tensor buf = Tensor::empty(x.sizes(), x.dtype());  // never write into the caller's storage
+        g.all_reduce(in, buf, s.from.reduce, timeout);
         x = buf;
         break;
       }

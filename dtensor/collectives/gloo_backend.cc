@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "dtensor/collectives/reduce.h"
+#include "dtensor/collectives/store_util.h"
 
 #define HIREDIS_NESTED_INCLUDE 1
 #include "gloo/allgatherv.h"
@@ -115,6 +116,12 @@ class EscapingStore : public Store {
   std::unique_ptr<Store> inner_;
 };
 
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Rendezvous helpers shared with the NCCL backend (store_util.h).
+namespace store_util {
+
 std::vector<char> to_bytes(const std::string& s) { return std::vector<char>(s.begin(), s.end()); }
 std::string from_bytes(const std::vector<char>& v) { return std::string(v.begin(), v.end()); }
 
@@ -200,6 +207,18 @@ std::vector<PeerInfo> join(Store& store, const std::vector<int>& members, int me
   return peers;
 }
 
+}  // namespace store_util
+
+namespace {
+
+using store_util::from_bytes;
+using store_util::join;
+using store_util::pid_running;
+using store_util::probe;
+using store_util::ranks_phrase;
+using store_util::this_host;
+using store_util::to_bytes;
+
 // Calls f with a value of an unsigned integer type of `size` bytes, for Gloo's typed setters.
 template <typename F>
 void with_element_type(size_t size, F&& f) {
@@ -237,14 +256,20 @@ class GlooGroup : public ProcessGroup {
     ctx_.reset();  // before the stores the context's pairs may still refer to
   }
 
-  void all_reduce(Tensor& t, ReduceOp op, Timeout timeout) override {
+  void all_reduce(Tensor& t, ReduceOp op, Timeout timeout) override { all_reduce(t, t, op, timeout); }
+
+  void all_reduce(const Tensor& in, Tensor& t, ReduceOp op, Timeout timeout) override {
     const char* name = "all_reduce";
+    check_tensor(name, in);
     check_tensor(name, t);
+    DT_CHECK(in.numel() == t.numel() && in.dtype() == t.dtype(), name, " on ", describe(), ": input ",
+             in.str(), " and output ", t.str(), " differ");
     const int n = size();
     count(CommKind::kAllReduce, static_cast<int64_t>(2 * (n - 1) * t.nbytes() / n));
     uint32_t seq = next_seq();
+    if (n == 1 && in.data_ptr() != t.data_ptr() && in.numel() > 0) std::memcpy(t.data_ptr(), in.data_ptr(), in.nbytes());
     run(name, seq, timeout,
-        [&] { allreduce_raw(t.data_ptr(), t.numel(), t.dtype(), op, seq, timeout); });
+        [&] { allreduce_raw(in.data_ptr(), t.data_ptr(), t.numel(), t.dtype(), op, seq, timeout); });
     if (op == ReduceOp::kAvg) finish_avg(t.data_ptr(), t.numel(), t.dtype(), n);
   }
 
@@ -302,10 +327,11 @@ class GlooGroup : public ProcessGroup {
     uint32_t seq = next_seq();
     int64_t offset = 0;
     for (int r = 0; r < rank(); ++r) offset += counts[r];
-    // Gloo has no options-based reduce-scatter: allreduce a copy, keep this rank's block.
-    Tensor tmp = in.clone();
+    // Gloo has no options-based reduce-scatter: allreduce into a scratch buffer, keep this rank's block.
+    Tensor tmp = Tensor::empty(in.sizes(), in.dtype());
+    if (n == 1 && in.numel() > 0) std::memcpy(tmp.data_ptr(), in.data_ptr(), in.nbytes());
     run(name, seq, timeout,
-        [&] { allreduce_raw(tmp.data_ptr(), tmp.numel(), tmp.dtype(), op, seq, timeout); });
+        [&] { allreduce_raw(in.data_ptr(), tmp.data_ptr(), tmp.numel(), tmp.dtype(), op, seq, timeout); });
     if (out.numel() > 0) {
       std::memcpy(out.data_ptr(),
                   static_cast<const char*>(tmp.data_ptr()) + offset * tmp.element_size(),
@@ -474,12 +500,14 @@ class GlooGroup : public ProcessGroup {
     }
   }
 
-  void allreduce_raw(void* data, int64_t numel, DType dtype, ReduceOp op, uint32_t seq,
+  // Gloo allreduce of `numel` elements from `in` into `out` (which may be `in`).
+  void allreduce_raw(const void* in, void* data, int64_t numel, DType dtype, ReduceOp op, uint32_t seq,
                      Timeout timeout) {
     if (size() == 1 || numel == 0) return;
     gloo::AllreduceOptions opts(ctx_);
     with_element_type(itemsize(dtype), [&](auto zero) {
       using T = decltype(zero);
+      if (in != data) opts.setInput(static_cast<T*>(const_cast<void*>(in)), static_cast<size_t>(numel));
       opts.setOutput(static_cast<T*>(data), static_cast<size_t>(numel));
     });
     opts.setReduceFunction([dtype, op](void* out, const void* a, const void* b, size_t n) {

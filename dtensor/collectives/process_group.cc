@@ -38,6 +38,12 @@ void ProcessGroup::check_counts(const char* op, const std::vector<int64_t>& coun
   for (int64_t c : counts) DT_CHECK(c >= 0, op, " on ", describe(), ": negative count ", c);
 }
 
+void ProcessGroup::all_reduce(const Tensor& in, Tensor& out, ReduceOp op, Timeout timeout) {
+  check_tensor("all_reduce", out);
+  if (out.data_ptr() != in.data_ptr()) out.copy_(in);
+  all_reduce(out, op, timeout);
+}
+
 void ProcessGroup::send(const Tensor& t, int dst, int tag, Timeout timeout) {
   std::vector<P2POp> ops{{P2POp::kSend, t, dst, tag}};
   batch_isend_irecv(ops, timeout);

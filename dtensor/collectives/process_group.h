@@ -59,6 +59,9 @@ class ProcessGroup {
   // In place: every rank ends with op over all ranks' `t` (avg = sum / size; integer avg truncates).
   // dtype: any. Bytes counted: 2 (n-1)/n of t.
   virtual void all_reduce(Tensor& t, ReduceOp op, Timeout timeout = kDefaultTimeout) = 0;
+  // Out of place: `out` (same numel and dtype as `in`, contiguous) receives op over all ranks' `in`;
+  // `in` is not written. Same bytes as the in-place form. (Default: copy, then in place.)
+  virtual void all_reduce(const Tensor& in, Tensor& out, ReduceOp op, Timeout timeout = kDefaultTimeout);
   // `out` (contiguous, numel = sum of all ranks' `in` numel, same dtype) receives the ranks' `in`
   // buffers concatenated in rank order; the sizes may differ between ranks (all_gatherv).
   // `counts[r]` is rank r's element count and must be known to every rank.

@@ -105,8 +105,13 @@ class ThreadsGroup : public ProcessGroup {
     throw CommError(msg);
   }
 
-  void all_reduce(Tensor& t, ReduceOp op, Timeout timeout) override {
+  void all_reduce(Tensor& t, ReduceOp op, Timeout timeout) override { all_reduce(t, t, op, timeout); }
+
+  void all_reduce(const Tensor& in, Tensor& t, ReduceOp op, Timeout timeout) override {
+    check_tensor("all_reduce", in);
     check_tensor("all_reduce", t);
+    DT_CHECK(in.numel() == t.numel() && in.dtype() == t.dtype(), "all_reduce on ", describe(), ": input ",
+             in.str(), " and output ", t.str(), " differ");
     const int n = size();
     const int64_t numel = t.numel();
     const size_t isz = t.element_size();
@@ -114,7 +119,7 @@ class ThreadsGroup : public ProcessGroup {
     int64_t chunk = (numel + n - 1) / std::max(n, 1);
     int64_t lo = std::min<int64_t>(numel, chunk * rank_), hi = std::min<int64_t>(numel, lo + chunk);
     Tensor part = Tensor::empty({hi - lo}, t.dtype());
-    Slot s{"all_reduce", t.data_ptr(), t.data_ptr(), part.data_ptr(), numel, t.dtype(), op};
+    Slot s{"all_reduce", in.data_ptr(), t.data_ptr(), part.data_ptr(), numel, t.dtype(), op};
     barrier_with("all_reduce", &s, timeout);
     match("all_reduce", [&](const Slot& o) { return o.numel == numel && o.dtype == t.dtype() && o.rop == op; },
           "the same element count, dtype and reduce op");

@@ -105,3 +105,47 @@ TEST(Autograd, FunctionalCollectivesAreDifferentiable) {
 
 }  // namespace
 }  // namespace dtensor
+
+namespace dtensor {
+namespace {
+
+// Every redistribution's backward: y = redistribute(x) is x as values, so d sum(y * W) / dx = W,
+// laid out in x's placements (Replicate where x was Partial), on 1-d and 2-d meshes.
+TEST(Autograd, EveryRedistributionBackwardIsTheIdentityOnValues) {
+  const std::vector<Placement> opts = {Replicate(), Shard(0), Shard(1), Partial()};
+  for (const Shape& mesh_shape : std::vector<Shape>{{2}, {3}, {2, 2}}) {
+    std::vector<Placements> all{{}};
+    for (size_t i = 0; i < mesh_shape.size(); ++i) {
+      std::vector<Placements> next;
+      for (const auto& p : all)
+        for (const auto& o : opts) {
+          Placements q = p;
+          q.push_back(o);
+          next.push_back(q);
+        }
+      all = next;
+    }
+    Tensor x = random_tensor({5, 3}, DType::kFloat64, 9), w = random_tensor({5, 3}, DType::kFloat64, 10);
+    run_threads(static_cast<int>(numel(mesh_shape)), [&](std::shared_ptr<Backend> b) {
+      auto mesh = DeviceMesh::create(b, mesh_shape);
+      DTensor wd = distribute_tensor(w, mesh, Placements(mesh_shape.size(), Replicate()));
+      for (const auto& src : all) {
+        for (const auto& dst : all) {
+          DTensor d(DTensorSpec(mesh, src, {5, 3}, DType::kFloat64),
+                    adversarial_local_block(x, src, mesh_shape, mesh->coordinate(), 3));
+          set_requires_grad(d);
+          backward(F::sum(F::mul(redistribute(d, dst), wd)));
+          Placements want = src;
+          for (auto& p : want)
+            if (p.is_partial()) p = Replicate();
+          ASSERT_EQ(grad(d)->placements(), want) << placements_str(src) << " -> " << placements_str(dst);
+          ASSERT_TRUE(allclose(grad(d)->full_tensor(), w, 1e-12, 1e-12))
+              << placements_str(src) << " -> " << placements_str(dst);
+        }
+      }
+    });
+  }
+}
+
+}  // namespace
+}  // namespace dtensor

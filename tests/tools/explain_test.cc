@@ -95,3 +95,30 @@ TEST(Explain, NegativeShardDimsAreWrittenNonNegative) {
 
 }  // namespace
 }  // namespace dtensor::tools
+
+namespace dtensor::tools {
+namespace {
+
+TEST(Explain, LargeScansKeepTheScannedDimShardedTinyOnesMayNot) {
+  // cumsum of [4096, 4096] S(0) along dim 0 on 4 ranks: the carry exchange moves one row per rank.
+  json big = json::parse(explain_line(
+      R"j({"mesh": [4], "op": "cumsum", "args": [{"shape": [4096, 4096], "placements": ["S(0)"]}], "kwargs": {"dim": 0}})j"));
+  ASSERT_FALSE(big.contains("error")) << big.dump();
+  EXPECT_EQ(big["outputs"][0]["placements"], json::parse(R"j(["S(0)"])j"));
+  EXPECT_EQ(big["inputs"][0]["to"], json::parse(R"j(["S(0)"])j"));
+  ASSERT_EQ(big["collectives"].size(), 1u);
+  const int64_t tensor_bytes = int64_t{4096} * 4096 * 4;
+  EXPECT_EQ(big["collectives"][0]["bytes"].get<int64_t>(), 3 * 4096 * 4);  // 3 rows of 4096 floats
+  EXPECT_LT(big["collectives"][0]["bytes"].get<int64_t>() * 1000, tensor_bytes);
+  // A tiny one: whatever the model picks, it states the collectives and their cost.
+  json tiny = json::parse(explain_line(
+      R"j({"mesh": [4], "op": "cumsum", "args": [{"shape": [4, 1], "placements": ["S(0)"]}], "kwargs": {"dim": 0}, "run": true})j"));
+  ASSERT_FALSE(tiny.contains("error")) << tiny.dump();
+  EXPECT_TRUE(tiny["run"]["match"].get<bool>());
+  EXPECT_GT(tiny["cost_us"].get<double>(), 0.0);
+  // Whichever the cost model prefers at this size, the answer names the collective it pays for.
+  EXPECT_FALSE(tiny["collectives"].empty());
+}
+
+}  // namespace
+}  // namespace dtensor::tools

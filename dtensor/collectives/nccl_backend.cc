@@ -22,8 +22,8 @@ namespace dtensor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using gloo::rendezvous::Store;
 using ::dtensor::cuda::DeviceGuard;
+using gloo::rendezvous::Store;
 
 std::string nccl_error(ncclResult_t r, ncclComm_t comm) {
   std::string s = absl::StrCat(ncclGetErrorString(r), " (", static_cast<int>(r), ")");
@@ -36,13 +36,20 @@ std::string nccl_error(ncclResult_t r, ncclComm_t comm) {
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::kFloat32: return ncclFloat32;
-    case DType::kFloat64: return ncclFloat64;
-    case DType::kBFloat16: return ncclBfloat16;
-    case DType::kFloat16: return ncclFloat16;
-    case DType::kInt64: return ncclInt64;
-    case DType::kInt32: return ncclInt32;
-    case DType::kBool: return ncclUint8;
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kFloat64:
+      return ncclFloat64;
+    case DType::kBFloat16:
+      return ncclBfloat16;
+    case DType::kFloat16:
+      return ncclFloat16;
+    case DType::kInt64:
+      return ncclInt64;
+    case DType::kInt32:
+      return ncclInt32;
+    case DType::kBool:
+      return ncclUint8;
   }
   return ncclUint8;
 }
@@ -51,10 +58,14 @@ ncclDataType_t nccl_type(DType t) {
 ncclRedOp_t nccl_op(ReduceOp op, DType t) {
   if (t == DType::kBool) return op == ReduceOp::kMin ? ncclMin : ncclMax;
   switch (op) {
-    case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kAvg: return is_floating(t) ? ncclAvg : ncclSum;
-    case ReduceOp::kMax: return ncclMax;
-    case ReduceOp::kMin: return ncclMin;
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kAvg:
+      return is_floating(t) ? ncclAvg : ncclSum;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
   }
   return ncclSum;
 }
@@ -122,10 +133,13 @@ class NcclGroup : public ProcessGroup {
     check(name, t);
     const int n = size();
     count(CommKind::kAllReduce, static_cast<int64_t>(2 * (n - 1) * t.nbytes() / n));
-    run(name, timeout, [&] {
-      return ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
-                           nccl_type(t.dtype()), nccl_op(op, t.dtype()), comm_, stream_);
-    }, t.numel() == 0);
+    run(
+        name, timeout,
+        [&] {
+          return ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                               nccl_type(t.dtype()), nccl_op(op, t.dtype()), comm_, stream_);
+        },
+        t.numel() == 0);
     if (host_avg(op, t.dtype()) && t.numel() > 0) {
       Tensor h = to_device(t, cpu());
       finish_avg(h.data_ptr(), h.numel(), h.dtype(), n);
@@ -152,23 +166,26 @@ class NcclGroup : public ProcessGroup {
     count(CommKind::kAllGather, static_cast<int64_t>((n - 1) * out.nbytes() / n));
     const ncclDataType_t type = nccl_type(in.dtype());
     const size_t item = in.element_size();
-    run(name, timeout, [&] {
-      if (all_equal(counts)) {
-        return ncclAllGather(in.data_ptr(), out.data_ptr(), static_cast<size_t>(counts[0]), type,
-                             comm_, stream_);
-      }
-      ncclGroupStart();
-      int64_t offset = 0;
-      for (int r = 0; r < n; ++r) {
-        if (counts[r] > 0) {
-          char* dst = static_cast<char*>(out.data_ptr()) + offset * item;
-          ncclBroadcast(r == rank() ? in.data_ptr() : dst, dst, static_cast<size_t>(counts[r]),
-                        type, r, comm_, stream_);
-        }
-        offset += counts[r];
-      }
-      return ncclGroupEnd();
-    }, out.numel() == 0);
+    run(
+        name, timeout,
+        [&] {
+          if (all_equal(counts)) {
+            return ncclAllGather(in.data_ptr(), out.data_ptr(), static_cast<size_t>(counts[0]),
+                                 type, comm_, stream_);
+          }
+          ncclGroupStart();
+          int64_t offset = 0;
+          for (int r = 0; r < n; ++r) {
+            if (counts[r] > 0) {
+              char* dst = static_cast<char*>(out.data_ptr()) + offset * item;
+              ncclBroadcast(r == rank() ? in.data_ptr() : dst, dst, static_cast<size_t>(counts[r]),
+                            type, r, comm_, stream_);
+            }
+            offset += counts[r];
+          }
+          return ncclGroupEnd();
+        },
+        out.numel() == 0);
   }
 
   void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
@@ -188,31 +205,34 @@ class NcclGroup : public ProcessGroup {
     const ncclDataType_t type = nccl_type(in.dtype());
     const ncclRedOp_t rop = nccl_op(op, in.dtype());
     const size_t item = in.element_size();
-    run(name, timeout, [&] {
-      if (all_equal(counts)) {
-        return ncclReduceScatter(in.data_ptr(), out.data_ptr(), static_cast<size_t>(counts[0]),
-                                 type, rop, comm_, stream_);
-      }
-      ncclGroupStart();
-      int64_t offset = 0;
-      for (int r = 0; r < n; ++r) {
-        if (counts[r] > 0) {
-          const char* src = static_cast<const char*>(in.data_ptr()) + offset * item;
-          ncclReduce(src, r == rank() ? out.data_ptr() : nullptr, static_cast<size_t>(counts[r]),
-                     type, rop, r, comm_, stream_);
-        }
-        offset += counts[r];
-      }
-      return ncclGroupEnd();
-    }, in.numel() == 0);
+    run(
+        name, timeout,
+        [&] {
+          if (all_equal(counts)) {
+            return ncclReduceScatter(in.data_ptr(), out.data_ptr(), static_cast<size_t>(counts[0]),
+                                     type, rop, comm_, stream_);
+          }
+          ncclGroupStart();
+          int64_t offset = 0;
+          for (int r = 0; r < n; ++r) {
+            if (counts[r] > 0) {
+              const char* src = static_cast<const char*>(in.data_ptr()) + offset * item;
+              ncclReduce(src, r == rank() ? out.data_ptr() : nullptr,
+                         static_cast<size_t>(counts[r]), type, rop, r, comm_, stream_);
+            }
+            offset += counts[r];
+          }
+          return ncclGroupEnd();
+        },
+        in.numel() == 0);
     if (host_avg(op, out.dtype()) && out.numel() > 0) {
       Tensor h = to_device(out, cpu());
       finish_avg(h.data_ptr(), h.numel(), h.dtype(), n);
       Tensor back = to_device(h, device_);
       DeviceGuard guard(device_.index);
-      DT_CUDA_CHECK(cudaMemcpy(out.data_ptr(), back.data_ptr(), out.nbytes(),
-                               cudaMemcpyDeviceToDevice),
-                    name, " on ", describe());
+      DT_CUDA_CHECK(
+          cudaMemcpy(out.data_ptr(), back.data_ptr(), out.nbytes(), cudaMemcpyDeviceToDevice), name,
+          " on ", describe());
     }
   }
 
@@ -227,10 +247,10 @@ class NcclGroup : public ProcessGroup {
              out.str(), " differ in dtype");
     DT_CHECK(in.numel() == total(send_counts), name, " on ", describe(), ": in has ", in.numel(),
              " elements, send_counts sum to ", total(send_counts));
-    DT_CHECK(out.numel() == total(recv_counts), name, " on ", describe(), ": out has ",
-             out.numel(), " elements, recv_counts sum to ", total(recv_counts));
-    DT_CHECK(send_counts[rank()] == recv_counts[rank()], name, " on ", describe(),
-             ": send_counts[", rank(), "] = ", send_counts[rank()], " but recv_counts[", rank(),
+    DT_CHECK(out.numel() == total(recv_counts), name, " on ", describe(), ": out has ", out.numel(),
+             " elements, recv_counts sum to ", total(recv_counts));
+    DT_CHECK(send_counts[rank()] == recv_counts[rank()], name, " on ", describe(), ": send_counts[",
+             rank(), "] = ", send_counts[rank()], " but recv_counts[", rank(),
              "] = ", recv_counts[rank()]);
     int64_t sent = 0;
     for (int r = 0; r < size(); ++r)
@@ -238,26 +258,29 @@ class NcclGroup : public ProcessGroup {
     count(CommKind::kAllToAll, sent * static_cast<int64_t>(in.element_size()));
     const ncclDataType_t type = nccl_type(in.dtype());
     const size_t item = in.element_size();
-    run(name, timeout, [&] {
-      ncclGroupStart();
-      int64_t so = 0, ro = 0;
-      for (int r = 0; r < size(); ++r) {
-        const char* src = static_cast<const char*>(in.data_ptr()) + so * item;
-        char* dst = static_cast<char*>(out.data_ptr()) + ro * item;
-        if (r == rank()) {
-          if (send_counts[r] > 0)
-            cudaMemcpyAsync(dst, src, send_counts[r] * item, cudaMemcpyDeviceToDevice, stream_);
-        } else {
-          if (send_counts[r] > 0)
-            ncclSend(src, static_cast<size_t>(send_counts[r]), type, r, comm_, stream_);
-          if (recv_counts[r] > 0)
-            ncclRecv(dst, static_cast<size_t>(recv_counts[r]), type, r, comm_, stream_);
-        }
-        so += send_counts[r];
-        ro += recv_counts[r];
-      }
-      return ncclGroupEnd();
-    }, false);
+    run(
+        name, timeout,
+        [&] {
+          ncclGroupStart();
+          int64_t so = 0, ro = 0;
+          for (int r = 0; r < size(); ++r) {
+            const char* src = static_cast<const char*>(in.data_ptr()) + so * item;
+            char* dst = static_cast<char*>(out.data_ptr()) + ro * item;
+            if (r == rank()) {
+              if (send_counts[r] > 0)
+                cudaMemcpyAsync(dst, src, send_counts[r] * item, cudaMemcpyDeviceToDevice, stream_);
+            } else {
+              if (send_counts[r] > 0)
+                ncclSend(src, static_cast<size_t>(send_counts[r]), type, r, comm_, stream_);
+              if (recv_counts[r] > 0)
+                ncclRecv(dst, static_cast<size_t>(recv_counts[r]), type, r, comm_, stream_);
+            }
+            so += send_counts[r];
+            ro += recv_counts[r];
+          }
+          return ncclGroupEnd();
+        },
+        false);
   }
 
   void broadcast(Tensor& t, int root, Timeout timeout) override {
@@ -266,10 +289,13 @@ class NcclGroup : public ProcessGroup {
     DT_CHECK(root >= 0 && root < size(), name, " on ", describe(), ": root ", root,
              " is not a group rank (0..", size() - 1, ")");
     count(CommKind::kBroadcast, rank() == root ? static_cast<int64_t>(t.nbytes()) : 0);
-    run(name, timeout, [&] {
-      return ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
-                           nccl_type(t.dtype()), root, comm_, stream_);
-    }, t.numel() == 0);
+    run(
+        name, timeout,
+        [&] {
+          return ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                               nccl_type(t.dtype()), root, comm_, stream_);
+        },
+        t.numel() == 0);
   }
 
   void batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout) override {
@@ -284,19 +310,22 @@ class NcclGroup : public ProcessGroup {
       if (p.kind == P2POp::kSend) sent += static_cast<int64_t>(p.tensor.nbytes());
     }
     count(CommKind::kSendRecv, sent);
-    run(name, timeout, [&] {
-      ncclGroupStart();
-      for (const P2POp& p : ops) {
-        if (p.tensor.numel() == 0) continue;  // both sides skip empty messages
-        const size_t n = static_cast<size_t>(p.tensor.numel());
-        if (p.kind == P2POp::kSend) {
-          ncclSend(p.tensor.data_ptr(), n, nccl_type(p.tensor.dtype()), p.peer, comm_, stream_);
-        } else {
-          ncclRecv(p.tensor.data_ptr(), n, nccl_type(p.tensor.dtype()), p.peer, comm_, stream_);
-        }
-      }
-      return ncclGroupEnd();
-    }, ops.empty());
+    run(
+        name, timeout,
+        [&] {
+          ncclGroupStart();
+          for (const P2POp& p : ops) {
+            if (p.tensor.numel() == 0) continue;  // both sides skip empty messages
+            const size_t n = static_cast<size_t>(p.tensor.numel());
+            if (p.kind == P2POp::kSend) {
+              ncclSend(p.tensor.data_ptr(), n, nccl_type(p.tensor.dtype()), p.peer, comm_, stream_);
+            } else {
+              ncclRecv(p.tensor.data_ptr(), n, nccl_type(p.tensor.dtype()), p.peer, comm_, stream_);
+            }
+          }
+          return ncclGroupEnd();
+        },
+        ops.empty());
   }
 
   void barrier(Timeout timeout) override {
@@ -306,16 +335,20 @@ class NcclGroup : public ProcessGroup {
       DeviceGuard guard(device_.index);
       barrier_buf_ = Tensor::empty({1}, DType::kInt32, device_);
     }
-    run(name, timeout, [&] {
-      return ncclAllReduce(barrier_buf_.data_ptr(), barrier_buf_.data_ptr(), 1, ncclInt32, ncclSum,
-                           comm_, stream_);
-    }, false);
+    run(
+        name, timeout,
+        [&] {
+          return ncclAllReduce(barrier_buf_.data_ptr(), barrier_buf_.data_ptr(), 1, ncclInt32,
+                               ncclSum, comm_, stream_);
+        },
+        false);
   }
 
  private:
   void check(const char* op, const Tensor& t) const {
     DT_CHECK(t.defined(), op, " on ", describe(), ": undefined tensor");
-    DT_CHECK(t.is_contiguous(), op, " on ", describe(), ": tensor ", t.str(), " must be contiguous");
+    DT_CHECK(t.is_contiguous(), op, " on ", describe(), ": tensor ", t.str(),
+             " must be contiguous");
     DT_CHECK(t.device() == device_, op, " on ", describe(), ": tensor on ", t.device().str(),
              "; this NCCL group works on ", device_.str());
   }
@@ -353,8 +386,7 @@ class NcclGroup : public ProcessGroup {
       ncclCommGetAsyncError(comm_, &async);
       if (async != ncclSuccess && async != ncclInProgress)
         fail(op, seq, timeout, absl::StrCat("NCCL: ", nccl_error(async, comm_)));
-      if (Clock::now() >= deadline)
-        fail(op, seq, timeout, "did not complete within the timeout");
+      if (Clock::now() >= deadline) fail(op, seq, timeout, "did not complete within the timeout");
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
@@ -370,12 +402,11 @@ class NcclGroup : public ProcessGroup {
         dead.push_back(absl::StrCat("peer rank ", global_ranks()[r], " (pid ", p.pid,
                                     ") is no longer running"));
     }
-    std::string msg = absl::StrCat(
-        op, " #", seq, " on ", describe(), " failed on rank ", global_ranks()[rank()],
-        " (timeout ", timeout.count(), " ms): ",
-        dead.empty() ? std::string("no peer on this host is known dead")
-                     : absl::StrJoin(dead, "; "),
-        "; the NCCL communicator was aborted [", cause, "]");
+    std::string msg = absl::StrCat(op, " #", seq, " on ", describe(), " failed on rank ",
+                                   global_ranks()[rank()], " (timeout ", timeout.count(), " ms): ",
+                                   dead.empty() ? std::string("no peer on this host is known dead")
+                                                : absl::StrJoin(dead, "; "),
+                                   "; the NCCL communicator was aborted [", cause, "]");
     broken_ = msg;
     throw CommError(msg);
   }
@@ -409,9 +440,9 @@ NcclBackend::NcclBackend(int rank, int world_size, int local_rank, const std::st
   std::vector<int> all(world_size);
   for (int r = 0; r < world_size; ++r) all[r] = r;
   gloo::rendezvous::PrefixStore start("world", *store_);
-  peers_ = store_util::join(start, all, rank, timeout,
-                            absl::StrCat("the world of ", world_size, " ranks (store ", store_spec,
-                                         ")"));
+  peers_ = store_util::join(
+      start, all, rank, timeout,
+      absl::StrCat("the world of ", world_size, " ranks (store ", store_spec, ")"));
 }
 
 NcclBackend::~NcclBackend() = default;
@@ -463,15 +494,15 @@ std::shared_ptr<ProcessGroup> NcclBackend::new_group(const std::vector<int>& glo
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
-  ncclResult_t r = ncclCommInitRankConfig(&comm, static_cast<int>(global_ranks.size()), id, me,
-                                          &config);
+  ncclResult_t r =
+      ncclCommInitRankConfig(&comm, static_cast<int>(global_ranks.size()), id, me, &config);
   r = settle(comm, r, deadline);
   if (r != ncclSuccess) {
     if (comm != nullptr) ncclCommAbort(comm);
-    throw CommError(absl::StrCat(
-        "new_group: the NCCL communicator of ", what, " was not ready on rank ", rank_,
-        r == ncclInProgress ? absl::StrCat(" within ", timeout.count(), " ms")
-                            : absl::StrCat(": ", nccl_error(r, nullptr))));
+    throw CommError(
+        absl::StrCat("new_group: the NCCL communicator of ", what, " was not ready on rank ", rank_,
+                     r == ncclInProgress ? absl::StrCat(" within ", timeout.count(), " ms")
+                                         : absl::StrCat(": ", nccl_error(r, nullptr))));
   }
   return std::make_shared<NcclGroup>(name, me, global_ranks, device_, comm, std::move(peers));
 }

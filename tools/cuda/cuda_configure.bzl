@@ -52,8 +52,10 @@ cc_library(
     hdrs = glob(["cudnn_frontend/include/**"]),
     includes = ["cudnn_frontend/include"],
     defines = ["DTENSOR_HAS_CUDNN_FRONTEND"],
+    # The frontend calls NVRTC for its runtime-compiled engines.
+    linkopts = ["-L%s/lib64", "-Wl,-rpath,%s/lib64", "-lnvrtc"],
 )
-"""
+""" % (cuda_path, cuda_path)
     else:
         build = """
 # cuDNN's C++ frontend was not found (see //tools/cuda:cuda_configure.bzl): an empty library.

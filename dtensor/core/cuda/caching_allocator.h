@@ -60,22 +60,22 @@ struct AllocatorStats {
   int64_t requested_bytes = 0;       // the unrounded sizes users asked for, of the blocks held now
   int64_t reserved_bytes = 0;        // obtained from the backend: held + cached + pending
   int64_t peak_reserved_bytes = 0;
-  int64_t cached_bytes = 0;          // free blocks ready for reuse
-  int64_t pending_bytes = 0;         // freed blocks waiting for events on other streams
-  int64_t allocations = 0;           // successful allocate() calls
+  int64_t cached_bytes = 0;   // free blocks ready for reuse
+  int64_t pending_bytes = 0;  // freed blocks waiting for events on other streams
+  int64_t allocations = 0;    // successful allocate() calls
   int64_t frees = 0;
-  int64_t cache_hits = 0;            // allocations served from a cached block
-  int64_t backend_mallocs = 0;       // successful backend malloc calls
+  int64_t cache_hits = 0;       // allocations served from a cached block
+  int64_t backend_mallocs = 0;  // successful backend malloc calls
   int64_t backend_frees = 0;
-  int64_t cache_flushes = 0;         // out-of-memory retries that emptied the cache
-  int64_t ooms = 0;                  // allocations that failed even after a flush
-  std::string str() const;           // "allocated 1.5 MiB (peak 2 MiB), reserved ..."
+  int64_t cache_flushes = 0;  // out-of-memory retries that emptied the cache
+  int64_t ooms = 0;           // allocations that failed even after a flush
+  std::string str() const;    // "allocated 1.5 MiB (peak 2 MiB), reserved ..."
 };
 
 class CachingAllocator {
  public:
   static constexpr size_t kMinBlock = 512;
-  static constexpr size_t kSmallLimit = size_t{1} << 20;  // 1 MiB
+  static constexpr size_t kSmallLimit = size_t{1} << 20;    // 1 MiB
   static constexpr size_t kLargeGranule = size_t{2} << 20;  // 2 MiB
 
   // The size class (block size) of a request of nbytes.

@@ -1,6 +1,7 @@
 #include "dtensor/core/cuda/cuda_storage.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "dtensor/core/cuda/cuda_util.h"
@@ -51,7 +52,13 @@ std::shared_ptr<Storage> allocate_cuda(size_t nbytes, Device device) {
   check_device(device, "Storage::allocate");
   DeviceGuard guard(device.index);
   void* p = allocator().allocate(device.index, nbytes, current_stream(device.index));
-  return Storage::borrow(p, nbytes, device, [p] { allocator().free(p); });
+  return Storage::borrow(p, nbytes, device, [p] {
+    try {
+      allocator().free(p);
+    } catch (const std::exception& e) {  // a deleter must not throw (~Storage is noexcept)
+      std::fprintf(stderr, "dtensor: freeing CUDA storage failed: %s\n", e.what());
+    }
+  });
 }
 
 // Registered when the library is linked (alwayslink).
@@ -116,9 +123,9 @@ Tensor to_device(const Tensor& t, Device device) {
     if (out.nbytes() == 0) return out;
     DeviceGuard guard(device.index);
     cudaStream_t s = current_stream(device.index);
-    DT_CUDA_CHECK(cudaMemcpyAsync(out.data_ptr(), host.data_ptr(), out.nbytes(),
-                                  cudaMemcpyHostToDevice, s),
-                  what);
+    DT_CUDA_CHECK(
+        cudaMemcpyAsync(out.data_ptr(), host.data_ptr(), out.nbytes(), cudaMemcpyHostToDevice, s),
+        what);
     DT_CUDA_CHECK(cudaStreamSynchronize(s), what);
     return out;
   }
@@ -146,9 +153,9 @@ Tensor to_device(const Tensor& t, Device device) {
   sync_current(src.index, what.c_str());
   DeviceGuard guard(device.index);
   cudaStream_t s = current_stream(device.index);
-  DT_CUDA_CHECK(cudaMemcpyPeerAsync(out.data_ptr(), device.index, t.data_ptr(), src.index,
-                                    out.nbytes(), s),
-                what);
+  DT_CUDA_CHECK(
+      cudaMemcpyPeerAsync(out.data_ptr(), device.index, t.data_ptr(), src.index, out.nbytes(), s),
+      what);
   DT_CUDA_CHECK(cudaStreamSynchronize(s), what);
   return out;
 }

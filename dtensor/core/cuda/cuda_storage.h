@@ -6,10 +6,11 @@
 // returns device memory. Allocations go to the calling thread's current stream of that device
 // (cuda_util.h) and are reused in stream order (caching_allocator.h).
 //
-// A CUDA tensor's data pointer is device memory: the core's host-side operations that read or
-// write elements (copy_, contiguous() of a strided view, clone, to(dtype), fill_, item,
-// to_vector, equal, allclose) must not be called on it. Use to_device() to bring it to the host,
-// and kernels/cuda for device-side copies (kernels::cuda::contiguous, copy_, to).
+// A CUDA tensor's data pointer is device memory. The core's copies (copy_, clone, to(dtype),
+// contiguous() of a strided view) throw on it ("only cpu tensors"); its other element accessors
+// (fill_, item, to_vector, equal, allclose, data<T>() reads) must not be called on it. Use
+// to_device() to bring it to the host, and kernels/cuda for device-side copies
+// (kernels::cuda::contiguous, copy_, to, full, zeros).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -21,7 +22,8 @@ namespace dtensor::cuda {
 
 // The allocator of CUDA storage (created on first use, lives until the process ends).
 CachingAllocator& allocator();
-// Installs the allocator for DeviceType::kCUDA in Storage (idempotent; linking the library does it).
+// Installs the allocator for DeviceType::kCUDA in Storage (idempotent; linking the library does
+// it).
 void register_storage_allocator();
 
 AllocatorStats memory_stats(int device);

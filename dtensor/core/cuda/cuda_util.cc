@@ -35,8 +35,8 @@ thread_local std::map<int, cudaStream_t> current_streams;
 
 void throw_cuda_error(cudaError_t err, const char* expr, const std::string& context) {
   cudaGetLastError();  // a non-sticky error must not resurface in the next call
-  throw Error(absl::StrCat(context.empty() ? "" : context + ": ", expr, " failed: ",
-                           cudaGetErrorString(err), " (", cudaGetErrorName(err), ")"));
+  throw Error(absl::StrCat(context.empty() ? "" : context + ": ", expr,
+                           " failed: ", cudaGetErrorString(err), " (", cudaGetErrorName(err), ")"));
 }
 
 int device_count() { return discovery().count; }

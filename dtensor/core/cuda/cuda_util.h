@@ -18,10 +18,10 @@ namespace dtensor::cuda {
 }  // namespace dtensor::cuda
 
 // DT_CUDA_CHECK(expr, context parts...): throws dtensor::Error when expr is not cudaSuccess.
-#define DT_CUDA_CHECK(expr, ...)                                                          \
-  do {                                                                                    \
-    cudaError_t dt_cuda_err_ = (expr);                                                    \
-    if (dt_cuda_err_ != cudaSuccess)                                                      \
+#define DT_CUDA_CHECK(expr, ...)                                                           \
+  do {                                                                                     \
+    cudaError_t dt_cuda_err_ = (expr);                                                     \
+    if (dt_cuda_err_ != cudaSuccess)                                                       \
       ::dtensor::cuda::throw_cuda_error(dt_cuda_err_, #expr, ::absl::StrCat(__VA_ARGS__)); \
   } while (0)
 

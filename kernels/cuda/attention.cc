@@ -1,0 +1,218 @@
+// scaled_dot_product_attention forward / backward: argument checks, backend choice, and the
+// float32 math path (kernels in attention_kernels.cu); the cuDNN path is attention_cudnn.cc.
+#include <cmath>
+
+#include "kernels/cuda/attention_cudnn.h"
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/kernels.h"
+
+namespace dtensor::kernels::cuda {
+
+using namespace detail;  // NOLINT
+using ::dtensor::cuda::DeviceGuard;
+
+namespace {
+
+struct Problem {
+  Shape batch;  // q's leading dims
+  int64_t B = 1, L = 0, S = 0, E = 0, Ev = 0;
+  float scale = 1;
+};
+
+Problem check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+              const std::optional<Tensor>& mask, bool is_causal, std::optional<double> scale) {
+  check_cuda(op, q, "query");
+  check_same_device(op, q, k, "key");
+  check_same_device(op, q, v, "value");
+  check_floating(op, q, "query");
+  DT_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), op,
+           ": query, key and value must "
+           "share one dtype, got ",
+           dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), ", ", dtype_name(v.dtype()));
+  DT_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), op, ": query ",
+           shape_str(q.sizes()), ", key ", shape_str(k.sizes()), " and value ",
+           shape_str(v.sizes()),
+           " must have the same rank >= 2 ([..., L, E], [..., S, E], [..., S, Ev])");
+  Problem p;
+  p.batch = Shape(q.sizes().begin(), q.sizes().end() - 2);
+  DT_CHECK(Shape(k.sizes().begin(), k.sizes().end() - 2) == p.batch &&
+               Shape(v.sizes().begin(), v.sizes().end() - 2) == p.batch &&
+               k.size(-1) == q.size(-1) && v.size(-2) == k.size(-2),
+           op, ": query ", shape_str(q.sizes()), ", key ", shape_str(k.sizes()), " and value ",
+           shape_str(v.sizes()),
+           " do not match (accepted: [..., L, E], [..., S, E], [..., S, Ev] "
+           "with equal batch dims)");
+  DT_CHECK(static_cast<int>(p.batch.size()) <= kMaxDims, op, ": at most ", kMaxDims,
+           " batch dims are supported on CUDA");
+  p.B = numel(p.batch);
+  p.L = q.size(-2), p.S = k.size(-2), p.E = q.size(-1), p.Ev = v.size(-1);
+  p.scale = static_cast<float>(scale.value_or(1.0 / std::sqrt(static_cast<double>(p.E))));
+  if (mask.has_value()) {
+    DT_CHECK(!is_causal, op, ": pass either attn_mask or is_causal, not both");
+    check_same_device(op, q, *mask, "attn_mask");
+    DT_CHECK(mask->dtype() == DType::kBool || is_floating(mask->dtype()), op,
+             ": attn_mask must be bool or floating, got ", dtype_name(mask->dtype()));
+    Shape full = p.batch;
+    full.push_back(p.L);
+    full.push_back(p.S);
+    DT_CHECK(broadcast_shapes(mask->sizes(), full) == full, op, ": attn_mask ",
+             shape_str(mask->sizes()), " does not broadcast to ", shape_str(full));
+  }
+  return p;
+}
+
+Attention params(const Problem& p, bool causal, int64_t query_offset, const Tensor& mask_f) {
+  Attention a;
+  a.query_offset = query_offset;
+  a.batch = p.B, a.L = p.L, a.S = p.S, a.E = p.E, a.Ev = p.Ev;
+  a.scale = p.scale;
+  a.causal = causal;
+  if (mask_f.defined()) {
+    a.mask_kind = mask_f.dtype() == DType::kBool ? 1 : 2;
+    Shape full = p.batch;
+    full.push_back(p.L);
+    full.push_back(p.S);
+    Tensor e = mask_f.expand(full);
+    a.mask = e.data_ptr();
+    a.nbatch = static_cast<int>(p.batch.size());
+    for (int d = 0; d < a.nbatch; ++d) {
+      a.batch_sizes[d] = p.batch[d];
+      a.mask_batch_strides[d] = e.stride(d);
+    }
+    a.mask_stride_l = e.stride(-2);
+    a.mask_stride_s = e.stride(-1);
+  }
+  return a;
+}
+
+Tensor f32(const Tensor& t) { return contiguous(to(t, DType::kFloat32)); }
+
+Tensor prepared_mask(const std::optional<Tensor>& mask) {
+  if (!mask.has_value()) return Tensor();
+  return mask->dtype() == DType::kBool ? *mask : to(*mask, DType::kFloat32);
+}
+
+Shape with(const Shape& batch, int64_t a, int64_t b) {
+  Shape s = batch;
+  if (a >= 0) s.push_back(a);
+  if (b >= 0) s.push_back(b);
+  return s;
+}
+
+// [..., s, d] as cuDNN's 4-d [b, h, s, d] (views when possible).
+Tensor as4d(const Tensor& t) {
+  if (t.dim() == 4) return t;
+  if (t.dim() == 2) return t.view({1, 1, t.size(0), t.size(1)});
+  if (t.dim() == 3) return t.unsqueeze(1);
+  return reshape(t, {numel(Shape(t.sizes().begin(), t.sizes().end() - 3)), t.size(-3), t.size(-2),
+                     t.size(-1)});
+}
+
+bool use_cudnn(const char* op, AttentionBackend backend, const Tensor& q, const Tensor& k,
+               const Tensor& v, const std::optional<Tensor>& mask, int64_t query_offset) {
+  if (backend == AttentionBackend::kMath) return false;
+  std::string why = mask.has_value()    ? "an attn_mask is given (the cuDNN path takes none)"
+                    : query_offset != 0 ? "query_offset is not 0 (the cuDNN path takes none)"
+                                        : cudnn_sdpa_unsupported(q, k, v);
+  if (backend == AttentionBackend::kCudnn)
+    DT_CHECK(why.empty(), op, ": the cuDNN backend cannot run ", q.str(), ", ", k.str(), ", ",
+             v.str(), ": ", why);
+  return why.empty();
+}
+
+}  // namespace
+
+bool cudnn_attention_built() { return cudnn_sdpa_built(); }
+
+AttentionOutput scaled_dot_product_attention_with_lse(
+    const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& attn_mask,
+    bool is_causal, std::optional<double> scale, int64_t query_offset, AttentionBackend backend) {
+  const char* op = "scaled_dot_product_attention";
+  const Problem p = check(op, q, k, v, attn_mask, is_causal, scale);
+  DeviceGuard guard(q.device().index);
+  if (use_cudnn(op, backend, q, k, v, attn_mask, query_offset)) {
+    try {
+      Tensor out, lse;
+      cudnn_sdpa_forward(as4d(q), as4d(k), as4d(v), is_causal, p.scale, out, lse);
+      return {out.view(with(p.batch, p.L, p.Ev)), lse.view(with(p.batch, p.L, -1))};
+    } catch (const Error&) {
+      if (backend == AttentionBackend::kCudnn) throw;  // kAuto: cuDNN refused, use the math path
+    }
+  }
+  DT_CHECK(p.E <= kMaxHeadDim && p.Ev <= kMaxHeadDim, op, ": head dims ", p.E, " and ", p.Ev,
+           " (accepted on the math path: at most ", kMaxHeadDim, ")");
+  const Tensor qf = f32(q), kf = f32(k), vf = f32(v), mask = prepared_mask(attn_mask);
+  Tensor out = Tensor::empty(with(p.batch, p.L, p.Ev), DType::kFloat32, q.device());
+  Tensor lse = Tensor::empty(with(p.batch, p.L, -1), DType::kFloat32, q.device());
+  launch_attention_forward(
+      params(p, is_causal, query_offset, mask), static_cast<const float*>(qf.data_ptr()),
+      static_cast<const float*>(kf.data_ptr()), static_cast<const float*>(vf.data_ptr()),
+      static_cast<float*>(out.data_ptr()), static_cast<float*>(lse.data_ptr()), stream_of(q));
+  check_launch(op);
+  return {to(out, q.dtype()), lse};
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const std::optional<Tensor>& attn_mask, bool is_causal,
+                                    std::optional<double> scale, int64_t query_offset,
+                                    AttentionBackend backend) {
+  return scaled_dot_product_attention_with_lse(q, k, v, attn_mask, is_causal, scale, query_offset,
+                                               backend)
+      .out;
+}
+
+AttentionGrads scaled_dot_product_attention_backward(
+    const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+    bool is_causal, std::optional<double> scale, const std::optional<Tensor>& attn_mask,
+    int64_t query_offset, const std::optional<Tensor>& lse_in, AttentionBackend backend) {
+  const char* op = "scaled_dot_product_attention_backward";
+  const Problem p = check(op, q, k, v, attn_mask, is_causal, scale);
+  check_same_device(op, q, dout, "grad_out");
+  check_same_device(op, q, out, "out");
+  DT_CHECK(dout.sizes() == with(p.batch, p.L, p.Ev) && out.sizes() == dout.sizes(), op,
+           ": grad_out ", shape_str(dout.sizes()), " and out ", shape_str(out.sizes()),
+           " do not match the forward's output shape ", shape_str(with(p.batch, p.L, p.Ev)));
+  DeviceGuard guard(q.device().index);
+  Tensor lse;
+  if (lse_in.has_value()) {
+    check_same_device(op, q, *lse_in, "lse");
+    DT_CHECK(lse_in->sizes() == with(p.batch, p.L, -1) && lse_in->dtype() == DType::kFloat32, op,
+             ": lse ", dtype_name(lse_in->dtype()), " ", shape_str(lse_in->sizes()),
+             " does not match the forward (accepted: float32 ", shape_str(with(p.batch, p.L, -1)),
+             ")");
+    lse = contiguous(*lse_in);
+  } else {
+    lse = scaled_dot_product_attention_with_lse(q, k, v, attn_mask, is_causal, scale, query_offset,
+                                                backend)
+              .lse;
+  }
+  if (use_cudnn(op, backend, q, k, v, attn_mask, query_offset)) {
+    try {
+      Tensor dq, dk, dv;
+      const Tensor q4 = as4d(q);
+      cudnn_sdpa_backward(q4, as4d(k), as4d(v), as4d(contiguous(out)),
+                          as4d(contiguous(to(dout, q.dtype()))),
+                          lse.view({q4.size(0), q4.size(1), p.L}), is_causal, p.scale, dq, dk, dv);
+      return {dq.view(q.sizes()), dk.view(k.sizes()), dv.view(v.sizes())};
+    } catch (const Error&) {
+      if (backend == AttentionBackend::kCudnn) throw;
+    }
+  }
+  DT_CHECK(p.E <= kMaxHeadDim && p.Ev <= kMaxHeadDim, op, ": head dims ", p.E, " and ", p.Ev,
+           " (accepted on the math path: at most ", kMaxHeadDim, ")");
+  const Tensor qf = f32(q), kf = f32(k), vf = f32(v), of = f32(out), gf = f32(dout);
+  const Tensor mask = prepared_mask(attn_mask);
+  Tensor dq = Tensor::empty(q.sizes(), DType::kFloat32, q.device());
+  Tensor dk = Tensor::empty(k.sizes(), DType::kFloat32, q.device());
+  Tensor dv = Tensor::empty(v.sizes(), DType::kFloat32, q.device());
+  Tensor delta = Tensor::empty({std::max<int64_t>(p.B * p.L, 1)}, DType::kFloat32, q.device());
+  auto fp = [](const Tensor& t) { return static_cast<const float*>(t.data_ptr()); };
+  auto mp = [](Tensor& t) { return static_cast<float*>(t.data_ptr()); };
+  launch_attention_backward(params(p, is_causal, query_offset, mask), fp(qf), fp(kf), fp(vf),
+                            fp(of), fp(lse), fp(gf), mp(dq), mp(dk), mp(dv), mp(delta),
+                            stream_of(q));
+  check_launch(op);
+  return {to(dq, q.dtype()), to(dk, k.dtype()), to(dv, v.dtype())};
+}
+
+}  // namespace dtensor::kernels::cuda

@@ -1,0 +1,169 @@
+// Internal to //kernels/cuda: the kernel launchers the .cu files implement, on raw device pointers
+// and plain structs (no Tensor, no absl), so that nvcc compiles little besides the kernels. The
+// host wrappers (*.cc, compiled by g++) check arguments, allocate outputs and call these.
+// Every launcher enqueues on `stream` and returns at once; none synchronizes. Sizes, strides and
+// offsets are in elements unless named *_bytes.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "dtensor/core/dtype.h"
+
+namespace dtensor::kernels::cuda::detail {
+
+inline constexpr int kMaxDims = 8;
+
+// The type a kernel computes in: float for float32/bfloat16/float16, double for float64, wrapping
+// int64 for the integer types and bool (as the CPU kernels do).
+enum class Compute : int32_t { kFloat, kDouble, kInt64 };
+
+// ---- Elementwise (pointwise_kernels.cu).
+// An operand over the loop shape: data (nullptr: a scalar, `scalar_d` / `scalar_i`), its dtype and
+// its strides (0 where it broadcasts).
+struct Operand {
+  const void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  int64_t strides[kMaxDims] = {};
+  double scalar_d = 0;
+  int64_t scalar_i = 0;
+};
+struct LoopShape {
+  int ndim = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t numel = 0;
+  bool contiguous = false;  // every tensor operand is contiguous over the shape: flat indexing
+};
+
+enum class UnaryOp : int32_t {
+  kCopy,
+  kNeg,
+  kAbs,
+  kRelu,
+  kExp,
+  kLog,
+  kSqrt,
+  kRsqrt,
+  kTanh,
+  kSigmoid,
+  kGelu,
+  kGeluTanh,
+  kSilu
+};
+enum class BinaryOp : int32_t { kAdd, kSub, kMul, kDiv, kDivTrunc, kDivFloor, kMaximum, kMinimum };
+
+// out[i] = op(in[i]) computed in `c`; out may be any strided view (copy_ into a slice). kCopy with
+// Compute::kInt64 copies integers exactly; with kDouble it converts like the CPU copy_strided.
+void launch_unary(UnaryOp op, Compute c, const LoopShape& shape, const Operand& out,
+                  const Operand& in, cudaStream_t stream);
+// out[i] = op(a[i], b[i]) computed in `c` (add/sub: a + alpha * b). Integer division by zero sets
+// *error_flag to 1 (error_flag may be null when c is not kInt64).
+void launch_binary(BinaryOp op, Compute c, const LoopShape& shape, const Operand& out,
+                   const Operand& a, const Operand& b, double alpha_d, int64_t alpha_i,
+                   int* error_flag, cudaStream_t stream);
+
+// ---- Reductions along the middle dim of a contiguous [outer, n, inner] input
+// (reduction_kernels.cu).
+enum class ReduceKind : int32_t { kSum, kMean, kMax, kMin };
+// Bytes of workspace launch_reduce / launch_arg_reduce need (0: none).
+size_t reduce_workspace_bytes(Compute c, int64_t outer, int64_t n, int64_t inner, bool arg);
+// out [outer, inner] of out_dtype = kind over n, accumulated in c; mean divides by n (NaN for
+// n = 0); max/min propagate NaN.
+void launch_reduce(ReduceKind kind, Compute c, const void* in, DType in_dtype, void* out,
+                   DType out_dtype, int64_t outer, int64_t n, int64_t inner, void* workspace,
+                   cudaStream_t stream);
+// values (may be null; in the input dtype) and int64 indices of the max (is_max) or min along n:
+// NaN wins (the first NaN), equal values give the first index. n >= 1.
+void launch_arg_reduce(bool is_max, Compute c, const void* in, DType dtype, void* values,
+                       int64_t* indices, int64_t outer, int64_t n, int64_t inner, void* workspace,
+                       cudaStream_t stream);
+
+// ---- Softmax, normalization, embedding (norm_kernels.cu).
+// Softmax or log-softmax along n of a contiguous [outer, n, inner] tensor of `dtype`.
+void launch_softmax(bool log, Compute c, const void* in, void* out, DType dtype, int64_t outer,
+                    int64_t n, int64_t inner, cudaStream_t stream);
+// Per row of a contiguous [rows, n] tensor: layer norm ((x - mean) / sqrt(var + eps)) or, when
+// rms, x / sqrt(mean(x^2) + eps); then * weight[j] (+ bias[j]). weight / bias: null or n values
+// of the compute type (float or double).
+void launch_norm(bool rms, Compute c, const void* x, DType dtype, const void* weight,
+                 const void* bias, void* out, int64_t rows, int64_t n, double eps,
+                 cudaStream_t stream);
+// out[i, :] = weight[indices[i] - row_start, :] for `count` indices (int64 or int32) into a
+// [rows, dim] table of elem_size-byte elements. Not masked (row_start = 0): an index outside
+// [0, rows) writes nothing and sets bad_index[0] = 1, bad_index[1] = that index (one of them, when
+// several; bad_index: two int64, zeroed by the caller). Masked: indices outside
+// [row_start, row_end) give zero rows.
+void launch_embedding(const void* weight, int64_t rows, int64_t dim, size_t elem_size,
+                      const void* indices, DType index_dtype, int64_t count, bool masked,
+                      int64_t row_start, int64_t row_end, void* out, int64_t* bad_index,
+                      cudaStream_t stream);
+
+// ---- Scans along the rows of a contiguous [rows, n] tensor of the compute type
+// (scan_kernels.cu).
+enum class ScanKind : int32_t { kSum, kProd, kLogSumExp, kMax, kMin };
+size_t scan_workspace_bytes(ScanKind kind, Compute c, int64_t rows, int64_t n);
+// out [rows, n] of the compute type; for kMax / kMin also int64 indices (position in the row):
+// the cummax rule of kernels/cpu/scan.h (ties and NaN take the later index).
+void launch_scan(ScanKind kind, Compute c, const void* in, void* out, int64_t* indices,
+                 int64_t rows, int64_t n, void* workspace, size_t workspace_bytes,
+                 cudaStream_t stream);
+
+// ---- Order statistics per row of a contiguous [rows, n] tensor, by radix sort
+// (selection_kernels.cu).
+enum class SelectKind : int32_t { kMedian, kNanMedian, kKth };
+size_t select_workspace_bytes(DType dtype, int64_t rows, int64_t n);
+// values (dtype) and int64 indices (may be null) per row, with the rules of
+// kernels/cpu/selection.h; k is 1-based (kKth only). n >= 1, n < 2^31.
+void launch_select(SelectKind kind, int64_t k, const void* in, DType dtype, int64_t rows, int64_t n,
+                   void* values, int64_t* indices, void* workspace, size_t workspace_bytes,
+                   cudaStream_t stream);
+
+// ---- 2-d pooling over contiguous [planes, H, W] planes (pooling_kernels.cu).
+struct Pool2d {
+  int64_t planes = 0, H = 0, W = 0, OH = 0, OW = 0;
+  int64_t kH = 1, kW = 1, sH = 1, sW = 1, pH = 0, pW = 0, dH = 1, dW = 1;
+  bool count_include_pad = true;
+  int64_t divisor_override = 0;  // 0: none
+};
+void launch_avg_pool2d(const Pool2d& p, Compute c, const void* in, DType dtype, void* out,
+                       cudaStream_t stream);
+// grad_in [planes, H, W] (written entirely) from grad_out [planes, OH, OW], both of dtype.
+void launch_avg_pool2d_backward(const Pool2d& p, Compute c, const void* grad_out, DType dtype,
+                                void* grad_in, cudaStream_t stream);
+void launch_max_pool2d(const Pool2d& p, Compute c, const void* in, DType dtype, void* out,
+                       int64_t* indices, cudaStream_t stream);
+// Adds grad_out [planes, out_plane] at indices (flat within each plane of in_plane elements) into
+// grad_acc [planes, in_plane] of the compute type (zeroed by the caller). An index outside the
+// plane is reported in bad_index as in launch_embedding.
+void launch_max_pool_backward(Compute c, const void* grad_out, DType dtype, const int64_t* indices,
+                              int64_t planes, int64_t in_plane, int64_t out_plane, void* grad_acc,
+                              int64_t* bad_index, cudaStream_t stream);
+
+// ---- Scaled dot-product attention in float32 (attention_kernels.cu).
+// q [batch, L, E], k [batch, S, E], v [batch, S, Ev], out [batch, L, Ev], contiguous; lse [batch,
+// L] = log(sum_j exp(score_ij)) of the scaled, masked scores (natural log; -inf for a row with
+// every key masked, whose output is zeros, as the CPU kernel). E, Ev <= kMaxHeadDim.
+inline constexpr int kMaxHeadDim = 512;
+struct Attention {
+  int64_t batch = 0, L = 0, S = 0, E = 0, Ev = 0;
+  float scale = 1;
+  bool causal = false;       // keep key j <= query_offset + i (top-left aligned, torch's is_causal)
+  int64_t query_offset = 0;  // global position of local query row 0 (sharded query rows)
+  // Optional mask broadcast over [batch dims..., L, S]: 1 = bool (true keeps), 2 = float32 added.
+  int mask_kind = 0;
+  const void* mask = nullptr;
+  int nbatch = 0;  // batch dims of q (their product is `batch`)
+  int64_t batch_sizes[kMaxDims] = {};
+  int64_t mask_batch_strides[kMaxDims] = {};
+  int64_t mask_stride_l = 0, mask_stride_s = 0;
+};
+void launch_attention_forward(const Attention& a, const float* q, const float* k, const float* v,
+                              float* out, float* lse, cudaStream_t stream);
+// Gradients of q, k, v (shaped like them) from dout; delta: workspace of batch * L floats.
+void launch_attention_backward(const Attention& a, const float* q, const float* k, const float* v,
+                               const float* out, const float* lse, const float* dout, float* dq,
+                               float* dk, float* dv, float* delta, cudaStream_t stream);
+
+}  // namespace dtensor::kernels::cuda::detail

@@ -1,0 +1,196 @@
+// Softmax / log-softmax, layer norm / RMS norm and embedding lookups.
+#include "kernels/cuda/device_util.cuh"
+
+namespace dtensor::kernels::cuda::detail {
+namespace {
+
+constexpr int kRowThreads = 256;
+constexpr int kColThreads = 256;
+constexpr size_t kMaxRowCacheBytes = 32 * 1024;  // rows up to this size are read once
+
+template <typename T>
+struct MaxOp {
+  __device__ T operator()(T a, T b) const { return a > b || is_nan(a) ? a : b; }
+};
+template <typename T>
+struct SumOp {
+  __device__ T operator()(T a, T b) const { return a + b; }
+};
+
+// One block per row of a [rows, n] view; the row is cached in shared memory when it fits.
+template <typename T>
+__global__ void softmax_rows_kernel(bool log_out, const void* in, void* out, DType dtype,
+                                    int64_t rows, int64_t n, bool cached) {
+  extern __shared__ unsigned char smem_raw[];
+  T* cache = reinterpret_cast<T*>(smem_raw);
+  __shared__ T red[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t base = r * n;
+    T m = neg_inf<T>();
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      T x = load_as<T>(in, dtype, base + j);
+      if (cached) cache[j] = x;
+      m = MaxOp<T>()(m, x);
+    }
+    m = block_reduce(m, MaxOp<T>(), red, neg_inf<T>());
+    T s = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      T x = cached ? cache[j] : load_as<T>(in, dtype, base + j);
+      s += exp(x - m);
+    }
+    s = block_reduce(s, SumOp<T>(), red, T(0));
+    const T log_s = log(s);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      T x = cached ? cache[j] : load_as<T>(in, dtype, base + j);
+      store_as<T>(out, dtype, base + j, log_out ? x - m - log_s : exp(x - m) / s);
+    }
+  }
+}
+
+// One thread per (o, i) column of an [outer, n, inner] tensor (inner > 1): online max and sum in
+// one pass, then the outputs.
+template <typename T>
+__global__ void softmax_cols_kernel(bool log_out, const void* in, void* out, DType dtype,
+                                    int64_t outer, int64_t n, int64_t inner) {
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < outer * inner;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = t / inner, i = t % inner, base = o * n * inner + i;
+    T m = neg_inf<T>(), s = 0;
+    bool nan = false;
+    for (int64_t j = 0; j < n; ++j) {
+      T x = load_as<T>(in, dtype, base + j * inner);
+      if (is_nan(x)) nan = true;
+      if (x > m) {
+        s = s * exp(m - x) + exp(x - x);  // exp(x - x): NaN for x = +inf, as the CPU's sum
+        m = x;
+      } else {
+        s += exp(x - m);
+      }
+    }
+    // Rows of -inf only (or with a NaN) give NaN, as on the CPU.
+    if (nan || m == neg_inf<T>()) m = s = static_cast<T>(__int_as_float(0x7fc00000));
+    const T log_s = log(s);
+    for (int64_t j = 0; j < n; ++j) {
+      T x = load_as<T>(in, dtype, base + j * inner);
+      store_as<T>(out, dtype, base + j * inner, log_out ? x - m - log_s : exp(x - m) / s);
+    }
+  }
+}
+
+template <typename T>
+__global__ void norm_kernel(bool rms, const void* x, DType dtype, const T* weight, const T* bias,
+                            void* out, int64_t rows, int64_t n, T eps) {
+  __shared__ T red[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t base = r * n;
+    T mean = 0;
+    if (!rms) {
+      T s = 0;
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += load_as<T>(x, dtype, base + j);
+      mean = block_reduce(s, SumOp<T>(), red, T(0)) / static_cast<T>(n);
+    }
+    T q = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      T d = load_as<T>(x, dtype, base + j) - mean;
+      q += d * d;
+    }
+    const T var = block_reduce(q, SumOp<T>(), red, T(0)) / static_cast<T>(n);
+    const T inv = T(1) / sqrt(var + eps);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      T y = (load_as<T>(x, dtype, base + j) - mean) * inv;
+      if (weight != nullptr) y = y * weight[j];
+      if (bias != nullptr) y = y + bias[j];
+      store_as<T>(out, dtype, base + j, y);
+    }
+  }
+}
+
+template <typename E>
+__global__ void embedding_kernel(const E* weight, int64_t rows, int64_t dim, const void* indices,
+                                 DType index_dtype, int64_t count, bool masked, int64_t row_start,
+                                 int64_t row_end, E* out, int64_t* bad) {
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < count * dim;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = t / dim, d = t % dim;
+    const int64_t idx = load_as<int64_t>(indices, index_dtype, i);
+    if (masked) {
+      out[t] = idx >= row_start && idx < row_end ? weight[(idx - row_start) * dim + d] : E{};
+    } else if (idx >= 0 && idx < rows) {
+      out[t] = weight[idx * dim + d];
+    } else {
+      bad[0] = 1;
+      atomicExch(reinterpret_cast<unsigned long long*>(bad + 1),
+                 static_cast<unsigned long long>(idx));
+    }
+  }
+}
+
+template <int kBytes>
+struct Bytes {
+  unsigned char b[kBytes];
+};
+
+}  // namespace
+
+void launch_softmax(bool log, Compute c, const void* in, void* out, DType dtype, int64_t outer,
+                    int64_t n, int64_t inner, cudaStream_t stream) {
+  if (outer * n * inner == 0) return;
+  dispatch_compute(c, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>) {
+      if (inner == 1) {
+        const bool cached = static_cast<size_t>(n) * sizeof(T) <= kMaxRowCacheBytes;
+        const size_t smem = cached ? static_cast<size_t>(n) * sizeof(T) : 0;
+        softmax_rows_kernel<T><<<grid_for(outer, 1, 65535LL * 32), kRowThreads, smem, stream>>>(
+            log, in, out, dtype, outer, n, cached);
+      } else {
+        softmax_cols_kernel<T><<<grid_for(outer * inner, kColThreads), kColThreads, 0, stream>>>(
+            log, in, out, dtype, outer, n, inner);
+      }
+    }
+  });
+}
+
+void launch_norm(bool rms, Compute c, const void* x, DType dtype, const void* weight,
+                 const void* bias, void* out, int64_t rows, int64_t n, double eps,
+                 cudaStream_t stream) {
+  if (rows * n == 0) return;
+  dispatch_compute(c, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>) {
+      norm_kernel<T><<<grid_for(rows, 1, 65535LL * 32), kRowThreads, 0, stream>>>(
+          rms, x, dtype, static_cast<const T*>(weight), static_cast<const T*>(bias), out, rows, n,
+          static_cast<T>(eps));
+    }
+  });
+}
+
+void launch_embedding(const void* weight, int64_t rows, int64_t dim, size_t elem_size,
+                      const void* indices, DType index_dtype, int64_t count, bool masked,
+                      int64_t row_start, int64_t row_end, void* out, int64_t* bad_index,
+                      cudaStream_t stream) {
+  if (count * dim == 0) return;
+  const unsigned blocks = grid_for(count * dim, 256);
+  auto go = [&](auto e) {
+    using E = decltype(e);
+    embedding_kernel<E><<<blocks, 256, 0, stream>>>(static_cast<const E*>(weight), rows, dim,
+                                                    indices, index_dtype, count, masked, row_start,
+                                                    row_end, static_cast<E*>(out), bad_index);
+  };
+  switch (elem_size) {
+    case 1:
+      go(Bytes<1>{});
+      break;
+    case 2:
+      go(Bytes<2>{});
+      break;
+    case 4:
+      go(Bytes<4>{});
+      break;
+    default:
+      go(Bytes<8>{});
+      break;
+  }
+}
+
+}  // namespace dtensor::kernels::cuda::detail

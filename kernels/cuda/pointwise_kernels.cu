@@ -1,0 +1,195 @@
+// Elementwise kernels: strided unary / binary maps with dtype conversion, broadcasting through
+// zero strides. One kernel per compute type; the op and the operand dtypes are runtime values
+// (uniform branches), which keeps the number of instantiations, and nvcc's time, small.
+#include <cmath>
+
+#include "kernels/cuda/device_util.cuh"
+
+namespace dtensor::kernels::cuda::detail {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Element offsets of linear index i over `shape` for N operands.
+template <int N>
+__device__ __forceinline__ void offsets(const LoopShape& shape, int64_t i,
+                                        const Operand* const (&ops)[N], int64_t (&off)[N]) {
+  if (shape.contiguous) {
+    for (int k = 0; k < N; ++k) off[k] = i;
+    return;
+  }
+  for (int k = 0; k < N; ++k) off[k] = 0;
+  for (int d = shape.ndim - 1; d >= 0; --d) {
+    const int64_t size = shape.sizes[d];
+    const int64_t idx = i % size;
+    i /= size;
+    for (int k = 0; k < N; ++k) off[k] += idx * ops[k]->strides[d];
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ T apply_unary(UnaryOp op, T x) {
+  if constexpr (std::is_integral_v<T>) {
+    switch (op) {
+      case UnaryOp::kNeg:
+        return static_cast<T>(0ull - static_cast<uint64_t>(x));
+      case UnaryOp::kAbs:
+        return x < 0 ? static_cast<T>(0ull - static_cast<uint64_t>(x)) : x;
+      case UnaryOp::kRelu:
+        return x < 0 ? T(0) : x;
+      default:
+        return x;  // kCopy; the float ops never run on integers (the host casts first)
+    }
+  } else {
+    switch (op) {
+      case UnaryOp::kCopy:
+        return x;
+      case UnaryOp::kNeg:
+        return -x;
+      case UnaryOp::kAbs:
+        return fabs(x);
+      case UnaryOp::kRelu:
+        return x < T(0) ? T(0) : x;  // NaN stays NaN
+      case UnaryOp::kExp:
+        return exp(x);
+      case UnaryOp::kLog:
+        return log(x);
+      case UnaryOp::kSqrt:
+        return sqrt(x);
+      case UnaryOp::kRsqrt:
+        return T(1) / sqrt(x);
+      case UnaryOp::kTanh:
+        return tanh(x);
+      case UnaryOp::kSigmoid:
+        return T(1) / (T(1) + exp(-x));
+      case UnaryOp::kGelu:
+        return T(0.5) * x * (T(1) + erf(x * T(0.70710678118654752440)));
+      case UnaryOp::kGeluTanh: {
+        const T k = T(0.79788456080286535588);  // sqrt(2 / pi)
+        return T(0.5) * x * (T(1) + tanh(k * (x + T(0.044715) * x * x * x)));
+      }
+      case UnaryOp::kSilu:
+        return x / (T(1) + exp(-x));
+    }
+    return x;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ T apply_binary(BinaryOp op, T x, T y, T alpha, int* error_flag) {
+  if constexpr (std::is_integral_v<T>) {
+    const uint64_t ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
+    switch (op) {
+      case BinaryOp::kAdd:
+        return static_cast<T>(ux + static_cast<uint64_t>(alpha) * uy);
+      case BinaryOp::kSub:
+        return static_cast<T>(ux - static_cast<uint64_t>(alpha) * uy);
+      case BinaryOp::kMul:
+        return static_cast<T>(ux * uy);
+      case BinaryOp::kDiv:
+      case BinaryOp::kDivTrunc:
+      case BinaryOp::kDivFloor: {
+        if (y == 0) {
+          if (error_flag != nullptr) atomicExch(error_flag, 1);
+          return 0;
+        }
+        if (y == -1) return static_cast<T>(0ull - ux);  // avoids INT64_MIN / -1
+        T q = x / y;
+        if (op == BinaryOp::kDivFloor && x % y != 0 && ((x < 0) != (y < 0))) --q;
+        return q;
+      }
+      case BinaryOp::kMaximum:
+        return x > y ? x : y;
+      case BinaryOp::kMinimum:
+        return x < y ? x : y;
+    }
+    return x;
+  } else {
+    switch (op) {
+      case BinaryOp::kAdd:
+        return x + alpha * y;
+      case BinaryOp::kSub:
+        return x - alpha * y;
+      case BinaryOp::kMul:
+        return x * y;
+      case BinaryOp::kDiv:
+        return x / y;
+      case BinaryOp::kDivTrunc:
+        return trunc(x / y);
+      case BinaryOp::kDivFloor:
+        return floor(x / y);
+      case BinaryOp::kMaximum:
+        if (x != x) return x;
+        if (y != y) return y;
+        return x > y ? x : y;
+      case BinaryOp::kMinimum:
+        if (x != x) return x;
+        if (y != y) return y;
+        return x < y ? x : y;
+    }
+    return x;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ T operand_value(const Operand& o, int64_t off) {
+  if (o.data == nullptr) {
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(o.scalar_i);
+    else
+      return static_cast<T>(o.scalar_d);
+  }
+  return load_as<T>(o.data, o.dtype, off);
+}
+
+template <typename T>
+__global__ void unary_kernel(UnaryOp op, LoopShape shape, Operand out, Operand in) {
+  const Operand* const ops[2] = {&out, &in};
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < shape.numel;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t off[2];
+    offsets<2>(shape, i, ops, off);
+    T x = operand_value<T>(in, off[1]);
+    store_as<T>(const_cast<void*>(out.data), out.dtype, off[0], apply_unary<T>(op, x));
+  }
+}
+
+template <typename T>
+__global__ void binary_kernel(BinaryOp op, LoopShape shape, Operand out, Operand a, Operand b,
+                              T alpha, int* error_flag) {
+  const Operand* const ops[3] = {&out, &a, &b};
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < shape.numel;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t off[3];
+    offsets<3>(shape, i, ops, off);
+    T x = operand_value<T>(a, off[1]);
+    T y = operand_value<T>(b, off[2]);
+    store_as<T>(const_cast<void*>(out.data), out.dtype, off[0],
+                apply_binary<T>(op, x, y, alpha, error_flag));
+  }
+}
+
+}  // namespace
+
+void launch_unary(UnaryOp op, Compute c, const LoopShape& shape, const Operand& out,
+                  const Operand& in, cudaStream_t stream) {
+  if (shape.numel == 0) return;
+  dispatch_compute(c, [&](auto tag) {
+    using T = decltype(tag);
+    unary_kernel<T><<<grid_for(shape.numel, kThreads), kThreads, 0, stream>>>(op, shape, out, in);
+  });
+}
+
+void launch_binary(BinaryOp op, Compute c, const LoopShape& shape, const Operand& out,
+                   const Operand& a, const Operand& b, double alpha_d, int64_t alpha_i,
+                   int* error_flag, cudaStream_t stream) {
+  if (shape.numel == 0) return;
+  dispatch_compute(c, [&](auto tag) {
+    using T = decltype(tag);
+    const T alpha = std::is_integral_v<T> ? static_cast<T>(alpha_i) : static_cast<T>(alpha_d);
+    binary_kernel<T><<<grid_for(shape.numel, kThreads), kThreads, 0, stream>>>(op, shape, out, a, b,
+                                                                               alpha, error_flag);
+  });
+}
+
+}  // namespace dtensor::kernels::cuda::detail

@@ -1,0 +1,132 @@
+// max/min with indices, argmax/argmin (reduction_kernels.cu) and median / nanmedian / kthvalue
+// (selection_kernels.cu): host side.
+#include <limits>
+
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/kernels.h"
+
+namespace dtensor::kernels::cuda {
+
+using namespace detail;  // NOLINT
+using ::dtensor::cuda::DeviceGuard;
+
+namespace {
+
+Shape reduced_shape(const Tensor& x, int64_t dim, bool keepdim) {
+  Shape s = x.sizes();
+  if (s.empty()) return s;
+  if (keepdim)
+    s[dim] = 1;
+  else
+    s.erase(s.begin() + dim);
+  return s;
+}
+
+int64_t checked_dim(const char* op, const Tensor& x, int64_t dim) {
+  check_cuda(op, x);
+  dim = wrap_dim(dim, x.dim(), op);
+  DT_CHECK(x.dim() == 0 || x.size(dim) > 0, op, ": cannot reduce dim ", dim, " of size 0 in ",
+           shape_str(x.sizes()), " (no identity; accepted: a reduced dim of non-zero size)");
+  return dim;
+}
+
+std::pair<Tensor, Tensor> extreme_dim(const char* op, bool is_max, const Tensor& x, int64_t dim,
+                                      bool keepdim) {
+  dim = checked_dim(op, x, dim);
+  DeviceGuard guard(x.device().index);
+  const Shape s = reduced_shape(x, dim, keepdim);
+  Tensor values = Tensor::empty(s, x.dtype(), x.device());
+  Tensor indices = Tensor::empty(s, DType::kInt64, x.device());
+  if (indices.numel() == 0) return {values, indices};
+  Blocked b = x.dim() == 0 ? blocked(x.view({1}), 0, 0) : blocked(x, dim, dim);
+  const Compute c = compute_of(x.dtype());
+  Tensor ws = workspace(reduce_workspace_bytes(c, b.outer, b.n, b.inner, true), x.device());
+  launch_arg_reduce(is_max, c, b.t.data_ptr(), x.dtype(), values.data_ptr(),
+                    static_cast<int64_t*>(indices.data_ptr()), b.outer, b.n, b.inner,
+                    ws.numel() > 0 ? ws.data_ptr() : nullptr, stream_of(x));
+  check_launch(op);
+  return {values, indices};
+}
+
+Tensor arg_extreme(const char* op, bool is_max, const Tensor& x, std::optional<int64_t> dim,
+                   bool keepdim) {
+  check_cuda(op, x);
+  if (dim.has_value()) return extreme_dim(op, is_max, x, *dim, keepdim).second;
+  DT_CHECK(x.numel() > 0, op, ": cannot reduce an empty tensor ", shape_str(x.sizes()),
+           " without a dim (accepted: a non-empty tensor, or a dim of non-zero size)");
+  Tensor i = extreme_dim(op, is_max, contiguous(x).view({x.numel()}), 0, false).second;
+  return keepdim ? i.view(Shape(x.dim(), 1)) : i;
+}
+
+// kind per row of x along dim: values (x's dtype) and int64 indices.
+std::pair<Tensor, Tensor> select_dim(const char* op, SelectKind kind, int64_t k, const Tensor& x,
+                                     int64_t dim, bool keepdim) {
+  DeviceGuard guard(x.device().index);
+  const Shape s = reduced_shape(x, dim, keepdim);
+  Tensor values = Tensor::empty(s, x.dtype(), x.device());
+  Tensor indices = Tensor::empty(s, DType::kInt64, x.device());
+  if (indices.numel() == 0) return {values, indices};
+  const Tensor rows = contiguous(x.dim() == 0 ? x.view({1}) : x.movedim(dim, -1));
+  const int64_t n = rows.size(-1), nrows = rows.numel() / n;
+  DT_CHECK(n < (int64_t{1} << 31), op,
+           ": dims of 2^31 or more elements are not supported on CUDA (", shape_str(x.sizes()),
+           ")");
+  DT_CHECK(itemsize(x.dtype()) < 8 || nrows == 1 || rows.numel() < (int64_t{1} << 31), op, ": ",
+           dtype_name(x.dtype()),
+           " inputs of 2^31 or more elements in several rows are not "
+           "supported on CUDA (",
+           shape_str(x.sizes()), ")");
+  const size_t bytes = select_workspace_bytes(x.dtype(), nrows, n);
+  Tensor ws = workspace(bytes, x.device());
+  launch_select(kind, k, rows.data_ptr(), x.dtype(), nrows, n, values.data_ptr(),
+                static_cast<int64_t*>(indices.data_ptr()), ws.data_ptr(), bytes, stream_of(x));
+  check_launch(op);
+  return {values, indices};
+}
+
+Tensor median_whole(const char* op, SelectKind kind, const Tensor& x) {
+  check_cuda(op, x);
+  DT_CHECK(is_floating(x.dtype()) || x.numel() > 0, op, ": the median of an empty ",
+           dtype_name(x.dtype()), " tensor is undefined (floating empty tensors give NaN)");
+  if (x.numel() == 0)
+    return full({}, std::numeric_limits<double>::quiet_NaN(), x.dtype(), x.device());
+  return select_dim(op, kind, 0, contiguous(x).view({x.numel()}), 0, false).first;
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_dim("max_dim", true, x, dim, keepdim);
+}
+std::pair<Tensor, Tensor> min_dim(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_dim("min_dim", false, x, dim, keepdim);
+}
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_extreme("argmax", true, x, dim, keepdim);
+}
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_extreme("argmin", false, x, dim, keepdim);
+}
+
+Tensor median(const Tensor& x) { return median_whole("median", SelectKind::kMedian, x); }
+Tensor nanmedian(const Tensor& x) { return median_whole("nanmedian", SelectKind::kNanMedian, x); }
+
+std::pair<Tensor, Tensor> median_dim(const Tensor& x, int64_t dim, bool keepdim) {
+  dim = checked_dim("median_dim", x, dim);
+  return select_dim("median_dim", SelectKind::kMedian, 0, x, dim, keepdim);
+}
+
+std::pair<Tensor, Tensor> nanmedian_dim(const Tensor& x, int64_t dim, bool keepdim) {
+  dim = checked_dim("nanmedian_dim", x, dim);
+  return select_dim("nanmedian_dim", SelectKind::kNanMedian, 0, x, dim, keepdim);
+}
+
+std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
+  dim = checked_dim("kthvalue", x, dim);
+  const int64_t n = x.dim() == 0 ? 1 : x.size(dim);
+  DT_CHECK(k >= 1 && k <= n, "kthvalue: k = ", k, " out of range for dim ", dim, " of size ", n,
+           " in ", shape_str(x.sizes()), " (accepted: 1 <= k <= ", n, ")");
+  return select_dim("kthvalue", SelectKind::kKth, k, x, dim, keepdim);
+}
+
+}  // namespace dtensor::kernels::cuda

@@ -1,0 +1,183 @@
+// Order statistics per row (median, nanmedian, kthvalue) by radix sort: every element becomes an
+// unsigned key that orders like kernels/cpu/selection.h compares (numbers ascending, -0 == +0, NaN
+// after every number), paired with its position in the row. Radix sort is stable, so equal values
+// stay in index order -- exactly the CPU kernels' (value, index) order -- and the answer is the
+// element at one rank of its row.
+//
+// Rows are sorted together: 32-bit keys get the row index in their upper 32 bits and one
+// DeviceRadixSort covers all rows (fast for one long row as for many short ones); 64-bit keys
+// (float64, int64) of several rows use DeviceSegmentedRadixSort.
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_segmented_radix_sort.cuh>
+
+#include "kernels/cuda/device_util.cuh"
+
+namespace dtensor::kernels::cuda::detail {
+namespace {
+
+bool wide_keys(DType dt) { return dt == DType::kFloat64 || dt == DType::kInt64; }
+bool is_float_dtype(DType dt) {
+  return dt == DType::kFloat32 || dt == DType::kFloat64 || dt == DType::kBFloat16 ||
+         dt == DType::kFloat16;
+}
+
+int bits_for(int64_t v) {  // bits needed to hold 0..v (at least 1)
+  int b = 1;
+  while (b < 63 && (int64_t{1} << b) <= v) ++b;
+  return b;
+}
+
+enum class Mode { kOneRow, kComposite, kSegmented };
+Mode mode_for(DType dt, int64_t rows) {
+  if (rows == 1) return Mode::kOneRow;
+  return wide_keys(dt) ? Mode::kSegmented : Mode::kComposite;
+}
+
+__device__ __forceinline__ uint64_t key_of(const void* x, DType dt, int64_t i) {
+  switch (dt) {
+    case DType::kFloat64: {
+      const double v = static_cast<const double*>(x)[i];
+      if (v != v) return ~uint64_t{0};
+      uint64_t u = static_cast<uint64_t>(__double_as_longlong(v == 0.0 ? 0.0 : v));
+      return (u >> 63) ? ~u : (u | (uint64_t{1} << 63));
+    }
+    case DType::kInt64:
+      return static_cast<uint64_t>(static_cast<const int64_t*>(x)[i]) ^ (uint64_t{1} << 63);
+    case DType::kInt32:
+      return static_cast<uint32_t>(static_cast<const int32_t*>(x)[i]) ^ 0x80000000u;
+    case DType::kBool:
+      return static_cast<const bool*>(x)[i] ? 1u : 0u;
+    default: {  // float32, bfloat16, float16: through float (exact)
+      const float v = load_as<float>(x, dt, i);
+      if (v != v) return 0xffffffffu;
+      uint32_t u = static_cast<uint32_t>(__float_as_int(v == 0.0f ? 0.0f : v));
+      return (u >> 31) ? static_cast<uint32_t>(~u) : (u | 0x80000000u);
+    }
+  }
+}
+
+__global__ void make_keys(const void* x, DType dt, int64_t rows, int64_t n, bool composite,
+                          uint64_t* keys, int32_t* pos) {
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < rows * n;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const uint64_t k = key_of(x, dt, t);
+    keys[t] = composite ? (static_cast<uint64_t>(t / n) << 32) | k : k;
+    pos[t] = static_cast<int32_t>(t % n);
+  }
+}
+
+__global__ void pick(SelectKind kind, int64_t k, const void* x, DType dt, size_t item, int64_t rows,
+                     int64_t n, const uint64_t* keys, const int32_t* pos, bool floating, bool wide,
+                     void* values, int64_t* indices) {
+  const uint64_t mask = wide ? ~uint64_t{0} : 0xffffffffull;
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows;
+       r += int64_t(gridDim.x) * blockDim.x) {
+    const uint64_t* rk = keys + r * n;
+    int64_t nan = 0;
+    if (floating) {  // NaN keys are the largest: find where they start
+      int64_t lo = 0, hi = n;
+      while (lo < hi) {
+        const int64_t mid = (lo + hi) / 2;
+        if ((rk[mid] & mask) == mask)
+          hi = mid;
+        else
+          lo = mid + 1;
+      }
+      nan = n - lo;
+    }
+    int64_t at;
+    switch (kind) {
+      case SelectKind::kMedian:
+        at = nan > 0 ? n - nan : (n - 1) / 2;
+        break;
+      case SelectKind::kNanMedian:
+        at = n - nan == 0 ? 0 : (n - nan - 1) / 2;
+        break;
+      default:
+        at = k - 1;
+        break;
+    }
+    const int64_t j = pos[r * n + at];
+    const char* src = static_cast<const char*>(x) + (r * n + j) * item;
+    char* dst = static_cast<char*>(values) + r * item;
+    for (size_t b = 0; b < item; ++b) dst[b] = src[b];
+    if (indices != nullptr) indices[r] = j;
+  }
+}
+
+struct Times {
+  int64_t n;
+  __host__ __device__ int64_t operator()(int64_t i) const { return i * n; }
+};
+using OffsetIt = thrust::transform_iterator<Times, thrust::counting_iterator<int64_t>>;
+
+size_t align16(size_t b) { return (b + 15) / 16 * 16; }
+
+// CUB's call (temp == null: sizing only).
+cudaError_t sort(Mode mode, DType dt, int64_t rows, int64_t n, const uint64_t* kin, uint64_t* kout,
+                 const int32_t* vin, int32_t* vout, void* temp, size_t& bytes,
+                 cudaStream_t stream) {
+  const int64_t count = rows * n;
+  const int key_bits = wide_keys(dt) ? 64 : 32;
+  switch (mode) {
+    case Mode::kOneRow:
+      return cub::DeviceRadixSort::SortPairs(temp, bytes, kin, kout, vin, vout, count, 0, key_bits,
+                                             stream);
+    case Mode::kComposite:
+      return cub::DeviceRadixSort::SortPairs(temp, bytes, kin, kout, vin, vout, count, 0,
+                                             32 + bits_for(rows - 1), stream);
+    case Mode::kSegmented: {
+      OffsetIt begin(thrust::counting_iterator<int64_t>(0), Times{n});
+      return cub::DeviceSegmentedRadixSort::SortPairs(
+          temp, bytes, kin, kout, vin, vout, static_cast<int>(count), static_cast<int>(rows), begin,
+          begin + 1, 0, 64, stream);
+    }
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+size_t select_workspace_bytes(DType dtype, int64_t rows, int64_t n) {
+  const int64_t count = rows * n;
+  if (count == 0) return 0;
+  size_t bytes = 0;
+  sort(mode_for(dtype, rows), dtype, rows, n, nullptr, nullptr, nullptr, nullptr, nullptr, bytes,
+       nullptr);
+  return 2 * align16(count * sizeof(uint64_t)) + 2 * align16(count * sizeof(int32_t)) +
+         align16(bytes);
+}
+
+void launch_select(SelectKind kind, int64_t k, const void* in, DType dtype, int64_t rows, int64_t n,
+                   void* values, int64_t* indices, void* workspace, size_t workspace_bytes,
+                   cudaStream_t stream) {
+  const int64_t count = rows * n;
+  if (count == 0) return;
+  const Mode mode = mode_for(dtype, rows);
+  // CUB's temp storage first (the workspace itself is 512-byte aligned), then keys and positions.
+  const size_t arrays =
+      2 * align16(count * sizeof(uint64_t)) + 2 * align16(count * sizeof(int32_t));
+  size_t bytes = workspace_bytes - arrays;
+  void* temp = workspace;
+  char* w = static_cast<char*>(workspace) + bytes;
+  auto take = [&](size_t b) {
+    char* p = w;
+    w += align16(b);
+    return p;
+  };
+  uint64_t* kin = reinterpret_cast<uint64_t*>(take(count * sizeof(uint64_t)));
+  uint64_t* kout = reinterpret_cast<uint64_t*>(take(count * sizeof(uint64_t)));
+  int32_t* vin = reinterpret_cast<int32_t*>(take(count * sizeof(int32_t)));
+  int32_t* vout = reinterpret_cast<int32_t*>(take(count * sizeof(int32_t)));
+  make_keys<<<grid_for(count, 256), 256, 0, stream>>>(in, dtype, rows, n, mode == Mode::kComposite,
+                                                      kin, vin);
+  sort(mode, dtype, rows, n, kin, kout, vin, vout, temp, bytes, stream);
+  pick<<<grid_for(rows, 128), 128, 0, stream>>>(kind, k, in, dtype, itemsize(dtype), rows, n, kout,
+                                                vout, is_float_dtype(dtype), wide_keys(dtype),
+                                                values, indices);
+}
+
+}  // namespace dtensor::kernels::cuda::detail

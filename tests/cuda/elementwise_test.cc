@@ -1,0 +1,192 @@
+// CUDA pointwise ops, reductions, softmax / norms and embedding against the CPU kernels.
+#include <limits>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cuda/kernels.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace dtensor::cuda::testing {
+namespace {
+
+namespace K = ::dtensor::kernels;
+namespace C = ::dtensor::kernels::cuda;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+const DType kFloats[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16};
+
+using Pointwise = CudaTest;
+
+TEST_F(Pointwise, CopiesAndCastsOnTheDevice) {
+  for (DType from : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16,
+                     DType::kInt64, DType::kInt32, DType::kBool}) {
+    Tensor x = rand({5, 7}, 1, DType::kFloat64, -50, 50).to(from);
+    for (DType to : {DType::kFloat32, DType::kBFloat16, DType::kInt64, DType::kBool})
+      expect_matches(C::to(G(x), to), x.to(to), 0,
+                     std::string(dtype_name(from)) + "->" + dtype_name(to));
+    // A transposed view made contiguous; a copy into a strided slice.
+    expect_matches(C::contiguous(G(x).transpose(0, 1)), x.transpose(0, 1).contiguous(), 0);
+    Tensor dst = C::zeros({7, 10}, from, gpu());
+    Tensor slice = dst.narrow(1, 2, 5);
+    C::copy_(slice, G(x).transpose(0, 1));
+    Tensor want = Tensor::zeros({7, 10}, from);
+    want.narrow(1, 2, 5).copy_(x.transpose(0, 1));
+    expect_matches(dst, want, 0);
+  }
+  expect_matches(C::full({3, 2}, 2.5, DType::kBFloat16, gpu()),
+                 Tensor::full({3, 2}, 2.5, DType::kBFloat16), 0);
+}
+
+TEST_F(Pointwise, BinaryOpsBroadcastAndPromote) {
+  Tensor a = rand({4, 1, 6}, 2), b = rand({5, 1}, 3, DType::kBFloat16, 0.5, 2);
+  expect_matches(C::add(G(a), G(b), 2.5), K::add(a, b, 2.5));
+  expect_matches(C::sub(G(b), G(a)), K::sub(b, a));
+  expect_matches(C::mul(G(a.transpose(0, 2)), G(b)), K::mul(a.transpose(0, 2), b));
+  expect_matches(C::div(G(a), G(b)), K::div(a, b));
+  expect_matches(C::mul(G(a), 3), K::mul(a, 3));
+  expect_matches(C::add(G(b), 0.25), K::add(b, 0.25));
+  Tensor i = randint({6, 3}, 4, 20, DType::kInt64), j = randint({3}, 5, 7, DType::kInt32);
+  Tensor jp = K::add(j, 1).to(DType::kInt32);  // no zero divisors
+  expect_matches(C::add(G(i), G(j), 3), K::add(i, j, 3), 0);
+  expect_matches(C::sub(G(i), G(jp)), K::sub(i, jp), 0);
+  expect_matches(C::div(G(K::neg(i)), G(jp), "floor"), K::div(K::neg(i), jp, "floor"), 0);
+  expect_matches(C::div(G(K::neg(i)), G(jp), "trunc"), K::div(K::neg(i), jp, "trunc"), 0);
+  expect_matches(C::div(G(i), G(jp)), K::div(i, jp));  // true division: float32
+  expect_matches(C::div(G(a), G(b), "floor"), K::div(a, b, "floor"));
+  Tensor z = Tensor::zeros({3}, DType::kInt32);
+  EXPECT_THROW(C::div(G(i), G(z), "trunc"), Error);
+  Tensor n = Tensor::from_vector<double>({1, kNaN, 3, -kInf}, {4});
+  Tensor m = Tensor::from_vector<double>({kNaN, 2, 1, 0}, {4});
+  expect_matches(C::maximum(G(n), G(m)), K::maximum(n, m), 0);
+  expect_matches(C::minimum(G(n), G(m)), K::minimum(n, m), 0);
+  Tensor t = Tensor::from_vector<bool>({true, false, true}, {3});
+  expect_matches(C::add(G(t), G(t)), K::add(t, t), 0);
+  EXPECT_THROW(C::sub(G(t), G(t)), Error);
+}
+
+TEST_F(Pointwise, UnaryOpsInEveryFloatingDtype) {
+  for (DType dt : kFloats) {
+    Tensor x = rand({3, 17}, 6, dt, -3, 3), p = rand({3, 17}, 7, dt, 0.1, 4);
+    const std::string d = dtype_name(dt);
+    expect_matches(C::neg(G(x)), K::neg(x), -1, "neg " + d);
+    expect_matches(C::abs(G(x)), K::abs(x), -1, "abs " + d);
+    expect_matches(C::relu(G(x)), K::relu(x), -1, "relu " + d);
+    expect_matches(C::exp(G(x)), K::exp(x), -1, "exp " + d);
+    expect_matches(C::log(G(p)), K::log(p), -1, "log " + d);
+    expect_matches(C::sqrt(G(p)), K::sqrt(p), -1, "sqrt " + d);
+    expect_matches(C::rsqrt(G(p)), K::rsqrt(p), -1, "rsqrt " + d);
+    expect_matches(C::tanh(G(x)), K::tanh(x), -1, "tanh " + d);
+    expect_matches(C::sigmoid(G(x)), K::sigmoid(x), -1, "sigmoid " + d);
+    expect_matches(C::gelu(G(x)), K::gelu(x), -1, "gelu " + d);
+    expect_matches(C::gelu(G(x), "tanh"), K::gelu(x, "tanh"), -1, "gelu tanh " + d);
+    expect_matches(C::silu(G(x.transpose(0, 1))), K::silu(x.transpose(0, 1)), -1, "silu " + d);
+  }
+  Tensor i = randint({9}, 8, 10, DType::kInt32);
+  Tensor ni = K::neg(i);
+  expect_matches(C::neg(G(i)), ni, 0);
+  expect_matches(C::abs(G(ni)), K::abs(ni), 0);
+  expect_matches(C::relu(G(ni)), K::relu(ni), 0);
+  expect_matches(C::exp(G(i)), K::exp(i));  // int -> float32
+  EXPECT_THROW(C::gelu(G(i)), Error);
+  EXPECT_THROW(C::neg(G(Tensor::zeros({2}, DType::kBool))), Error);
+}
+
+using Reduction = CudaTest;
+
+TEST_F(Reduction, SumMeanAmaxAminOverDimSets) {
+  const std::vector<std::vector<int64_t>> dim_sets = {{}, {0}, {1}, {-1}, {0, 2}, {2, 0, 1}};
+  for (DType dt :
+       {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kInt64, DType::kBool}) {
+    Tensor x = is_floating(dt) ? rand({5, 6, 7}, 10, dt) : randint({5, 6, 7}, 11, 4, dt);
+    for (const auto& dims : dim_sets)
+      for (bool keep : {false, true}) {
+        const std::string w =
+            absl::StrCat(dtype_name(dt), " dims ", dims.size(), keep ? " keep" : "");
+        const double t = is_floating(dt) ? tol(dt) * 10 : 0;
+        expect_matches(C::sum(G(x), dims, keep), K::sum(x, dims, keep), t, "sum " + w);
+        expect_matches(C::amax(G(x), dims, keep), K::amax(x, dims, keep), 0, "amax " + w);
+        expect_matches(C::amin(G(x.transpose(0, 2)), dims, keep),
+                       K::amin(x.transpose(0, 2), dims, keep), 0, "amin " + w);
+        if (is_floating(dt))
+          expect_matches(C::mean(G(x), dims, keep), K::mean(x, dims, keep), t, "mean " + w);
+      }
+  }
+}
+
+TEST_F(Reduction, LongReductionsSplitAcrossBlocksAndNaN) {
+  Tensor x = rand({1 << 22}, 12, DType::kFloat32, 0, 1);
+  expect_matches(C::sum(G(x)), K::sum(x), 1e-4);
+  expect_matches(C::mean(G(x)), K::mean(x), 1e-6);
+  Tensor y = rand({3, 100000}, 13, DType::kFloat64);
+  expect_matches(C::sum(G(y), {1}), K::sum(y, {1}), 1e-9);
+  expect_matches(C::amax(G(y), {0}), K::amax(y, {0}), 0);
+  Tensor n = Tensor::from_vector<double>({1, kNaN, 3, 4, 5, 6}, {2, 3});
+  expect_matches(C::amax(G(n), {1}), K::amax(n, {1}), 0);
+  expect_matches(C::amin(G(n), {0}), K::amin(n, {0}), 0);
+  EXPECT_THROW(C::amax(G(Tensor::zeros({2, 0})), {1}), Error);
+  EXPECT_THROW(C::mean(G(Tensor::zeros({2}, DType::kInt64))), Error);
+  expect_matches(C::sum(G(Tensor::zeros({2, 0})), {1}), K::sum(Tensor::zeros({2, 0}), {1}), 0);
+}
+
+using Norm = CudaTest;
+
+TEST_F(Norm, SoftmaxAndLogSoftmax) {
+  for (DType dt : kFloats) {
+    Tensor x = rand({4, 9, 5}, 20, dt, -4, 4);
+    for (int64_t dim : {0, 1, -1}) {
+      expect_matches(C::softmax(G(x), dim), K::softmax(x, dim), -1, "softmax");
+      expect_matches(C::log_softmax(G(x), dim), K::log_softmax(x, dim), tol(dt) * 10,
+                     "log_softmax");
+    }
+  }
+  // Rows beyond the shared-memory cache, rows of -inf, +inf, masked entries.
+  Tensor big = rand({3, 20000}, 21, DType::kFloat32, -8, 8);
+  expect_matches(C::softmax(G(big), 1), K::softmax(big, 1));
+  expect_matches(C::log_softmax(G(big), -1), K::log_softmax(big, -1), 1e-4);
+  Tensor e = Tensor::from_vector<double>({-kInf, -kInf, 0, -kInf, 1, 2, kInf, 1, 0}, {3, 3});
+  for (int64_t dim : {0, 1}) {
+    expect_matches(C::softmax(G(e), dim), K::softmax(e, dim), 1e-12);
+    expect_matches(C::log_softmax(G(e), dim), K::log_softmax(e, dim), 1e-12);
+  }
+  EXPECT_THROW(C::softmax(G(Tensor::zeros({2}, DType::kInt64)), 0), Error);
+}
+
+TEST_F(Norm, LayerNormAndRmsNorm) {
+  for (DType dt : kFloats) {
+    Tensor x = rand({6, 4, 10}, 22, dt, -2, 3);
+    Tensor w = rand({4, 10}, 23, DType::kFloat32), b = rand({4, 10}, 24, DType::kFloat32);
+    const double t = tol(dt) * 10;
+    expect_matches(C::layer_norm(G(x), {10}), K::layer_norm(x, {10}), t, "layer_norm");
+    expect_matches(C::layer_norm(G(x), {4, 10}, G(w), G(b), 1e-3),
+                   K::layer_norm(x, {4, 10}, w, b, 1e-3), t, "layer_norm affine");
+    expect_matches(C::rms_norm(G(x), {10}), K::rms_norm(x, {10}), t, "rms_norm");
+    expect_matches(C::rms_norm(G(x.transpose(0, 1)), {4, 10}, G(w)),
+                   K::rms_norm(x.transpose(0, 1), {4, 10}, w), t, "rms_norm affine");
+  }
+  EXPECT_THROW(C::layer_norm(G(rand({2, 3}, 1)), {2}), Error);
+}
+
+using Embedding = CudaTest;
+
+TEST_F(Embedding, LookupsMaskedShardsAndBadIndices) {
+  for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kFloat64, DType::kInt32}) {
+    Tensor w = rand({11, 6}, 30, dt, -5, 5);
+    for (DType it : {DType::kInt64, DType::kInt32}) {
+      Tensor idx = randint({3, 4}, 31, 11, it);
+      expect_matches(C::embedding(G(w), G(idx)), K::embedding(w, idx), 0);
+      Tensor shard = w.narrow(0, 4, 5);
+      expect_matches(C::embedding_masked(G(shard), G(idx), 4, 9),
+                     K::embedding_masked(shard, idx, 4, 9), 0);
+    }
+  }
+  Tensor w = rand({5, 2}, 32);
+  try {
+    C::embedding(G(w), G(Tensor::from_vector<int64_t>({1, 7, 2}, {3})));
+    ADD_FAILURE() << "expected an index error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("index 7 out of range"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dtensor::cuda::testing

@@ -1,0 +1,179 @@
+// CUDA scans, value-selecting reductions (max/argmax, median, kthvalue) and pooling against the
+// CPU kernels; indices must match exactly.
+#include <limits>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cuda/kernels.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace dtensor::cuda::testing {
+namespace {
+
+namespace K = ::dtensor::kernels;
+namespace C = ::dtensor::kernels::cuda;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+void expect_pair(const std::pair<Tensor, Tensor>& got, const std::pair<Tensor, Tensor>& want,
+                 double t, const std::string& what) {
+  expect_matches(got.first, want.first, t, what + " values");
+  expect_matches(got.second, want.second, 0, what + " indices");
+}
+
+// Values with ties, NaN, infinities and both zeros.
+Tensor tricky(DType dt) {
+  std::vector<double> v = {3, -0.0, 0.0, kNaN, 3, -kInf, 1, kInf, 1, kNaN, 2, 0.0};
+  return Tensor::from_vector(v, {3, 4}).to(dt);
+}
+
+using Scan = CudaTest;
+
+TEST_F(Scan, EveryScanAlongEveryDim) {
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kInt64, DType::kInt32,
+                   DType::kBool}) {
+    Tensor x =
+        is_floating(dt) ? rand({4, 33, 5}, 40, dt, -1.2, 1.2) : randint({4, 33, 5}, 41, 3, dt);
+    for (int64_t dim : {0, 1, 2}) {
+      const std::string w = absl::StrCat(dtype_name(dt), " dim ", dim);
+      const double t = is_floating(dt) ? tol(dt) * 20 : 0;
+      expect_matches(C::cumsum(G(x), dim), K::cumsum(x, dim), t, "cumsum " + w);
+      expect_matches(C::cumprod(G(x), dim), K::cumprod(x, dim), t, "cumprod " + w);
+      expect_pair(C::cummax(G(x), dim), K::cummax(x, dim), 0, "cummax " + w);
+      expect_pair(C::cummin(G(x.transpose(0, 2)), dim), K::cummin(x.transpose(0, 2), dim), 0,
+                  "cummin " + w);
+      if (is_floating(dt))
+        expect_matches(C::logcumsumexp(G(x), dim), K::logcumsumexp(x, dim), t, "logcumsumexp " + w);
+    }
+  }
+  for (DType dt : {DType::kFloat32, DType::kFloat64}) {
+    Tensor t = tricky(dt);
+    for (int64_t dim : {0, 1}) {
+      expect_pair(C::cummax(G(t), dim), K::cummax(t, dim), 0, "cummax NaN");
+      expect_pair(C::cummin(G(t), dim), K::cummin(t, dim), 0, "cummin NaN");
+      expect_matches(C::logcumsumexp(G(t), dim), K::logcumsumexp(t, dim), 1e-6, "logcumsumexp inf");
+    }
+  }
+  // One long row and a 0-d tensor.
+  Tensor row = rand({1 << 20}, 42, DType::kFloat64);
+  expect_matches(C::cumsum(G(row), 0), K::cumsum(row, 0), 1e-9);
+  expect_pair(C::cummax(G(row), 0), K::cummax(row, 0), 0, "long cummax");
+  Tensor s = Tensor::full({}, 2.0);
+  expect_matches(C::cumsum(G(s), 0), K::cumsum(s, 0), 0);
+}
+
+using Selection = CudaTest;
+
+TEST_F(Selection, MaxMinArgmaxArgminWithTiesAndNaN) {
+  for (DType dt :
+       {DType::kFloat32, DType::kBFloat16, DType::kFloat64, DType::kInt64, DType::kBool}) {
+    Tensor x = is_floating(dt) ? randint({6, 70, 5}, 50, 5, DType::kFloat64).to(dt)
+                               : randint({6, 70, 5}, 51, 5, dt);
+    for (int64_t dim : {0, 1, 2})
+      for (bool keep : {false, true}) {
+        const std::string w = absl::StrCat(dtype_name(dt), " dim ", dim);
+        expect_pair(C::max_dim(G(x), dim, keep), K::max_dim(x, dim, keep), 0, "max_dim " + w);
+        expect_pair(C::min_dim(G(x), dim, keep), K::min_dim(x, dim, keep), 0, "min_dim " + w);
+        expect_matches(C::argmax(G(x), dim, keep), K::argmax(x, dim, keep), 0, "argmax " + w);
+      }
+    expect_matches(C::argmin(G(x)), K::argmin(x), 0, "argmin all");
+    expect_matches(C::argmax(G(x), std::nullopt, true), K::argmax(x, std::nullopt, true), 0);
+  }
+  Tensor t = tricky(DType::kFloat32);
+  for (int64_t dim : {0, 1}) {
+    expect_pair(C::max_dim(G(t), dim), K::max_dim(t, dim), 0, "max NaN");
+    expect_pair(C::min_dim(G(t), dim), K::min_dim(t, dim), 0, "min NaN");
+  }
+  // Long rows: the split two-pass path.
+  Tensor big = randint({2, 300000}, 52, 1000, DType::kFloat64).to(DType::kFloat32);
+  expect_pair(C::max_dim(G(big), 1), K::max_dim(big, 1), 0, "long max_dim");
+  expect_matches(C::argmin(G(big)), K::argmin(big), 0, "long argmin");
+}
+
+TEST_F(Selection, MedianNanmedianKthvalue) {
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16,
+                   DType::kInt64, DType::kInt32}) {
+    Tensor x = randint({7, 13, 4}, 60, 6, DType::kFloat64).to(dt);  // many ties
+    for (int64_t dim : {0, 1, -1}) {
+      const std::string w = absl::StrCat(dtype_name(dt), " dim ", dim);
+      expect_pair(C::median_dim(G(x), dim), K::median_dim(x, dim), 0, "median_dim " + w);
+      expect_pair(C::nanmedian_dim(G(x), dim, true), K::nanmedian_dim(x, dim, true), 0,
+                  "nanmedian_dim " + w);
+      for (int64_t k : {int64_t{1}, int64_t{3}, x.size(dim)})
+        expect_pair(C::kthvalue(G(x), k, dim), K::kthvalue(x, k, dim), 0, "kthvalue " + w);
+    }
+    expect_matches(C::median(G(x)), K::median(x), 0, "median " + std::string(dtype_name(dt)));
+  }
+  for (DType dt : {DType::kFloat32, DType::kFloat64}) {
+    Tensor t = tricky(dt);
+    for (int64_t dim : {0, 1}) {
+      expect_pair(C::median_dim(G(t), dim), K::median_dim(t, dim), 0, "median NaN");
+      expect_pair(C::nanmedian_dim(G(t), dim), K::nanmedian_dim(t, dim), 0, "nanmedian NaN");
+      expect_pair(C::kthvalue(G(t), 2, dim), K::kthvalue(t, 2, dim), 0, "kthvalue NaN");
+    }
+    expect_matches(C::median(G(t)), K::median(t), 0);
+    expect_matches(C::nanmedian(G(t)), K::nanmedian(t), 0);
+    Tensor all_nan = Tensor::full({2, 3}, kNaN, dt);
+    expect_pair(C::nanmedian_dim(G(all_nan), 1), K::nanmedian_dim(all_nan, 1), 0, "all NaN");
+  }
+  // One long row (a single radix sort) and the empty whole-tensor median.
+  Tensor row = randint({1 << 20}, 61, 5000, DType::kFloat64).to(DType::kFloat32);
+  expect_pair(C::median_dim(G(row), 0), K::median_dim(row, 0), 0, "long median");
+  expect_matches(C::nanmedian(G(Tensor::zeros({0}))), K::nanmedian(Tensor::zeros({0})), 0);
+  EXPECT_THROW(C::kthvalue(G(rand({3, 4}, 1)), 5, 1), Error);
+  EXPECT_THROW(C::median_dim(G(Tensor::zeros({3, 0})), 1), Error);
+}
+
+using Pooling = CudaTest;
+
+struct PoolCase {
+  Shape shape;
+  std::vector<int64_t> kernel, stride, padding, dilation;
+  bool ceil_mode, count_include_pad;
+  std::optional<int64_t> divisor;
+};
+
+TEST_F(Pooling, AvgAndMaxForwardAndBackward) {
+  const std::vector<PoolCase> cases = {
+      {{2, 3, 9, 8}, {3}, {}, {}, {}, false, true, std::nullopt},
+      {{2, 3, 9, 8}, {3, 2}, {2, 1}, {1, 1}, {1, 2}, true, false, std::nullopt},
+      {{3, 10, 7}, {4, 3}, {3, 2}, {2, 1}, {2, 1}, true, true, std::nullopt},
+      {{1, 2, 11, 13}, {2}, {2}, {1}, {}, false, true, 3},
+  };
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16}) {
+    for (const PoolCase& c : cases) {
+      Tensor x = randint(c.shape, 70, 7, DType::kFloat64).to(dt);  // ties for max-pool
+      const std::string w = absl::StrCat(dtype_name(dt), " ", shape_str(c.shape));
+      const double t = tol(dt) * 10;
+      Tensor avg = K::avg_pool(x, 2, c.kernel, c.stride, c.padding, c.ceil_mode,
+                               c.count_include_pad, c.divisor);
+      expect_matches(C::avg_pool(G(x), 2, c.kernel, c.stride, c.padding, c.ceil_mode,
+                                 c.count_include_pad, c.divisor),
+                     avg, t, "avg_pool " + w);
+      Tensor g = rand(avg.sizes(), 71, dt);
+      expect_matches(C::avg_pool_backward(G(g), G(x), 2, c.kernel, c.stride, c.padding, c.ceil_mode,
+                                          c.count_include_pad, c.divisor),
+                     K::avg_pool_backward(g, x, 2, c.kernel, c.stride, c.padding, c.ceil_mode,
+                                          c.count_include_pad, c.divisor),
+                     t, "avg_pool_backward " + w);
+      auto want =
+          K::max_pool_with_indices(x, 2, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+      auto got =
+          C::max_pool_with_indices(G(x), 2, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+      expect_pair(got, want, 0, "max_pool " + w);
+      expect_matches(C::max_pool_backward(G(g), got.second, x.sizes(), 2),
+                     K::max_pool_backward(g, want.second, x.sizes(), 2), t,
+                     "max_pool_backward " + w);
+    }
+  }
+  Tensor n = Tensor::from_vector<double>(
+      {1, kNaN, 3, kNaN, -kInf, -kInf, -kInf, -kInf, 2, 2, 1, 2, 0, 5, 5, 0}, {1, 1, 4, 4});
+  expect_pair(C::max_pool_with_indices(G(n), 2, {2}, {1}, {}, {}, false),
+              K::max_pool_with_indices(n, 2, {2}, {1}, {}, {}, false), 0, "max_pool NaN");
+  EXPECT_THROW(C::avg_pool(G(rand({2, 3, 8}, 1)), 1, {2}, {}, {}, false, true, std::nullopt),
+               Error);
+  Tensor bad = G(Tensor::full({1, 1, 1, 1}, 99, DType::kInt64));
+  EXPECT_THROW(C::max_pool_backward(G(rand({1, 1, 1, 1}, 2)), bad, {1, 1, 2, 2}, 2), Error);
+}
+
+}  // namespace
+}  // namespace dtensor::cuda::testing

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   dtensor::tools::add_launch_command(app);
   dtensor::tools::add_demo_command(app);
   dtensor::tools::add_explain_command(app);
+  dtensor::tools::add_plan_command(app);
   dtensor::tools::add_train_command(app);
   CLI11_PARSE(app, parsed, argv);
   return 0;

@@ -31,6 +31,10 @@ void add_demo_command(CLI::App& app);
 // `dtensor explain [--cases FILE] [--hardware NAME]` (tools/explain_command.cc).
 void add_explain_command(CLI::App& app);
 
+// `dtensor plan --model NAME --mesh dp=8,tp=8 [...]`: offline whole-model sharding plan
+// (tools/plan_command.cc, planner/command.h).
+void add_plan_command(CLI::App& app);
+
 // `dtensor train [--mesh tp=4] [--backend threads|gloo] [--check] ...` (tools/train_command.cc).
 void add_train_command(CLI::App& app);
 

@@ -1,0 +1,129 @@
+#include "planner/command.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "planner/graph_json.h"
+#include "planner/models/zoo.h"
+#include "planner/report.h"
+
+namespace dtensor::planner {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  DT_CHECK(f.good(), "dtensor plan: cannot read ", path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  DT_CHECK(f.good(), "dtensor plan: cannot write ", path);
+  f << text;
+}
+
+void list_models(std::ostream& out) {
+  out << absl::StrFormat("%-14s %-12s %-9s %-11s %s\n", "model", "parameters", "layers", "batch/rank", "description");
+  for (const auto& m : models::zoo()) {
+    models::ModelOptions o;
+    o.batch = 1;
+    o.seq = m.default_seq > 0 ? 16 : 1;
+    o.training = false;
+    ModelGraph g = m.build(o);
+    out << absl::StrFormat("%-14s %-12s %-9d %-11d %s%s\n", m.name,
+                           absl::StrFormat("%.2fB", static_cast<double>(g.num_parameters()) / 1e9), g.num_layers(),
+                           m.micro_batch, m.description,
+                           m.default_seq > 0 ? absl::StrFormat(", seq %d", m.default_seq) : "");
+    if (!m.aliases.empty()) out << absl::StrFormat("%-14s aliases: %s\n", "", absl::StrJoin(m.aliases, ", "));
+  }
+  out << "Default batch: batch/rank x the mesh dims not named tp, cp, sp, ep or pp. Or --graph FILE.json.\n";
+}
+
+void list_hardware(std::ostream& out) {
+  for (const std::string& n : hardware_profile_names()) {
+    const HardwareProfile& h = hardware_profile(n);
+    auto bf = h.peak_tflops.find("bfloat16");
+    out << absl::StrFormat("%-16s %s\n%-16s %d ranks/host; intra-host %.0f GB/s %.1f us; inter-host %.0f GB/s %.1f us; "
+                           "%.0f TFLOP/s bf16; HBM %.0f GB/s, %.0f GB\n",
+                           n, h.description, "", h.ranks_per_host, h.intra_host.bandwidth_GBps,
+                           h.intra_host.latency_us, h.inter_host.bandwidth_GBps, h.inter_host.latency_us,
+                           bf == h.peak_tflops.end() ? 0.0 : bf->second, h.memory_bandwidth_GBps, h.memory_GB);
+  }
+}
+
+}  // namespace
+
+void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& err) {
+  init_planner_ops();
+  if (o.list_models || o.list_hardware || o.list_ops) {
+    if (o.list_models) list_models(out);
+    if (o.list_hardware) list_hardware(out);
+    if (o.list_ops) {
+      for (const std::string& n : Registry::get().names()) {
+        const OpDef& d = Registry::get().find(n);
+        out << d.schema.text << (d.rules ? "" : "   [no sharding rules: replicated]") << "\n";
+      }
+    }
+    return;
+  }
+  DT_CHECK(o.model.empty() != o.graph_file.empty(),
+           "dtensor plan: give one of --model NAME (dtensor plan --list-models) or --graph FILE.json");
+  DT_CHECK(o.format == "table" || o.format == "json", "dtensor plan: --format '", o.format,
+           "' is not supported; accepted: table, json");
+  MeshSpec mesh = MeshSpec::parse(o.mesh.empty() && !o.dump_graph.empty() ? "1" : o.mesh);
+  const HardwareProfile& hw = hardware_profile(o.hardware);  // throws listing the profiles
+  ModelGraph g;
+  if (!o.model.empty()) {
+    models::ModelOptions mo;
+    mo.batch = o.batch;
+    mo.seq = o.seq;
+    mo.layers = o.layers;
+    mo.training = !o.inference;
+    mo.optimizer = o.optimizer;
+    g = models::build_model(o.model, mo, mesh);
+  } else {
+    g = graph_from_json(read_file(o.graph_file));
+  }
+  if (!o.dump_graph.empty()) {
+    write_file(o.dump_graph, graph_to_json(g) + "\n");
+    err << "wrote " << o.dump_graph << " (" << g.num_vertices() << " vertices)\n";
+    return;
+  }
+  DT_CHECK(!o.mesh.empty(), "dtensor plan: give a mesh, e.g. --mesh dp=8,tp=8");
+  PlanOptions po;
+  po.memory_limit_bytes = o.memory_limit_gb * 1e9;
+  po.compare = o.compare;
+  po.tp_dim = o.tp_dim;
+  DT_CHECK(o.tp_dim.empty() || mesh.index_of(o.tp_dim) >= 0, "dtensor plan: --tp-dim '", o.tp_dim,
+           "' is not a dim of the mesh ", mesh.str());
+  Planner planner(g, mesh, hw, po);
+  PlanResult r = planner.run();
+  const std::string report = o.format == "json" ? report_json(planner.cost_model(), r) + "\n"
+                                                : report_table(planner.cost_model(), r, ReportOptions{o.ops});
+  if (o.output.empty()) {
+    out << report;
+  } else {
+    write_file(o.output, report);
+    err << "wrote " << o.output << "\n";
+  }
+  if (!o.dot.empty() || !o.svg.empty()) {
+    const std::string dot_path = !o.dot.empty() ? o.dot : o.svg + ".dot";
+    write_file(dot_path, report_dot(planner.cost_model(), r, o.dot_layers));
+    err << "wrote " << dot_path << "\n";
+    std::string svg = o.svg;
+    if (svg.empty()) {
+      svg = dot_path;
+      if (svg.size() > 4 && svg.substr(svg.size() - 4) == ".dot") svg.resize(svg.size() - 4);
+      svg += ".svg";
+    }
+    std::string why;
+    if (render_svg(dot_path, svg, &why)) err << "wrote " << svg << "\n";
+    else err << "no SVG: " << why << "\n";
+  }
+}
+
+}  // namespace dtensor::planner

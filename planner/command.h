@@ -1,0 +1,40 @@
+// `dtensor plan` (tools/plan_command.cc parses the command line into CommandOptions and calls
+// run_plan_command):
+//
+//   dtensor plan --model llama3-8b --mesh dp=8,tp=8 [--hardware h100-nvlink] [--batch N] [--seq N]
+//                [--layers N] [--memory-limit GB] [--inference] [--optimizer adamw|sgd]
+//                [--format table|json] [--ops] [--output FILE] [--dot FILE.dot] [--svg FILE.svg]
+//                [--dot-layers N] [--no-compare] [--tp-dim NAME]
+//   dtensor plan --graph my_model.json --mesh tp=4        (planner/graph_json.h)
+//   dtensor plan --model gpt2 --dump-graph gpt2.json      (writes the model graph, plans nothing)
+//   dtensor plan --list-models | --list-hardware | --list-ops
+//
+// Errors are dtensor::Error with a message saying what would be accepted: unknown model, hardware or
+// op, a malformed mesh, a mesh dim nothing can split, a memory limit no plan meets, unreadable files.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+namespace dtensor::planner {
+
+struct CommandOptions {
+  std::string model, graph_file, mesh, hardware = "h100-nvlink";
+  int64_t batch = 0, seq = 0;
+  int layers = 0;
+  double memory_limit_gb = 0;  // 0: the hardware's memory
+  bool inference = false;
+  std::string optimizer = "adamw";
+  std::string format = "table";  // table | json
+  bool ops = false;
+  std::string output, dot, svg, dump_graph;
+  int dot_layers = 1;
+  bool compare = true;
+  std::string tp_dim;
+  bool list_models = false, list_hardware = false, list_ops = false;
+};
+
+// Runs the command: the report goes to `out` (or --output), remarks (files written) to `err`.
+void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& err);
+
+}  // namespace dtensor::planner

@@ -1,0 +1,575 @@
+#include "planner/cost.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "dtensor/dtensor_spec.h"
+#include "dtensor/redistribute.h"
+#include "propagation/propagate.h"
+
+namespace dtensor::planner {
+namespace {
+
+bool is_view_op(const OpDef& op) {
+  return op.family == "view" && op.name() != "cat" && op.name() != "stack";
+}
+
+double op_flops(const OpCall& c, const std::vector<TensorMeta>& out) {
+  const std::string& n = c.name();
+  const std::string& fam = c.op().family;
+  const double on = out.empty() ? 0.0 : static_cast<double>(numel(out[0].shape));
+  const double in0 = c.num_tensors() > 0 ? static_cast<double>(numel(c.tensor(0).shape)) : 0.0;
+  if (n == "mm") return 2 * on * c.tensor(0).shape[1];
+  if (n == "bmm") return 2 * on * c.tensor(0).shape[2];
+  if (n == "matmul") return 2 * on * c.tensor(0).shape.back();
+  if (n == "linear") return 2 * on * c.tensor(0).shape.back() + (c.tensor_index("bias") >= 0 ? on : 0);
+  if (n == "addmm") return 2 * on * c.tensor(1).shape[1] + on;
+  if (n == "convolution") {
+    const Shape& w = c.tensor(1).shape;
+    return 2 * on * static_cast<double>(numel(w) / std::max<int64_t>(w[0], 1));
+  }
+  if (n == "moe_combine") return 2 * in0;
+  if (fam == "view" || n == "embedding" || n == "moe_dispatch") return 0;
+  if (fam == "norm" || n == "batch_norm") return 5 * in0;
+  if (fam == "loss") return 4 * in0;
+  if (fam == "pooling") {
+    double k = 1;
+    if (c.op().schema.index_of("kernel_size") >= 0)
+      for (int64_t x : c.get_int_list("kernel_size")) k *= static_cast<double>(x);
+    else
+      return in0;
+    return on * k;
+  }
+  static const char* kTranscendental[] = {"gelu", "silu", "exp", "tanh", "sigmoid", "log", "rsqrt",
+                                          "sqrt", "pow", "pow.Tensor_Scalar"};
+  for (const char* t : kTranscendental)
+    if (n == t) return 8 * on;
+  if (fam == "pointwise") return on;
+  return std::max(on, in0);
+}
+
+// Whether op `name` keeps tensor input k (an activation) for its backward.
+bool saves_input(const OpDef& op) {
+  if (op.family == "view") return false;
+  static const char* kNone[] = {"add", "sub", "neg", "mul.Scalar", "add.Scalar", "div.Scalar", "to", "sum",
+                                "mean", "embedding", "softmax", "log_softmax", "relu", "exp", "tanh", "sigmoid"};
+  for (const char* n : kNone)
+    if (op.name() == n) return false;
+  return true;
+}
+
+// Whether op keeps its own output for its backward.
+bool saves_output(const OpDef& op) {
+  static const char* kOut[] = {"softmax", "log_softmax", "relu", "exp", "tanh", "sigmoid"};
+  for (const char* n : kOut)
+    if (op.name() == n) return true;
+  return op.family == "pooling" && op.name().find("max_pool") != std::string::npos;
+}
+
+bool split_on(const Strategy& s, int i) {
+  for (const auto* group : {&s.outputs, &s.inputs})
+    for (const Placements& p : *group)
+      if (!p[i].is_replicate()) return true;
+  return false;
+}
+
+Placements grad_of(const Strategy& s, int k) {
+  Placements g = s.inputs[k];
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (g[i].is_partial()) g[i] = Replicate();
+    else if (g[i].is_replicate() && split_on(s, static_cast<int>(i))) g[i] = Partial();
+  }
+  return g;
+}
+
+bool non_sum_partial(const Strategy& s) {
+  for (const auto* group : {&s.outputs, &s.inputs})
+    for (const Placements& p : *group)
+      for (const Placement& x : p)
+        if (x.is_partial() && x.reduce != ReduceOp::kSum) return true;
+  return false;
+}
+
+bool same_strategy(const Strategy& a, const Strategy& b) {
+  return a.outputs == b.outputs && a.inputs == b.inputs && a.steps == b.steps;
+}
+
+const Move& no_move() {
+  static const Move m;
+  return m;
+}
+
+}  // namespace
+
+uint64_t placement_key(const Placements& p) {
+  uint64_t k = 0;
+  for (const Placement& x : p) {
+    uint64_t code = x.is_replicate() ? 0 : x.is_partial() ? 1 + static_cast<uint64_t>(x.reduce) : 8 + x.dim;
+    k = k * 64 + code;
+  }
+  return k;
+}
+
+CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw)
+    : g_(g), mesh_(mesh), hw_(hw) {
+  init_planner_ops();
+  links_ = hw.links_for_mesh(mesh.shape);
+  const int n = g.num_vertices();
+  inputs_.resize(n);
+  for (int v = 0; v < n; ++v) inputs_[v] = g.inputs(v);
+  rg_ = g.requires_grad();
+  opt_of_.assign(n, -1);
+  param_uses_.resize(n);
+  for (int v = 0; v < n; ++v) {
+    if (g.node(v).kind == NodeKind::kParam) opt_of_[v] = g.optimizer_of(v);
+    if (g.node(v).kind != NodeKind::kOp) continue;
+    for (int k = 0; k < static_cast<int>(inputs_[v].size()); ++k) {
+      const int u = inputs_[v][k].node;
+      if (g.node(u).kind == NodeKind::kParam) param_uses_[u].push_back({v, k});
+    }
+  }
+  // What backward keeps: per consumer input, and through views back to the tensor's real producer.
+  kept_.assign(n, 0);
+  saves_in_.assign(n, 0);
+  const std::vector<int> order = g.topological_order();
+  for (int v : order) {
+    const Node& nd = g.node(v);
+    if (nd.kind != NodeKind::kOp || nd.fused) continue;
+    const OpDef& op = Registry::get().find(nd.op);
+    if (saves_output(op)) kept_[v] = 1;
+    if (!saves_input(op)) continue;
+    for (int k = 0; k < static_cast<int>(inputs_[v].size()); ++k) {
+      const NodeKind uk = g.node(inputs_[v][k].node).kind;
+      if (uk == NodeKind::kOp || uk == NodeKind::kInput) saves_in_[v] |= 1ull << k;
+    }
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const int v = *it;
+    const Node& nd = g.node(v);
+    if (nd.kind != NodeKind::kOp) continue;
+    for (int k = 0; k < static_cast<int>(inputs_[v].size()); ++k) {
+      const int u = inputs_[v][k].node;
+      if (g.node(u).kind != NodeKind::kOp) continue;
+      const bool view = is_view_op(Registry::get().find(nd.op));
+      if ((saves_in_[v] >> k & 1) || (view && kept_[v])) kept_[u] = 1;
+    }
+  }
+  for (int v = 0; v < n; ++v)
+    for (const TensorMeta& m : g.node(v).outputs) intern(m);
+  info_.resize(n);
+  calls_.resize(n);
+  // Shared infos: ops by (call key, vertex flags), leaves by (kind, meta).
+  struct OpEntry {
+    std::shared_ptr<OpCall> call;
+    uint64_t flags;
+    std::shared_ptr<VertexInfo> info;
+  };
+  absl::flat_hash_map<size_t, std::vector<OpEntry>> ops;
+  absl::flat_hash_map<std::string, std::shared_ptr<VertexInfo>> leaves;
+  auto empty = std::make_shared<VertexInfo>();
+  for (int v = 0; v < n; ++v) {
+    const Node& nd = g.node(v);
+    if (nd.kind == NodeKind::kConstant) {
+      info_[v] = empty;
+      continue;
+    }
+    if (nd.kind == NodeKind::kOp) {
+      auto call = std::make_shared<OpCall>(bind_vertex(g, v, mesh.shape));
+      calls_[v] = call;
+      uint64_t flags = (nd.fused ? 1u : 0u) | (rg_[v] ? 2u : 0u) | (kept_[v] ? 4u : 0u) | (saves_in_[v] << 40);
+      for (int k = 0; k < static_cast<int>(inputs_[v].size()); ++k) {
+        const int u = inputs_[v][k].node;
+        const bool grad_key = g.training && rg_[u] && g.node(u).kind != NodeKind::kParam;
+        const bool param = g.node(u).kind == NodeKind::kParam;
+        flags |= (grad_key ? 1ull : 0ull) << (4 + 2 * k);
+        flags |= (param ? 1ull : 0ull) << (5 + 2 * k);
+      }
+      auto& bucket = ops[call->hash()];
+      for (const OpEntry& e : bucket)
+        if (e.flags == flags && e.call->same_key(*call)) info_[v] = e.info;
+      if (!info_[v]) {
+        info_[v] = build_op(v, *call);
+        bucket.push_back({call, flags, info_[v]});
+      }
+      continue;
+    }
+    const TensorMeta& m = nd.kind == NodeKind::kOptimizer ? g.meta(inputs_[v][0]) : nd.outputs[0];
+    std::string key = absl::StrCat(node_kind_name(nd.kind), shape_str(m.shape), dtype_name(m.dtype));
+    auto& slot = leaves[key];
+    if (!slot) slot = build_leaf(v);
+    info_[v] = slot;
+  }
+}
+
+int64_t CostModel::local_numel(const Shape& shape, const Placements& p) const {
+  if (shape.empty()) return 1;
+  return numel(local_block(shape, p, mesh_.shape, std::vector<int64_t>(mesh_.ndim(), 0)).first);
+}
+
+std::vector<Placements> CostModel::storage_placements(const Shape& shape) const {
+  const int nd = mesh_.ndim();
+  const int r = static_cast<int>(shape.size());
+  std::vector<Placements> out;
+  std::vector<int> idx(nd, 0);  // 0: R, 1 + d: S(d)
+  while (true) {
+    Placements p(nd);
+    std::vector<int64_t> pieces(r, 1);
+    for (int i = 0; i < nd; ++i) {
+      p[i] = idx[i] == 0 ? Replicate() : Shard(idx[i] - 1);
+      if (idx[i] > 0) pieces[idx[i] - 1] *= mesh_.shape[i];
+    }
+    bool ok = true;
+    for (int d = 0; d < r; ++d) ok &= pieces[d] == 1 || pieces[d] <= shape[d];
+    if (ok) out.push_back(p);
+    int i = nd - 1;
+    while (i >= 0 && ++idx[i] == r + 1) idx[i--] = 0;
+    if (i < 0) break;
+  }
+  return out;
+}
+
+Choice CostModel::make_op_choice(int v, const OpCall& call, const std::vector<TensorMeta>& out_meta,
+                                 const Strategy& s) const {
+  const Node& nd = g_.node(v);
+  const bool view = is_view_op(call.op());
+  Choice c;
+  c.strategy = s;
+  double frac = 1.0;
+  int64_t bytes = 0, out_bytes = 0;
+  auto visit = [&](const TensorMeta& m, const Placements& p, bool is_out) {
+    const int64_t total = numel(m.shape);
+    const int64_t local = local_numel(m.shape, p);
+    if (total > 0) frac = std::min(frac, static_cast<double>(local) / static_cast<double>(total));
+    const int64_t b = local * static_cast<int64_t>(itemsize(m.dtype));
+    bytes += b;
+    if (is_out) out_bytes += b;
+  };
+  for (size_t o = 0; o < out_meta.size(); ++o) visit(out_meta[o], s.outputs[o], true);
+  for (int t = 0; t < call.num_tensors(); ++t) visit(call.tensor(t), s.inputs[t], false);
+  c.work_bytes = bytes;
+  if (!view) {
+    DType dt = !out_meta.empty() && is_floating(out_meta[0].dtype) ? out_meta[0].dtype
+               : call.num_tensors() > 0                           ? call.tensor(0).dtype
+                                                                   : DType::kFloat32;
+    const double flops = op_flops(call, out_meta) * frac;
+    const double mem = nd.fused ? 0.0 : static_cast<double>(bytes) / (hw_.memory_bandwidth_GBps * 1e3);
+    c.fwd_us = std::max(flops / hw_.peak_flops_per_us(dt), mem);
+  }
+  if (g_.training && rg_[v]) {
+    c.bwd_us = 2 * c.fwd_us;
+    if (!view && !nd.fused && kept_[v]) c.act_bytes = out_bytes;
+  }
+  if (s.step() != 0) {
+    const StepDef& sd = call.op().steps.at(s.step() - 1);
+    auto dims = s.step_mesh_dims();
+    StepTraffic t = sd.traffic(call, s, dims);
+    int64_t group = 1;
+    LinkModel link = links_[dims[0]];
+    for (int i : dims) {
+      group *= mesh_.shape[i];
+      if (links_[i].bandwidth_GBps < link.bandwidth_GBps) link = links_[i];
+    }
+    const int rounds = std::max(t.rounds, 1);
+    const double time = t.bytes == 0 ? 0.0 : rounds * collective_time_us(t.collective, t.bytes / rounds, group, link);
+    if (t.bytes > 0) {
+      c.has_step = true;
+      c.step = {t.collective, dims[0], t.bytes, time};
+    }
+  }
+  for (int k = 0; k < call.num_tensors(); ++k) c.grad_in.push_back(grad_of(s, k));
+  return c;
+}
+
+std::shared_ptr<VertexInfo> CostModel::build_op(int v, const OpCall& call) const {
+  auto info = std::make_shared<VertexInfo>();
+  info->view = is_view_op(call.op());
+  std::vector<TensorMeta> meta = call.op().meta(call);
+  std::vector<Strategy> all = expand_strategies(call, meta, true);
+  std::vector<Strategy> kept;
+  for (Strategy& s : all) {
+    if (non_sum_partial(s)) continue;
+    bool dup = false;
+    for (const Strategy& k : kept) dup |= same_strategy(k, s);
+    if (!dup) kept.push_back(std::move(s));
+  }
+  for (const Strategy& s : kept) info->choices.push_back(make_op_choice(v, call, meta, s));
+  classify(v, *info);
+  return info;
+}
+
+Choice CostModel::op_choice(int v, const Strategy& s) const {
+  const OpCall& call = *calls_.at(v);
+  DT_CHECK(calls_[v], "planner: vertex '", g_.node(v).name, "' is not an op");
+  return make_op_choice(v, call, call.op().meta(call), s);
+}
+
+std::shared_ptr<VertexInfo> CostModel::build_leaf(int v) const {
+  const Node& nd = g_.node(v);
+  auto info = std::make_shared<VertexInfo>();
+  const TensorMeta& m = nd.kind == NodeKind::kOptimizer ? g_.meta(inputs_[v][0]) : nd.outputs[0];
+  const int64_t item = static_cast<int64_t>(itemsize(m.dtype));
+  const bool adam = g_.optimizer == "adamw";
+  for (const Placements& p : storage_placements(m.shape)) {
+    Choice c;
+    c.strategy.outputs = {p};
+    const int64_t local = local_numel(m.shape, p);
+    switch (nd.kind) {
+      case NodeKind::kInput: c.act_bytes = local * item; break;
+      case NodeKind::kParam: c.param_bytes = local * item; break;
+      case NodeKind::kOptimizer:
+        c.grad_bytes = local * item;
+        c.state_bytes = local * (adam ? 12 : 8);
+        // Reads param, grad, master, state; writes param, master, state.
+        c.opt_us = static_cast<double>(local) * (2.0 * item + (adam ? 28.0 : 20.0)) /
+                   (hw_.memory_bandwidth_GBps * 1e3);
+        break;
+      default: break;
+    }
+    info->choices.push_back(std::move(c));
+  }
+  classify(v, *info);
+  return info;
+}
+
+void CostModel::classify(int v, VertexInfo& info) const {
+  const Node& nd = g_.node(v);
+  const size_t n_out = info.choices.empty() ? 0 : info.choices[0].strategy.outputs.size();
+  for (size_t j = 0; j < n_out; ++j) {
+    std::vector<uint64_t> keys;
+    for (const Choice& c : info.choices) keys.push_back(placement_key(c.strategy.outputs[j]));
+    auto m = classes_from_keys(keys);
+    std::vector<Placements> reps(m->count);
+    for (size_t s = 0; s < info.choices.size(); ++s) reps[m->of[s]] = info.choices[s].strategy.outputs[j];
+    info.out_classes.push_back(m);
+    info.out_reps.push_back(std::move(reps));
+  }
+  if (nd.kind != NodeKind::kOp) return;
+  for (int k = 0; k < nd.num_inputs; ++k) {
+    const int u = inputs_[v][k].node;
+    const bool grad_key = g_.training && rg_[u] && g_.node(u).kind != NodeKind::kParam;
+    std::vector<uint64_t> keys, gkeys;
+    for (const Choice& c : info.choices) {
+      const uint64_t in = placement_key(c.strategy.inputs[k]);
+      const uint64_t gr = placement_key(c.grad_in[k]);
+      keys.push_back(grad_key ? (in << 24) ^ gr : in);
+      gkeys.push_back(gr);
+    }
+    auto m = classes_from_keys(keys);
+    auto gm = classes_from_keys(gkeys);
+    std::vector<std::pair<Placements, Placements>> reps(m->count);
+    std::vector<Placements> greps(gm->count);
+    for (size_t s = 0; s < info.choices.size(); ++s) {
+      reps[m->of[s]] = {info.choices[s].strategy.inputs[k], info.choices[s].grad_in[k]};
+      greps[gm->of[s]] = info.choices[s].grad_in[k];
+    }
+    info.in_classes.push_back(m);
+    info.in_reps.push_back(std::move(reps));
+    info.grad_classes.push_back(gm);
+    info.grad_reps.push_back(std::move(greps));
+  }
+}
+
+int CostModel::intern(const TensorMeta& m) {
+  for (size_t i = 0; i < metas_.size(); ++i)
+    if (metas_[i] == m) return static_cast<int>(i);
+  metas_.push_back(m);
+  return static_cast<int>(metas_.size()) - 1;
+}
+
+int CostModel::meta_id(const TensorMeta& m) const {
+  for (size_t i = 0; i < metas_.size(); ++i)
+    if (metas_[i] == m) return static_cast<int>(i);
+  DT_FAIL("planner: internal error: tensor ", shape_str(m.shape), " is not in the graph");
+}
+
+namespace {
+
+// Latency of a record shared by a bucket: hops * alpha * min(1, bytes / bucket) + bytes / beta.
+double bucketed_time(const CollectiveRecord& r, int64_t group, const LinkModel& link) {
+  const double lat = collective_time_us(r.kind, 0, group, link);
+  return r.time_us - lat + lat * std::min(1.0, static_cast<double>(r.bytes) / CostModel::kBucketBytes);
+}
+
+}  // namespace
+
+CostModel::MoveTime CostModel::move_time(const Placements& src, const Placements& dst, int meta,
+                                         MoveTimes& cache, bool bucketed) const {
+  if (src == dst) return {};
+  auto [it, fresh] = cache.map.try_emplace({placement_key(src), placement_key(dst), 2 * meta + (bucketed ? 1 : 0)});
+  if (fresh) {
+    const TensorMeta& m = metas_[meta];
+    RedistributePlan plan = compute_redistribute_plan(mesh_.shape, src, dst, m.shape, m.dtype);
+    if (!bucketed) {
+      it->second.us = plan_time_us(plan, mesh_.shape, links_, nullptr);
+    } else {
+      std::vector<CollectiveRecord> recs;
+      plan_time_us(plan, mesh_.shape, links_, &recs);
+      for (const CollectiveRecord& r : recs)
+        it->second.us += bucketed_time(r, mesh_.shape[r.mesh_dim], links_[r.mesh_dim]);
+    }
+    for (const RedistributeStep& st : plan.steps) it->second.comm |= st.kind != CollectiveKind::kLocal;
+  }
+  return it->second;
+}
+
+CostModel::EdgeTime CostModel::edge_time(int u, int v, int k, const Placements& src, const Placements& in,
+                                         const Placements& grad, int meta, MoveTimes& cache,
+                                         bool backward_part) const {
+  EdgeTime e;
+  const bool param = g_.node(u).kind == NodeKind::kParam;
+  if (backward_part) {
+    if (!param && g_.training && rg_[u]) e.time = move_time(grad, dual_out(src), meta, cache).us;
+    return e;
+  }
+  const MoveTime fwd = move_time(src, in, meta, cache, param);
+  e.time = fwd.us;
+  if (param) {
+    if (g_.training && fwd.comm) e.time += fwd.us;
+    return e;
+  }
+  if (g_.training && rg_[v] && fwd.comm && (saves_in_[v] >> k & 1)) {
+    const TensorMeta& m = metas_[meta];
+    e.act_bytes = local_numel(m.shape, in) * static_cast<int64_t>(itemsize(m.dtype));
+    e.again = fwd.us;
+  }
+  return e;
+}
+
+const Move& CostModel::move(const Placements& src, const Placements& dst, const TensorMeta& m,
+                            bool bucketed) const {
+  if (src == dst) return no_move();
+  std::lock_guard<std::mutex> l(mu_);
+  MoveKey key{placement_key(src), placement_key(dst), 2 * meta_id(m) + (bucketed ? 1 : 0)};
+  auto [it, fresh] = moves_.try_emplace(key);
+  Move& mv = it->second;
+  if (fresh) {
+    // The engine's planner, without its bounded process-wide cache (this cache holds every move).
+    RedistributePlan plan = compute_redistribute_plan(mesh_.shape, src, dst, m.shape, m.dtype);
+    mv.us = plan_time_us(plan, mesh_.shape, links_, &mv.records);
+    if (bucketed) {
+      mv.us = 0;
+      for (CollectiveRecord& r : mv.records) {
+        r.time_us = bucketed_time(r, mesh_.shape[r.mesh_dim], links_[r.mesh_dim]);
+        mv.us += r.time_us;
+      }
+    }
+    mv.bytes = plan.total_bytes();
+    mv.comm = !mv.records.empty();
+  }
+  return mv;
+}
+
+Placements CostModel::dual_out(const Placements& p) {
+  Placements d = p;
+  for (Placement& x : d)
+    if (x.is_partial()) x = Replicate();
+  return d;
+}
+
+CostModel::EdgeCost CostModel::edge_cost(int u, int v, int k, const Placements& src, const Placements& in,
+                                         const Placements& grad) const {
+  EdgeCost e;
+  const TensorMeta& m = g_.meta(inputs_[v][k]);
+  const NodeKind uk = g_.node(u).kind;
+  e.fwd = &move(src, in, m, uk == NodeKind::kParam);
+  if (uk == NodeKind::kParam) {
+    if (g_.training && e.fwd->comm) e.bwd = e.fwd;  // re-gathered in backward
+    return e;
+  }
+  if (g_.training && rg_[u]) {
+    const Move& b = move(grad, dual_out(src), m);
+    if (!b.records.empty() || b.us > 0) e.bwd = &b;
+  }
+  if (g_.training && rg_[v] && e.fwd->comm && (saves_in_[v] >> k & 1))
+    e.act_bytes = local_numel(m.shape, in) * static_cast<int64_t>(itemsize(m.dtype));
+  return e;
+}
+
+PlanEval evaluate(const CostModel& cm, const std::vector<const Choice*>& plan, double lambda) {
+  const ModelGraph& g = cm.graph();
+  const int n = g.num_vertices();
+  DT_CHECK(static_cast<int>(plan.size()) == n, "planner: a plan needs one choice per vertex");
+  const bool train = cm.training();
+  PlanEval ev;
+  ev.vertices.resize(n);
+  int64_t max_work = 0;
+  auto add = [&](VertexReport& r, const Move* m, const char* phase, int input, const std::string& what) {
+    if (!m) return;
+    for (const CollectiveRecord& rec : m->records) {
+      r.collectives.push_back({rec.kind, rec.mesh_dim, rec.bytes, rec.time_us, phase, input, what});
+      r.comm_us += rec.time_us;
+      r.comm_bytes += rec.bytes;
+    }
+  };
+  for (int v = 0; v < n; ++v) {
+    const Node& nd = g.node(v);
+    VertexReport& r = ev.vertices[v];
+    if (nd.kind == NodeKind::kConstant) continue;
+    const Choice* c = plan[v];
+    DT_CHECK(c, "planner: no choice for vertex '", nd.name, "'");
+    switch (nd.kind) {
+      case NodeKind::kInput:
+        r.memory_bytes = c->act_bytes;
+        ev.activation_bytes += c->act_bytes;
+        break;
+      case NodeKind::kParam:
+        r.memory_bytes = c->param_bytes;
+        ev.param_bytes += c->param_bytes;
+        break;
+      case NodeKind::kOptimizer: {
+        const TensorId p = cm.inputs(v)[0];
+        const TensorMeta& m = g.meta(p);
+        r.compute_us = c->opt_us;
+        r.memory_bytes = c->grad_bytes + c->state_bytes;
+        ev.grad_bytes += c->grad_bytes;
+        ev.state_bytes += c->state_bytes;
+        for (auto [user, k] : cm.param_uses(p.node))
+          add(r, &cm.move(plan[user]->grad_in[k], c->placement(), m, true), "backward", -1,
+              "gradient from " + g.node(user).name);
+        add(r, &cm.move(c->placement(), plan[p.node]->placement(), m, true), "optimizer", -1,
+            "updated " + g.node(p.node).name);
+        break;
+      }
+      case NodeKind::kOp: {
+        r.compute_us = c->fwd_us + (train ? c->bwd_us : 0);
+        r.memory_bytes = c->act_bytes;
+        max_work = std::max(max_work, c->work_bytes);
+        if (c->has_step) {
+          r.collectives.push_back({c->step.kind, c->step.mesh_dim, c->step.bytes, c->step.time_us, "forward", -1, "step"});
+          r.comm_us += c->step.time_us;
+          r.comm_bytes += c->step.bytes;
+          if (train && cm.requires_grad(v)) {
+            r.collectives.push_back({c->step.kind, c->step.mesh_dim, c->step.bytes, c->step.time_us, "backward", -1, "step"});
+            r.comm_us += c->step.time_us;
+            r.comm_bytes += c->step.bytes;
+          }
+        }
+        const auto& ins = cm.inputs(v);
+        for (int k = 0; k < static_cast<int>(ins.size()); ++k) {
+          const int u = ins[k].node;
+          if (g.node(u).kind == NodeKind::kConstant) continue;
+          const Placements& src = plan[u]->strategy.outputs.at(ins[k].output);
+          auto e = cm.edge_cost(u, v, k, src, c->strategy.inputs[k], c->grad_in[k]);
+          const std::string what = "input " + std::to_string(k) + " from " + g.node(u).name;
+          add(r, e.fwd, "forward", k, what);
+          if (train) add(r, e.bwd, "backward", k, what);
+          if (e.regather(lambda)) add(r, e.fwd, "backward", k, what + " (moved again)");
+          else r.memory_bytes += e.act_bytes;
+        }
+        ev.activation_bytes += r.memory_bytes;
+        break;
+      }
+      default: break;
+    }
+    ev.compute_us += r.compute_us;
+    ev.comm_us += r.comm_us;
+    ev.comm_bytes += r.comm_bytes;
+  }
+  ev.step_time_us = ev.compute_us + ev.comm_us;
+  ev.working_bytes = max_work;
+  ev.peak_memory_bytes = train ? ev.param_bytes + ev.grad_bytes + ev.state_bytes + ev.activation_bytes
+                               : ev.param_bytes + ev.activation_bytes + max_work;
+  return ev;
+}
+
+}  // namespace dtensor::planner

@@ -1,0 +1,230 @@
+// The planner's cost model: for every vertex of a ModelGraph on a mesh, its choices (an op's
+// strategies from the registry's rules expanded by propagation/expand_strategies; a placement for
+// inputs, parameters and optimizer state) and what each costs. The same model prices the search, the
+// baselines and the report.
+//
+// Time (µs), per training step:
+//   - compute: roofline per op, max(FLOPs / peak FLOP/s of the dtype, bytes / memory bandwidth), on
+//     the rank with the largest block (FLOPs shrink by the smallest local/global ratio of the op's
+//     tensors); view ops are free; backward is 2x forward (two matmuls per matmul); attention
+//     internals marked `fused` are compute-only (flash attention). Optimizer: memory-bound update.
+//   - collectives: every redistribution is the engine's plan (dtensor/redistribute.h
+//     plan_redistribute) timed by propagation/cost_model.h plan_time_us on
+//     HardwareProfile::links_for_mesh; a rule's own step (DESIGN §6) is timed like propagate() does.
+//     Backward (DESIGN §5): an op's backward runs under the dual of its forward strategy: per mesh
+//     dim, the gradient of an input placed S(d) is S(d); of an input placed P it is R (the backward
+//     of P -> R is the identity); of an input placed R it is P(sum) when the op's work is split over
+//     that mesh dim (some tensor of the strategy is not R there) and R otherwise. The gradient
+//     arriving at a producer must be in the producer's output layout with P read as R. So an edge
+//     whose forward moves src -> dst costs, in backward, the move grad_in -> dual(src): all_reduce
+//     forward / identity backward (P -> R), reduce_scatter <-> all_gather (sequence parallelism).
+//     A step's collective is counted again in backward.
+//   - parameters: storage placement p, consumed as placement c: forward move p -> c; when it moves
+//     data (FSDP's all_gather) it is repeated in backward (the gathered weight is freed after use).
+//     The weight gradient moves from the consumer's grad layout to the optimizer-state placement o
+//     (DP: P -> R all_reduce; ZeRO/FSDP: P -> S reduce_scatter), phase "backward"; after the update
+//     the new weights move o -> p (ZeRO's all_gather), phase "optimizer". Parameter and gradient
+//     collectives are bucketed (25 MB, as DDP/FSDP): latency is charged per bucket, not per tensor.
+// Memory (bytes per device, the rank with the largest blocks):
+//   parameters (their dtype) + gradients (param dtype, in the optimizer placement) + optimizer state
+//   (adamw: fp32 master + 2 fp32 moments = 12 B/element; sgd: master + momentum = 8 B) + activations
+//   kept for backward: the outputs some backward needs (matmuls, norms, non-linear pointwise ops,
+//   losses and pooling save their inputs; softmax and relu their output; add, views and scalar ops
+//   nothing; a view's saved tensor is its base's), once each, in the producer's layout; an input that
+//   reached a saving op through a collective is a new buffer and counts again; fused ops' outputs
+//   are recomputed, never saved; the data inputs. In inference: parameters + data inputs + the largest working set
+//   of one op (its inputs and outputs).
+// Errors: dtensor::Error from the registry when a vertex does not bind (names the op and shapes).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
+#include "planner/graph.h"
+#include "planner/mesh.h"
+#include "planner/solver.h"
+#include "propagation/cost_model.h"
+#include "propagation/hardware.h"
+
+namespace dtensor::planner {
+
+// One choice of a vertex, priced.
+struct Choice {
+  // Op vertices: the strategy (placements of outputs and inputs per mesh dim). Other vertices:
+  // outputs[0] is the tensor's placement (parameter storage, optimizer state, data input).
+  Strategy strategy;
+  double fwd_us = 0;      // forward compute
+  double bwd_us = 0;      // backward compute (training)
+  bool has_step = false;  // the rule's own collective step (forward; again in backward)
+  CollectiveRecord step;
+  int64_t act_bytes = 0;    // activations kept for backward (training) or data input bytes
+  int64_t param_bytes = 0;  // parameter storage
+  int64_t grad_bytes = 0;   // optimizer vertices: gradient
+  int64_t state_bytes = 0;  // optimizer vertices: optimizer state
+  double opt_us = 0;        // optimizer update compute
+  int64_t work_bytes = 0;   // op inputs + outputs (inference working set)
+  std::vector<Placements> grad_in;  // per tensor input: layout of the gradient the backward produces
+  const Placements& placement() const { return strategy.outputs.at(0); }
+};
+
+// The choices of a vertex and, for the solver, their classes per port.
+struct VertexInfo {
+  std::vector<Choice> choices;
+  bool view = false;  // a view op: free, keeps nothing
+  // Per output slot: classes by output placement, with a representative placement per class.
+  std::vector<ClassMapPtr> out_classes;
+  std::vector<std::vector<Placements>> out_reps;
+  // Per tensor input: classes by (input placement, gradient placement).
+  std::vector<ClassMapPtr> in_classes;
+  std::vector<std::vector<std::pair<Placements, Placements>>> in_reps;
+  // Per tensor input: classes by gradient placement.
+  std::vector<ClassMapPtr> grad_classes;
+  std::vector<std::vector<Placements>> grad_reps;
+};
+
+// A redistribution and its price.
+struct Move {
+  double us = 0;
+  int64_t bytes = 0;  // sent per rank, all steps
+  bool comm = false;  // some step is a collective
+  std::vector<CollectiveRecord> records;
+};
+
+class CostModel {
+ public:
+  // Binds every op vertex on the mesh and prices its choices. Vertices with the same op, arguments
+  // and input shapes share their VertexInfo.
+  CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw);
+
+  const ModelGraph& graph() const { return g_; }
+  const MeshSpec& mesh() const { return mesh_; }
+  const HardwareProfile& hardware() const { return hw_; }
+  const std::vector<LinkModel>& links() const { return links_; }
+  bool training() const { return g_.training; }
+  // Constants have no choices (they are materialized in whatever layout a consumer takes).
+  const VertexInfo& info(int v) const { return *info_[v]; }
+  std::shared_ptr<const VertexInfo> info_ptr(int v) const { return info_[v]; }
+  bool requires_grad(int v) const { return rg_[v] != 0; }
+  const std::vector<TensorId>& inputs(int v) const { return inputs_[v]; }
+  int optimizer_of(int param) const { return opt_of_[param]; }
+  // (consumer, input index) of each parameter's op consumers.
+  const std::vector<std::pair<int, int>>& param_uses(int param) const { return param_uses_[param]; }
+
+  // Redistribution of a tensor of meta `m` from src to dst (cached; thread-safe). `bucketed`: a
+  // parameter's or gradient's move, coalesced with others into kBucketBytes buckets as DDP and FSDP
+  // do, so each collective pays its latency only in proportion to its share of a bucket.
+  const Move& move(const Placements& src, const Placements& dst, const TensorMeta& m, bool bucketed = false) const;
+  static constexpr double kBucketBytes = 25e6;  // torch DDP's bucket_cap_mb default
+  // Op vertex v priced under an arbitrary strategy (baselines built by propagate()).
+  Choice op_choice(int v, const Strategy& s) const;
+
+  // Edge producer u -> consumer v (tensor input k) with the producer's output placement `src`, the
+  // consumer's input placement `in` and gradient placement `grad`.
+  struct EdgeCost {
+    const Move* fwd = nullptr;  // forward move
+    const Move* bwd = nullptr;  // backward move (null: none)
+    // An input that reached a saving op through a collective is either kept for backward
+    // (act_bytes) or dropped and moved again in backward (fwd once more, as Megatron-LM's sequence
+    // parallelism re-gathers); the plan takes the cheaper at its memory price lambda.
+    int64_t act_bytes = 0;
+    bool regather(double lambda) const {
+      return act_bytes > 0 && lambda * static_cast<double>(act_bytes) > fwd->us;
+    }
+  };
+  EdgeCost edge_cost(int u, int v, int k, const Placements& src, const Placements& in,
+                     const Placements& grad) const;
+  // The same prices without collective records, for building the solver's tables fast: moves
+  // cached in a caller-owned (per-thread) MoveTimes; `meta` from meta_id().
+  struct MoveTime {
+    double us = 0;
+    bool comm = false;
+  };
+  struct MoveTimes {
+    absl::flat_hash_map<std::tuple<uint64_t, uint64_t, int>, MoveTime> map;
+  };
+  int meta_id(const TensorMeta& m) const;  // every tensor of the graph is interned at construction
+  MoveTime move_time(const Placements& src, const Placements& dst, int meta, MoveTimes& cache,
+                     bool bucketed = false) const;
+  struct EdgeTime {
+    double time = 0;       // forward + backward moves
+    int64_t act_bytes = 0;  // as EdgeCost::act_bytes
+    double again = 0;      // the forward move's time, when act_bytes > 0
+  };
+  // part: false = forward part (forward move, FSDP re-gather, kept bytes), true = backward move only.
+  EdgeTime edge_time(int u, int v, int k, const Placements& src, const Placements& in, const Placements& grad,
+                     int meta, MoveTimes& cache, bool backward_part) const;
+  // Gradient layout a producer expects for output placement p: P read as R.
+  static Placements dual_out(const Placements& p);
+  // Local (largest block) element count of a tensor of `shape` under placements p.
+  int64_t local_numel(const Shape& shape, const Placements& p) const;
+  // Every placement of a tensor without Partial (parameter storage, optimizer state, data inputs)
+  // that splits no dim into more pieces than it has elements.
+  std::vector<Placements> storage_placements(const Shape& shape) const;
+
+ private:
+  std::shared_ptr<VertexInfo> build_op(int v, const OpCall& call) const;
+  std::shared_ptr<VertexInfo> build_leaf(int v) const;
+  Choice make_op_choice(int v, const OpCall& call, const std::vector<TensorMeta>& out_meta,
+                        const Strategy& s) const;
+  void classify(int v, VertexInfo& info) const;
+
+  const ModelGraph& g_;
+  MeshSpec mesh_;
+  const HardwareProfile& hw_;
+  std::vector<LinkModel> links_;
+  std::vector<std::shared_ptr<VertexInfo>> info_;
+  std::vector<std::shared_ptr<OpCall>> calls_;
+  std::vector<std::vector<TensorId>> inputs_;
+  std::vector<char> rg_;
+  std::vector<int> opt_of_;
+  std::vector<std::vector<std::pair<int, int>>> param_uses_;
+  std::vector<char> kept_;             // per vertex: its output is saved for backward
+  std::vector<uint64_t> saves_in_;     // per vertex: bit k = it saves tensor input k for backward
+  // Moves by (source placements, target placements, tensor meta id): placement_key codes.
+  using MoveKey = std::tuple<uint64_t, uint64_t, int>;
+  int intern(const TensorMeta& m);
+  mutable std::mutex mu_;
+  std::vector<TensorMeta> metas_;  // interned (shape, dtype), filled by the constructor
+  mutable absl::node_hash_map<MoveKey, Move> moves_;
+};
+
+// Hash of a placement list (for classes).
+uint64_t placement_key(const Placements& p);
+
+// ---- Evaluating a whole plan --------------------------------------------------------------------
+
+struct CollectiveUse {
+  std::string kind;  // all_gather, all_reduce, reduce_scatter, all_to_all, or a step's collective
+  int mesh_dim = 0;
+  int64_t bytes = 0;  // sent per rank
+  double time_us = 0;
+  std::string phase;  // "forward", "backward", "optimizer"
+  int input = -1;     // the op's tensor input it moves (-1: the op's own step; optimizer: see what)
+  std::string what;   // "input 0 from layers.0.norm", "step", "grad from layers.0.qkv", "update"
+};
+
+struct VertexReport {
+  double compute_us = 0;  // forward + backward + optimizer compute
+  double comm_us = 0;
+  int64_t comm_bytes = 0;
+  int64_t memory_bytes = 0;  // parameter, gradient + state, or activations attributed to the vertex
+  std::vector<CollectiveUse> collectives;
+};
+
+struct PlanEval {
+  std::vector<VertexReport> vertices;  // per vertex
+  double step_time_us = 0, compute_us = 0, comm_us = 0;
+  int64_t comm_bytes = 0;
+  int64_t peak_memory_bytes = 0;
+  int64_t param_bytes = 0, grad_bytes = 0, state_bytes = 0, activation_bytes = 0, working_bytes = 0;
+};
+
+// Prices a plan: one choice per vertex (null for constants). `lambda` (µs per byte, the plan's memory
+// price) decides, per moved input, between keeping it and moving it again in backward. Pure.
+PlanEval evaluate(const CostModel& cm, const std::vector<const Choice*>& plan, double lambda = 0);
+
+}  // namespace dtensor::planner

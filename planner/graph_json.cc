@@ -1,0 +1,197 @@
+#include "planner/graph_json.h"
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
+#include "nlohmann/json.hpp"
+
+namespace dtensor::planner {
+namespace {
+
+using json = nlohmann::json;
+
+json ivalue_json(const IValue& v) {
+  if (std::holds_alternative<std::monostate>(v)) return nullptr;
+  if (auto* b = std::get_if<bool>(&v)) return *b;
+  if (auto* i = std::get_if<int64_t>(&v)) return *i;
+  if (auto* d = std::get_if<double>(&v)) return *d;
+  if (auto* s = std::get_if<std::string>(&v)) return *s;
+  if (auto* l = std::get_if<std::vector<int64_t>>(&v)) return *l;
+  return std::get<std::vector<double>>(v);
+}
+
+IValue json_ivalue(const json& j, const std::string& where) {
+  if (j.is_null()) return IValue();
+  if (j.is_boolean()) return IValue(j.get<bool>());
+  if (j.is_number_integer()) return IValue(j.get<int64_t>());
+  if (j.is_number()) return IValue(j.get<double>());
+  if (j.is_string()) return IValue(j.get<std::string>());
+  if (j.is_array()) {
+    bool ints = true;
+    for (const json& e : j) {
+      DT_CHECK(e.is_number(), where, ": a list value must hold numbers");
+      ints &= e.is_number_integer();
+    }
+    if (ints) return IValue(j.get<std::vector<int64_t>>());
+    return IValue(j.get<std::vector<double>>());
+  }
+  DT_FAIL(where, ": unsupported value ", j.dump());
+}
+
+std::string tensor_name(const ModelGraph& g, TensorId t) {
+  const Node& n = g.node(t.node);
+  return n.outputs.size() > 1 || t.output != 0 ? n.name + ":" + std::to_string(t.output) : n.name;
+}
+
+}  // namespace
+
+std::string graph_to_json(const ModelGraph& g) {
+  json nodes = json::array();
+  for (int v : g.topological_order()) {
+    const Node& n = g.node(v);
+    if (n.kind == NodeKind::kOptimizer) continue;
+    json j;
+    j["name"] = n.name;
+    if (n.kind != NodeKind::kOp) {
+      j["kind"] = node_kind_name(n.kind);
+      j["shape"] = std::vector<int64_t>(n.outputs[0].shape.begin(), n.outputs[0].shape.end());
+      j["dtype"] = dtype_name(n.outputs[0].dtype);
+    } else {
+      j["op"] = n.op;
+      const auto ins = g.inputs(v);
+      auto arg = [&](const ArgValue& a) -> json {
+        if (auto* t = std::get_if<TensorRef>(&a)) return tensor_name(g, ins[t->index]);
+        if (auto* l = std::get_if<TensorListRef>(&a)) {
+          json arr = json::array();
+          for (int i : l->indices) arr.push_back(tensor_name(g, ins[i]));
+          return arr;
+        }
+        return ivalue_json(std::get<IValue>(a));
+      };
+      json args = json::array();
+      for (const ArgValue& a : n.positional) args.push_back(arg(a));
+      j["args"] = args;
+      json kw = json::object();
+      for (const auto& [k, a] : n.keyword) kw[k] = arg(a);
+      j["kwargs"] = kw;
+      if (!n.role.empty()) j["role"] = n.role;
+      if (n.fused) j["fused"] = true;
+    }
+    if (n.layer >= 0) j["layer"] = n.layer;
+    if (!n.block.empty()) j["block"] = n.block;
+    nodes.push_back(j);
+  }
+  json root;
+  root["format"] = "dtensor-graph/1";
+  root["name"] = g.name;
+  root["description"] = g.description;
+  root["training"] = g.training;
+  root["optimizer"] = g.optimizer;
+  root["nodes"] = nodes;
+  return root.dump(1);
+}
+
+ModelGraph graph_from_json(const std::string& text) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const std::exception& e) {
+    DT_FAIL("graph JSON: not valid JSON: ", e.what());
+  }
+  DT_CHECK(root.is_object() && root.contains("nodes") && root["nodes"].is_array(),
+           "graph JSON: expected an object with a \"nodes\" array (format dtensor-graph/1)");
+  GraphBuilder b(root.value("name", std::string("graph")), root.value("description", std::string()));
+  absl::flat_hash_map<std::string, std::vector<TensorId>> tensors;
+  auto lookup = [&](const std::string& ref, const std::string& where) -> TensorId {
+    std::string name = ref;
+    int out = 0;
+    auto colon = ref.rfind(':');
+    if (colon != std::string::npos && !tensors.contains(ref)) {
+      int o = 0;
+      if (absl::SimpleAtoi(ref.substr(colon + 1), &o)) {
+        name = ref.substr(0, colon);
+        out = o;
+      }
+    }
+    auto it = tensors.find(name);
+    DT_CHECK(it != tensors.end(), where, ": unknown tensor '", ref, "' (tensors must be defined before use)");
+    DT_CHECK(out >= 0 && out < static_cast<int>(it->second.size()), where, ": '", name, "' has ",
+             it->second.size(), " outputs, not ", out + 1);
+    return it->second[out];
+  };
+  int index = 0;
+  for (const json& j : root["nodes"]) {
+    std::string where = "graph JSON: node " + std::to_string(index++);
+    DT_CHECK(j.is_object() && j.contains("name") && j["name"].is_string(), where, ": needs a string \"name\"");
+    const std::string name = j["name"].get<std::string>();
+    where += " '" + name + "'";
+    DT_CHECK(!tensors.contains(name), where, ": the name is used twice");
+    const std::string kind = j.value("kind", std::string("op"));
+    b.set_layer(j.value("layer", -1));
+    b.set_block(j.value("block", std::string()));
+    b.set_fused(j.value("fused", false));
+    if (kind == "input" || kind == "constant" || kind == "param") {
+      DT_CHECK(j.contains("shape") && j["shape"].is_array(), where, ": needs \"shape\": [sizes]");
+      Shape shape;
+      for (const json& s : j["shape"]) {
+        DT_CHECK(s.is_number_integer() && s.get<int64_t>() >= 0, where, ": shape sizes must be integers >= 0");
+        shape.push_back(s.get<int64_t>());
+      }
+      DType dt = DType::kBFloat16;
+      if (j.contains("dtype")) {
+        try {
+          dt = dtype_from_name(j["dtype"].get<std::string>());
+        } catch (const std::exception& e) {
+          DT_FAIL(where, ": ", e.what());
+        }
+      }
+      TensorId t = kind == "input" ? b.input(name, shape, dt) : kind == "constant" ? b.constant(name, shape, dt)
+                                                                                  : b.param(name, shape, dt);
+      tensors[name] = {t};
+      continue;
+    }
+    DT_CHECK(kind == "op", where, ": kind '", kind, "' is not one of input, constant, param, op");
+    DT_CHECK(j.contains("op") && j["op"].is_string(), where, ": needs \"op\": an op name (dtensor plan --list-ops)");
+    const std::string op = j["op"].get<std::string>();
+    const OpDef* def = Registry::get().try_find(op);
+    if (!def) Registry::get().find(op);  // throws, listing the registered ops
+    auto convert = [&](const json& a, const ArgDef* arg, const std::string& w) -> BuildArg {
+      if (arg && arg->type == ArgDef::kTensor) {
+        if (a.is_null()) return IValue();
+        DT_CHECK(a.is_string(), w, ": argument '", arg->name, "' is a Tensor: give a tensor name");
+        return lookup(a.get<std::string>(), w);
+      }
+      if (arg && arg->type == ArgDef::kTensorList) {
+        DT_CHECK(a.is_array(), w, ": argument '", arg->name, "' is a Tensor[]: give a list of tensor names");
+        std::vector<TensorId> l;
+        for (const json& e : a) {
+          DT_CHECK(e.is_string(), w, ": argument '", arg->name, "' lists tensor names");
+          l.push_back(lookup(e.get<std::string>(), w));
+        }
+        return l;
+      }
+      return json_ivalue(a, w);
+    };
+    std::vector<BuildArg> pos;
+    if (j.contains("args")) {
+      DT_CHECK(j["args"].is_array(), where, ": \"args\" must be a list");
+      int i = 0;
+      for (const json& a : j["args"]) {
+        const ArgDef* arg = i < static_cast<int>(def->schema.args.size()) ? &def->schema.args[i] : nullptr;
+        pos.push_back(convert(a, arg, where + " argument " + std::to_string(i)));
+        ++i;
+      }
+    }
+    std::vector<std::pair<std::string, BuildArg>> kw;
+    if (j.contains("kwargs")) {
+      DT_CHECK(j["kwargs"].is_object(), where, ": \"kwargs\" must be an object");
+      for (auto& [k, a] : j["kwargs"].items()) {
+        const int ai = def->schema.index_of(k);
+        kw.push_back({k, convert(a, ai >= 0 ? &def->schema.args[ai] : nullptr, where + " kwarg " + k)});
+      }
+    }
+    tensors[name] = b.op(name, op, pos, kw, j.value("role", std::string()));
+  }
+  return b.finish(root.value("training", true), root.value("optimizer", std::string("adamw")));
+}
+
+}  // namespace dtensor::planner

@@ -1,0 +1,200 @@
+// Ops the model zoo needs that the engine does not register (yet): schema, output metadata and
+// single-mesh-dim rules, no kernel (the planner never runs them). If the registry already has an op
+// of the same name (a later engine version), that definition is used instead.
+//
+//   convolution(input[N, C, *sp], weight[O, C/g, *k], bias[O]?, stride, padding, dilation, transposed,
+//               output_padding, groups) -> [N, O, *sp']          (ATen's schema; transposed = False)
+//     rows: batch [S(0); S(0), R, R]; output channels (g = 1) [S(1); R, S(0), S(0)];
+//           input channels (g = 1) [P; S(1), S(1), P]; Partial through [P; P, R, P], [P; R, P, P].
+//     Spatial sharding (halo exchange) is not offered.
+//   batch_norm(input[N, C, ...], weight[C]?, bias[C]?, training, momentum, eps) -> like input
+//     rows: channels [S(1); S(1), S(0), S(0)]; batch or spatial dim d [S(d); S(d), R, R], which in
+//     training carries the step "sync_stats" (SyncBatchNorm: an all_reduce of the per-channel sum and
+//     sum of squares, 2*C float32 values).
+//   moe_dispatch(self[T, H], probs[T, E], top_k, capacity_factor) -> [E, C, H]
+//     C = ceil(top_k * T * capacity_factor / E); expert e's buffer holds its routed tokens, slots
+//     allocated per token group (GShard's group-local capacity), so a token shard owns a slot shard.
+//     rows: tokens [S(1); S(0), S(0)] (even splits); hidden [S(2); S(1), R];
+//           experts [S(0); R, R]; Partial [P; P, R].
+//   moe_combine(self[E, C, H], probs[T, E], top_k) -> [T, H]: the weighted sum over each token's
+//     experts. rows: tokens [S(0); S(1), S(0)] (even); hidden [S(1); S(2), R];
+//           experts [P; S(0), R] (each rank adds its experts' share); Partial [P; P, R].
+// With experts sharded, dispatch [S(1)] -> expert matmul [S(0)] is the engine's S(1) -> S(0)
+// redistribution: one all_to_all, as in expert parallelism.
+#include <mutex>
+
+#include "dispatch/dispatch.h"
+#include "ops/defs/common.h"
+#include "planner/graph.h"
+#include "strategies/common.h"
+
+namespace dtensor::planner {
+namespace {
+
+using strategies::row;
+
+[[noreturn]] void bad(const OpCall& c, const std::string& what) { ops::fail(c, what); }
+
+void define_convolution(Registry& reg) {
+  if (reg.try_find("convolution")) return;
+  OpDef& op = reg.define(
+      "convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, "
+      "bool transposed, int[] output_padding, int groups) -> Tensor",
+      "planner");
+  op.meta = [](const OpCall& c) {
+    const Shape& x = c.tensor(0).shape;
+    const Shape& w = c.tensor(1).shape;
+    if (c.get_bool("transposed")) bad(c, "transposed convolution is not supported by the planner");
+    const size_t sd = x.size() < 3 ? 0 : x.size() - 2;
+    if (x.size() < 3 || w.size() != x.size())
+      bad(c, "accepted: input[N, C, *spatial] and weight[O, C/groups, *kernel] of the same rank");
+    const int64_t g = c.get_int("groups");
+    if (g < 1 || x[1] != w[1] * g || w[0] % g != 0)
+      bad(c, absl::StrCat("channels: input has ", x[1], ", weight expects ", w[1], " x groups ", g));
+    auto expand = [&](const char* name, int64_t dflt) {
+      std::vector<int64_t> v = c.get_int_list(name, {dflt});
+      if (v.size() == 1) v.assign(sd, v[0]);
+      if (v.size() != sd) bad(c, absl::StrCat(name, " needs ", sd, " values"));
+      return v;
+    };
+    auto s = expand("stride", 1), p = expand("padding", 0), d = expand("dilation", 1);
+    Shape out{x[0], w[0]};
+    for (size_t i = 0; i < sd; ++i) {
+      int64_t o = (x[2 + i] + 2 * p[i] - d[i] * (w[2 + i] - 1) - 1) / s[i] + 1;
+      if (o < 1) bad(c, "the kernel does not fit the input");
+      out.push_back(o);
+    }
+    int b = c.tensor_index("bias");
+    if (b >= 0 && c.tensor(b).shape != Shape{w[0]}) bad(c, absl::StrCat("bias must have shape [", w[0], "]"));
+    return std::vector<TensorMeta>{{out, c.tensor(0).dtype}};
+  };
+  op.rules = [](const OpCall& c) {
+    const bool has_bias = c.tensor_index("bias") >= 0;
+    const bool dense = c.get_int("groups") == 1;
+    RuleList rules;
+    auto add = [&](Placement out, Placement x, Placement w, Placement b) {
+      Rule r = row({out}, {x, w});
+      if (has_bias) r.inputs.push_back(b);
+      rules.push_back(r);
+    };
+    add(Shard(0), Shard(0), Replicate(), Replicate());
+    if (dense) {
+      add(Shard(1), Replicate(), Shard(0), Shard(0));
+      add(Partial(), Shard(1), Shard(1), Partial());
+    }
+    add(Partial(), Partial(), Replicate(), Partial());
+    add(Partial(), Replicate(), Partial(), Partial());
+    return rules;
+  };
+}
+
+void define_batch_norm(Registry& reg) {
+  if (reg.try_find("batch_norm")) return;
+  OpDef& op = reg.define(
+      "batch_norm(Tensor input, Tensor? weight=None, Tensor? bias=None, bool training=True, "
+      "float momentum=0.1, float eps=1e-05) -> Tensor",
+      "planner");
+  op.meta = [](const OpCall& c) {
+    const Shape& x = c.tensor(0).shape;
+    if (x.size() < 2) bad(c, "accepted: input[N, C, ...]");
+    for (const char* a : {"weight", "bias"}) {
+      int i = c.tensor_index(a);
+      if (i >= 0 && c.tensor(i).shape != Shape{x[1]}) bad(c, absl::StrCat(a, " must have shape [", x[1], "]"));
+    }
+    return std::vector<TensorMeta>{c.tensor(0)};
+  };
+  StepDef sync;
+  sync.name = "sync_stats";
+  sync.traffic = [](const OpCall& c, const Strategy&, const std::vector<int>& mesh_dims) {
+    int64_t n = 1;
+    for (int i : mesh_dims) n *= c.mesh_shape()[i];
+    // all_reduce of sum and sum of squares per channel (float32): 2(n-1)/n of 8*C bytes.
+    const double full = 8.0 * static_cast<double>(c.tensor(0).shape[1]);
+    return StepTraffic{"all_reduce", static_cast<int64_t>(2.0 * full * static_cast<double>(n - 1) / n), 1};
+  };
+  op.steps.push_back(sync);
+  op.rules = [](const OpCall& c) {
+    const int n_in = c.num_tensors();
+    const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
+    RuleList rules;
+    Rule ch;
+    ch.outputs = {Shard(1)};
+    ch.inputs.assign(n_in, Shard(0));
+    ch.inputs[0] = Shard(1);
+    rules.push_back(ch);
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d == 1) continue;
+      Rule r;
+      r.outputs = {Shard(static_cast<int32_t>(d))};
+      r.inputs.assign(n_in, Replicate());
+      r.inputs[0] = Shard(static_cast<int32_t>(d));
+      if (c.get_bool("training")) r.step = 1;
+      rules.push_back(r);
+    }
+    return rules;
+  };
+}
+
+void define_moe(Registry& reg) {
+  if (!reg.try_find("moe_dispatch")) {
+    OpDef& op = reg.define(
+        "moe_dispatch(Tensor self, Tensor probs, int top_k=2, float capacity_factor=1.0) -> Tensor", "planner");
+    op.meta = [](const OpCall& c) {
+      const Shape& x = c.tensor(0).shape;
+      const Shape& p = c.tensor(1).shape;
+      if (x.size() != 2 || p.size() != 2 || p[0] != x[0]) bad(c, "accepted: self[T, H] and probs[T, E]");
+      const int64_t k = c.get_int("top_k");
+      if (k < 1 || k > p[1]) bad(c, absl::StrCat("top_k must be in [1, ", p[1], "]"));
+      const double cap = static_cast<double>(k) * x[0] * c.get_double("capacity_factor") / p[1];
+      int64_t cap_i = static_cast<int64_t>(cap);
+      if (static_cast<double>(cap_i) < cap) ++cap_i;
+      return std::vector<TensorMeta>{{{p[1], std::max<int64_t>(cap_i, 1), x[1]}, c.tensor(0).dtype}};
+    };
+    op.rules = [](const OpCall&) {
+      RuleList r;
+      Rule tok = row({Shard(1)}, {Shard(0), Shard(0)});
+      tok.even_input0 = 1u;
+      tok.even_output0 = 1u << 1;
+      r.push_back(tok);
+      r.push_back(row({Shard(2)}, {Shard(1), Replicate()}));
+      r.push_back(row({Shard(0)}, {Replicate(), Replicate()}));
+      r.push_back(row({Partial()}, {Partial(), Replicate()}));
+      return r;
+    };
+  }
+  if (!reg.try_find("moe_combine")) {
+    OpDef& op = reg.define("moe_combine(Tensor self, Tensor probs, int top_k=2) -> Tensor", "planner");
+    op.meta = [](const OpCall& c) {
+      const Shape& y = c.tensor(0).shape;
+      const Shape& p = c.tensor(1).shape;
+      if (y.size() != 3 || p.size() != 2 || p[1] != y[0]) bad(c, "accepted: self[E, C, H] and probs[T, E]");
+      return std::vector<TensorMeta>{{{p[0], y[2]}, c.tensor(0).dtype}};
+    };
+    op.rules = [](const OpCall&) {
+      RuleList r;
+      Rule tok = row({Shard(0)}, {Shard(1), Shard(0)});
+      tok.even_input0 = 1u << 1;
+      tok.even_output0 = 1u;
+      r.push_back(tok);
+      r.push_back(row({Shard(1)}, {Shard(2), Replicate()}));
+      r.push_back(row({Partial()}, {Shard(0), Replicate()}));
+      r.push_back(row({Partial()}, {Partial(), Replicate()}));
+      return r;
+    };
+  }
+}
+
+}  // namespace
+
+void init_planner_ops() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    init_ops();
+    Registry& reg = Registry::get();
+    define_convolution(reg);
+    define_batch_norm(reg);
+    define_moe(reg);
+  });
+}
+
+}  // namespace dtensor::planner

@@ -1,0 +1,828 @@
+#include "planner/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstdio>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "propagation/propagate.h"
+
+namespace dtensor::planner {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string gb(double bytes) { return absl::StrFormat("%.1f GB", bytes / 1e9); }
+
+}  // namespace
+
+struct Planner::Template {
+  std::vector<int> layers;
+  std::vector<std::vector<int>> verts;  // per instance, in vertex order (same positions)
+  std::vector<TensorId> entry;          // per instance: the tensor entering the layer
+  int exit_pos = -1;                    // position of the vertex whose output leaves the layer
+  std::vector<Placements> proxy;        // placements the entering tensor can have
+  std::vector<ClassMapPtr> entry_map;   // per instance: entry producer's choices -> proxy index
+};
+
+// Factor tables (a time part and a bytes part), shared by vertices with equal infos.
+struct Planner::Tables {
+  struct T {
+    std::vector<double> time, bytes, again;  // again: time to move a dropped input again in backward
+  };
+  using EdgeKey = std::tuple<const void*, int, const void*, int, int>;
+  std::mutex mu;
+  absl::flat_hash_map<EdgeKey, std::unique_ptr<T>> edge, grad, update;
+};
+
+Planner::Planner(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, PlanOptions options)
+    : g_(g), mesh_(mesh), hw_(hw), options_(std::move(options)), tables_(std::make_unique<Tables>()) {
+  const double t0 = now_ms();
+  cm_ = std::make_shared<CostModel>(g, mesh, hw);
+  template_of_.assign(g.num_vertices(), -1);
+  instance_of_.assign(g.num_vertices(), -1);
+  if (options_.use_templates) detect_templates();
+  prefetch_tables();
+  build_ms_ = now_ms() - t0;
+}
+
+Planner::~Planner() = default;
+
+void Planner::detect_templates() {
+  const int n = g_.num_vertices();
+  std::map<int, std::vector<int>> by_layer;
+  for (int v = 0; v < n; ++v)
+    if (g_.node(v).layer >= 0 && g_.node(v).kind != NodeKind::kConstant) by_layer[g_.node(v).layer].push_back(v);
+  // Fingerprint of each layer that has one entering tensor and one leaving vertex.
+  std::map<std::vector<intptr_t>, std::vector<int>> groups;
+  std::map<int, std::pair<TensorId, int>> shape_of;  // layer -> (entry, exit position)
+  for (auto& [layer, verts] : by_layer) {
+    absl::flat_hash_map<int, int> pos;
+    for (size_t i = 0; i < verts.size(); ++i) pos[verts[i]] = static_cast<int>(i);
+    std::vector<TensorId> entries;
+    std::vector<int> exits;
+    std::vector<intptr_t> fp;
+    bool ok = true;
+    for (size_t i = 0; i < verts.size() && ok; ++i) {
+      const int v = verts[i];
+      fp.push_back(reinterpret_cast<intptr_t>(cm_->info_ptr(v).get()));
+      fp.push_back(static_cast<intptr_t>(g_.node(v).kind));
+      for (const TensorId& t : cm_->inputs(v)) {
+        const NodeKind k = g_.node(t.node).kind;
+        if (k == NodeKind::kConstant) {
+          fp.push_back(-2);
+        } else if (auto it = pos.find(t.node); it != pos.end()) {
+          fp.push_back(it->second);
+        } else {
+          if (k == NodeKind::kParam) ok = false;
+          bool seen = false;
+          for (const TensorId& e : entries) seen |= e == t;
+          if (!seen) entries.push_back(t);
+          fp.push_back(-1);
+        }
+        fp.push_back(t.output);
+      }
+      for (auto& [c, e] : g_.consumers(v))
+        if (!pos.contains(c)) {
+          if (exits.empty() || exits.back() != v) exits.push_back(v);
+        }
+    }
+    if (!ok || entries.size() != 1 || exits.size() != 1) continue;
+    const int exit_pos = pos[exits[0]];
+    fp.push_back(-3);
+    fp.push_back(exit_pos);
+    // The entering tensor: what its edges cost depends on its producer's kind, whether it needs a
+    // gradient and its shape, not on which op made it (the proxy domain covers every producer).
+    const TensorId e = entries[0];
+    fp.push_back(static_cast<intptr_t>(g_.node(e.node).kind));
+    fp.push_back(cm_->requires_grad(e.node));
+    fp.push_back(static_cast<intptr_t>(g_.meta(e).dtype));
+    for (int64_t d : g_.meta(e).shape) fp.push_back(static_cast<intptr_t>(d));
+    groups[fp].push_back(layer);
+    shape_of[layer] = {entries[0], exit_pos};
+  }
+  for (auto& [fp, layers] : groups) {
+    if (layers.size() < 2) continue;
+    Template t;
+    t.layers = layers;
+    t.exit_pos = shape_of[layers[0]].second;
+    const int id = static_cast<int>(templates_.size());
+    absl::flat_hash_map<uint64_t, int> proxy_index;
+    for (int layer : layers) {
+      t.verts.push_back(by_layer[layer]);
+      const TensorId entry = shape_of[layer].first;
+      t.entry.push_back(entry);
+      for (size_t i = 0; i < by_layer[layer].size(); ++i) {
+        template_of_[by_layer[layer][i]] = id;
+        instance_of_[by_layer[layer][i]] = static_cast<int>(t.verts.size()) - 1;
+      }
+      const VertexInfo& ei = cm_->info(entry.node);
+      auto m = std::make_shared<ClassMap>();
+      for (const Choice& c : ei.choices) {
+        const Placements& p = c.strategy.outputs.at(entry.output);
+        auto [it, fresh] = proxy_index.emplace(placement_key(p), static_cast<int>(t.proxy.size()));
+        if (fresh) t.proxy.push_back(p);
+        m->of.push_back(it->second);
+      }
+      t.entry_map.push_back(m);
+    }
+    for (auto& m : t.entry_map) const_cast<ClassMap&>(*m).count = static_cast<int32_t>(t.proxy.size());
+    templates_.push_back(std::move(t));
+  }
+}
+
+namespace {
+
+// Objective of one choice: time (µs) + lambda * memory (bytes).
+double unary_cost(const CostModel& cm, int v, const Choice& c, double lambda) {
+  const ModelGraph& g = cm.graph();
+  const bool train = cm.training();
+  switch (g.node(v).kind) {
+    case NodeKind::kInput: return lambda * static_cast<double>(c.act_bytes);
+    case NodeKind::kParam: return lambda * static_cast<double>(c.param_bytes);
+    case NodeKind::kOptimizer: return c.opt_us + lambda * static_cast<double>(c.grad_bytes + c.state_bytes);
+    case NodeKind::kOp: {
+      double t = c.fwd_us + (train ? c.bwd_us : 0);
+      if (c.has_step) t += c.step.time_us * (train && cm.requires_grad(v) ? 2 : 1);
+      return t + lambda * static_cast<double>(c.act_bytes);
+    }
+    default: return 0;
+  }
+}
+
+
+}  // namespace
+
+std::unique_ptr<Planner::Tables::T> fill_edge_table(const CostModel& cm, int u, int j, int v, int k,
+                                                    const std::vector<Placements>& src_reps,
+                                                    CostModel::MoveTimes& cache) {
+  auto t = std::make_unique<Planner::Tables::T>();
+  const auto& reps = cm.info(v).in_reps[k];
+  const int meta = cm.meta_id(cm.graph().meta({u, j}));
+  const size_t n = src_reps.size() * reps.size();
+  t->time.resize(n);
+  t->bytes.resize(n);
+  t->again.resize(n);
+  // The entry is forward(src -> in) + backward(grad -> src): price each distinct input placement and
+  // each distinct gradient placement once per source.
+  absl::flat_hash_map<uint64_t, int> in_ix, grad_ix;
+  std::vector<int> in_of(reps.size()), grad_of(reps.size());
+  std::vector<size_t> in_rep, grad_rep;
+  for (size_t b = 0; b < reps.size(); ++b) {
+    auto [i1, f1] = in_ix.emplace(placement_key(reps[b].first), static_cast<int>(in_rep.size()));
+    if (f1) in_rep.push_back(b);
+    in_of[b] = i1->second;
+    auto [i2, f2] = grad_ix.emplace(placement_key(reps[b].second), static_cast<int>(grad_rep.size()));
+    if (f2) grad_rep.push_back(b);
+    grad_of[b] = i2->second;
+  }
+  std::vector<CostModel::EdgeTime> fwd(in_rep.size());
+  std::vector<double> bwd(grad_rep.size());
+  for (size_t a = 0; a < src_reps.size(); ++a) {
+    for (size_t i = 0; i < in_rep.size(); ++i)
+      fwd[i] = cm.edge_time(u, v, k, src_reps[a], reps[in_rep[i]].first, reps[in_rep[i]].first, meta, cache, false);
+    for (size_t i = 0; i < grad_rep.size(); ++i)
+      bwd[i] = cm.edge_time(u, v, k, src_reps[a], reps[grad_rep[i]].second, reps[grad_rep[i]].second, meta, cache, true).time;
+    for (size_t b = 0; b < reps.size(); ++b) {
+      const size_t i = a * reps.size() + b;
+      const CostModel::EdgeTime& f = fwd[in_of[b]];
+      t->time[i] = f.time + bwd[grad_of[b]];
+      t->bytes[i] = static_cast<double>(f.act_bytes);
+      t->again[i] = f.again;
+    }
+  }
+  return t;
+}
+
+// Builds variables and factors for a set of vertices. `var_of` maps vertices to variables (-1: not in
+// the problem). `proxy` (template solving): the entering tensor's producer is represented by the
+// variable proxy_var whose domain is tpl->proxy.
+struct ProblemBuilder {
+  const CostModel& cm;
+  Planner::Tables* tables;
+  double lambda;
+  const Constraints* cons;
+
+  MinSumProblem p;
+  std::vector<int> var_of;
+
+  void add_var(int v, bool zero_unary) {
+    const VertexInfo& info = cm.info(v);
+    std::vector<double> u(info.choices.size(), 0.0);
+    for (size_t s = 0; s < u.size(); ++s) {
+      if (!zero_unary) u[s] = unary_cost(cm, v, info.choices[s], lambda);
+      if (cons && !cons->allowed.empty() && !cons->allowed[v].empty() && !cons->allowed[v][s]) u[s] = kInf;
+    }
+    var_of[v] = p.add_var(std::move(u));
+  }
+
+  const Planner::Tables::T& edge_table(int u, int j, int v, int k, const std::vector<Placements>& src_reps,
+                                       int tpl) {
+    const VertexInfo& vi = cm.info(v);
+    Planner::Tables::EdgeKey key{cm.info_ptr(u).get(), j, &vi, k, tpl};
+    std::lock_guard<std::mutex> l(tables->mu);
+    auto& slot = tables->edge[key];
+    if (!slot) {
+      CostModel::MoveTimes cache;
+      slot = fill_edge_table(cm, u, j, v, k, src_reps, cache);
+    }
+    return *slot;
+  }
+
+  // Edge u(slot j) -> v(input k); u's variable uses `um` classes with representatives `ureps`.
+  void add_edge(int u, int j, int v, int k, int uvar, ClassMapPtr um, const std::vector<Placements>& ureps,
+                int tpl) {
+    const VertexInfo& vi = cm.info(v);
+    const auto& t = edge_table(u, j, v, k, ureps, tpl);
+    std::vector<double> c(t.time.size());
+    for (size_t i = 0; i < c.size(); ++i) c[i] = t.time[i] + std::min(lambda * t.bytes[i], t.again[i] > 0 ? t.again[i] : kInf);
+    for (size_t i = 0; i < c.size(); ++i)
+      if (t.bytes[i] == 0) c[i] = t.time[i];
+    p.add_factor(uvar, um, var_of[v], vi.in_classes[k], std::move(c));
+  }
+
+  void add_param_factors(int param) {
+    const int o = cm.optimizer_of(param);
+    if (o < 0 || var_of[o] < 0 || var_of[param] < 0) return;
+    const TensorMeta& m = cm.graph().meta({param, 0});
+    const VertexInfo& oi = cm.info(o);
+    const VertexInfo& pi = cm.info(param);
+    for (auto [c, k] : cm.param_uses(param)) {
+      if (var_of[c] < 0) continue;
+      const VertexInfo& ci = cm.info(c);
+      Planner::Tables::EdgeKey key{&ci, k, &oi, 0, 0};
+      std::vector<double> time;
+      {
+        std::lock_guard<std::mutex> l(tables->mu);
+        auto& slot = tables->grad[key];
+        if (!slot) {
+          slot = std::make_unique<Planner::Tables::T>();
+          const auto& greps = ci.grad_reps[k];
+          const auto& oreps = oi.out_reps[0];
+          for (const Placements& gr : greps)
+            for (const Placements& op : oreps) slot->time.push_back(cm.move(gr, op, m, true).us);
+        }
+        time = slot->time;
+      }
+      p.add_factor(var_of[c], ci.grad_classes[k], var_of[o], oi.out_classes[0], std::move(time));
+    }
+    Planner::Tables::EdgeKey key{&oi, 0, &pi, 0, 1};
+    std::vector<double> time;
+    {
+      std::lock_guard<std::mutex> l(tables->mu);
+      auto& slot = tables->update[key];
+      if (!slot) {
+        slot = std::make_unique<Planner::Tables::T>();
+        for (const Placements& op : oi.out_reps[0])
+          for (const Placements& pp : pi.out_reps[0]) slot->time.push_back(cm.move(op, pp, m, true).us);
+      }
+      time = slot->time;
+    }
+    p.add_factor(var_of[o], oi.out_classes[0], var_of[param], pi.out_classes[0], std::move(time));
+  }
+};
+
+void Planner::prefetch_tables() {
+  struct Job {
+    int u, j, v, k;
+    const std::vector<Placements>* reps;
+    Tables::EdgeKey key;
+    std::unique_ptr<Tables::T>* slot = nullptr;
+  };
+  std::vector<Job> jobs;
+  for (int v = 0; v < g_.num_vertices(); ++v) {
+    if (g_.node(v).kind != NodeKind::kOp) continue;
+    const int ti = template_of_[v];
+    if (ti >= 0 && instance_of_[v] != 0) continue;
+    const auto& ins = cm_->inputs(v);
+    for (int k = 0; k < static_cast<int>(ins.size()); ++k) {
+      const int u = ins[k].node;
+      if (g_.node(u).kind == NodeKind::kConstant) continue;
+      const bool entry = ti >= 0 && !(template_of_[u] == ti && instance_of_[u] == 0);
+      const std::vector<Placements>* reps = entry ? &templates_[ti].proxy : &cm_->info(u).out_reps[ins[k].output];
+      Tables::EdgeKey key{cm_->info_ptr(u).get(), ins[k].output, &cm_->info(v), k, entry ? ti : -1};
+      auto& slot = tables_->edge[key];
+      if (slot) continue;
+      slot = std::make_unique<Tables::T>();  // placeholder, filled below
+      jobs.push_back({u, ins[k].output, v, k, reps, key});
+    }
+  }
+  for (Job& j : jobs) j.slot = &tables_->edge[j.key];  // the map no longer grows
+  // Tables of the same tensor share most of their moves: deal whole tensors to the threads, largest
+  // first, each to the least loaded thread (each thread keeps its own move cache).
+  const int threads = static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 8));
+  std::map<int, std::pair<double, std::vector<size_t>>> by_meta;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    auto& e = by_meta[cm_->meta_id(g_.meta({jobs[i].u, jobs[i].j}))];
+    e.first += static_cast<double>(jobs[i].reps->size() * cm_->info(jobs[i].v).in_reps[jobs[i].k].size());
+    e.second.push_back(i);
+  }
+  std::vector<std::pair<double, std::vector<size_t>>> groups;
+  for (auto& [m, e] : by_meta) groups.push_back(std::move(e));
+  std::sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::vector<size_t>> share(threads);
+  std::vector<double> load(threads, 0);
+  for (auto& [w, ids] : groups) {
+    const int t = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[t] += w;
+    share[t].insert(share[t].end(), ids.begin(), ids.end());
+  }
+  auto work = [&](int t) {
+    CostModel::MoveTimes cache;
+    for (size_t i : share[t])
+      *jobs[i].slot = fill_edge_table(*cm_, jobs[i].u, jobs[i].j, jobs[i].v, jobs[i].k, *jobs[i].reps, cache);
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (auto& th : pool) th.join();
+}
+
+MinSumProblem Planner::build_problem(double lambda, const Constraints* c, std::vector<int>* var_of) const {
+  ProblemBuilder b{*cm_, tables_.get(), lambda, c, {}, {}};
+  const int n = g_.num_vertices();
+  b.var_of.assign(n, -1);
+  for (int v = 0; v < n; ++v)
+    if (g_.node(v).kind != NodeKind::kConstant) b.add_var(v, false);
+  for (int v = 0; v < n; ++v) {
+    if (g_.node(v).kind != NodeKind::kOp) continue;
+    const auto& ins = cm_->inputs(v);
+    for (int k = 0; k < static_cast<int>(ins.size()); ++k) {
+      const int u = ins[k].node;
+      if (g_.node(u).kind == NodeKind::kConstant) continue;
+      const VertexInfo& ui = cm_->info(u);
+      b.add_edge(u, ins[k].output, v, k, b.var_of[u], ui.out_classes[ins[k].output], ui.out_reps[ins[k].output], -1);
+    }
+  }
+  for (int v = 0; v < n; ++v)
+    if (g_.node(v).kind == NodeKind::kParam) b.add_param_factors(v);
+  if (var_of) *var_of = b.var_of;
+  return std::move(b.p);
+}
+
+std::vector<int> Planner::solve(double lambda, const Constraints* c, double* cost, bool* exact) const {
+  const int n = g_.num_vertices();
+  SolveOptions so;
+  so.branch_budget = options_.branch_budget;
+  std::vector<int> x(n, -1);
+  *exact = true;
+  if (templates_.empty()) {
+    std::vector<int> var_of;
+    MinSumProblem p = build_problem(lambda, c, &var_of);
+    Solution s = planner::solve(p, so);
+    for (int v = 0; v < n; ++v)
+      if (var_of[v] >= 0) x[v] = s.x[var_of[v]];
+    *cost = s.cost;
+    *exact = s.exact;
+    return x;
+  }
+  // 1. Each template: eliminate everything but the entering tensor (proxy) and the exit vertex.
+  std::vector<std::shared_ptr<const Reduction>> reductions;
+  for (size_t ti = 0; ti < templates_.size(); ++ti) {
+    const Template& t = templates_[ti];
+    ProblemBuilder b{*cm_, tables_.get(), lambda, c, {}, {}};
+    b.var_of.assign(n, -1);
+    const std::vector<int>& verts = t.verts[0];
+    for (int v : verts) b.add_var(v, false);
+    const int proxy = b.p.add_var(std::vector<double>(t.proxy.size(), 0.0));
+    const TensorId entry = t.entry[0];
+    for (int v : verts) {
+      if (g_.node(v).kind != NodeKind::kOp) continue;
+      const auto& ins = cm_->inputs(v);
+      for (int k = 0; k < static_cast<int>(ins.size()); ++k) {
+        const int u = ins[k].node;
+        if (g_.node(u).kind == NodeKind::kConstant) continue;
+        if (b.var_of[u] >= 0) {
+          const VertexInfo& ui = cm_->info(u);
+          b.add_edge(u, ins[k].output, v, k, b.var_of[u], ui.out_classes[ins[k].output], ui.out_reps[ins[k].output], -1);
+        } else {
+          DT_CHECK(ins[k] == entry, "planner: internal error: template input");
+          b.add_edge(u, ins[k].output, v, k, proxy, identity_classes(static_cast<int>(t.proxy.size())), t.proxy,
+                     static_cast<int>(ti));
+        }
+      }
+    }
+    for (int v : verts)
+      if (g_.node(v).kind == NodeKind::kParam) b.add_param_factors(v);
+    auto red = reduce(b.p, {proxy, b.var_of[verts[t.exit_pos]]}, so);
+    *exact &= red->exact();
+    reductions.push_back(red);
+  }
+  // 2. The rest of the graph with one table per layer instance.
+  ProblemBuilder b{*cm_, tables_.get(), lambda, c, {}, {}};
+  b.var_of.assign(n, -1);
+  for (int v = 0; v < n; ++v) {
+    if (g_.node(v).kind == NodeKind::kConstant) continue;
+    const int ti = template_of_[v];
+    if (ti < 0) b.add_var(v, false);
+    else if (templates_[ti].verts[instance_of_[v]][templates_[ti].exit_pos] == v) b.add_var(v, true);
+  }
+  for (int v = 0; v < n; ++v) {
+    if (g_.node(v).kind != NodeKind::kOp || template_of_[v] >= 0) continue;
+    const auto& ins = cm_->inputs(v);
+    for (int k = 0; k < static_cast<int>(ins.size()); ++k) {
+      const int u = ins[k].node;
+      if (g_.node(u).kind == NodeKind::kConstant) continue;
+      const VertexInfo& ui = cm_->info(u);
+      b.add_edge(u, ins[k].output, v, k, b.var_of[u], ui.out_classes[ins[k].output], ui.out_reps[ins[k].output], -1);
+    }
+  }
+  for (int v = 0; v < n; ++v)
+    if (g_.node(v).kind == NodeKind::kParam && template_of_[v] < 0) b.add_param_factors(v);
+  for (size_t ti = 0; ti < templates_.size(); ++ti) {
+    const Template& t = templates_[ti];
+    for (size_t i = 0; i < t.verts.size(); ++i) {
+      const int exit = t.verts[i][t.exit_pos];
+      const int dom = static_cast<int>(cm_->info(exit).choices.size());
+      b.p.add_factor(b.var_of[t.entry[i].node], t.entry_map[i], b.var_of[exit], identity_classes(dom),
+                     reductions[ti]->shared_table());
+    }
+  }
+  Solution s = planner::solve(b.p, so);
+  *exact &= s.exact;
+  *cost = s.cost;
+  for (int v = 0; v < n; ++v)
+    if (b.var_of[v] >= 0) x[v] = s.x[b.var_of[v]];
+  // 3. Layer internals from each instance's (entry, exit) values.
+  for (size_t ti = 0; ti < templates_.size(); ++ti) {
+    const Template& t = templates_[ti];
+    std::map<std::pair<int, int>, std::vector<int>> cache;
+    for (size_t i = 0; i < t.verts.size(); ++i) {
+      const int pa = t.entry_map[i]->of[x[t.entry[i].node]];
+      const int sb = x[t.verts[i][t.exit_pos]];
+      auto& inner = cache[{pa, sb}];
+      if (inner.empty()) inner = reductions[ti]->backtrack({pa, sb});
+      // Variables of instance 0 were numbered in vertex order, like every instance's positions.
+      for (size_t pos = 0; pos < t.verts[i].size(); ++pos) x[t.verts[i][pos]] = inner[pos];
+    }
+  }
+  return x;
+}
+
+std::vector<const Choice*> Planner::choices(const std::vector<int>& index) const {
+  std::vector<const Choice*> out(index.size(), nullptr);
+  for (size_t v = 0; v < index.size(); ++v)
+    if (index[v] >= 0) out[v] = &cm_->info(static_cast<int>(v)).choices[index[v]];
+  return out;
+}
+
+Constraints Planner::megatron_constraints(int tp, std::string* note) const {
+  const int n = g_.num_vertices();
+  Constraints c;
+  c.allowed.resize(n);
+  std::vector<std::string> problems;
+  // Whether every data input can split its batch over the data-parallel dims.
+  bool split_batch = mesh_.ndim() > 1;
+  for (int v = 0; v < n; ++v) {
+    if (g_.node(v).kind != NodeKind::kInput) continue;
+    bool any = false;
+    for (const Choice& ch : cm_->info(v).choices) {
+      bool ok = true;
+      for (int i = 0; i < mesh_.ndim(); ++i)
+        ok &= i == tp ? ch.placement()[i].is_replicate() : ch.placement()[i].is_shard(0);
+      any |= ok;
+    }
+    split_batch &= any;
+  }
+  for (int v = 0; v < n; ++v) {
+    const Node& nd = g_.node(v);
+    const VertexInfo& info = cm_->info(v);
+    auto& a = c.allowed[v];
+    if (nd.kind == NodeKind::kConstant || nd.kind == NodeKind::kOptimizer) continue;
+    a.assign(info.choices.size(), 1);
+    for (size_t s = 0; s < info.choices.size(); ++s) {
+      const Strategy& st = info.choices[s].strategy;
+      bool ok = true;
+      if (nd.kind == NodeKind::kParam) {
+        for (int i = 0; i < mesh_.ndim(); ++i) ok &= i == tp || st.outputs[0][i].is_replicate();
+      } else if (nd.kind == NodeKind::kInput) {
+        for (int i = 0; i < mesh_.ndim(); ++i)
+          ok &= i == tp ? st.outputs[0][i].is_replicate() : st.outputs[0][i].is_shard(0);
+      } else if (nd.kind == NodeKind::kOp && split_batch && cm_->requires_grad(v)) {
+        // Data parallel on the other dims: no activation is replicated there.
+        for (int i = 0; i < mesh_.ndim(); ++i)
+          if (i != tp)
+            for (const Placements& p : st.outputs) ok &= !p[i].is_replicate();
+      }
+      if (ok && nd.kind == NodeKind::kOp && !nd.role.empty()) {
+        const auto& in = st.inputs;
+        const int64_t r0 = static_cast<int64_t>(cm_->graph().meta(cm_->inputs(v)[0]).shape.size());
+        const int64_t rw = in.size() > 1 ? static_cast<int64_t>(cm_->graph().meta(cm_->inputs(v)[1]).shape.size()) : 0;
+        const int64_t ro = static_cast<int64_t>(nd.outputs[0].shape.size());
+        const bool lin = nd.op == "linear";
+        if (nd.role == "column") {
+          ok &= in[1][tp].is_shard(lin ? 0 : rw - 1) && in[0][tp].is_replicate() && st.outputs[0][tp].is_shard(ro - 1);
+        } else if (nd.role == "row") {
+          ok &= in[1][tp].is_shard(lin ? 1 : rw - 2) && in[0][tp].is_shard(r0 - 1) && st.outputs[0][tp].is_partial();
+        } else if (nd.role == "vocab") {
+          ok &= in[0][tp].is_shard(0);
+        } else if (nd.role == "expert") {
+          ok &= in[1][tp].is_shard(0);
+        }
+      }
+      a[s] = ok;
+    }
+    bool any = false;
+    for (char x : a) any |= x != 0;
+    if (!any) {
+      if (nd.kind == NodeKind::kInput) {
+        a.assign(info.choices.size(), 1);  // batch too small to split: leave it free
+        problems.push_back(absl::StrCat("input ", nd.name, " ", shape_str(nd.outputs[0].shape),
+                                        " cannot split its dim 0 over the data-parallel dims"));
+      } else {
+        problems.push_back(absl::StrCat(nd.name, " (", nd.op, nd.role.empty() ? "" : ", role " + nd.role,
+                                        ") has no strategy of Megatron's on ", mesh_.str()));
+      }
+    }
+  }
+  if (note) *note = absl::StrJoin(problems, "; ");
+  return c;
+}
+
+Constraints Planner::data_parallel_constraints(std::string* note) const {
+  const int n = g_.num_vertices();
+  Constraints c;
+  c.allowed.resize(n);
+  std::vector<std::string> problems;
+  for (int v = 0; v < n; ++v) {
+    const Node& nd = g_.node(v);
+    if (nd.kind == NodeKind::kConstant || nd.kind == NodeKind::kOp) continue;
+    const VertexInfo& info = cm_->info(v);
+    auto& a = c.allowed[v];
+    a.assign(info.choices.size(), 0);
+    bool any = false;
+    for (size_t s = 0; s < info.choices.size(); ++s) {
+      const Placements& p = info.choices[s].placement();
+      bool ok = true;
+      for (const Placement& x : p) ok &= nd.kind == NodeKind::kInput ? x.is_shard(0) : x.is_replicate();
+      a[s] = ok;
+      any |= ok;
+    }
+    if (!any && nd.kind == NodeKind::kInput)
+      problems.push_back(absl::StrCat("input ", nd.name, " ", shape_str(nd.outputs[0].shape), " cannot split dim 0 over ",
+                                      mesh_.size(), " ranks"));
+  }
+  if (note) *note = absl::StrJoin(problems, "; ");
+  return c;
+}
+
+Baseline Planner::greedy() const {
+  Baseline b;
+  b.name = "greedy";
+  b.note = "the engine's propagate() op by op from batch-split inputs and replicated parameters";
+  const int n = g_.num_vertices();
+  b.owned = std::make_shared<std::vector<Choice>>(n);
+  b.plan.assign(n, nullptr);
+  PropagateOptions po;
+  po.hardware = &hw_;
+  for (int v : g_.topological_order()) {
+    const Node& nd = g_.node(v);
+    if (nd.kind == NodeKind::kConstant) continue;
+    const VertexInfo& info = cm_->info(v);
+    Choice& c = (*b.owned)[v];
+    if (nd.kind != NodeKind::kOp) {
+      // Inputs split on dim 0 over every mesh dim it fits, parameters and optimizer state replicated.
+      Placements want(mesh_.ndim(), Replicate());
+      if (nd.kind == NodeKind::kInput) {
+        int64_t pieces = 1;
+        for (int i = 0; i < mesh_.ndim(); ++i)
+          if (!nd.outputs[0].shape.empty() && pieces * mesh_.shape[i] <= nd.outputs[0].shape[0]) {
+            want[i] = Shard(0);
+            pieces *= mesh_.shape[i];
+          }
+      }
+      for (const Choice& x : info.choices)
+        if (x.placement() == want) c = x;
+      b.plan[v] = &c;
+      continue;
+    }
+    std::vector<TensorMeta> metas;
+    std::vector<Placements> pl;
+    for (const TensorId& t : cm_->inputs(v)) {
+      metas.push_back(g_.meta(t));
+      pl.push_back(g_.node(t.node).kind == NodeKind::kConstant ? Placements(mesh_.ndim(), Replicate())
+                                                                 : b.plan[t.node]->strategy.outputs[t.output]);
+    }
+    OpCall call = OpCall::bind(Registry::get().find(nd.op), nd.positional, nd.keyword, metas, pl, mesh_.shape);
+    auto d = propagate(call, po);
+    c = cm_->op_choice(v, d->strategy);
+    b.plan[v] = &c;
+  }
+  b.valid = true;
+  return b;
+}
+
+void Planner::check_mesh_dims() const {
+  const int n = g_.num_vertices();
+  for (int i = 0; i < mesh_.ndim(); ++i) {
+    if (mesh_.shape[i] == 1) continue;
+    bool usable = false;
+    for (int v = 0; v < n && !usable; ++v) {
+      if (g_.node(v).kind != NodeKind::kOp) continue;
+      for (const Choice& c : cm_->info(v).choices) {
+        for (const auto* group : {&c.strategy.outputs, &c.strategy.inputs})
+          for (const Placements& p : *group) usable |= p[i].is_shard();
+        if (usable) break;
+      }
+    }
+    if (usable) continue;
+    // The largest size of this mesh dim at which some op could split something.
+    auto works = [&](int64_t k) {
+      absl::flat_hash_map<std::string, char> seen;
+      for (int v = 0; v < n; ++v) {
+        if (g_.node(v).kind != NodeKind::kOp) continue;
+        OpCall call = bind_vertex(g_, v, Shape{k});
+        if (!seen.emplace(std::to_string(call.hash()), 1).second) continue;
+        for (const Strategy& s : expand_strategies(call, call.op().meta(call), true))
+          for (const auto* group : {&s.outputs, &s.inputs})
+            for (const Placements& p : *group)
+              if (p[0].is_shard()) return true;
+      }
+      return false;
+    };
+    int64_t lo = 1, hi = mesh_.shape[i];  // works(lo) (trivially), !works(hi)
+    while (hi - lo > 1) {
+      int64_t mid = (lo + hi) / 2;
+      if (works(mid)) lo = mid;
+      else hi = mid;
+    }
+    std::string fit = lo > 1 ? absl::StrCat(mesh_.names[i], " <= ", lo) : "no size above 1";
+    DT_FAIL("dtensor plan: mesh dim '", mesh_.names[i], "' of size ", mesh_.shape[i], " cannot split any tensor of ",
+            g_.name, ": every dim a rule could shard over it is smaller than ", mesh_.shape[i],
+            " or does not split evenly where the rule needs it. Would fit: ", fit,
+            " (or a larger batch / sequence for data or sequence parallelism)");
+  }
+}
+
+Planner::Search Planner::lagrangian(const Constraints* c, double limit) const {
+  Search out;
+  auto attempt = [&](double lambda) {
+    Search::Found f;
+    double cost = 0;
+    f.x = solve(lambda, c, &cost, &f.exact);
+    f.valid = std::isfinite(cost);
+    if (f.valid) f.eval = evaluate(*cm_, choices(f.x), lambda);
+    f.lambda = lambda;
+    ++out.solves;
+    out.exact &= f.exact;
+    return f;
+  };
+  auto consider = [&](Search::Found f) {
+    if (!f.valid || f.eval.peak_memory_bytes > limit) return false;
+    if (!out.best.valid || f.eval.step_time_us < out.best.eval.step_time_us) out.best = std::move(f);
+    return true;
+  };
+  Search::Found f0 = attempt(0);
+  if (!f0.valid) return out;  // the constraints admit nothing
+  out.least = f0;
+  if (consider(f0)) return out;
+  const double scale = f0.eval.step_time_us / std::max(1.0, static_cast<double>(f0.eval.peak_memory_bytes));
+  double lo = 0, hi = scale * 1e-2;
+  bool fit = false;
+  for (int i = 0; i < 16 && !fit; ++i) {
+    Search::Found f = attempt(hi);
+    if (f.valid && f.eval.peak_memory_bytes < out.least.eval.peak_memory_bytes) out.least = f;
+    fit = consider(std::move(f));
+    if (!fit) {
+      lo = hi;
+      hi *= 8;
+    }
+  }
+  if (!fit) {
+    // Memory alone (weights scaled far above time).
+    Search::Found m = attempt(scale * 1e9);
+    if (m.valid && m.eval.peak_memory_bytes < out.least.eval.peak_memory_bytes) out.least = m;
+    return out;
+  }
+  // Bisection (in log space) down to a factor 1.5 between the last price that did not fit and the
+  // first that did; finer prices rarely change the plan.
+  for (int i = 0; i < 6; ++i) {
+    if (lo > 0 && hi / lo < 1.5) break;
+    const double mid = lo > 0 ? std::sqrt(lo * hi) : hi / 8;
+    if (consider(attempt(mid))) hi = mid;
+    else lo = mid;
+  }
+  return out;
+}
+
+PlanResult Planner::run() {
+  const double t0 = now_ms();
+  check_mesh_dims();
+  PlanResult r;
+  r.cost_model = cm_;
+  r.memory_limit_bytes = options_.memory_limit_bytes > 0 ? options_.memory_limit_bytes : hw_.memory_GB * 1e9;
+  r.templates = static_cast<int>(templates_.size());
+  for (const Template& t : templates_) r.templated_layers += static_cast<int>(t.layers.size());
+  const double limit = r.memory_limit_bytes;
+  Search s = lagrangian(nullptr, limit);
+  r.solves = s.solves;
+  r.exact = s.exact;
+  if (!s.best.valid) {
+    const PlanEval& e = s.least.eval;
+    const double need = static_cast<double>(e.peak_memory_bytes);
+    const int64_t devices = mesh_.size();
+    int64_t want = devices;
+    while (static_cast<double>(want) < static_cast<double>(devices) * need / limit && want < (int64_t{1} << 40)) want *= 2;
+    DT_FAIL("dtensor plan: no plan of ", g_.name, " on mesh ", mesh_.str(), " fits in ", gb(limit),
+            " per device: the least memory a plan needs is ", gb(need), " (parameters ", gb(e.param_bytes),
+            ", gradients ", gb(e.grad_bytes), ", optimizer state ", gb(e.state_bytes), ", activations ",
+            gb(e.activation_bytes), "). Would fit: --memory-limit ", std::ceil(need / 1e9), ", or about ", want,
+            " devices (a larger mesh), or a smaller --batch / --seq (activations scale with them)");
+  }
+  r.eval = s.best.eval;
+  r.plan = choices(s.best.x);
+  r.lambda = s.best.lambda;
+  r.plan_time_ms = build_ms_ + (now_ms() - t0);
+  if (std::getenv("DTENSOR_PLAN_DEBUG"))
+    r.notes.push_back(absl::StrFormat("debug: cost model %.1f ms, search %.1f ms", build_ms_, now_ms() - t0));
+
+  if (options_.compare) {
+    const double t1 = now_ms();
+    auto finish = [&](Baseline& b) {
+      if (!b.valid) return;
+      b.eval = evaluate(*cm_, b.plan, b.lambda);
+      b.fits = b.eval.peak_memory_bytes <= limit;
+      if (b.fits && b.eval.step_time_us < r.eval.step_time_us * (1 - 1e-9)) {
+        r.notes.push_back(absl::StrCat("the ", b.name, " baseline beat the search (", absl::StrFormat("%.1f", b.eval.step_time_us),
+                                       " vs ", absl::StrFormat("%.1f", r.eval.step_time_us), " µs) and is returned"));
+        r.eval = b.eval;
+        r.plan = b.plan;
+        r.owned = b.owned;
+        r.lambda = b.lambda;
+        r.source = b.name;
+      }
+    };
+    // A constrained baseline gets the same memory search: its best plan that fits, or its least memory.
+    auto constrained = [&](const std::string& name, const Constraints& c, const std::string& note) {
+      Baseline b;
+      b.name = name;
+      b.note = note;
+      Search bs = lagrangian(&c, limit);
+      const Search::Found& f = bs.best.valid ? bs.best : bs.least;
+      b.valid = f.valid;
+      if (!b.valid && b.note.empty()) b.note = "no plan satisfies its constraints";
+      if (b.valid) {
+        b.plan = choices(f.x);
+        b.lambda = f.lambda;
+      }
+      return b;
+    };
+    bool has_roles = false;
+    for (int v = 0; v < g_.num_vertices(); ++v) has_roles |= !g_.node(v).role.empty();
+    int tp = options_.tp_dim.empty() ? mesh_.index_of("tp") : mesh_.index_of(options_.tp_dim);
+    if (tp < 0) tp = mesh_.ndim() - 1;
+    if (has_roles) {
+      std::string note;
+      Constraints c = megatron_constraints(tp, &note);
+      Baseline b = constrained("megatron", c, note);
+      r.baselines.push_back(std::move(b));
+    } else {
+      Baseline b;
+      b.name = "megatron";
+      b.note = "the graph marks no column/row roles";
+      r.baselines.push_back(std::move(b));
+    }
+    {
+      std::string note;
+      Constraints c = data_parallel_constraints(&note);
+      r.baselines.push_back(constrained("data-parallel", c, note));
+    }
+    r.baselines.push_back(greedy());
+    for (Baseline& b : r.baselines) finish(b);
+    r.compare_time_ms = now_ms() - t1;
+  }
+  // Mesh dims the plan does not split at all.
+  for (int i = 0; i < mesh_.ndim(); ++i) {
+    if (mesh_.shape[i] == 1) continue;
+    bool used = false;
+    for (const Choice* c : r.plan) {
+      if (!c) continue;
+      for (const auto* group : {&c->strategy.outputs, &c->strategy.inputs})
+        for (const Placements& p : *group) used |= p[i].is_shard();
+    }
+    if (!used)
+      r.notes.push_back(absl::StrCat("mesh dim ", mesh_.names[i], " replicates all work: by the cost model splitting it is slower"));
+  }
+  return r;
+}
+
+PlanResult plan_model(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw,
+                      const PlanOptions& options) {
+  Planner p(g, mesh, hw, options);
+  return p.run();
+}
+
+}  // namespace dtensor::planner

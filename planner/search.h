@@ -1,0 +1,145 @@
+// Plan search (issue 7): one choice per vertex of a ModelGraph (a strategy per op, a placement per
+// parameter, optimizer state and data input) minimizing the estimated step time of planner/cost.h
+// under a per-device memory limit.
+//
+// - Exact part: the plan is a pairwise min-sum problem (vertex costs + edge costs that depend on the
+//   producer's output placement and the consumer's input/gradient placements), solved by
+//   planner/solver.h: exact on chains, trees and series-parallel graphs (transformer and ResNet
+//   blocks), cutset conditioning beyond, a heuristic only past the branching budget.
+// - Repeated layers are solved once: layers (Node::layer) with the same vertices, shapes and inner
+//   edges, entered through one tensor and left through one vertex, are reduced to one table
+//   T[entry placement][exit choice]; the chain of layers is then a chain of these tables. This is
+//   exact: it is the same elimination, shared.
+// - Memory limit: Lagrangian relaxation. The objective is time + lambda * bytes; lambda = 0 first;
+//   if the plan does not fit, lambda grows geometrically until one fits, then bisects; the fitting
+//   plan with the least time is kept. (Exact without a binding limit; with one, the best plan found
+//   on the lower convex hull of (memory, time).)
+// - Baselines, priced by the same model: "megatron" (Megatron-LM: linears with role column/row split
+//   as Shoeybi et al. 2019 on the tensor-parallel mesh dim, the rest searched, i.e. with or without
+//   sequence parallelism; data parallel with a distributed optimizer on the other dims),
+//   "data-parallel" (every parameter and optimizer state replicated, the batch split over the whole
+//   mesh) and "greedy" (the engine's propagate() op by op in topological order from batch-split
+//   inputs and replicated parameters, as eager DTensor would run). If a baseline fits and beats the
+//   search (possible only through the Lagrangian's duality gap or the heuristic), it is returned.
+//
+// Errors (dtensor::Error): a mesh dim no rule of the model can split ("would fit: SIZE <= N"); no plan
+// within the memory limit (names the least memory any plan needs, what it is made of, and what would
+// fit).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "planner/cost.h"
+
+namespace dtensor::planner {
+
+struct PlanOptions {
+  double memory_limit_bytes = 0;  // per device; 0: the hardware profile's memory_GB * 1e9
+  bool compare = true;            // price the baselines
+  int64_t branch_budget = 4096;   // solver conditioning budget
+  bool use_templates = true;      // solve repeated layers once
+  std::string tp_dim;             // Megatron baseline's tensor-parallel dim: "" = "tp" if named, else the last
+};
+
+// Allowed choices per vertex (empty vector: all).
+struct Constraints {
+  std::vector<std::vector<char>> allowed;
+};
+
+struct Baseline {
+  std::string name;       // "megatron", "data-parallel", "greedy"
+  bool valid = false;     // the constraints admit a plan
+  bool fits = false;      // within the memory limit
+  std::string note;       // why not valid, or what it is
+  PlanEval eval;
+  double lambda = 0;  // its memory price (µs per byte)
+  std::vector<const Choice*> plan;
+  std::shared_ptr<std::vector<Choice>> owned;  // choices not in the cost model (greedy)
+};
+
+struct PlanResult {
+  // The cost model the plan's choices live in (kept alive by the result; it refers to the graph and
+  // the hardware profile, which must outlive it).
+  std::shared_ptr<const CostModel> cost_model;
+  std::vector<const Choice*> plan;  // per vertex; null for constants
+  std::shared_ptr<std::vector<Choice>> owned;
+  PlanEval eval;
+  double memory_limit_bytes = 0;
+  double plan_time_ms = 0;     // cost model + search
+  double compare_time_ms = 0;  // baselines
+  bool exact = true;           // the solver never fell back to its heuristic
+  int solves = 0;              // min-sum solves (Lagrangian steps)
+  double lambda = 0;           // µs per byte at the returned plan
+  int templates = 0;           // layer templates solved once
+  int templated_layers = 0;
+  std::string source = "search";  // or the baseline that beat it
+  std::vector<Baseline> baselines;
+  std::vector<std::string> notes;
+};
+
+struct ProblemBuilder;
+
+class Planner {
+ public:
+  Planner(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, PlanOptions options = {});
+  ~Planner();
+  const CostModel& cost_model() const { return *cm_; }
+  const PlanOptions& options() const { return options_; }
+
+  // The whole plan as one min-sum problem over every non-constant vertex (no templates);
+  // var_of[v] is v's variable (-1 for constants). Objective = time_us + lambda * bytes.
+  MinSumProblem build_problem(double lambda, const Constraints* c, std::vector<int>* var_of) const;
+  // Solves for one lambda (with templates when enabled): choice index per vertex (-1: constants);
+  // *cost = objective (+inf when the constraints admit nothing).
+  std::vector<int> solve(double lambda, const Constraints* c, double* cost, bool* exact) const;
+  std::vector<const Choice*> choices(const std::vector<int>& index) const;
+
+  Constraints megatron_constraints(int tp_dim, std::string* note) const;
+  Constraints data_parallel_constraints(std::string* note) const;
+  Baseline greedy() const;
+
+  // Runs the search (and baselines); throws as described above.
+  PlanResult run();
+
+  // The Lagrangian memory search under constraints `c` (null: none): the fitting plan with the least
+  // time (best.valid false when none fits) and the plan with the least memory seen.
+  struct Search {
+    struct Found {
+      bool valid = false;
+      std::vector<int> x;
+      PlanEval eval;
+      double lambda = 0;
+      bool exact = true;
+    };
+    Found best, least;
+    int solves = 0;
+    bool exact = true;
+  };
+  Search lagrangian(const Constraints* c, double limit) const;
+
+  struct Template;  // a repeated layer (search.cc)
+  struct Tables;    // cached factor tables (search.cc)
+
+ private:
+  friend struct ProblemBuilder;
+  void detect_templates();
+  void prefetch_tables();  // fills every edge table, on several threads
+  void check_mesh_dims() const;
+  const ModelGraph& g_;
+  MeshSpec mesh_;
+  const HardwareProfile& hw_;
+  PlanOptions options_;
+  std::shared_ptr<CostModel> cm_;
+  std::vector<Template> templates_;
+  std::vector<int> template_of_;  // per vertex: template index or -1
+  std::vector<int> instance_of_;  // per vertex: instance index within its template
+  std::unique_ptr<Tables> tables_;
+  double build_ms_ = 0;
+};
+
+PlanResult plan_model(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw,
+                      const PlanOptions& options = {});
+
+}  // namespace dtensor::planner

@@ -1,0 +1,47 @@
+// `dtensor plan`: the offline whole-model sharding planner (planner/command.h).
+#include <iostream>
+#include <memory>
+
+#include "dtensor/core/error.h"
+#include "planner/command.h"
+#include "tools/subcommands.h"
+
+namespace dtensor::tools {
+
+void add_plan_command(CLI::App& app) {
+  auto o = std::make_shared<planner::CommandOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "plan", "Plan a whole model's sharding offline: a strategy per op minimizing step time under a memory limit");
+  sub->add_option("--model", o->model, "model of the zoo (--list-models)");
+  sub->add_option("--graph", o->graph_file, "model graph JSON file (format: planner/graph_json.h)");
+  sub->add_option("--mesh", o->mesh, "named mesh, 1 to 3 dims, e.g. dp=8,tp=8");
+  sub->add_option("--hardware", o->hardware, "hardware profile (--list-hardware)")->capture_default_str();
+  sub->add_option("--batch", o->batch, "global batch (sequences or images); default: batch/rank x data-parallel dims");
+  sub->add_option("--seq", o->seq, "sequence length (default: the model's)");
+  sub->add_option("--layers", o->layers, "number of layers (default: the published depth)");
+  sub->add_option("--memory-limit", o->memory_limit_gb, "GB per device (default: the hardware's memory)");
+  sub->add_flag("--inference", o->inference, "plan the forward pass only");
+  sub->add_option("--optimizer", o->optimizer, "adamw or sgd")->capture_default_str();
+  sub->add_option("--format", o->format, "table or json")->capture_default_str();
+  sub->add_flag("--ops", o->ops, "table: one row per op as well");
+  sub->add_option("--output", o->output, "write the report to FILE");
+  sub->add_option("--dot", o->dot, "write a Graphviz picture of the plan (and FILE.svg when dot is installed)");
+  sub->add_option("--svg", o->svg, "write the picture as SVG (through dot)");
+  sub->add_option("--dot-layers", o->dot_layers, "repeated layers drawn in the picture")->capture_default_str();
+  sub->add_option("--dump-graph", o->dump_graph, "write the model graph as JSON and stop");
+  sub->add_option("--tp-dim", o->tp_dim, "mesh dim of the Megatron baseline's tensor parallelism (default: tp, else the last)");
+  sub->add_flag("!--no-compare", o->compare, "skip the Megatron, data-parallel and greedy baselines");
+  sub->add_flag("--list-models", o->list_models, "list the model zoo");
+  sub->add_flag("--list-hardware", o->list_hardware, "list the hardware profiles");
+  sub->add_flag("--list-ops", o->list_ops, "list the ops a graph may use");
+  sub->callback([o] {
+    try {
+      planner::run_plan_command(*o, std::cout, std::cerr);
+    } catch (const Error& e) {
+      std::cerr << e.what() << "\n";
+      throw CLI::RuntimeError(2);
+    }
+  });
+}
+
+}  // namespace dtensor::tools

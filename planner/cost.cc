@@ -288,6 +288,16 @@ std::shared_ptr<VertexInfo> CostModel::build_op(int v, const OpCall& call) const
   std::vector<Strategy> kept;
   for (Strategy& s : all) {
     if (non_sum_partial(s)) continue;
+    // Matrix products take no Partial factor (their Partial pass-through rows): in these graphs a
+    // Partial never reaches a matmul without a non-linear op between, and on 3-d meshes those rows
+    // double the strategies to price.
+    if (call.op().family == "matrix") {
+      bool p_in = false;
+      const int first = call.name() == "addmm" ? 1 : 0;  // the two factors (not a bias)
+      for (int t = first; t < first + 2 && t < static_cast<int>(s.inputs.size()); ++t)
+        for (const Placement& x : s.inputs[t]) p_in |= x.is_partial();
+      if (p_in) continue;
+    }
     bool dup = false;
     for (const Strategy& k : kept) dup |= same_strategy(k, s);
     if (!dup) kept.push_back(std::move(s));

@@ -1,6 +1,7 @@
 // The planner's cost model: for every vertex of a ModelGraph on a mesh, its choices (an op's
-// strategies from the registry's rules expanded by propagation/expand_strategies; a placement for
-// inputs, parameters and optimizer state) and what each costs. The same model prices the search, the
+// strategies from the registry's rules expanded by propagation/expand_strategies, less two kinds the
+// planner does not consider: Partial(avg/max/min) placements, and Partial factors of matrix products;
+// a placement for inputs, parameters and optimizer state) and what each costs. The same model prices the search, the
 // baselines and the report.
 //
 // Time (µs), per training step:
@@ -18,7 +19,8 @@
 //     arriving at a producer must be in the producer's output layout with P read as R. So an edge
 //     whose forward moves src -> dst costs, in backward, the move grad_in -> dual(src): all_reduce
 //     forward / identity backward (P -> R), reduce_scatter <-> all_gather (sequence parallelism).
-//     A step's collective is counted again in backward.
+//     A step's collective is counted again in backward. The search admits no redistribution of a
+//     fused op's output (inside flash attention or a rotary kernel it never exists in memory).
 //   - parameters: storage placement p, consumed as placement c: forward move p -> c; when it moves
 //     data (FSDP's all_gather) it is repeated in backward (the gathered weight is freed after use).
 //     The weight gradient moves from the consumer's grad layout to the optimizer-state placement o

@@ -98,6 +98,9 @@ GraphBuilder::GraphBuilder(std::string name, std::string description) {
 
 int GraphBuilder::add_vertex(Node n) {
   n.name = scope_ + n.name;
+  auto at = std::lower_bound(names_.begin(), names_.end(), n.name);
+  DT_CHECK(at == names_.end() || *at != n.name, "model graph: the name '", n.name, "' is used twice");
+  names_.insert(at, n.name);
   n.layer = layer_;
   n.block = block_;
   return static_cast<int>(boost::add_vertex(std::move(n), graph_.g));

@@ -99,8 +99,8 @@ class ModelGraph {
 using BuildArg = std::variant<TensorId, std::vector<TensorId>, IValue>;
 
 // Builds a ModelGraph op by op, computing shapes through the registry. Names are prefixed with the
-// current scope ("layers.3." ...). Throws dtensor::Error (from the op's meta or schema) naming the
-// op and its input shapes when arguments do not fit.
+// current scope ("layers.3." ...) and must be unique. Throws dtensor::Error (from the op's meta or
+// schema) naming the op and its input shapes when arguments do not fit, or naming a repeated name.
 class GraphBuilder {
  public:
   GraphBuilder(std::string name, std::string description);
@@ -129,6 +129,7 @@ class GraphBuilder {
  private:
   int add_vertex(Node n);
   ModelGraph graph_;
+  std::vector<std::string> names_;  // sorted, for the uniqueness check
   int layer_ = -1;
   std::string block_, scope_;
   bool fused_ = false;

@@ -190,9 +190,10 @@ std::string report_table(const CostModel& cm, const PlanResult& r, const ReportO
       if (b.valid && !b.note.empty() && b.name != "greedy") o << "  " << b.name << ": " << b.note << "\n";
   }
   for (const std::string& n : r.notes) o << "note: " << n << "\n";
-  o << absl::StrFormat("\nplan time %.1f ms (%d solve%s, %d layer template%s for %d layers%s); baselines %.1f ms\n",
+  o << absl::StrFormat("\nplan time %.1f ms (%d solve%s, %d layer template%s for %d layers%s%s); baselines %.1f ms\n",
                        r.plan_time_ms, r.solves, r.solves == 1 ? "" : "s", r.templates, r.templates == 1 ? "" : "s",
                        r.templated_layers, r.lambda > 0 ? absl::StrFormat(", memory price %.3g us/MB", r.lambda * 1e6) : "",
+                       r.mixed_layers > 0 ? absl::StrFormat(", %d layers planned like the faster unfitting plan", r.mixed_layers) : "",
                        r.compare_time_ms);
   return o.str();
 }
@@ -259,6 +260,7 @@ std::string report_json(const CostModel& cm, const PlanResult& r) {
   root["source"] = r.source;
   root["templates"] = r.templates;
   root["templated_layers"] = r.templated_layers;
+  root["mixed_layers"] = r.mixed_layers;
   json bs = json::array();
   for (const Baseline& b : r.baselines) {
     json j = {{"name", b.name}, {"valid", b.valid}, {"fits", b.fits}, {"note", b.note}};
@@ -380,7 +382,7 @@ bool render_svg(const std::string& dot_path, const std::string& svg_path, std::s
     if (why) *why = "Graphviz 'dot' is not installed (scripts/install_deps.sh installs it)";
     return false;
   }
-  const std::string cmd = "dot -Tsvg '" + dot_path + "' -o '" + svg_path + "'";
+  const std::string cmd = "dot -Tsvg '" + dot_path + "' -o '" + svg_path + "' 2>/dev/null";
   if (std::system(cmd.c_str()) != 0) {
     if (why) *why = "dot failed: " + cmd;
     return false;

@@ -12,7 +12,7 @@
 //   "totals": {"step_time_us", "compute_us", "comm_us", "comm_bytes", "peak_memory_bytes",
 //              "param_bytes", "grad_bytes", "optimizer_bytes", "activation_bytes"},
 //   "memory_limit_bytes", "plan_time_ms", "compare_time_ms", "exact", "solves", "lambda", "source",
-//   "templates", "templated_layers",
+//   "templates", "templated_layers", "mixed_layers",
 //   "baselines": [ {"name", "valid", "fits", "note", "step_time_us", "comm_bytes", "peak_memory_bytes"} ],
 //   "notes": [...] }
 // Bytes are what each rank sends (collectives) or holds (memory); times in µs per training step.

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <cstdio>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -188,6 +186,17 @@ std::unique_ptr<Planner::Tables::T> fill_edge_table(const CostModel& cm, int u, 
     auto [i2, f2] = grad_ix.emplace(placement_key(reps[b].second), static_cast<int>(grad_rep.size()));
     if (f2) grad_rep.push_back(b);
     grad_of[b] = i2->second;
+  }
+  if (cm.graph().node(u).fused) {
+    // Inside a fused kernel (flash attention, rotary embedding) the tensor never exists in memory:
+    // it cannot be redistributed, forward or backward.
+    const bool grad = cm.training() && cm.requires_grad(u);
+    for (size_t a = 0; a < src_reps.size(); ++a)
+      for (size_t b = 0; b < reps.size(); ++b) {
+        const bool same = reps[b].first == src_reps[a] && (!grad || reps[b].second == CostModel::dual_out(src_reps[a]));
+        t->time[a * reps.size() + b] = same ? 0.0 : std::numeric_limits<double>::infinity();
+      }
+    return t;
   }
   std::vector<CostModel::EdgeTime> fwd(in_rep.size());
   std::vector<double> bwd(grad_rep.size());
@@ -690,11 +699,13 @@ Planner::Search Planner::lagrangian(const Constraints* c, double limit) const {
   out.least = f0;
   if (consider(f0)) return out;
   const double scale = f0.eval.step_time_us / std::max(1.0, static_cast<double>(f0.eval.peak_memory_bytes));
-  double lo = 0, hi = scale * 1e-2;
+  double lo = 0, hi = scale * 0.1;
   bool fit = false;
+  Search::Found near = f0;  // the plan that does not fit at the highest price tried below `hi`
   for (int i = 0; i < 16 && !fit; ++i) {
     Search::Found f = attempt(hi);
     if (f.valid && f.eval.peak_memory_bytes < out.least.eval.peak_memory_bytes) out.least = f;
+    if (f.valid && f.eval.peak_memory_bytes > limit) near = f;
     fit = consider(std::move(f));
     if (!fit) {
       lo = hi;
@@ -712,10 +723,81 @@ Planner::Search Planner::lagrangian(const Constraints* c, double limit) const {
   for (int i = 0; i < 6; ++i) {
     if (lo > 0 && hi / lo < 1.5) break;
     const double mid = lo > 0 ? std::sqrt(lo * hi) : hi / 8;
-    if (consider(attempt(mid))) hi = mid;
+    Search::Found f = attempt(mid);
+    if (f.valid && f.eval.peak_memory_bytes > limit) near = f;
+    if (consider(std::move(f))) hi = mid;
     else lo = mid;
   }
+  mix_layers(near, limit, &out);
   return out;
+}
+
+void Planner::mix_layers(const Search::Found& fast, double limit, Search* out) const {
+  // Between the plan that fits (slow) and the faster one that does not, identical layers may take
+  // either plan's inside when everything else agrees: the objective is a sum over layers given their
+  // boundaries. Give the faster inside to as many layers as the memory allows.
+  Search::Found& slow = out->best;
+  if (templates_.empty() || !fast.valid || !slow.valid || fast.x == slow.x) return;
+  // The layers' boundaries (entering tensors' producers and exits) must agree; the rest of the graph
+  // is taken from the plan that fits.
+  for (const Template& t : templates_)
+    for (size_t i = 0; i < t.verts.size(); ++i)
+      for (int v : {t.entry[i].node, t.verts[i][t.exit_pos]})
+        if (fast.x[v] != slow.x[v]) return;
+  // Instances whose insides differ, and what switching one of them to the fast inside changes.
+  struct Group {
+    std::vector<std::pair<int, int>> instances;  // (template, instance)
+    double dt = 0, dm = 0;
+  };
+  std::map<std::vector<int>, Group> groups;
+  for (size_t ti = 0; ti < templates_.size(); ++ti) {
+    const Template& t = templates_[ti];
+    for (size_t i = 0; i < t.verts.size(); ++i) {
+      std::vector<int> key = {static_cast<int>(ti), slow.x[t.entry[i].node], slow.x[t.verts[i][t.exit_pos]]};
+      bool differs = false;
+      for (int v : t.verts[i]) differs |= fast.x[v] != slow.x[v];
+      if (differs) groups[key].instances.push_back({static_cast<int>(ti), static_cast<int>(i)});
+    }
+  }
+  auto swapped = [&](const std::vector<std::pair<int, int>>& which) {
+    std::vector<int> x = slow.x;
+    for (auto [ti, i] : which)
+      for (int v : templates_[ti].verts[i]) x[v] = fast.x[v];
+    return x;
+  };
+  std::vector<Group*> order;
+  for (auto& [key, gr] : groups) {
+    PlanEval e = evaluate(*cm_, choices(swapped({gr.instances[0]})), slow.lambda);
+    gr.dt = e.step_time_us - slow.eval.step_time_us;
+    gr.dm = static_cast<double>(e.peak_memory_bytes - slow.eval.peak_memory_bytes);
+    if (gr.dt < 0) order.push_back(&gr);
+  }
+  std::sort(order.begin(), order.end(), [](const Group* a, const Group* b) {
+    return a->dt / std::max(1.0, a->dm) < b->dt / std::max(1.0, b->dm);  // most time saved per byte first
+  });
+  std::vector<std::pair<int, int>> take;
+  double room = limit - static_cast<double>(slow.eval.peak_memory_bytes);
+  for (Group* gr : order)
+    for (auto inst : gr->instances)
+      if (gr->dm <= room) {
+        take.push_back(inst);
+        room -= std::max(0.0, gr->dm);
+      }
+  // Additivity is exact up to the choice between keeping and re-moving inputs; check, backing off.
+  while (!take.empty()) {
+    std::vector<int> x = swapped(take);
+    for (double lambda : {slow.lambda, fast.lambda}) {
+      PlanEval e = evaluate(*cm_, choices(x), lambda);
+      if (e.peak_memory_bytes <= limit && e.step_time_us < slow.eval.step_time_us) {
+        slow.x = std::move(x);
+        slow.eval = std::move(e);
+        slow.lambda = lambda;
+        out->mixed = static_cast<int>(take.size());
+        return;
+      }
+    }
+    take.pop_back();
+  }
 }
 
 PlanResult Planner::run() {
@@ -745,9 +827,8 @@ PlanResult Planner::run() {
   r.eval = s.best.eval;
   r.plan = choices(s.best.x);
   r.lambda = s.best.lambda;
+  r.mixed_layers = s.mixed;
   r.plan_time_ms = build_ms_ + (now_ms() - t0);
-  if (std::getenv("DTENSOR_PLAN_DEBUG"))
-    r.notes.push_back(absl::StrFormat("debug: cost model %.1f ms, search %.1f ms", build_ms_, now_ms() - t0));
 
   if (options_.compare) {
     const double t1 = now_ms();
@@ -802,6 +883,25 @@ PlanResult Planner::run() {
     }
     r.baselines.push_back(greedy());
     for (Baseline& b : r.baselines) finish(b);
+    // Megatron: say where a column-split output cannot stay split (heads not divisible by tp, ...).
+    for (Baseline& b : r.baselines) {
+      if (b.name != "megatron" || !b.valid) continue;
+      std::vector<std::string> moved;
+      for (int v = 0; v < g_.num_vertices(); ++v) {
+        if (g_.node(v).kind != NodeKind::kOp || g_.node(v).layer > 0) continue;
+        const auto& ins = cm_->inputs(v);
+        for (const CollectiveUse& c : b.eval.vertices[v].collectives) {
+          if (c.phase != "forward" || c.input < 0 || c.mesh_dim != tp) continue;
+          const Node& u = g_.node(ins[c.input].node);
+          if (u.role == "column" && moved.size() < 3)
+            moved.push_back(absl::StrCat(u.name, " -> ", g_.node(v).name, " (", g_.node(v).op, ")"));
+        }
+      }
+      if (!moved.empty())
+        b.note += absl::StrCat(b.note.empty() ? "" : "; ", "column-split outputs moved before use: ",
+                               absl::StrJoin(moved, ", "), " (for attention: the heads must divide by ",
+                               mesh_.names[tp], "=", mesh_.shape[tp], ")");
+    }
     r.compare_time_ms = now_ms() - t1;
   }
   // Mesh dims the plan does not split at all.

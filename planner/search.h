@@ -13,7 +13,8 @@
 // - Memory limit: Lagrangian relaxation. The objective is time + lambda * bytes; lambda = 0 first;
 //   if the plan does not fit, lambda grows geometrically until one fits, then bisects; the fitting
 //   plan with the least time is kept. (Exact without a binding limit; with one, the best plan found
-//   on the lower convex hull of (memory, time).)
+//   on the lower convex hull of (memory, time); then, between the last plan that did not fit and the
+//   one that does, as many identical layers as fit take the faster plan's inside.)
 // - Baselines, priced by the same model: "megatron" (Megatron-LM: linears with role column/row split
 //   as Shoeybi et al. 2019 on the tensor-parallel mesh dim, the rest searched, i.e. with or without
 //   sequence parallelism; data parallel with a distributed optimizer on the other dims),
@@ -74,6 +75,7 @@ struct PlanResult {
   double lambda = 0;           // µs per byte at the returned plan
   int templates = 0;           // layer templates solved once
   int templated_layers = 0;
+  int mixed_layers = 0;        // layers planned like the faster plan that did not fit as a whole
   std::string source = "search";  // or the baseline that beat it
   std::vector<Baseline> baselines;
   std::vector<std::string> notes;
@@ -116,6 +118,7 @@ class Planner {
     Found best, least;
     int solves = 0;
     bool exact = true;
+    int mixed = 0;  // layers given the faster (non-fitting) plan's inside by mix_layers
   };
   Search lagrangian(const Constraints* c, double limit) const;
 
@@ -126,6 +129,7 @@ class Planner {
   friend struct ProblemBuilder;
   void detect_templates();
   void prefetch_tables();  // fills every edge table, on several threads
+  void mix_layers(const Search::Found& fast, double limit, Search* out) const;
   void check_mesh_dims() const;
   const ModelGraph& g_;
   MeshSpec mesh_;

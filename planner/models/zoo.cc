@@ -27,7 +27,7 @@ struct Config {
 
 // Attention core on q [b, h, s, d], k and v [b, h, s, d] (flash-attention style: the scores are fused).
 TensorId attention(GraphBuilder& b, TensorId q, TensorId k, TensorId v, std::optional<TensorId> mask, int64_t hd) {
-  TensorId kt = b.op1("attn.k_t", "transpose", {k, I(2), I(3)});
+  TensorId kt = b.op1("attn.k_T", "transpose", {k, I(2), I(3)});
   b.set_fused(true);
   TensorId s = b.op1("attn.scores", "matmul", {q, kt});
   s = b.op1("attn.scale", "mul.Scalar", {s, F(1.0 / std::sqrt(static_cast<double>(hd)))});
@@ -64,7 +64,7 @@ TensorId gelu_block(GraphBuilder& b, TensorId x, const Config& c, int64_t B, int
   TensorId k = b.op1("attn.k", "slice", {heads, I(3), I(hd), I(2 * hd)});
   TensorId v = b.op1("attn.v", "slice", {heads, I(3), I(2 * hd), I(3 * hd)});
   q = b.op1("attn.q_t", "transpose", {q, I(1), I(2)});
-  k = b.op1("attn.k_t0", "transpose", {k, I(1), I(2)});
+  k = b.op1("attn.k_t", "transpose", {k, I(1), I(2)});
   v = b.op1("attn.v_t", "transpose", {v, I(1), I(2)});
   TensorId ctx = merge_heads(b, attention(b, q, k, v, mask, hd), B, S, h);
   TensorId wo = b.param("attn.proj.weight", {h, h}, kBf16);

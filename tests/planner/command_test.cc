@@ -1,0 +1,230 @@
+// `dtensor plan` end to end (planner/command.h): bad input gives clear messages saying what would be
+// accepted or would fit; the JSON report's schema; the JSON graph format round trip; the picture.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "planner/command.h"
+#include "planner/graph_json.h"
+#include "planner/models/zoo.h"
+
+namespace dtensor::planner {
+namespace {
+
+using json = nlohmann::json;
+
+std::string run(const CommandOptions& o) {
+  std::ostringstream out, err;
+  run_plan_command(o, out, err);
+  return out.str();
+}
+
+// The message of the dtensor::Error `o` raises ("" if none).
+std::string error_of(const CommandOptions& o) {
+  try {
+    run(o);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+CommandOptions small(const std::string& model, const std::string& mesh) {
+  CommandOptions o;
+  o.model = model;
+  o.mesh = mesh;
+  o.layers = 2;
+  o.seq = 256;
+  return o;
+}
+
+std::string temp_path(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+TEST(PlanCommand, UnknownModelListsTheZoo) {
+  std::string e = error_of(small("llama4-giant", "tp=8"));
+  EXPECT_NE(e.find("unknown model 'llama4-giant'"), std::string::npos) << e;
+  for (const char* m : {"gpt2", "gpt2-xl", "llama3-8b", "llama3-70b", "mixtral-8x7b", "vit-l16", "resnet50"})
+    EXPECT_NE(e.find(m), std::string::npos) << m << " in: " << e;
+}
+
+TEST(PlanCommand, UnknownHardwareListsTheProfiles) {
+  CommandOptions o = small("gpt2", "tp=8");
+  o.hardware = "tpu-v9";
+  std::string e = error_of(o);
+  EXPECT_NE(e.find("tpu-v9"), std::string::npos) << e;
+  EXPECT_NE(e.find("h100-nvlink"), std::string::npos) << e;
+}
+
+TEST(PlanCommand, MalformedMeshesSayWhatIsAccepted) {
+  for (const char* m : {"", "dp=0", "dp=8,dp=8", "a=2,b=2,c=2,d=2", "tp=x"}) {
+    std::string e = error_of(small("gpt2", m));
+    EXPECT_NE(e.find("mesh"), std::string::npos) << m << ": " << e;
+    EXPECT_NE(e.find("dp=8,tp=8"), std::string::npos) << m << ": " << e;  // the example of what is accepted
+  }
+}
+
+TEST(PlanCommand, MeshDimNothingCanSplitSaysWhatWouldFit) {
+  // A graph whose largest dim is 6: no rule can split anything over 16 ranks.
+  std::string path = temp_path("tiny.json");
+  std::ofstream(path) << R"({"name": "tiny", "training": false, "nodes": [
+      {"name": "x", "kind": "input", "shape": [6, 4], "dtype": "float32"},
+      {"name": "y", "op": "relu", "args": ["x"]},
+      {"name": "z", "op": "sum", "args": ["y", [1]]}]})";
+  CommandOptions o;
+  o.graph_file = path;
+  o.mesh = "tp=16";
+  std::string e = error_of(o);
+  EXPECT_NE(e.find("mesh dim 'tp' of size 16 cannot split any tensor of tiny"), std::string::npos) << e;
+  EXPECT_NE(e.find("Would fit: tp <= 6"), std::string::npos) << e;
+  o.mesh = "tp=4";
+  EXPECT_EQ(error_of(o), "");
+}
+
+TEST(PlanCommand, MemoryLimitNoPlanMeetsSaysWhatWouldFit) {
+  CommandOptions o = small("llama3-8b", "tp=8");
+  o.layers = 0;  // all 32 layers: at least 8B x 16 B / 8 ranks of weights and optimizer state
+  o.seq = 1024;
+  o.memory_limit_gb = 4;
+  o.compare = false;
+  std::string e = error_of(o);
+  EXPECT_NE(e.find("no plan of llama3-8b on mesh tp=8 fits in 4.0 GB per device"), std::string::npos) << e;
+  EXPECT_NE(e.find("the least memory a plan needs is"), std::string::npos) << e;
+  EXPECT_NE(e.find("Would fit: --memory-limit"), std::string::npos) << e;
+  EXPECT_NE(e.find("devices"), std::string::npos) << e;
+}
+
+TEST(PlanCommand, MissingOrConflictingInputs) {
+  CommandOptions o;
+  o.mesh = "tp=2";
+  EXPECT_NE(error_of(o).find("--model"), std::string::npos);
+  o = small("gpt2", "tp=2");
+  o.format = "yaml";
+  EXPECT_NE(error_of(o).find("accepted: table, json"), std::string::npos);
+  o = small("gpt2", "tp=2");
+  o.seq = 4096;
+  EXPECT_NE(error_of(o).find("sequence length 4096"), std::string::npos);
+  CommandOptions g;
+  g.graph_file = temp_path("missing-file.json");
+  g.mesh = "tp=2";
+  EXPECT_NE(error_of(g).find("cannot read"), std::string::npos);
+}
+
+TEST(PlanCommand, BadGraphJsonNamesTheNode) {
+  std::string path = temp_path("bad.json");
+  std::ofstream(path) << R"({"nodes": [{"name": "x", "kind": "input", "shape": [4, 4]},
+                                         {"name": "y", "op": "relu", "args": ["nope"]}]})";
+  CommandOptions o;
+  o.graph_file = path;
+  o.mesh = "tp=2";
+  std::string e = error_of(o);
+  EXPECT_NE(e.find("node 1 'y'"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown tensor 'nope'"), std::string::npos) << e;
+  std::ofstream(path) << R"({"nodes": [{"name": "x", "kind": "input", "shape": [4, 4]},
+                                        {"name": "y", "op": "frobnicate", "args": ["x"]}]})";
+  e = error_of(o);
+  EXPECT_NE(e.find("frobnicate"), std::string::npos) << e;
+}
+
+TEST(PlanCommand, JsonReportSchema) {
+  CommandOptions o = small("llama3-8b", "dp=2,tp=4");
+  o.format = "json";
+  json j = json::parse(run(o));
+  ASSERT_TRUE(j["ops"].is_array());
+  ASSERT_FALSE(j["ops"].empty());
+  bool any_collective = false;
+  std::set<std::string> phases;
+  for (const json& op : j["ops"]) {
+    ASSERT_TRUE(op["name"].is_string());
+    ASSERT_TRUE(op["layer"].is_number_integer());
+    ASSERT_TRUE(op["op"].is_string());
+    ASSERT_TRUE(op["placements"].is_object());
+    ASSERT_TRUE(op["placements"]["outputs"].is_array());
+    ASSERT_TRUE(op["collectives"].is_array());
+    for (const json& c : op["collectives"]) {
+      any_collective = true;
+      ASSERT_TRUE(c["kind"].is_string());
+      ASSERT_TRUE(c["mesh_dim"].is_number_integer());
+      ASSERT_TRUE(c["bytes"].is_number_integer());
+      ASSERT_TRUE(c["phase"].is_string());
+      phases.insert(c["phase"].get<std::string>());
+    }
+  }
+  EXPECT_TRUE(any_collective);
+  for (const std::string& p : phases) EXPECT_TRUE(p == "forward" || p == "backward" || p == "optimizer") << p;
+  EXPECT_TRUE(phases.count("forward") && phases.count("backward")) << "training plans have both";
+  for (const char* k : {"step_time_us", "comm_bytes", "peak_memory_bytes"}) EXPECT_TRUE(j["totals"][k].is_number()) << k;
+  EXPECT_TRUE(j["plan_time_ms"].is_number());
+  EXPECT_GT(j["totals"]["step_time_us"].get<double>(), 0);
+  // Layers carry their index; the layer list summarizes per layer.
+  std::set<int> layers;
+  for (const json& op : j["ops"]) layers.insert(op["layer"].get<int>());
+  EXPECT_EQ(layers, (std::set<int>{-1, 0, 1}));
+  EXPECT_TRUE(j["layers"].is_array());
+  EXPECT_TRUE(j["baselines"].is_array());
+}
+
+TEST(PlanCommand, GraphJsonRoundTripGivesTheSamePlan) {
+  for (const char* model : {"gpt2", "llama3-8b", "mixtral-8x7b", "vit-l16", "resnet50"}) {
+    SCOPED_TRACE(model);
+    CommandOptions o = small(model, "tp=4");
+    o.batch = 4;
+    o.format = "json";
+    o.compare = false;
+    std::string path = temp_path(std::string(model) + ".json");
+    CommandOptions dump = o;
+    dump.dump_graph = path;
+    run(dump);
+    json a = json::parse(run(o));
+    CommandOptions from_file = o;
+    from_file.model.clear();
+    from_file.graph_file = path;
+    json b = json::parse(run(from_file));
+    EXPECT_EQ(a["ops"].size(), b["ops"].size());
+    EXPECT_NEAR(a["totals"]["step_time_us"].get<double>(), b["totals"]["step_time_us"].get<double>(), 1e-6);
+    EXPECT_EQ(a["totals"]["comm_bytes"], b["totals"]["comm_bytes"]);
+  }
+}
+
+TEST(PlanCommand, TableAndPicture) {
+  CommandOptions o = small("gpt2", "dp=2,tp=4");
+  o.dot = temp_path("plan.dot");
+  std::string table = run(o);
+  EXPECT_NE(table.find("layers 0-1 (each)"), std::string::npos) << table;
+  EXPECT_NE(table.find("megatron"), std::string::npos);
+  EXPECT_NE(table.find("data-parallel"), std::string::npos);
+  EXPECT_NE(table.find("greedy"), std::string::npos);
+  std::ifstream f(o.dot);
+  std::stringstream dot;
+  dot << f.rdbuf();
+  EXPECT_NE(dot.str().find("digraph"), std::string::npos);
+  EXPECT_NE(dot.str().find("layers.0.attn.qkv"), std::string::npos);
+  EXPECT_EQ(dot.str().find("layers.1.attn.qkv"), std::string::npos) << "later layers are folded";
+  EXPECT_NE(dot.str().find("more layers"), std::string::npos);
+}
+
+TEST(PlanCommand, Lists) {
+  CommandOptions o;
+  o.list_models = o.list_hardware = true;
+  std::string s = run(o);
+  EXPECT_NE(s.find("llama3-70b"), std::string::npos);
+  EXPECT_NE(s.find("70.55B"), std::string::npos) << s;
+  EXPECT_NE(s.find("h100-nvlink"), std::string::npos);
+}
+
+TEST(PlanCommand, EveryZooModelPlansOnA2dMesh) {
+  for (const auto& m : models::zoo()) {
+    SCOPED_TRACE(m.name);
+    CommandOptions o = small(m.name, "dp=2,tp=2");
+    o.format = "json";
+    json j = json::parse(run(o));
+    EXPECT_GT(j["totals"]["step_time_us"].get<double>(), 0);
+  }
+}
+
+}  // namespace
+}  // namespace dtensor::planner

@@ -192,7 +192,7 @@ std::string report_table(const CostModel& cm, const PlanResult& r, const ReportO
   for (const std::string& n : r.notes) o << "note: " << n << "\n";
   o << absl::StrFormat("\nplan time %.1f ms (%d solve%s, %d layer template%s for %d layers%s%s); baselines %.1f ms\n",
                        r.plan_time_ms, r.solves, r.solves == 1 ? "" : "s", r.templates, r.templates == 1 ? "" : "s",
-                       r.templated_layers, r.lambda > 0 ? absl::StrFormat(", memory price %.3g us/MB", r.lambda * 1e6) : "",
+                       r.templated_layers, r.lambda > 1e-8 ? absl::StrFormat(", memory price %.3g us/MB", r.lambda * 1e6) : "",
                        r.mixed_layers > 0 ? absl::StrFormat(", %d layers planned like the faster unfitting plan", r.mixed_layers) : "",
                        r.compare_time_ms);
   return o.str();

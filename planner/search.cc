@@ -18,6 +18,7 @@ namespace dtensor::planner {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kTieBreakLambda = 1e-9;  // µs per byte
 
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -694,12 +695,13 @@ Planner::Search Planner::lagrangian(const Constraints* c, double limit) const {
     if (!out.best.valid || f.eval.step_time_us < out.best.eval.step_time_us) out.best = std::move(f);
     return true;
   };
-  Search::Found f0 = attempt(0);
+  // A price of 1 µs per GB breaks ties between equally fast plans toward less memory.
+  Search::Found f0 = attempt(kTieBreakLambda);
   if (!f0.valid) return out;  // the constraints admit nothing
   out.least = f0;
   if (consider(f0)) return out;
   const double scale = f0.eval.step_time_us / std::max(1.0, static_cast<double>(f0.eval.peak_memory_bytes));
-  double lo = 0, hi = scale * 0.1;
+  double lo = 0, hi = std::max(scale * 0.1, 8 * kTieBreakLambda);
   bool fit = false;
   Search::Found near = f0;  // the plan that does not fit at the highest price tried below `hi`
   for (int i = 0; i < 16 && !fit; ++i) {
@@ -897,10 +899,14 @@ PlanResult Planner::run() {
             moved.push_back(absl::StrCat(u.name, " -> ", g_.node(v).name, " (", g_.node(v).op, ")"));
         }
       }
+      bool view = false;
+      for (const std::string& m : moved) view |= m.find("(view)") != std::string::npos;
       if (!moved.empty())
         b.note += absl::StrCat(b.note.empty() ? "" : "; ", "column-split outputs moved before use: ",
-                               absl::StrJoin(moved, ", "), " (for attention: the heads must divide by ",
-                               mesh_.names[tp], "=", mesh_.shape[tp], ")");
+                               absl::StrJoin(moved, ", "),
+                               view ? absl::StrCat(" (for attention: the heads must divide by ", mesh_.names[tp], "=",
+                                                   mesh_.shape[tp], ")")
+                                    : "");
     }
     r.compare_time_ms = now_ms() - t1;
   }

@@ -282,13 +282,15 @@ ModelGraph vit(const std::string& name, const Config& c, const ModelOptions& o) 
 // ---- ResNet-50 ------------------------------------------------------------------------------------
 
 TensorId conv_bn(GraphBuilder& b, const std::string& n, TensorId x, int64_t cin, int64_t cout, int64_t k,
-                 int64_t stride, int64_t pad, bool relu) {
+                 int64_t stride, int64_t pad, bool relu, bool training) {
   TensorId w = b.param(n + ".conv.weight", {cout, cin, k, k}, kBf16);
   TensorId y = b.op1(n + ".conv", "convolution",
                      {x, w, None(), L({stride, stride}), L({pad, pad}), L({1, 1}), Bool(false), L({0, 0}), I(1)});
   TensorId g = b.param(n + ".bn.weight", {cout}, kBf16);
   TensorId beta = b.param(n + ".bn.bias", {cout}, kBf16);
-  y = b.op1(n + ".bn", "batch_norm", {y, g, beta});
+  // Training normalizes with the batch's statistics (synchronized when the batch is split);
+  // inference with the running ones.
+  y = b.op1(n + ".bn", "batch_norm", {y, g, beta}, {{"training", Bool(training)}});
   return relu ? b.op1(n + ".relu", "relu", {y}) : y;
 }
 
@@ -303,7 +305,7 @@ ModelGraph resnet50(const std::string& name, const ModelOptions& o) {
   b.set_block("embed");
   TensorId images = b.input("images", {B, 3, 224, 224}, kBf16);
   TensorId labels = b.input("labels", {B}, kI64);
-  TensorId x = conv_bn(b, "stem", images, 3, 64, 7, 2, 3, true);
+  TensorId x = conv_bn(b, "stem", images, 3, 64, 7, 2, 3, true, o.training);
   x = b.op("stem.pool", "max_pool2d_with_indices", {x, L({3, 3}), L({2, 2}), L({1, 1})})[0];
   b.set_block("layer");
   int64_t cin = 64;
@@ -313,11 +315,11 @@ ModelGraph resnet50(const std::string& name, const ModelOptions& o) {
       b.set_layer(index);
       b.set_scope(absl::StrCat("layer", s + 1, ".", i, "."));
       const int64_t w = widths[s], stride = (i == 0 && s > 0) ? 2 : 1;
-      TensorId y = conv_bn(b, "a", x, cin, w, 1, 1, 0, true);
-      y = conv_bn(b, "b", y, w, w, 3, stride, 1, true);
-      y = conv_bn(b, "c", y, w, 4 * w, 1, 1, 0, false);
+      TensorId y = conv_bn(b, "a", x, cin, w, 1, 1, 0, true, o.training);
+      y = conv_bn(b, "b", y, w, w, 3, stride, 1, true, o.training);
+      y = conv_bn(b, "c", y, w, 4 * w, 1, 1, 0, false, o.training);
       TensorId id = x;
-      if (i == 0) id = conv_bn(b, "downsample", x, cin, 4 * w, 1, stride, 0, false);
+      if (i == 0) id = conv_bn(b, "downsample", x, cin, 4 * w, 1, stride, 0, false, o.training);
       y = b.op1("residual", "add", {y, id});
       x = b.op1("out", "relu", {y});
       cin = 4 * w;

@@ -1,5 +1,7 @@
 #include "kernels/cuda/common.h"
 
+#include <algorithm>
+
 #include "dtensor/core/cuda/cuda_storage.h"
 #include "kernels/cuda/kernels.h"
 
@@ -45,6 +47,21 @@ DType dtype_of(Compute c) {
 
 Tensor workspace(size_t bytes, Device device) {
   return Tensor::empty({static_cast<int64_t>(bytes)}, DType::kBool, device);
+}
+
+Shape broadcast_op(const char* op, const Shape& a, const Shape& b) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    // Align from the right; missing leading dims count as 1.
+    const int64_t da = i + a.size() >= n ? a[i + a.size() - n] : 1;
+    const int64_t db = i + b.size() >= n ? b[i + b.size() - n] : 1;
+    DT_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", shape_str(a), " and ", shape_str(b),
+             " do not broadcast (dim ", i, " of the result: ", da, " vs ", db,
+             "; accepted: equal sizes or 1)");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
 }
 
 Operand operand(const Tensor& t, const Shape& shape) {

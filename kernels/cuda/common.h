@@ -31,6 +31,10 @@ DType dtype_of(Compute c);    // kFloat -> float32, kDouble -> float64, kInt64 -
 // Device scratch memory of `bytes` (from the caching allocator; freed with the tensor).
 Tensor workspace(size_t bytes, Device device);
 
+// The broadcast shape of a and b, or an Error naming `op` and both shapes (the CPU kernels' rule
+// and message).
+Shape broadcast_op(const char* op, const Shape& a, const Shape& b);
+
 // t viewed over `shape` (broadcast: expand) as a launcher operand.
 Operand operand(const Tensor& t, const Shape& shape);
 Operand scalar_operand(double d, int64_t i, DType dtype);

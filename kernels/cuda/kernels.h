@@ -3,7 +3,8 @@
 // (same arguments, dtypes, broadcasting, NaN and tie rules, errors), on tensors of one CUDA
 // device. Differences, all within float tolerance: float32 / bfloat16 / float16 inputs are
 // computed in float (the CPU uses double for reductions, norms, scans and pooling), float64 in
-// double; sums are tree-ordered; max_pool backward adds with atomics (order-dependent rounding).
+// double; sums are tree-ordered; max_pool backward and embedding_dense_backward add with atomics
+// (order-dependent rounding).
 // Indices are always exact.
 //
 // Conventions: inputs are CUDA tensors of one device (any strides unless noted); results are new
@@ -51,6 +52,27 @@ Tensor div(const Tensor& a, const Tensor& b, const std::string& rounding_mode = 
 Tensor div(const Tensor& a, const Scalar& b, const std::string& rounding_mode = "");
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
+// a ** b in result_type(a, b): exact wrapping integer powers (negative tensor exponents give 0
+// unless the base is 1 or -1); an integer tensor to a negative integer Scalar throws.
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Scalar& exponent);
+// Comparisons -> bool, compared in result_type(a, b) (NaN: only ne is true).
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Scalar& b);
+Tensor ne(const Tensor& a, const Scalar& b);
+Tensor lt(const Tensor& a, const Scalar& b);
+Tensor le(const Tensor& a, const Scalar& b);
+Tensor gt(const Tensor& a, const Scalar& b);
+Tensor ge(const Tensor& a, const Scalar& b);
+// cond (bool) ? a : b, all three broadcast; dtype result_type(a, b).
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// x with value (cast to x's dtype) where the bool mask (broadcast to x's shape) is true.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value);
 Tensor neg(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor relu(const Tensor& x);
@@ -62,12 +84,23 @@ Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor silu(const Tensor& x);
+// d/dx gelu(x) * grad (kernels/cpu/grad_kernels.h), grad and x broadcast; promoted floating dtype.
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& approximate = "none");
 
 // ---- Reductions (kernels/cpu/reduction.h): sums of float32/16-bit inputs accumulate in float.
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor amin(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// Product (wrapping int64 for integer / bool inputs, float for float32 / 16-bit inputs).
+Tensor prod(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// Two-pass variance sum((x - mean)^2) / max(0, N - correction), and its square root; floating only.
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, double correction = 1,
+           bool keepdim = false);
+Tensor std(const Tensor& x, const std::vector<int64_t>& dims = {}, double correction = 1,
+           bool keepdim = false);
+// log(sum(exp(x))) shifted by the max (0 when infinite); integer / bool inputs give float32.
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
 
 // ---- Softmax and normalization (kernels/cpu/norm.h).
 Tensor softmax(const Tensor& x, int64_t dim);
@@ -84,6 +117,41 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape,
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor embedding_masked(const Tensor& weight_shard, const Tensor& indices, int64_t row_start,
                         int64_t row_end);
+
+// ---- Losses (kernels/cpu/loss.h) and their backward (kernels/cpu/grad_kernels.h), computed in
+// float for float32 / 16-bit inputs (the CPU uses double). Class-index targets are checked on the
+// device: a bad one is reported after a sync (one of them when several; the CPU names the first).
+// cross_entropy: log_softmax in the compute type, then the nll / label-smoothing terms.
+Tensor nll_loss(const Tensor& logp, const Tensor& target,
+                const std::optional<Tensor>& weight = std::nullopt,
+                const std::string& reduction = "mean", int64_t ignore_index = -100);
+Tensor cross_entropy(const Tensor& logits, const Tensor& target,
+                     const std::optional<Tensor>& weight = std::nullopt,
+                     const std::string& reduction = "mean", int64_t ignore_index = -100,
+                     double label_smoothing = 0.0);
+// grad_input of nll_loss ([N, C] or [C], class-block form as on the CPU); "mean" without
+// total_weight sums the weights on the device (no sync besides the target check).
+Tensor nll_loss_backward(const Tensor& grad_output, const Shape& input_shape, DType dtype,
+                         const Tensor& target, const std::optional<Tensor>& weight,
+                         const std::string& reduction, int64_t ignore_index,
+                         std::optional<double> total_weight = std::nullopt, int64_t class_start = 0,
+                         int64_t num_classes = -1);
+// The divisor of nll_loss's "mean" (sum of weight[t] over t != ignore_index); synchronizes.
+double nll_loss_total_weight(const Tensor& target, const std::optional<Tensor>& weight,
+                             int64_t ignore_index);
+// Scatter-add of grad rows into [row_count, D] with atomics: float32 / float64 add into the
+// result, 16-bit grads into a float buffer rounded once; the order of the additions (and so the
+// last-bit rounding of rows hit by several indices) depends on scheduling, unlike the CPU's
+// index-order double accumulation. Bad indices are reported after a sync.
+Tensor embedding_dense_backward(const Tensor& grad, const Tensor& indices, int64_t num_weights,
+                                int64_t padding_idx = -1, int64_t row_start = 0,
+                                int64_t row_count = -1);
+
+// ---- Shape ops (kernels/cpu/shape_ops.h; cat is the core's, through device copies).
+// Equally shaped tensors of one dtype and device joined along a new dim (one copy kernel each).
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// x's slices at `index` (int64/int32, 0-d or 1-d) along dim; bad indices reported after a sync.
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 
 // ---- Scans (kernels/cpu/scan.h), through CUB; float32 / 16-bit inputs accumulate in float.
 Tensor cumsum(const Tensor& x, int64_t dim);

@@ -52,7 +52,27 @@ enum class UnaryOp : int32_t {
   kGeluTanh,
   kSilu
 };
-enum class BinaryOp : int32_t { kAdd, kSub, kMul, kDiv, kDivTrunc, kDivFloor, kMaximum, kMinimum };
+enum class BinaryOp : int32_t {
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kDivTrunc,
+  kDivFloor,
+  kMaximum,
+  kMinimum,
+  kPow,  // integers: exact, wrapping; a negative exponent gives 0 unless the base is 1 or -1
+  // Comparisons: 1 or 0 in the compute type (stored into a bool output).
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  // d/dx gelu(x) * grad with a = grad, b = x (floating compute types only).
+  kGeluBackward,
+  kGeluTanhBackward
+};
 
 // out[i] = op(in[i]) computed in `c`; out may be any strided view (copy_ into a slice). kCopy with
 // Compute::kInt64 copies integers exactly; with kDouble it converts like the CPU copy_strided.
@@ -63,17 +83,30 @@ void launch_unary(UnaryOp op, Compute c, const LoopShape& shape, const Operand& 
 void launch_binary(BinaryOp op, Compute c, const LoopShape& shape, const Operand& out,
                    const Operand& a, const Operand& b, double alpha_d, int64_t alpha_i,
                    int* error_flag, cudaStream_t stream);
+// out[i] = cond[i] != 0 ? a[i] : b[i] computed in `c` (a or b may be scalars).
+void launch_where(Compute c, const LoopShape& shape, const Operand& out, const Operand& cond,
+                  const Operand& a, const Operand& b, cudaStream_t stream);
 
 // ---- Reductions along the middle dim of a contiguous [outer, n, inner] input
 // (reduction_kernels.cu).
-enum class ReduceKind : int32_t { kSum, kMean, kMax, kMin };
+// kVar / kStd / kLogSumExp are two-pass (launch_reduce_two_pass); the others one-pass.
+enum class ReduceKind : int32_t { kSum, kMean, kMax, kMin, kProd, kVar, kStd, kLogSumExp };
 // Bytes of workspace launch_reduce / launch_arg_reduce need (0: none).
 size_t reduce_workspace_bytes(Compute c, int64_t outer, int64_t n, int64_t inner, bool arg);
 // out [outer, inner] of out_dtype = kind over n, accumulated in c; mean divides by n (NaN for
-// n = 0); max/min propagate NaN.
+// n = 0); max/min propagate NaN; prod multiplies (wrapping for kInt64). kSum, kMean, kMax, kMin,
+// kProd only.
 void launch_reduce(ReduceKind kind, Compute c, const void* in, DType in_dtype, void* out,
                    DType out_dtype, int64_t outer, int64_t n, int64_t inner, void* workspace,
                    cudaStream_t stream);
+// Bytes of workspace launch_reduce_two_pass needs (never 0).
+size_t reduce_two_pass_workspace_bytes(Compute c, int64_t outer, int64_t n, int64_t inner);
+// Two-pass reductions in a floating c: kVar = sum((x - mean)^2) / max(0, n - correction) and
+// kStd = its square root (mean first, as the CPU kernel); kLogSumExp = log(sum(exp(x - m))) + m
+// with m the max (0 when it is infinite; NaN propagates).
+void launch_reduce_two_pass(ReduceKind kind, Compute c, const void* in, DType in_dtype, void* out,
+                            DType out_dtype, int64_t outer, int64_t n, int64_t inner,
+                            double correction, void* workspace, cudaStream_t stream);
 // values (may be null; in the input dtype) and int64 indices of the max (is_max) or min along n:
 // NaN wins (the first NaN), equal values give the first index. n >= 1.
 void launch_arg_reduce(bool is_max, Compute c, const void* in, DType dtype, void* values,
@@ -99,6 +132,73 @@ void launch_embedding(const void* weight, int64_t rows, int64_t dim, size_t elem
                       const void* indices, DType index_dtype, int64_t count, bool masked,
                       int64_t row_start, int64_t row_end, void* out, int64_t* bad_index,
                       cudaStream_t stream);
+
+// ---- Classification losses (loss_kernels.cu) over log-probabilities `input`, a contiguous
+// [outer, classes, inner] tensor (classes on the middle dim); one loss per (o, i), in the order of
+// a contiguous [outer, inner] target.
+struct ClassLoss {
+  int64_t outer = 0, classes = 0, inner = 1;
+  const void* input = nullptr;
+  DType input_dtype = DType::kFloat32;
+  const void* weight = nullptr;  // null (all ones) or [classes] of the compute type
+  // Class-index targets (int64 / int32) [outer, inner]; null when `probs` is given.
+  const void* target = nullptr;
+  DType target_dtype = DType::kInt64;
+  int64_t ignore_index = -100;
+  // Probability targets shaped like `input` (cross_entropy), or null.
+  const void* probs = nullptr;
+  DType probs_dtype = DType::kFloat32;
+  // Index targets: also add label_smoothing / classes * (-sum_c weight[c] * input[c]) when
+  // `smooth` (cross_entropy; computed even for label_smoothing 0, as the CPU kernel does).
+  bool smooth = false;
+  double label_smoothing = 0;
+};
+// losses [outer * inner] (compute type): index targets: -(1 - ls) * weight[t] * input[t] (+ the
+// smoothing term), 0 for ignored targets; probabilities: -sum_c weight[c] * ((1 - ls) * q[c] +
+// ls / classes) * input[c]. weights (may be null; index targets only): weight[t], or 0 for ignored
+// targets. A target outside [0, classes) that is not ignore_index is reported in bad_index as in
+// launch_embedding (its loss and weight are 0).
+void launch_class_loss(const ClassLoss& p, Compute c, void* losses, void* weights,
+                       int64_t* bad_index, cudaStream_t stream);
+// weights[i] = weight[target[i]], or 1 for any target without weight; 0 where target[i] is
+// ignore_index (or, with weight, outside [0, num_classes)). `count` int64 / int32 targets, weights
+// of the compute type.
+void launch_target_weights(Compute c, const void* target, DType target_dtype, int64_t count,
+                           const void* weight, int64_t num_classes, int64_t ignore_index,
+                           void* weights, cudaStream_t stream);
+// nll_loss_backward into grad_input [n, c_local] of out_dtype (written entirely):
+// -weight[t] * g / divisor at column t - class_start of row i, for targets t != ignore_index in
+// [class_start, class_start + c_local), 0 elsewhere. g = grad_output[i] when per_element, else
+// grad_output[0] (grad_output of grad_dtype). divisor: *divisor_ptr (compute type) when not null,
+// else divisor_value. weight: null (ones) or [num_classes] of the compute type. Targets outside
+// [0, num_classes) that are not ignore_index are reported in bad_index.
+void launch_nll_loss_backward(Compute c, const void* grad_output, DType grad_dtype,
+                              bool per_element, const void* target, DType target_dtype, int64_t n,
+                              int64_t c_local, int64_t class_start, int64_t num_classes,
+                              int64_t ignore_index, const void* weight, const void* divisor_ptr,
+                              double divisor_value, void* grad_input, DType out_dtype,
+                              int64_t* bad_index, cudaStream_t stream);
+
+// ---- Gathers and scatter-adds along one dim (index_kernels.cu).
+// Reports in bad_index (as in launch_embedding) an index outside [0, hi) among `count` int64 /
+// int32 indices, skipping the value `skip` when has_skip (for checks the kernels below cannot make
+// because they have no elements to move).
+void launch_check_indices(const void* indices, DType index_dtype, int64_t count, int64_t hi,
+                          bool has_skip, int64_t skip, int64_t* bad_index, cudaStream_t stream);
+// out [outer, count, inner] = in [outer, n, inner] at indices (int64 / int32, `count` of them) of
+// the middle dim, elements of elem_size bytes. An index outside [0, n) is reported in bad_index as
+// in launch_embedding.
+void launch_index_select(const void* in, int64_t outer, int64_t n, int64_t inner, size_t elem_size,
+                         const void* indices, DType index_dtype, int64_t count, void* out,
+                         int64_t* bad_index, cudaStream_t stream);
+// embedding_dense_backward: adds grad [count, dim] (grad_dtype) row i into acc row
+// indices[i] - row_start (acc: [row_count, dim] of the floating compute type, zeroed by the
+// caller) with atomics, skipping padding_idx and rows outside [row_start, row_start + row_count).
+// An index outside [0, num_weights) is reported in bad_index.
+void launch_embedding_backward(Compute c, const void* grad, DType grad_dtype, const void* indices,
+                               DType index_dtype, int64_t count, int64_t dim, int64_t num_weights,
+                               int64_t padding_idx, int64_t row_start, int64_t row_count, void* acc,
+                               int64_t* bad_index, cudaStream_t stream);
 
 // ---- Scans along the rows of a contiguous [rows, n] tensor of the compute type
 // (scan_kernels.cu).

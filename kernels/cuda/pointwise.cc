@@ -34,7 +34,7 @@ Tensor binary(const char* op_name, BinaryOp op, const Tensor& a, const Tensor* b
               int64_t alpha_i = 1) {
   check_cuda(op_name, a, "self");
   if (b_tensor != nullptr) check_same_device(op_name, a, *b_tensor, "other");
-  const Shape shape = b_tensor ? broadcast_shapes(a.sizes(), b_tensor->sizes()) : a.sizes();
+  const Shape shape = b_tensor ? broadcast_op(op_name, a.sizes(), b_tensor->sizes()) : a.sizes();
   const Compute c = compute_of(compute_dtype_of);
   DeviceGuard guard(a.device().index);
   Tensor out = Tensor::empty(shape, out_dtype, a.device());
@@ -108,6 +108,30 @@ Tensor unary_keep(const char* op_name, UnaryOp op, const Tensor& x, const char* 
   DT_CHECK(x.dtype() != DType::kBool, op_name, ": ", what, " bool tensor ", shape_str(x.sizes()),
            " is not supported (accepted: numeric dtypes)");
   return unary(op_name, op, x, x.dtype());
+}
+
+// A scalar as a launcher operand, converted like Scalar::to_tensor().to(dtype) on the CPU.
+Operand scalar_as(const Scalar& v, DType dtype) {
+  const Tensor t = v.to_tensor().to(dtype);
+  return scalar_operand(t.item(), t.to(DType::kInt64).to_vector<int64_t>()[0], dtype);
+}
+
+// cond ? a : b over `shape` in the compute type of `common`; a / b are tensors or scalars (null
+// tensor pointer).
+Tensor where_impl(const char* op, const Tensor& cond, const Shape& shape, DType common,
+                  const Tensor* a, const Operand& a_scalar, const Tensor* b,
+                  const Operand& b_scalar) {
+  DeviceGuard guard(cond.device().index);
+  Tensor out = Tensor::empty(shape, common, cond.device());
+  std::vector<const Tensor*> ts{&out, &cond};
+  if (a) ts.push_back(a);
+  if (b) ts.push_back(b);
+  LoopShape l = loop_shape(op, shape, ts);
+  launch_where(compute_of(common), l, operand(out, shape), operand(cond, shape),
+               a ? operand(*a, shape) : a_scalar, b ? operand(*b, shape) : b_scalar,
+               stream_of(cond));
+  check_launch(op);
+  return out;
 }
 
 }  // namespace
@@ -215,6 +239,71 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 Tensor minimum(const Tensor& a, const Tensor& b) {
   DType c = result_type(a, b);
   return binary("minimum", BinaryOp::kMinimum, a, &b, nullptr, c, c);
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  DType c = result_type(a, b);
+  return binary("pow", BinaryOp::kPow, a, &b, nullptr, c, c);
+}
+Tensor pow(const Tensor& a, const Scalar& exponent) {
+  const DType c = result_type(a, exponent);
+  DT_CHECK(is_floating(c) || exponent.to_int() >= 0,
+           "pow: integers to negative integer powers are not allowed (", dtype_name(a.dtype()), " ",
+           shape_str(a.sizes()), " ** ", exponent.to_int(),
+           "; accepted: exponent >= 0 or a floating tensor/exponent)");
+  return binary("pow", BinaryOp::kPow, a, nullptr, &exponent, c, c);
+}
+
+#define DTK_CUDA_COMPARISON(name, kind)                                          \
+  Tensor name(const Tensor& a, const Tensor& b) {                                \
+    return binary(#name, kind, a, &b, nullptr, result_type(a, b), DType::kBool); \
+  }                                                                              \
+  Tensor name(const Tensor& a, const Scalar& b) {                                \
+    return binary(#name, kind, a, nullptr, &b, result_type(a, b), DType::kBool); \
+  }
+DTK_CUDA_COMPARISON(eq, BinaryOp::kEq)
+DTK_CUDA_COMPARISON(ne, BinaryOp::kNe)
+DTK_CUDA_COMPARISON(lt, BinaryOp::kLt)
+DTK_CUDA_COMPARISON(le, BinaryOp::kLe)
+DTK_CUDA_COMPARISON(gt, BinaryOp::kGt)
+DTK_CUDA_COMPARISON(ge, BinaryOp::kGe)
+#undef DTK_CUDA_COMPARISON
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_cuda("where", cond, "condition");
+  check_same_device("where", cond, a, "self");
+  check_same_device("where", cond, b, "other");
+  DT_CHECK(cond.dtype() == DType::kBool, "where: condition must be bool, got ",
+           dtype_name(cond.dtype()), " ", shape_str(cond.sizes()));
+  const Shape shape =
+      broadcast_op("where", cond.sizes(), broadcast_op("where", a.sizes(), b.sizes()));
+  return where_impl("where", cond, shape, result_type(a, b), &a, Operand{}, &b, Operand{});
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
+  check_cuda("masked_fill", x);
+  check_same_device("masked_fill", x, mask, "mask");
+  DT_CHECK(mask.dtype() == DType::kBool, "masked_fill: mask must be bool, got ",
+           dtype_name(mask.dtype()), " ", shape_str(mask.sizes()));
+  DT_CHECK(broadcast_op("masked_fill", x.sizes(), mask.sizes()) == x.sizes(), "masked_fill: mask ",
+           shape_str(mask.sizes()), " does not broadcast to the input's shape ",
+           shape_str(x.sizes()));
+  return where_impl("masked_fill", mask, x.sizes(), x.dtype(), nullptr, scalar_as(value, x.dtype()),
+                    &x, Operand{});
+}
+
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& approximate) {
+  const char* op = "gelu_backward";
+  DT_CHECK(approximate == "none" || approximate == "tanh", op, ": unknown approximate '",
+           approximate, "' (accepted: \"none\", \"tanh\")");
+  check_cuda(op, grad, "grad");
+  check_same_device(op, grad, x, "self");
+  DT_CHECK(is_floating(grad.dtype()) && is_floating(x.dtype()), op,
+           ": grad and self must be floating, got ", dtype_name(grad.dtype()), " ",
+           shape_str(grad.sizes()), " and ", dtype_name(x.dtype()), " ", shape_str(x.sizes()));
+  const DType out = promote_types(grad.dtype(), x.dtype());
+  return binary(op, approximate == "tanh" ? BinaryOp::kGeluTanhBackward : BinaryOp::kGeluBackward,
+                grad, &x, nullptr, out, out);
 }
 
 Tensor neg(const Tensor& x) { return unary_keep("neg", UnaryOp::kNeg, x, "negating a"); }

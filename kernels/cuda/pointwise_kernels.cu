@@ -75,6 +75,23 @@ __device__ __forceinline__ T apply_unary(UnaryOp op, T x) {
   }
 }
 
+// Exact integer power by repeated squaring (wrapping); negative exponents follow torch's powi, as
+// the CPU kernel: 0 unless the base is 1 or -1.
+__device__ __forceinline__ int64_t pow_int(int64_t base, int64_t e) {
+  if (e < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (e & 1) ? -1 : 1;
+    return 0;
+  }
+  uint64_t r = 1, b = static_cast<uint64_t>(base);
+  while (e > 0) {
+    if (e & 1) r *= b;
+    b *= b;
+    e >>= 1;
+  }
+  return static_cast<int64_t>(r);
+}
+
 template <typename T>
 __device__ __forceinline__ T apply_binary(BinaryOp op, T x, T y, T alpha, int* error_flag) {
   if constexpr (std::is_integral_v<T>) {
@@ -102,6 +119,23 @@ __device__ __forceinline__ T apply_binary(BinaryOp op, T x, T y, T alpha, int* e
         return x > y ? x : y;
       case BinaryOp::kMinimum:
         return x < y ? x : y;
+      case BinaryOp::kPow:
+        return pow_int(x, y);
+      case BinaryOp::kEq:
+        return x == y;
+      case BinaryOp::kNe:
+        return x != y;
+      case BinaryOp::kLt:
+        return x < y;
+      case BinaryOp::kLe:
+        return x <= y;
+      case BinaryOp::kGt:
+        return x > y;
+      case BinaryOp::kGe:
+        return x >= y;
+      case BinaryOp::kGeluBackward:
+      case BinaryOp::kGeluTanhBackward:
+        return x;  // floating only (the host checks)
     }
     return x;
   } else {
@@ -126,6 +160,34 @@ __device__ __forceinline__ T apply_binary(BinaryOp op, T x, T y, T alpha, int* e
         if (x != x) return x;
         if (y != y) return y;
         return x < y ? x : y;
+      case BinaryOp::kPow:
+        return pow(x, y);
+      case BinaryOp::kEq:
+        return T(x == y);
+      case BinaryOp::kNe:
+        return T(x != y);
+      case BinaryOp::kLt:
+        return T(x < y);
+      case BinaryOp::kLe:
+        return T(x <= y);
+      case BinaryOp::kGt:
+        return T(x > y);
+      case BinaryOp::kGe:
+        return T(x >= y);
+      case BinaryOp::kGeluBackward: {  // x = grad, y = self
+        const T cdf = T(0.5) * (T(1) + erf(y * T(0.70710678118654752440)));
+        const T pdf = T(0.39894228040143267794) * exp(T(-0.5) * y * y);  // 1 / sqrt(2 pi)
+        return x * (cdf + y * pdf);
+      }
+      case BinaryOp::kGeluTanhBackward: {
+        const T k = T(0.79788456080286535588);  // sqrt(2 / pi)
+        const T kappa = T(0.044715);
+        const T y2 = y * y;
+        const T t = tanh(k * (y + kappa * y2 * y));
+        const T d =
+            T(0.5) * (T(1) + t) + T(0.5) * y * (T(1) - t * t) * k * (T(1) + T(3) * kappa * y2);
+        return x * d;
+      }
     }
     return x;
   }
@@ -169,7 +231,31 @@ __global__ void binary_kernel(BinaryOp op, LoopShape shape, Operand out, Operand
   }
 }
 
+template <typename T>
+__global__ void where_kernel(LoopShape shape, Operand out, Operand cond, Operand a, Operand b) {
+  const Operand* const ops[4] = {&out, &cond, &a, &b};
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < shape.numel;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t off[4];
+    offsets<4>(shape, i, ops, off);
+    // The condition converts to the compute type, as on the CPU (cond.to(c) != 0).
+    const T k = operand_value<T>(cond, off[1]);
+    const T v = k != T(0) ? operand_value<T>(a, off[2]) : operand_value<T>(b, off[3]);
+    store_as<T>(const_cast<void*>(out.data), out.dtype, off[0], v);
+  }
+}
+
 }  // namespace
+
+void launch_where(Compute c, const LoopShape& shape, const Operand& out, const Operand& cond,
+                  const Operand& a, const Operand& b, cudaStream_t stream) {
+  if (shape.numel == 0) return;
+  dispatch_compute(c, [&](auto tag) {
+    using T = decltype(tag);
+    where_kernel<T>
+        <<<grid_for(shape.numel, kThreads), kThreads, 0, stream>>>(shape, out, cond, a, b);
+  });
+}
 
 void launch_unary(UnaryOp op, Compute c, const LoopShape& shape, const Operand& out,
                   const Operand& in, cudaStream_t stream) {

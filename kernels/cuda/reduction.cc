@@ -28,7 +28,7 @@ std::vector<bool> reduction_mask(const char* op, const Tensor& x,
 }
 
 Tensor reduce(const char* op, ReduceKind kind, const Tensor& x, const std::vector<int64_t>& dims,
-              bool keepdim, DType out_dtype, Compute c) {
+              bool keepdim, DType out_dtype, Compute c, double correction = 0) {
   const std::vector<bool> mask = reduction_mask(op, x, dims);
   Shape out_shape;
   for (int64_t d = 0; d < x.dim(); ++d) {
@@ -67,16 +67,24 @@ Tensor reduce(const char* op, ReduceKind kind, const Tensor& x, const std::vecto
       if (mask[d]) perm.push_back(d);
     b = blocked(x.permute(perm), kept, x.dim() - 1);
   }
-  Tensor ws = workspace(reduce_workspace_bytes(c, b.outer, b.n, b.inner, false), x.device());
-  launch_reduce(kind, c, b.t.data_ptr(), x.dtype(), out.data_ptr(), out_dtype, b.outer, b.n,
-                b.inner, ws.numel() > 0 ? ws.data_ptr() : nullptr, stream_of(x));
+  const bool two_pass =
+      kind == ReduceKind::kVar || kind == ReduceKind::kStd || kind == ReduceKind::kLogSumExp;
+  if (two_pass) {
+    Tensor ws = workspace(reduce_two_pass_workspace_bytes(c, b.outer, b.n, b.inner), x.device());
+    launch_reduce_two_pass(kind, c, b.t.data_ptr(), x.dtype(), out.data_ptr(), out_dtype, b.outer,
+                           b.n, b.inner, correction, ws.data_ptr(), stream_of(x));
+  } else {
+    Tensor ws = workspace(reduce_workspace_bytes(c, b.outer, b.n, b.inner, false), x.device());
+    launch_reduce(kind, c, b.t.data_ptr(), x.dtype(), out.data_ptr(), out_dtype, b.outer, b.n,
+                  b.inner, ws.numel() > 0 ? ws.data_ptr() : nullptr, stream_of(x));
+  }
   check_launch(op);
   return out;
 }
 
-void check_floating_input(const char* op, const Tensor& x) {
+void check_floating_input(const char* op, const Tensor& x, const char* hint = "") {
   DT_CHECK(is_floating(x.dtype()), op, ": expected a floating tensor, got ", dtype_name(x.dtype()),
-           " ", shape_str(x.sizes()), " (accepted: float32, float64, bfloat16, float16)");
+           " ", shape_str(x.sizes()), " (accepted: float32, float64, bfloat16, float16", hint, ")");
 }
 
 Tensor extremum(const char* op, ReduceKind kind, const Tensor& x, const std::vector<int64_t>& dims,
@@ -99,7 +107,7 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   check_cuda("mean", x);
-  check_floating_input("mean", x);
+  check_floating_input("mean", x, "; convert integer tensors first");
   return reduce("mean", ReduceKind::kMean, x, dims, keepdim, x.dtype(), compute_of(x.dtype()));
 }
 
@@ -109,6 +117,32 @@ Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor amin(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   return extremum("amin", ReduceKind::kMin, x, dims, keepdim);
+}
+
+Tensor prod(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  check_cuda("prod", x);
+  const DType out = is_floating(x.dtype()) ? x.dtype() : DType::kInt64;
+  return reduce("prod", ReduceKind::kProd, x, dims, keepdim, out, compute_of(out));
+}
+
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims, double correction, bool keepdim) {
+  check_cuda("var", x);
+  check_floating_input("var", x);
+  return reduce("var", ReduceKind::kVar, x, dims, keepdim, x.dtype(), compute_of(x.dtype()),
+                correction);
+}
+
+Tensor std(const Tensor& x, const std::vector<int64_t>& dims, double correction, bool keepdim) {
+  check_cuda("std", x);
+  check_floating_input("std", x);
+  return reduce("std", ReduceKind::kStd, x, dims, keepdim, x.dtype(), compute_of(x.dtype()),
+                correction);
+}
+
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  check_cuda("logsumexp", x);
+  const DType out = is_floating(x.dtype()) ? x.dtype() : DType::kFloat32;
+  return reduce("logsumexp", ReduceKind::kLogSumExp, x, dims, keepdim, out, compute_of(out));
 }
 
 }  // namespace dtensor::kernels::cuda

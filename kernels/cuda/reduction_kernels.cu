@@ -39,16 +39,26 @@ struct ValueOp {
   __device__ T identity() const {
     if (kind == ReduceKind::kMax) return neg_inf<T>();
     if (kind == ReduceKind::kMin) return pos_inf<T>();
+    if (kind == ReduceKind::kProd) return T(1);
     return T(0);
   }
   __device__ T operator()(T a, T b) const {
     switch (kind) {
       case ReduceKind::kSum:
       case ReduceKind::kMean:
+      case ReduceKind::kVar:  // the second pass adds squared deviations / shifted exponentials
+      case ReduceKind::kStd:
+      case ReduceKind::kLogSumExp:
         if constexpr (std::is_integral_v<T>) {
           return static_cast<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
         } else {
           return a + b;
+        }
+      case ReduceKind::kProd:
+        if constexpr (std::is_integral_v<T>) {
+          return static_cast<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+        } else {
+          return a * b;
         }
       case ReduceKind::kMax:
         if (is_nan(a)) return a;
@@ -63,23 +73,77 @@ struct ValueOp {
   }
 };
 
+// The second pass of the two-pass reductions: `center` (one value per (o, i)) is the mean (var,
+// std) or the max (logsumexp; an infinite max shifts by 0, as the CPU kernel).
+struct Center {
+  const void* values = nullptr;  // null: one-pass reduction (no transform)
+  double correction = 0;         // var / std
+};
+
+template <typename T>
+__device__ __forceinline__ T center_at(ReduceKind kind, const Center& c, int64_t k) {
+  T m = static_cast<const T*>(c.values)[k];
+  if constexpr (std::is_floating_point_v<T>) {
+    if (kind == ReduceKind::kLogSumExp && isinf(m)) m = T(0);
+  }
+  return m;
+}
+
+// The element fed to the accumulation: x itself, or its squared deviation / shifted exponential.
+template <typename T>
+__device__ __forceinline__ T pre(ReduceKind kind, T x, T m) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (kind == ReduceKind::kVar || kind == ReduceKind::kStd) return (x - m) * (x - m);
+    if (kind == ReduceKind::kLogSumExp) return exp(x - m);
+  }
+  return x;
+}
+
+template <typename T>
+__device__ __forceinline__ T finish_value(ReduceKind kind, T acc, int64_t n, const Center& c,
+                                          int64_t k) {
+  if constexpr (std::is_floating_point_v<T>) {
+    switch (kind) {
+      case ReduceKind::kMean:
+        return acc / static_cast<T>(n);
+      case ReduceKind::kVar:
+      case ReduceKind::kStd: {
+        const double d = static_cast<double>(n) - c.correction;
+        const T v = acc / static_cast<T>(d > 0 ? d : 0.0);
+        return kind == ReduceKind::kStd ? sqrt(v) : v;
+      }
+      case ReduceKind::kLogSumExp:
+        return log(acc) + center_at<T>(kind, c, k);
+      default:
+        return acc;
+    }
+  } else {
+    if (kind == ReduceKind::kMean) return acc / static_cast<T>(n);
+    return acc;
+  }
+}
+
 // Reduces in[o, chunk of n, i] for every (o, i); writes out[o, split, i] (out has `splits` entries
-// per (o, i)), finishing (divide by `divisor` for mean, convert to out_dtype) when `finish`.
+// per (o, i)), finishing (mean / var / std / logsumexp with `total_n` elements, convert to
+// out_dtype) when `finish`. `transform`: apply pre() to the input elements (first pass).
 template <typename T>
 __global__ void reduce_rows_kernel(ValueOp<T> op, const void* in, DType in_dtype, void* out,
                                    DType out_dtype, int64_t outer, int64_t n, int64_t splits,
-                                   bool finish, int64_t divisor) {
+                                   bool finish, int64_t total_n, Center center, bool transform) {
   __shared__ T shared[32];
   const int64_t chunk = ceil_div(n, splits);
   for (int64_t r = blockIdx.x; r < outer * splits; r += gridDim.x) {
     const int64_t o = r / splits, s = r % splits;
     const int64_t begin = s * chunk, end = begin + chunk < n ? begin + chunk : n;
+    const T m = transform ? center_at<T>(op.kind, center, o) : T(0);
     T acc = op.identity();
-    for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x)
-      acc = op(acc, load_as<T>(in, in_dtype, o * n + j));
+    for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+      const T x = load_as<T>(in, in_dtype, o * n + j);
+      acc = op(acc, transform ? pre<T>(op.kind, x, m) : x);
+    }
     acc = block_reduce(acc, op, shared, op.identity());
     if (threadIdx.x == 0) {
-      if (finish && op.kind == ReduceKind::kMean) acc = acc / static_cast<T>(divisor);
+      if (finish) acc = finish_value<T>(op.kind, acc, total_n, center, o);
       store_as<T>(out, out_dtype, r, acc);
     }
   }
@@ -88,17 +152,21 @@ __global__ void reduce_rows_kernel(ValueOp<T> op, const void* in, DType in_dtype
 template <typename T>
 __global__ void reduce_cols_kernel(ValueOp<T> op, const void* in, DType in_dtype, void* out,
                                    DType out_dtype, int64_t outer, int64_t n, int64_t inner,
-                                   int64_t splits, bool finish, int64_t divisor) {
+                                   int64_t splits, bool finish, int64_t total_n, Center center,
+                                   bool transform) {
   const int64_t chunk = ceil_div(n, splits);
   const int64_t total = outer * splits * inner;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
        t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = t % inner, s = (t / inner) % splits, o = t / (inner * splits);
     const int64_t begin = s * chunk, end = begin + chunk < n ? begin + chunk : n;
+    const T m = transform ? center_at<T>(op.kind, center, o * inner + i) : T(0);
     T acc = op.identity();
-    for (int64_t j = begin; j < end; ++j)
-      acc = op(acc, load_as<T>(in, in_dtype, (o * n + j) * inner + i));
-    if (finish && op.kind == ReduceKind::kMean) acc = acc / static_cast<T>(divisor);
+    for (int64_t j = begin; j < end; ++j) {
+      const T x = load_as<T>(in, in_dtype, (o * n + j) * inner + i);
+      acc = op(acc, transform ? pre<T>(op.kind, x, m) : x);
+    }
+    if (finish) acc = finish_value<T>(op.kind, acc, total_n, center, o * inner + i);
     store_as<T>(out, out_dtype, t, acc);
   }
 }
@@ -214,11 +282,15 @@ size_t reduce_workspace_bytes(Compute c, int64_t outer, int64_t n, int64_t inner
   return static_cast<size_t>(items) * (arg ? acc_size(c) + 8 : acc_size(c)) + 16;
 }
 
-void launch_reduce(ReduceKind kind, Compute c, const void* in, DType in_dtype, void* out,
-                   DType out_dtype, int64_t outer, int64_t n, int64_t inner, void* workspace,
-                   cudaStream_t stream) {
-  if (outer * inner == 0) return;
+namespace {
+
+// One reduction pass (split over blocks when long): kind over n into out; with center.values set,
+// the input elements are transformed by pre() first (second pass of var / std / logsumexp).
+void reduce_pass(ReduceKind kind, Compute c, const void* in, DType in_dtype, void* out,
+                 DType out_dtype, int64_t outer, int64_t n, int64_t inner, const Center& center,
+                 void* workspace, cudaStream_t stream) {
   const int64_t splits = splits_for(outer, n, inner);
+  const bool tr = center.values != nullptr;
   dispatch_compute(c, [&](auto tag) {
     using T = decltype(tag);
     const ValueOp<T> op{kind};
@@ -227,25 +299,56 @@ void launch_reduce(ReduceKind kind, Compute c, const void* in, DType in_dtype, v
       const unsigned blocks = grid_for(outer * splits, 1, 65535LL * 16);
       if (splits == 1) {
         reduce_rows_kernel<T><<<blocks, kThreads, 0, stream>>>(op, in, in_dtype, out, out_dtype,
-                                                               outer, n, 1, true, n);
+                                                               outer, n, 1, true, n, center, tr);
       } else {
-        reduce_rows_kernel<T><<<blocks, kThreads, 0, stream>>>(op, in, in_dtype, workspace, acc,
-                                                               outer, n, splits, false, n);
+        reduce_rows_kernel<T><<<blocks, kThreads, 0, stream>>>(
+            op, in, in_dtype, workspace, acc, outer, n, splits, false, n, center, tr);
         reduce_rows_kernel<T><<<grid_for(outer, 1, 65535LL * 16), kThreads, 0, stream>>>(
-            op, workspace, acc, out, out_dtype, outer, splits, 1, true, n);
+            op, workspace, acc, out, out_dtype, outer, splits, 1, true, n, center, false);
       }
     } else {
       if (splits == 1) {
         reduce_cols_kernel<T><<<grid_for(outer * inner, kThreads), kThreads, 0, stream>>>(
-            op, in, in_dtype, out, out_dtype, outer, n, inner, 1, true, n);
+            op, in, in_dtype, out, out_dtype, outer, n, inner, 1, true, n, center, tr);
       } else {
         reduce_cols_kernel<T><<<grid_for(outer * splits * inner, kThreads), kThreads, 0, stream>>>(
-            op, in, in_dtype, workspace, acc, outer, n, inner, splits, false, n);
+            op, in, in_dtype, workspace, acc, outer, n, inner, splits, false, n, center, tr);
         reduce_cols_kernel<T><<<grid_for(outer * inner, kThreads), kThreads, 0, stream>>>(
-            op, workspace, acc, out, out_dtype, outer, splits, inner, 1, true, n);
+            op, workspace, acc, out, out_dtype, outer, splits, inner, 1, true, n, center, false);
       }
     }
   });
+}
+
+size_t align256(size_t b) { return (b + 255) / 256 * 256; }
+
+}  // namespace
+
+void launch_reduce(ReduceKind kind, Compute c, const void* in, DType in_dtype, void* out,
+                   DType out_dtype, int64_t outer, int64_t n, int64_t inner, void* workspace,
+                   cudaStream_t stream) {
+  if (outer * inner == 0) return;
+  reduce_pass(kind, c, in, in_dtype, out, out_dtype, outer, n, inner, Center{}, workspace, stream);
+}
+
+size_t reduce_two_pass_workspace_bytes(Compute c, int64_t outer, int64_t n, int64_t inner) {
+  return align256(static_cast<size_t>(outer * inner) * acc_size(c)) +
+         reduce_workspace_bytes(c, outer, n, inner, false) + 256;
+}
+
+void launch_reduce_two_pass(ReduceKind kind, Compute c, const void* in, DType in_dtype, void* out,
+                            DType out_dtype, int64_t outer, int64_t n, int64_t inner,
+                            double correction, void* workspace, cudaStream_t stream) {
+  if (outer * inner == 0 || c == Compute::kInt64) return;
+  // [outer * inner] centers of the compute type, then the partials of the passes.
+  void* centers = workspace;
+  void* partials =
+      static_cast<char*>(workspace) + align256(static_cast<size_t>(outer * inner) * acc_size(c));
+  const ReduceKind first = kind == ReduceKind::kLogSumExp ? ReduceKind::kMax : ReduceKind::kMean;
+  reduce_pass(first, c, in, in_dtype, centers, acc_dtype(c), outer, n, inner, Center{}, partials,
+              stream);
+  reduce_pass(kind, c, in, in_dtype, out, out_dtype, outer, n, inner, Center{centers, correction},
+              partials, stream);
 }
 
 void launch_arg_reduce(bool is_max, Compute c, const void* in, DType dtype, void* values,

@@ -1,0 +1,119 @@
+// Gathers along one dim (index_select) and the scatter-add of embedding's backward (atomics: the
+// order of the additions, and so the rounding, depends on scheduling).
+#include "kernels/cuda/device_util.cuh"
+
+namespace dtensor::kernels::cuda::detail {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ void report_bad(int64_t* bad, int64_t v) {
+  bad[0] = 1;
+  atomicExch(reinterpret_cast<unsigned long long*>(bad + 1), static_cast<unsigned long long>(v));
+}
+
+template <int kBytes>
+struct Bytes {
+  unsigned char b[kBytes];
+};
+
+template <typename E>
+__global__ void index_select_kernel(const E* in, int64_t outer, int64_t n, int64_t inner,
+                                    const void* indices, DType index_dtype, int64_t count, E* out,
+                                    int64_t* bad) {
+  const int64_t total = outer * count * inner;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = t % inner, j = (t / inner) % count, o = t / (inner * count);
+    const int64_t idx = load_as<int64_t>(indices, index_dtype, j);
+    if (idx >= 0 && idx < n)
+      out[t] = in[(o * n + idx) * inner + i];
+    else
+      report_bad(bad, idx);
+  }
+}
+
+template <typename T>
+__global__ void embedding_backward_kernel(const void* grad, DType grad_dtype, const void* indices,
+                                          DType index_dtype, int64_t count, int64_t dim,
+                                          int64_t num_weights, int64_t padding_idx,
+                                          int64_t row_start, int64_t row_count, T* acc,
+                                          int64_t* bad) {
+  const int64_t total = count * dim;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = t / dim, d = t % dim;
+    const int64_t v = load_as<int64_t>(indices, index_dtype, i);
+    if (v < 0 || v >= num_weights) {
+      if (d == 0) report_bad(bad, v);
+      continue;
+    }
+    if (v == padding_idx || v < row_start || v >= row_start + row_count) continue;
+    atomicAdd(acc + (v - row_start) * dim + d, load_as<T>(grad, grad_dtype, t));
+  }
+}
+
+__global__ void check_indices_kernel(const void* indices, DType index_dtype, int64_t count,
+                                     int64_t hi, bool has_skip, int64_t skip, int64_t* bad) {
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < count;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t v = load_as<int64_t>(indices, index_dtype, t);
+    if (has_skip && v == skip) continue;
+    if (v < 0 || v >= hi) report_bad(bad, v);
+  }
+}
+
+}  // namespace
+
+void launch_check_indices(const void* indices, DType index_dtype, int64_t count, int64_t hi,
+                          bool has_skip, int64_t skip, int64_t* bad_index, cudaStream_t stream) {
+  if (count == 0) return;
+  check_indices_kernel<<<grid_for(count, kThreads), kThreads, 0, stream>>>(
+      indices, index_dtype, count, hi, has_skip, skip, bad_index);
+}
+
+void launch_index_select(const void* in, int64_t outer, int64_t n, int64_t inner, size_t elem_size,
+                         const void* indices, DType index_dtype, int64_t count, void* out,
+                         int64_t* bad_index, cudaStream_t stream) {
+  const int64_t total = outer * count * inner;
+  if (total == 0) return;
+  const unsigned blocks = grid_for(total, kThreads);
+  auto go = [&](auto e) {
+    using E = decltype(e);
+    index_select_kernel<E><<<blocks, kThreads, 0, stream>>>(static_cast<const E*>(in), outer, n,
+                                                            inner, indices, index_dtype, count,
+                                                            static_cast<E*>(out), bad_index);
+  };
+  switch (elem_size) {
+    case 1:
+      go(Bytes<1>{});
+      break;
+    case 2:
+      go(Bytes<2>{});
+      break;
+    case 4:
+      go(Bytes<4>{});
+      break;
+    default:
+      go(Bytes<8>{});
+      break;
+  }
+}
+
+void launch_embedding_backward(Compute c, const void* grad, DType grad_dtype, const void* indices,
+                               DType index_dtype, int64_t count, int64_t dim, int64_t num_weights,
+                               int64_t padding_idx, int64_t row_start, int64_t row_count, void* acc,
+                               int64_t* bad_index, cudaStream_t stream) {
+  const int64_t total = count * dim;
+  if (total == 0) return;
+  dispatch_compute(c, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>) {
+      embedding_backward_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+          grad, grad_dtype, indices, index_dtype, count, dim, num_weights, padding_idx, row_start,
+          row_count, static_cast<T*>(acc), bad_index);
+    }
+  });
+}
+
+}  // namespace dtensor::kernels::cuda::detail

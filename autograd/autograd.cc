@@ -145,7 +145,7 @@ DTensor record_unary(const DTensor& in, DTensor out, const std::string& name, Fn
 }
 
 DTensor ones_like(const DTensor& t) {
-  return distribute_tensor(Tensor::full(t.shape(), 1.0, t.dtype()), t.mesh(),
+  return distribute_tensor(Tensor::full(t.shape(), 1.0, t.dtype(), t.to_local().device()), t.mesh(),
                            Placements(t.placements().size(), Replicate()));
 }
 
@@ -154,7 +154,7 @@ DTensor ones_like(const DTensor& t) {
 DTensor BackwardCtx::grad(int i) const {
   if (grads[i]) return *grads[i];
   const DTensor& o = outputs[i];
-  return distribute_tensor(Tensor::zeros(o.shape(), o.dtype()), o.mesh(),
+  return distribute_tensor(Tensor::zeros(o.shape(), o.dtype(), o.to_local().device()), o.mesh(),
                            Placements(o.placements().size(), Replicate()));
 }
 
@@ -315,7 +315,7 @@ Tensor gather_local(const Tensor& x, ProcessGroup& g, int64_t dim, Timeout t) {
   Tensor in = x.movedim(dim, 0).contiguous();
   Shape s = in.sizes();
   s[0] *= k;
-  Tensor out = Tensor::empty(s, x.dtype());
+  Tensor out = Tensor::empty(s, x.dtype(), x.device());
   g.all_gather(in, out, std::vector<int64_t>(k, in.numel()), t);
   return out.movedim(0, dim).contiguous();
 }
@@ -327,7 +327,7 @@ Tensor scatter_local(const Tensor& x, ProcessGroup& g, int64_t dim, Timeout t) {
   Tensor in = x.movedim(dim, 0).contiguous();
   Shape s = in.sizes();
   s[0] /= k;
-  Tensor out = Tensor::empty(s, x.dtype());
+  Tensor out = Tensor::empty(s, x.dtype(), x.device());
   g.reduce_scatter(in, out, std::vector<int64_t>(k, out.numel()), ReduceOp::kSum, t);
   return out.movedim(0, dim).contiguous();
 }
@@ -340,11 +340,10 @@ Tensor a2a_local(const Tensor& x, ProcessGroup& g, int64_t split, int64_t concat
   std::vector<Tensor> pieces;
   const int64_t len = x.size(split) / k;
   for (int r = 0; r < k; ++r) pieces.push_back(x.narrow(split, r * len, len).contiguous());
-  Tensor in = Tensor::empty({x.numel()}, x.dtype());
+  Tensor in = Tensor::empty({x.numel()}, x.dtype(), x.device());
   int64_t n = pieces[0].numel();
-  for (int r = 0; r < k; ++r)
-    std::memcpy(static_cast<char*>(in.data_ptr()) + r * n * x.element_size(), pieces[r].data_ptr(), n * x.element_size());
-  Tensor out = Tensor::empty({x.numel()}, x.dtype());
+  for (int r = 0; r < k; ++r) in.narrow(0, r * n, n).view(pieces[r].sizes()).copy_(pieces[r]);
+  Tensor out = Tensor::empty({x.numel()}, x.dtype(), x.device());
   g.all_to_all(in, std::vector<int64_t>(k, n), out, std::vector<int64_t>(k, n), t);
   std::vector<Tensor> got;
   for (int r = 0; r < k; ++r) got.push_back(out.narrow(0, r * n, n).view(pieces[0].sizes()));

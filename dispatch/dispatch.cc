@@ -1,5 +1,7 @@
 #include "dispatch/dispatch.h"
 
+
+#include "kernels/cpu/device_dispatch.h"
 #include "ops/defs/common.h"
 #include "strategies/common.h"
 
@@ -9,6 +11,35 @@ void init_ops() {
   ops::define_all_ops();
   strategies::register_all_rules();
 }
+
+namespace {
+
+// The device of the call's local tensors (cpu when there are none); throws naming the op, its
+// shapes and placements and the devices when they differ.
+Device device_of(const OpCall& call, const std::vector<Tensor>& locals) {
+  Device d = locals.empty() ? cpu() : locals[0].device();
+  for (size_t i = 1; i < locals.size(); ++i)
+    DT_CHECK(locals[i].device() == d, call.str(), ": tensor input 0 is on ", d.str(), " and tensor input ",
+             i, " on ", locals[i].device().str(), "; accepted: every input on one device (move them with "
+             "Tensor::to(Device) or distribute them from tensors on that device)");
+  return d;
+}
+
+// Runs `run(inputs)` where the inputs are, except a distributed step on a device: that runs on host
+// copies, its outputs copied back (steps read small host-side values; counted like a kernel's host
+// fallback).
+std::vector<Tensor> run_on_device(const OpCall& call, std::vector<Tensor> locals, bool is_step,
+                                  const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& run) {
+  const Device d = device_of(call, locals);
+  if (d.is_cpu() || !is_step) return run(locals);
+  kernels::note_host_fallback(call.op().name() + " (distributed step)");
+  for (Tensor& t : locals) t = t.to(cpu());
+  std::vector<Tensor> outs = run(locals);
+  for (Tensor& t : outs) t = t.to(d);
+  return outs;
+}
+
+}  // namespace
 
 std::vector<DTensor> execute_strategy(
     const OpCall& call, const Strategy& strategy, const std::vector<TensorMeta>& out_meta,
@@ -31,11 +62,13 @@ std::vector<DTensor> execute_strategy(
   ctx.out_meta = out_meta;
   ctx.mesh_shape = mesh->shape();
   ctx.coord = mesh->coordinate();
-  std::vector<Tensor> outs =
-      strategy.step() == 0
-          ? call.op().kernel(locals, call, ctx)
-          : call.op().steps.at(strategy.step() - 1)
-                .run(locals, call, ctx, strategy.step_mesh_dims(), *mesh, timeout);
+  const uint8_t step = strategy.step();
+  std::vector<Tensor> outs = run_on_device(
+      call, std::move(locals), step != 0, [&](const std::vector<Tensor>& in) {
+        if (step != 0)
+          return call.op().steps.at(step - 1).run(in, call, ctx, strategy.step_mesh_dims(), *mesh, timeout);
+        return call.op().kernel(in, call, ctx);
+      });
   DT_CHECK(outs.size() == out_meta.size(), call.str(), ": internal error: the kernel returned ",
            outs.size(), " outputs, the op has ", out_meta.size());
   std::vector<DTensor> result;
@@ -49,7 +82,8 @@ std::vector<DTensor> execute_strategy(
 std::vector<Tensor> run_single_device(const OpCall& call, const std::vector<Tensor>& inputs) {
   LocalContext ctx;
   ctx.out_meta = call.op().meta(call);
-  return call.op().kernel(inputs, call, ctx);
+  return run_on_device(call, inputs, false,
+                       [&](const std::vector<Tensor>& in) { return call.op().kernel(in, call, ctx); });
 }
 
 namespace {

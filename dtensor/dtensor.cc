@@ -36,7 +36,7 @@ std::string DTensor::str() const {
 DTensor distribute_tensor(const Tensor& global, MeshPtr mesh, const Placements& placements) {
   DT_CHECK(mesh != nullptr, "distribute_tensor: null mesh");
   DTensorSpec spec(mesh, placements, global.sizes(), global.dtype());
-  if (!mesh->contains_me()) return DTensor(spec, Tensor::empty(spec.local_shape(), global.dtype()));
+  if (!mesh->contains_me()) return DTensor(spec, Tensor::empty(spec.local_shape(), global.dtype(), global.device()));
   // Start fully replicated, then apply each mesh dim's R->placement step: all local.
   Placements all_r(placements.size(), Replicate());
   DTensorSpec rep(mesh, all_r, global.sizes(), global.dtype());

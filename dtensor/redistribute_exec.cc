@@ -24,7 +24,7 @@ Shape front(const Shape& s, int d, int64_t len) {
 
 // Identity element of op for R->P on the non-zero coordinates.
 Tensor partial_identity(const Tensor& value, ReduceOp op) {
-  if (op == ReduceOp::kSum) return Tensor::zeros(value.sizes(), value.dtype());
+  if (op == ReduceOp::kSum) return Tensor::zeros(value.sizes(), value.dtype(), value.device());
   return value;  // avg, max, min: every rank holding the value gives back the value
 }
 
@@ -57,14 +57,14 @@ Tensor redistribute_local(const Tensor& local_in, const DTensorSpec& src, const 
       case CollectiveKind::kAllGather: {
         const int d = s.from.dim;
         Tensor in = x.movedim(d, 0).contiguous();
-        Tensor out = Tensor::empty(front(block, d, block[d]), x.dtype());
+        Tensor out = Tensor::empty(front(block, d, block[d]), x.dtype(), x.device());
         g.all_gather(in, out, piece_counts(block, d, k), timeout);
         x = out.movedim(0, d);
         break;
       }
       case CollectiveKind::kAllReduce: {
         Tensor in = x.contiguous();
-        Tensor buf = Tensor::empty(x.sizes(), x.dtype());  // never write into the caller's storage
+        Tensor buf = Tensor::empty(x.sizes(), x.dtype(), x.device());  // never write into the caller's storage
         g.all_reduce(in, buf, s.from.reduce, timeout);
         x = buf;
         break;
@@ -73,7 +73,7 @@ Tensor redistribute_local(const Tensor& local_in, const DTensorSpec& src, const 
         const int d = s.to.dim;
         Tensor in = x.movedim(d, 0).contiguous();
         auto counts = piece_counts(block, d, k);
-        Tensor out = Tensor::empty(front(block, d, chunk_range(block[d], k, me).second), x.dtype());
+        Tensor out = Tensor::empty(front(block, d, chunk_range(block[d], k, me).second), x.dtype(), x.device());
         g.reduce_scatter(in, out, counts, s.from.reduce, timeout);
         x = out.movedim(0, d);
         break;
@@ -101,7 +101,7 @@ Tensor redistribute_local(const Tensor& local_in, const DTensorSpec& src, const 
           send_total += send[r];
           recv_total += recv[r];
         }
-        Tensor in = Tensor::empty({send_total}, x.dtype());
+        Tensor in = Tensor::empty({send_total}, x.dtype(), x.device());
         int64_t at = 0;
         for (int64_t r = 0; r < k; ++r) {
           const Tensor& p = pieces[r];
@@ -110,7 +110,7 @@ Tensor redistribute_local(const Tensor& local_in, const DTensorSpec& src, const 
           dst.copy_(p);
           at += send[r];
         }
-        Tensor out = Tensor::empty({recv_total}, x.dtype());
+        Tensor out = Tensor::empty({recv_total}, x.dtype(), x.device());
         g.all_to_all(in, send, out, recv, timeout);
         Shape new_block = block;
         new_block[e] = my_e;

@@ -90,7 +90,7 @@ void save_checkpoint(const std::string& dir, const NamedTensors& tensors, int64_
   std::string data;
   for (const auto& [name, t] : tensors) {
     if (!owns(*t)) continue;
-    Tensor local = t->to_local().contiguous();
+    Tensor local = t->to_local().to(cpu()).contiguous();  // device blocks are written from the host
     auto [shape, offset] = t->spec().local_block(mesh.coordinate());
     json b{{"name", name}, {"shape", shape}, {"offset", offset}, {"dtype", dtype_name(t->dtype())},
            {"begin", data.size()}, {"nbytes", local.nbytes()}, {"checksum", fnv1a(local.data_ptr(), local.nbytes())}};

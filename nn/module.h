@@ -50,7 +50,8 @@ class Module {
   }
 
  private:
-  friend void parallelize_module(Module& m, const ParallelStyle* style, MeshPtr mesh, int tp_dim, DType dtype);
+  friend void parallelize_module(Module& m, const ParallelStyle* style, MeshPtr mesh, int tp_dim, DType dtype,
+                                 Device device);
   std::deque<std::pair<std::string, DTensor>> params_;  // deque: add_parameter hands out stable references
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::vector<std::pair<std::string, Tensor>> init_;  // full initial values, until placed on a mesh

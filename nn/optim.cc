@@ -7,7 +7,7 @@ namespace dtensor::nn {
 AdamW::AdamW(std::vector<std::pair<std::string, DTensor*>> params, AdamWOptions options)
     : params_(std::move(params)), o_(options) {
   for (auto& [name, p] : params_) {
-    Tensor z = Tensor::zeros(p->to_local().sizes(), p->dtype());
+    Tensor z = Tensor::zeros(p->to_local().sizes(), p->dtype(), p->to_local().device());
     m_.emplace_back(p->spec(), z);
     v_.emplace_back(p->spec(), z.clone());
   }

@@ -67,20 +67,22 @@ bool path_matches(const std::string& pattern, const std::string& path) {
   return p == pattern.size();
 }
 
-void parallelize_module(Module& m, const ParallelStyle* style, MeshPtr mesh, int tp_dim, DType dtype) {
+void parallelize_module(Module& m, const ParallelStyle* style, MeshPtr mesh, int tp_dim, DType dtype,
+                        Device device) {
   m.set_mesh(mesh, tp_dim);
   for (size_t i = 0; i < m.params_.size(); ++i) {
     const std::string& name = m.params_[i].first;
     Tensor init = m.params_[i].second.defined() ? m.params_[i].second.full_tensor() : m.init_[i].second;
     Placements p(mesh->ndim(), Replicate());
     if (style) p[tp_dim] = style->param_placement(name, m);
-    DTensor d = distribute_tensor(init.to(dtype), mesh, p);
+    DTensor d = distribute_tensor(init.to(dtype).to(device), mesh, p);
     set_requires_grad(d);
     m.params_[i].second = d;
   }
 }
 
-void parallelize(Module& model, MeshPtr mesh, const ParallelPlan& plan, int tp_dim, DType dtype) {
+void parallelize(Module& model, MeshPtr mesh, const ParallelPlan& plan, int tp_dim, DType dtype,
+                 Device device) {
   DT_CHECK(mesh != nullptr && tp_dim >= 0 && tp_dim < mesh->ndim(), "parallelize: tp mesh dim ", tp_dim,
            " out of range for ", mesh ? mesh->str() : "no mesh");
   std::vector<bool> used(plan.size(), false);
@@ -93,7 +95,7 @@ void parallelize(Module& model, MeshPtr mesh, const ParallelPlan& plan, int tp_d
         used[k] = true;
         break;
       }
-    parallelize_module(*m, style, mesh, tp_dim, dtype);
+    parallelize_module(*m, style, mesh, tp_dim, dtype, device);
   }
   for (size_t k = 0; k < plan.size(); ++k)
     DT_CHECK(used[k], "parallelize: plan entry '", plan[k].first, "' (", plan[k].second->str(),

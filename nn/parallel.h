@@ -77,10 +77,12 @@ using ParallelPlan = std::vector<std::pair<std::string, std::shared_ptr<const Pa
 // full values (the same on every rank) in `dtype`, so any mesh gives the same model. Collective-free
 // the first time; re-parallelizing an already placed model gathers each parameter first.
 // Throws dtensor::Error for a bad tp_dim or a pattern that matches no module.
+// `device`: where the local blocks live (cpu, or a CUDA device: then the ops run their CUDA kernels,
+// dispatch/dispatch.h).
 void parallelize(Module& model, MeshPtr mesh, const ParallelPlan& plan, int tp_dim,
-                 DType dtype = DType::kFloat32);
+                 DType dtype = DType::kFloat32, Device device = cpu());
 void parallelize_module(Module& m, const ParallelStyle* style, MeshPtr mesh, int tp_dim,
-                        DType dtype = DType::kFloat32);
+                        DType dtype = DType::kFloat32, Device device = cpu());
 bool path_matches(const std::string& pattern, const std::string& path);
 
 // The Megatron plan for the GPT of nn/gpt.h, with or without sequence parallelism; with

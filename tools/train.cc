@@ -1,10 +1,14 @@
 #include "tools/train.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <iomanip>
 #include <random>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kernels/cpu/device_dispatch.h"
 #include "absl/strings/str_split.h"
 #include "nn/checkpoint.h"
 #include "nn/data.h"
@@ -45,9 +49,25 @@ std::string human_bytes(double b) {
 
 }  // namespace
 
+Device parse_device(const std::string& spec, const std::string& backend) {
+  if (spec == "cpu") return cpu();
+  int64_t index = 0;
+  if (spec == "cuda") {
+    // Thread ranks share one GPU; process ranks take the GPU of their local rank.
+    const char* lr = std::getenv("LOCAL_RANK");
+    if (backend != "threads" && lr != nullptr) DT_CHECK(absl::SimpleAtoi(lr, &index), "LOCAL_RANK='", lr, "'");
+  } else {
+    DT_CHECK(spec.rfind("cuda:", 0) == 0 && absl::SimpleAtoi(spec.substr(5), &index) && index >= 0,
+             "--device '", spec, "': accepted: cpu, cuda, cuda:N");
+  }
+  DT_CHECK(Storage::has_allocator(DeviceType::kCUDA), "--device ", spec,
+           ": this dtensor was built without CUDA (no toolkit at build time, or --define=cuda=off); "
+           "accepted here: cpu");
+  return Device{DeviceType::kCUDA, static_cast<int>(index)};
+}
+
 TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, std::ostream* log) {
-  DT_CHECK(o.device == "cpu", "dtensor train: --device ", o.device,
-           " is not available in this build path; accepted: cpu (the CUDA path needs a GPU build)");
+  const Device device = parse_device(o.device, backend->kind());
   std::vector<int64_t> sizes;
   std::vector<std::string> names;
   parse_mesh(o.mesh, &sizes, &names);
@@ -70,7 +90,8 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   DT_CHECK(o.heads % sizes.back() == 0 && o.dim % sizes.back() == 0, "dtensor train: tp=", sizes.back(),
            " must divide heads (", o.heads, ") and dim (", o.dim, ")");
   nn::GPT model(cfg);
-  nn::parallelize(model, mesh, nn::megatron_plan(o.sequence_parallel, o.loss_parallel), tp);
+  nn::parallelize(model, mesh, nn::megatron_plan(o.sequence_parallel, o.loss_parallel), tp, DType::kFloat32,
+                  device);
   nn::AdamW opt(model.named_parameters(), {o.lr});
   int64_t start_step = 0;
   nn::NamedTensors state = model.named_parameters();
@@ -82,7 +103,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   if (out) {
     *out << "dtensor train: GPT " << o.layers << " layers, dim " << o.dim << ", " << o.heads << " heads, vocab "
          << cfg.vocab << ", seq " << o.seq << ", batch " << o.batch << "; mesh " << o.mesh << " ("
-         << backend->kind() << " backend" << (o.sequence_parallel ? ", sequence parallel" : "")
+         << backend->kind() << " backend, " << device.str() << (o.sequence_parallel ? ", sequence parallel" : "")
          << (o.loss_parallel ? ", loss parallel" : "") << ")\n";
     *out << "text: " << o.text << " (" << data.size() << " characters)\n";
     *out << "parallel plan (parameter, global shape, placements over [" << absl::StrJoin(names, ", ") << "], style):\n";
@@ -102,7 +123,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     const int64_t step = start_step + s;
     auto t0 = std::chrono::steady_clock::now();
     CommStats before = mesh->stats();
-    Tensor tok = data.batch(o.batch, o.seq, o.seed * 7919 + static_cast<uint64_t>(step));
+    Tensor tok = data.batch(o.batch, o.seq, o.seed * 7919 + static_cast<uint64_t>(step)).to(device);
     DTensor x = distribute_tensor(tok.narrow(1, 0, o.seq).contiguous(), mesh, data_pl);
     DTensor y = distribute_tensor(tok.narrow(1, 1, o.seq).contiguous(), mesh, data_pl);
     DTensor loss = nn::GPT::loss(model(x), y);
@@ -125,6 +146,12 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     *out << "done: " << o.steps << " steps, " << std::setprecision(0) << r.tokens_per_s << " tokens/s, "
          << r.bytes_per_step << " bytes sent per step by rank 0, final loss " << std::setprecision(4)
          << (r.losses.empty() ? 0.0 : r.losses.back()) << "\n";
+  if (out && !device.is_cpu()) {
+    // What left the device: kernel functions without a CUDA version, distributed steps.
+    std::vector<std::string> parts;
+    for (auto& [name, n] : kernels::host_fallback_counts()) parts.push_back(absl::StrCat(name, " x", n));
+    *out << "host fallbacks (all ranks): " << (parts.empty() ? "none" : absl::StrJoin(parts, ", ")) << "\n";
+  }
   if (!o.save.empty()) {
     nn::save_checkpoint(o.save, state, start_step + o.steps);
     if (out) *out << "checkpoint written to " << o.save << "\n";
@@ -138,7 +165,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     for (int i = 0; i < o.sample_chars; ++i) {
       int64_t n = std::min<int64_t>(static_cast<int64_t>(ctx.size()), o.seq);
       std::vector<int64_t> window(ctx.end() - n, ctx.end());
-      DTensor ids = distribute_tensor(Tensor::from_vector(window, {1, n}), mesh, rep);
+      DTensor ids = distribute_tensor(Tensor::from_vector(window, {1, n}).to(device), mesh, rep);
       auto logits = model(ids).full_tensor().select(0, 0).select(0, n - 1).to_vector<double>();
       double mx = *std::max_element(logits.begin(), logits.end()), z = 0;
       std::vector<double> p(logits.size());

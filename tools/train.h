@@ -29,6 +29,8 @@ struct TrainOptions {
   uint64_t seed = 1234;
   std::string save;  // checkpoint directory to write at the end
   std::string load;  // checkpoint directory to start from
+  // cpu, cuda (thread ranks: cuda:0; process ranks: cuda:LOCAL_RANK) or cuda:N. On a device the
+  // parameters, activations and optimizer state live there and the ops run their CUDA kernels.
   std::string device = "cpu";
 };
 
@@ -39,6 +41,9 @@ struct TrainResult {
   std::string sample;
 };
 
+// "cpu", "cuda" or "cuda:N" (see TrainOptions::device); throws dtensor::Error naming what is
+// accepted, or saying that the build has no CUDA.
+Device parse_device(const std::string& spec, const std::string& backend);
 // Parses "dp=2,tp=2" into sizes and names; throws dtensor::Error naming what is accepted.
 void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vector<std::string>* names);
 

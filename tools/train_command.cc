@@ -30,7 +30,7 @@ std::vector<std::string> argv_of(const TrainOptions& o) {
                                 "--seq", std::to_string(o.seq), "--dim", std::to_string(o.dim), "--layers",
                                 std::to_string(o.layers), "--heads", std::to_string(o.heads), "--lr",
                                 std::to_string(o.lr), "--sample", std::to_string(o.sample_chars), "--log-every",
-                                std::to_string(o.log_every), "--seed", std::to_string(o.seed)};
+                                std::to_string(o.log_every), "--seed", std::to_string(o.seed), "--device", o.device};
   if (o.sequence_parallel) a.push_back("--sequence-parallel");
   if (o.loss_parallel) a.push_back("--loss-parallel");
   if (o.check) a.push_back("--check");
@@ -101,7 +101,7 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--seed", o->seed)->capture_default_str();
   sub->add_option("--save", o->save, "write a sharded checkpoint to this directory at the end");
   sub->add_option("--load", o->load, "start from a checkpoint (saved on any mesh)");
-  sub->add_option("--device", o->device, "cpu (cuda needs a GPU build)")->capture_default_str();
+  sub->add_option("--device", o->device, "cpu, cuda or cuda:N (needs a CUDA build and a GPU)")->capture_default_str();
   sub->add_flag("--sequence-parallel", o->sequence_parallel, "Megatron sequence parallelism");
   sub->add_flag("--loss-parallel", o->loss_parallel, "cross-entropy over vocabulary-sharded logits");
   sub->add_flag("--check", o->check, "also train on one rank and report the largest loss difference");

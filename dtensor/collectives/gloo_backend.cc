@@ -259,6 +259,12 @@ class GlooGroup : public ProcessGroup {
   void all_reduce(Tensor& t, ReduceOp op, Timeout timeout) override { all_reduce(t, t, op, timeout); }
 
   void all_reduce(const Tensor& in, Tensor& t, ReduceOp op, Timeout timeout) override {
+    if (away(in, cpu()) || away(t, cpu())) {
+      Tensor hin = staged(in, cpu()), ht = staged(t, cpu());
+      all_reduce(hin, ht, op, timeout);
+      t.copy_(ht);
+      return;
+    }
     const char* name = "all_reduce";
     check_tensor(name, in);
     check_tensor(name, t);
@@ -275,6 +281,12 @@ class GlooGroup : public ProcessGroup {
 
   void all_gather(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
                   Timeout timeout) override {
+    if (away(in, cpu()) || away(out, cpu())) {
+      Tensor hin = staged(in, cpu()), hout = staged(out, cpu());
+      all_gather(hin, hout, counts, timeout);
+      out.copy_(hout);
+      return;
+    }
     const char* name = "all_gather";
     check_tensor(name, in);
     check_tensor(name, out);
@@ -311,6 +323,12 @@ class GlooGroup : public ProcessGroup {
 
   void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
                       ReduceOp op, Timeout timeout) override {
+    if (away(in, cpu()) || away(out, cpu())) {
+      Tensor hin = staged(in, cpu()), hout = staged(out, cpu());
+      reduce_scatter(hin, hout, counts, op, timeout);
+      out.copy_(hout);
+      return;
+    }
     const char* name = "reduce_scatter";
     check_tensor(name, in);
     check_tensor(name, out);
@@ -342,6 +360,12 @@ class GlooGroup : public ProcessGroup {
 
   void all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
                   const std::vector<int64_t>& recv_counts, Timeout timeout) override {
+    if (away(in, cpu()) || away(out, cpu())) {
+      Tensor hin = staged(in, cpu()), hout = staged(out, cpu());
+      all_to_all(hin, send_counts, hout, recv_counts, timeout);
+      out.copy_(hout);
+      return;
+    }
     const char* name = "all_to_all";
     check_tensor(name, in);
     check_tensor(name, out);
@@ -380,6 +404,12 @@ class GlooGroup : public ProcessGroup {
   }
 
   void broadcast(Tensor& t, int root, Timeout timeout) override {
+    if (away(t, cpu())) {
+      Tensor ht = staged(t, cpu());
+      broadcast(ht, root, timeout);
+      t.copy_(ht);
+      return;
+    }
     const char* name = "broadcast";
     check_tensor(name, t);
     DT_CHECK(root >= 0 && root < size(), name, " on ", describe(), ": root ", root,
@@ -414,6 +444,7 @@ class GlooGroup : public ProcessGroup {
   }
 
   void batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout) override {
+    if (stage_p2p(ops, cpu(), timeout)) return;
     const char* name = "batch_isend_irecv";
     int64_t sent = 0;
     for (const P2POp& p : ops) {

@@ -1,4 +1,5 @@
-// Gloo backend: one rank per process, CPU tensors, TCP between every pair of ranks of a group.
+// Gloo backend: one rank per process, CPU tensors, TCP between every pair of ranks of a group
+// (device tensors are staged through host copies, ProcessGroup::staged).
 //
 // Rendezvous goes through a key-value store: a directory on a (shared) file system ("file:/dir",
 // gloo::rendezvous::FileStore) or a Redis server ("redis://host:port", RedisStore). The store must

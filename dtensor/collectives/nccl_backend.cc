@@ -129,6 +129,12 @@ class NcclGroup : public ProcessGroup {
   }
 
   void all_reduce(Tensor& t, ReduceOp op, Timeout timeout) override {
+    if (away(t, device_)) {
+      Tensor h = staged(t, device_);
+      all_reduce(h, op, timeout);
+      t.copy_(h);
+      return;
+    }
     const char* name = "all_reduce";
     check(name, t);
     const int n = size();
@@ -152,6 +158,12 @@ class NcclGroup : public ProcessGroup {
 
   void all_gather(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
                   Timeout timeout) override {
+    if (away(in, device_) || away(out, device_)) {
+      Tensor hin = staged(in, device_), hout = staged(out, device_);
+      all_gather(hin, hout, counts, timeout);
+      out.copy_(hout);
+      return;
+    }
     const char* name = "all_gather";
     check(name, in);
     check(name, out);
@@ -190,6 +202,12 @@ class NcclGroup : public ProcessGroup {
 
   void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
                       ReduceOp op, Timeout timeout) override {
+    if (away(in, device_) || away(out, device_)) {
+      Tensor hin = staged(in, device_), hout = staged(out, device_);
+      reduce_scatter(hin, hout, counts, op, timeout);
+      out.copy_(hout);
+      return;
+    }
     const char* name = "reduce_scatter";
     check(name, in);
     check(name, out);
@@ -238,6 +256,12 @@ class NcclGroup : public ProcessGroup {
 
   void all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
                   const std::vector<int64_t>& recv_counts, Timeout timeout) override {
+    if (away(in, device_) || away(out, device_)) {
+      Tensor hin = staged(in, device_), hout = staged(out, device_);
+      all_to_all(hin, send_counts, hout, recv_counts, timeout);
+      out.copy_(hout);
+      return;
+    }
     const char* name = "all_to_all";
     check(name, in);
     check(name, out);
@@ -284,6 +308,12 @@ class NcclGroup : public ProcessGroup {
   }
 
   void broadcast(Tensor& t, int root, Timeout timeout) override {
+    if (away(t, device_)) {
+      Tensor h = staged(t, device_);
+      broadcast(h, root, timeout);
+      t.copy_(h);
+      return;
+    }
     const char* name = "broadcast";
     check(name, t);
     DT_CHECK(root >= 0 && root < size(), name, " on ", describe(), ": root ", root,
@@ -299,6 +329,7 @@ class NcclGroup : public ProcessGroup {
   }
 
   void batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout) override {
+    if (stage_p2p(ops, device_, timeout)) return;
     const char* name = "batch_isend_irecv";
     int64_t sent = 0;
     for (const P2POp& p : ops) {

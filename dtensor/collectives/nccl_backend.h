@@ -9,7 +9,9 @@
 // Communicators are created non-blocking (ncclConfig_t::blocking = 0), so creation is bounded by
 // the timeout too.
 //
-// Collectives (tensors: contiguous, on this rank's device; any dtype, bool as uint8):
+// Collectives (tensors: contiguous, on this rank's device; any dtype, bool as uint8; tensors on
+// the host or another device are staged through copies on this rank's device, see
+// ProcessGroup::staged: distributed steps that run on the host still work over NCCL):
 //   all_reduce      ncclAllReduce; avg is ncclAvg for floating dtypes, and for integers a sum
 //                   divided on the host afterwards (truncating, as the other backends); bool
 //                   sum / avg / max are logical or (ncclMax), min is and (ncclMin). NaN

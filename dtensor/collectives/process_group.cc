@@ -39,9 +39,23 @@ void ProcessGroup::check_counts(const char* op, const std::vector<int64_t>& coun
 }
 
 void ProcessGroup::all_reduce(const Tensor& in, Tensor& out, ReduceOp op, Timeout timeout) {
-  check_tensor("all_reduce", out);
+  // The device check is the in-place form's (each backend takes its own kind of memory).
+  DT_CHECK(out.defined() && out.is_contiguous(), "all_reduce on ", describe(), ": output ",
+           out.defined() ? out.str() : std::string("undefined"), " must be a contiguous tensor");
   if (out.data_ptr() != in.data_ptr()) out.copy_(in);
   all_reduce(out, op, timeout);
+}
+
+bool ProcessGroup::stage_p2p(std::vector<P2POp>& ops, Device home, Timeout timeout) {
+  bool any = false;
+  for (const P2POp& op : ops) any = any || away(op.tensor, home);
+  if (!any) return false;
+  std::vector<P2POp> local = ops;
+  for (P2POp& op : local) op.tensor = staged(op.tensor, home);
+  batch_isend_irecv(local, timeout);
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].kind == P2POp::kRecv && away(ops[i].tensor, home)) ops[i].tensor.copy_(local[i].tensor);
+  return true;
 }
 
 void ProcessGroup::send(const Tensor& t, int dst, int tag, Timeout timeout) {

@@ -91,6 +91,18 @@ class ProcessGroup {
   // Validates arguments shared by every backend; throws dtensor::Error naming op and group.
   void check_tensor(const char* op, const Tensor& t) const;
   void check_counts(const char* op, const std::vector<int64_t>& counts) const;
+  // Staging for a backend whose transport reads one kind of memory (`home`: the cpu for threads
+  // and Gloo, the rank's GPU for NCCL): a tensor elsewhere is copied home (contiguous) for the
+  // call and the results are copied back (Tensor::copy_, through the registered device copy).
+  // Correct for any device with a copy function; it costs two copies, so it is the fallback, not
+  // the fast path.
+  static bool away(const Tensor& t, Device home) { return t.defined() && t.device() != home; }
+  static Tensor staged(const Tensor& t, Device home) {
+    return t.device() == home ? t : t.to(home).contiguous();
+  }
+  // Runs `ops` with every tensor away from `home` staged: sends are copied home, receives land
+  // home and are copied back. Returns false (and does nothing) when all are home.
+  bool stage_p2p(std::vector<P2POp>& ops, Device home, Timeout timeout);
   void count(CommKind kind, int64_t bytes) {
     ++stats_.calls;
     ++stats_.calls_by_kind[static_cast<int>(kind)];

@@ -108,6 +108,12 @@ class ThreadsGroup : public ProcessGroup {
   void all_reduce(Tensor& t, ReduceOp op, Timeout timeout) override { all_reduce(t, t, op, timeout); }
 
   void all_reduce(const Tensor& in, Tensor& t, ReduceOp op, Timeout timeout) override {
+    if (away(in, cpu()) || away(t, cpu())) {
+      Tensor hin = staged(in, cpu()), ht = staged(t, cpu());
+      all_reduce(hin, ht, op, timeout);
+      t.copy_(ht);
+      return;
+    }
     check_tensor("all_reduce", in);
     check_tensor("all_reduce", t);
     DT_CHECK(in.numel() == t.numel() && in.dtype() == t.dtype(), "all_reduce on ", describe(), ": input ",
@@ -143,6 +149,12 @@ class ThreadsGroup : public ProcessGroup {
 
   void all_gather(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
                   Timeout timeout) override {
+    if (away(in, cpu()) || away(out, cpu())) {
+      Tensor hin = staged(in, cpu()), hout = staged(out, cpu());
+      all_gather(hin, hout, counts, timeout);
+      out.copy_(hout);
+      return;
+    }
     check_tensor("all_gather", in);
     check_tensor("all_gather", out);
     check_counts("all_gather", counts);
@@ -168,6 +180,12 @@ class ThreadsGroup : public ProcessGroup {
 
   void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
                       ReduceOp op, Timeout timeout) override {
+    if (away(in, cpu()) || away(out, cpu())) {
+      Tensor hin = staged(in, cpu()), hout = staged(out, cpu());
+      reduce_scatter(hin, hout, counts, op, timeout);
+      out.copy_(hout);
+      return;
+    }
     check_tensor("reduce_scatter", in);
     check_tensor("reduce_scatter", out);
     check_counts("reduce_scatter", counts);
@@ -200,6 +218,12 @@ class ThreadsGroup : public ProcessGroup {
 
   void all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
                   const std::vector<int64_t>& recv_counts, Timeout timeout) override {
+    if (away(in, cpu()) || away(out, cpu())) {
+      Tensor hin = staged(in, cpu()), hout = staged(out, cpu());
+      all_to_all(hin, send_counts, hout, recv_counts, timeout);
+      out.copy_(hout);
+      return;
+    }
     check_tensor("all_to_all", in);
     check_tensor("all_to_all", out);
     check_counts("all_to_all", send_counts);
@@ -241,6 +265,12 @@ class ThreadsGroup : public ProcessGroup {
   }
 
   void broadcast(Tensor& t, int root, Timeout timeout) override {
+    if (away(t, cpu())) {
+      Tensor ht = staged(t, cpu());
+      broadcast(ht, root, timeout);
+      t.copy_(ht);
+      return;
+    }
     check_tensor("broadcast", t);
     DT_CHECK(root >= 0 && root < size(), "broadcast on ", describe(), ": root ", root,
              " out of range");
@@ -256,6 +286,7 @@ class ThreadsGroup : public ProcessGroup {
   }
 
   void batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout) override {
+    if (stage_p2p(ops, cpu(), timeout)) return;
     std::unique_lock<std::mutex> l(world_->mu);
     check_alive("batch_isend_irecv");
     int64_t sent = 0;

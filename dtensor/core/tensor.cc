@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <optional>
 
 #include "absl/strings/str_format.h"
@@ -26,14 +27,44 @@ Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
   return t;
 }
 
-Tensor Tensor::zeros(const Shape& sizes, DType dtype) {
-  Tensor t = empty(sizes, dtype);
+Tensor Tensor::zeros(const Shape& sizes, DType dtype, Device device) {
+  Tensor t = empty(sizes, dtype, device);
+  if (!device.is_cpu()) return t.fill_(0);
   std::memset(t.data_ptr(), 0, t.nbytes());
   return t;
 }
 
-Tensor Tensor::full(const Shape& sizes, double value, DType dtype) {
-  return empty(sizes, dtype).fill_(value);
+Tensor Tensor::full(const Shape& sizes, double value, DType dtype, Device device) {
+  return empty(sizes, dtype, device).fill_(value);
+}
+
+namespace {
+
+struct DeviceCopyTable {
+  std::mutex mu;
+  DeviceCopyFn by_type[2];
+};
+
+DeviceCopyTable& device_copies() {
+  static DeviceCopyTable* t = new DeviceCopyTable;  // never destroyed: used at exit by storages
+  return *t;
+}
+
+DeviceCopyFn device_copy_of(DeviceType type) {
+  DeviceCopyTable& t = device_copies();
+  std::lock_guard<std::mutex> lock(t.mu);
+  return t.by_type[static_cast<int>(type)];
+}
+
+}  // namespace
+
+DeviceCopyFn register_device_copy(DeviceType type, DeviceCopyFn fn) {
+  DT_CHECK(type != DeviceType::kCPU,
+           "register_device_copy: cpu copies are built in; accepted: non-cpu device types");
+  DeviceCopyTable& t = device_copies();
+  std::lock_guard<std::mutex> lock(t.mu);
+  std::swap(t.by_type[static_cast<int>(type)], fn);
+  return fn;
 }
 
 Tensor Tensor::arange(int64_t n, DType dtype) {
@@ -307,10 +338,24 @@ Tensor Tensor::to(DType dtype) const {
   return out;
 }
 
+Tensor Tensor::to(Device device) const {
+  if (device == this->device()) return *this;
+  Tensor out = empty(sizes_, dtype_, device);
+  out.copy_(*this);
+  return out;
+}
+
 Tensor& Tensor::copy_(const Tensor& src) {
   DT_CHECK(sizes_ == src.sizes_, "copy_: destination ", shape_str(sizes_), " and source ",
            shape_str(src.sizes_), " differ in shape");
-  DT_CHECK(device().is_cpu() && src.device().is_cpu(), "copy_: only cpu tensors here");
+  if (!device().is_cpu() || !src.device().is_cpu()) {
+    const Device via = device().is_cpu() ? src.device() : device();
+    DeviceCopyFn fn = device_copy_of(via.type);
+    DT_CHECK(fn, "copy_: ", src.str(), " -> ", str(), " needs the copy function of ", via.str(),
+             ", which is not registered; link //kernels/cuda (accepted without it: cpu tensors)");
+    if (numel() > 0) fn(*this, src);
+    return *this;
+  }
   copy_strided(data_ptr(), strides_, dtype_, src.data_ptr(), src.strides_, src.dtype_, sizes_);
   return *this;
 }
@@ -318,6 +363,12 @@ Tensor& Tensor::copy_(const Tensor& src) {
 Tensor& Tensor::fill_(double value) {
   Tensor one = empty({}, DType::kFloat64);
   *one.data<double>() = value;
+  if (!device().is_cpu()) {
+    // One element crosses to the device; the device copy broadcasts it (stride 0).
+    Tensor dev = empty({}, dtype_, device());
+    dev.copy_(one);
+    return copy_(dev.expand(sizes_));
+  }
   Shape zero_strides(sizes_.size(), 0);
   copy_strided(data_ptr(), strides_, dtype_, one.data_ptr(), zero_strides, DType::kFloat64, sizes_);
   return *this;
@@ -326,6 +377,7 @@ Tensor& Tensor::fill_(double value) {
 double Tensor::item() const {
   DT_CHECK(numel() == 1, "item: tensor of shape ", shape_str(sizes_), " has ", numel(),
            " elements, not 1");
+  if (!device().is_cpu()) return to(dtensor::cpu()).item();
   double v = 0;
   copy_strided(&v, Shape(sizes_.size(), 0), DType::kFloat64, data_ptr(), strides_, dtype_,
                sizes_);
@@ -352,7 +404,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t d) {
     total += t.size(d);
   }
   out_shape[d] = total;
-  Tensor out = Tensor::empty(out_shape, first.dtype());
+  Tensor out = Tensor::empty(out_shape, first.dtype(), first.device());
   int64_t at = 0;
   for (const Tensor& t : ts) {
     out.narrow(d, at, t.size(d)).copy_(t);
@@ -363,7 +415,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t d) {
 
 bool equal(const Tensor& a, const Tensor& b) {
   if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
+  Tensor ca = a.to(cpu()).contiguous(), cb = b.to(cpu()).contiguous();
   return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
 }
 

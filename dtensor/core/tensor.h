@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,8 +22,9 @@ class Tensor {
 
   // New contiguous tensors. Throws dtensor::Error on a negative size.
   static Tensor empty(const Shape& sizes, DType dtype = DType::kFloat32, Device device = cpu());
-  static Tensor zeros(const Shape& sizes, DType dtype = DType::kFloat32);
-  static Tensor full(const Shape& sizes, double value, DType dtype = DType::kFloat32);
+  static Tensor zeros(const Shape& sizes, DType dtype = DType::kFloat32, Device device = cpu());
+  static Tensor full(const Shape& sizes, double value, DType dtype = DType::kFloat32,
+                     Device device = cpu());
   // 0, 1, ..., n-1 as a 1-d tensor.
   static Tensor arange(int64_t n, DType dtype = DType::kFloat32);
   // Copies `values` (numel(sizes) of them, else Error) into a new contiguous tensor of T's dtype.
@@ -72,11 +74,15 @@ class Tensor {
   Tensor contiguous() const;  // this, when already contiguous
   Tensor clone() const;
   Tensor to(DType dtype) const;  // this, when dtype matches
-  // Copies src into this (same shape; src dtype is cast). Returns *this.
+  // A contiguous copy on `device` (this, when already there): cpu <-> cuda needs the device's copy
+  // function (register_device_copy); throws dtensor::Error naming both devices when none is.
+  Tensor to(Device device) const;
+  // Copies src into this (same shape; src dtype is cast; any devices: a non-cpu side goes through
+  // the registered device copy, see register_device_copy). Returns *this.
   Tensor& copy_(const Tensor& src);
   Tensor& fill_(double value);
 
-  // ---- Values, for tests and printing.
+  // ---- Values, for tests and printing (a device tensor is first copied to the host).
   double item() const;  // a one-element tensor's value as double
   template <typename T>
   std::vector<T> to_vector() const;  // all values in row-major order, cast to T
@@ -99,6 +105,16 @@ bool equal(const Tensor& a, const Tensor& b);
 double max_abs_diff(const Tensor& a, const Tensor& b);
 // |a - b| <= atol + rtol * |b| everywhere, NaN matching NaN.
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+
+// ---- Copies that involve a non-cpu device. The device library (//kernels/cuda for kCUDA) installs
+// one function per device type; Tensor::copy_ calls the one of dst's device type, or of src's when
+// dst is on the cpu. It gets same-shaped tensors, at least one on that device type, any strides,
+// any dtypes (cast like copy_strided), and returns once dst may be read from the host (for a cpu
+// dst) or in stream order (for a device dst).
+using DeviceCopyFn = std::function<void(Tensor& dst, const Tensor& src)>;
+// Installs (an empty function removes) the copy of `type`; returns the previous one. Thread-safe.
+// Throws dtensor::Error for DeviceType::kCPU.
+DeviceCopyFn register_device_copy(DeviceType type, DeviceCopyFn fn);
 
 // ---- Low-level strided copy with dtype cast; used by copy_/contiguous and the collectives.
 void copy_strided(void* dst, const Shape& dst_strides, DType dst_dtype, const void* src,
@@ -123,7 +139,7 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& sizes) {
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
-  Tensor c = to(DTypeOf<T>::value).contiguous();
+  Tensor c = to(dtensor::cpu()).to(DTypeOf<T>::value).contiguous();
   const T* p = c.data<T>();
   return std::vector<T>(p, p + c.numel());
 }

@@ -1,4 +1,5 @@
 #include "kernels/cpu/grad_kernels.h"
+#include "kernels/cpu/device_dispatch.h"
 
 #include <algorithm>
 #include <array>
@@ -12,6 +13,7 @@
 namespace dtensor::kernels {
 
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& approximate) {
+  DT_KERNEL_ON_DEVICE(gelu_backward, gelu_backward, grad, x, approximate);
   const char* op = "gelu_backward";
   DT_CHECK(approximate == "none" || approximate == "tanh", op, ": unknown approximate '",
            approximate, "' (accepted: \"none\", \"tanh\")");
@@ -50,6 +52,7 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& app
 
 Tensor embedding_dense_backward(const Tensor& grad, const Tensor& indices, int64_t num_weights,
                                 int64_t padding_idx, int64_t row_start, int64_t row_count) {
+  DT_KERNEL_ON_DEVICE(embedding_dense_backward, embedding_dense_backward, grad, indices, num_weights, padding_idx, row_start, row_count);
   const char* op = "embedding_dense_backward";
   DT_CHECK(is_floating(grad.dtype()), op, ": grad_output must be floating, got ",
            dtype_name(grad.dtype()));
@@ -83,6 +86,7 @@ Tensor embedding_dense_backward(const Tensor& grad, const Tensor& indices, int64
 
 double nll_loss_total_weight(const Tensor& target, const std::optional<Tensor>& weight,
                              int64_t ignore_index) {
+  DT_KERNEL_HOST_ONLY(nll_loss_total_weight, target, weight, ignore_index);
   const std::vector<int64_t> t = target.to_vector<int64_t>();
   std::vector<double> w;
   if (weight.has_value()) w = weight->to_vector<double>();
@@ -105,6 +109,7 @@ Tensor nll_loss_backward(const Tensor& grad_output, const Shape& input_shape, DT
                          const std::string& reduction, int64_t ignore_index,
                          std::optional<double> total_weight, int64_t class_start,
                          int64_t num_classes) {
+  DT_KERNEL_ON_DEVICE(nll_loss_backward, nll_loss_backward, grad_output, input_shape, dtype, target, weight, reduction, ignore_index, total_weight, class_start, num_classes);
   const char* op = "nll_loss_backward";
   DT_CHECK(reduction == "mean" || reduction == "sum" || reduction == "none", op,
            ": unknown reduction '", reduction, "' (accepted: \"mean\", \"sum\", \"none\")");
@@ -171,6 +176,7 @@ std::pair<int64_t, int64_t> normalize_slice(int64_t start, int64_t end, int64_t 
 Tensor slice_backward_block(const Tensor& grad, const Shape& grad_offset, const Shape& input_sizes,
                             int64_t dim, int64_t start, int64_t end, int64_t step,
                             const Shape& out_shape, const Shape& out_offset) {
+  DT_KERNEL_HOST_ONLY(slice_backward_block, grad, grad_offset, input_sizes, dim, start, end, step, out_shape, out_offset);
   const char* op = "slice_backward";
   const int64_t rank = static_cast<int64_t>(input_sizes.size());
   dim = wrap_dim(dim, rank, op);
@@ -210,6 +216,7 @@ Tensor slice_backward_block(const Tensor& grad, const Shape& grad_offset, const 
 
 Tensor slice_backward(const Tensor& grad, const Shape& input_sizes, int64_t dim, int64_t start,
                       int64_t end, int64_t step) {
+  DT_KERNEL_HOST_ONLY(slice_backward, grad, input_sizes, dim, start, end, step);
   const char* op = "slice_backward";
   const int64_t rank = static_cast<int64_t>(input_sizes.size());
   dim = wrap_dim(dim, rank, op);
@@ -225,6 +232,7 @@ Tensor slice_backward(const Tensor& grad, const Shape& input_sizes, int64_t dim,
 }
 
 Tensor select_backward(const Tensor& grad, const Shape& input_sizes, int64_t dim, int64_t index) {
+  DT_KERNEL_HOST_ONLY(select_backward, grad, input_sizes, dim, index);
   const char* op = "select_backward";
   const int64_t rank = static_cast<int64_t>(input_sizes.size());
   dim = wrap_dim(dim, rank, op);

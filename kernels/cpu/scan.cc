@@ -1,4 +1,5 @@
 #include "kernels/cpu/scan.h"
+#include "kernels/cpu/device_dispatch.h"
 
 #include <cmath>
 #include <limits>
@@ -168,50 +169,61 @@ std::pair<Tensor, Tensor> cum_extreme(const char* op, const Tensor& x, int64_t d
 }  // namespace
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
+  DT_KERNEL_ON_DEVICE(cumsum, cumsum, x, dim);
   return by_kind(
       x, [&]<typename T>(detail::Tag<T>) { return cumsum_impl<T>("cumsum", x, dim, nullptr); });
 }
 Tensor cumprod(const Tensor& x, int64_t dim) {
+  DT_KERNEL_ON_DEVICE(cumprod, cumprod, x, dim);
   return by_kind(
       x, [&]<typename T>(detail::Tag<T>) { return cumprod_impl<T>("cumprod", x, dim, nullptr); });
 }
 Tensor logcumsumexp(const Tensor& x, int64_t dim) {
+  DT_KERNEL_ON_DEVICE(logcumsumexp, logcumsumexp, x, dim);
   return logcumsumexp_impl("logcumsumexp", x, dim, nullptr);
 }
 std::pair<Tensor, Tensor> cummax(const Tensor& x, int64_t dim) {
+  DT_KERNEL_ON_DEVICE(cummax, cummax, x, dim);
   return cum_extreme<true>("cummax", x, dim, nullptr, nullptr, 0);
 }
 std::pair<Tensor, Tensor> cummin(const Tensor& x, int64_t dim) {
+  DT_KERNEL_ON_DEVICE(cummin, cummin, x, dim);
   return cum_extreme<false>("cummin", x, dim, nullptr, nullptr, 0);
 }
 
 Tensor cumsum_with_carry(const Tensor& x, int64_t dim, const Tensor& carry) {
+  DT_KERNEL_HOST_ONLY(cumsum_with_carry, x, dim, carry);
   return by_kind(x, [&]<typename T>(detail::Tag<T>) {
     return cumsum_impl<T>("cumsum_with_carry", x, dim, &carry);
   });
 }
 Tensor cumprod_with_carry(const Tensor& x, int64_t dim, const Tensor& carry) {
+  DT_KERNEL_HOST_ONLY(cumprod_with_carry, x, dim, carry);
   return by_kind(x, [&]<typename T>(detail::Tag<T>) {
     return cumprod_impl<T>("cumprod_with_carry", x, dim, &carry);
   });
 }
 Tensor logcumsumexp_with_carry(const Tensor& x, int64_t dim, const Tensor& carry) {
+  DT_KERNEL_HOST_ONLY(logcumsumexp_with_carry, x, dim, carry);
   return logcumsumexp_impl("logcumsumexp_with_carry", x, dim, &carry);
 }
 std::pair<Tensor, Tensor> cummax_with_carry(const Tensor& x, int64_t dim,
                                             const Tensor& carry_values, const Tensor& carry_indices,
                                             int64_t index_offset) {
+  DT_KERNEL_HOST_ONLY(cummax_with_carry, x, dim, carry_values, carry_indices, index_offset);
   return cum_extreme<true>("cummax_with_carry", x, dim, &carry_values, &carry_indices,
                            index_offset);
 }
 std::pair<Tensor, Tensor> cummin_with_carry(const Tensor& x, int64_t dim,
                                             const Tensor& carry_values, const Tensor& carry_indices,
                                             int64_t index_offset) {
+  DT_KERNEL_HOST_ONLY(cummin_with_carry, x, dim, carry_values, carry_indices, index_offset);
   return cum_extreme<false>("cummin_with_carry", x, dim, &carry_values, &carry_indices,
                             index_offset);
 }
 
 Tensor cumsum_backward(const Tensor& grad, int64_t dim) {
+  DT_KERNEL_HOST_ONLY(cumsum_backward, grad, dim);
   check_floating("cumsum_backward", grad, "grad");
   dim = wrap_dim(dim, grad.dim(), "cumsum_backward");
   return scan_rows<double>(grad, dim, grad.dtype(),
@@ -222,6 +234,7 @@ Tensor cumsum_backward(const Tensor& grad, int64_t dim) {
 }
 
 Tensor cumprod_backward(const Tensor& grad, const Tensor& x, const Tensor& out, int64_t dim) {
+  DT_KERNEL_HOST_ONLY(cumprod_backward, grad, x, out, dim);
   const char* op = "cumprod_backward";
   check_floating(op, grad, "grad");
   check_same_shape(op, x, "input", grad.sizes(), "grad");
@@ -243,6 +256,7 @@ Tensor cumprod_backward(const Tensor& grad, const Tensor& x, const Tensor& out, 
 }
 
 Tensor logcumsumexp_backward(const Tensor& grad, const Tensor& x, const Tensor& out, int64_t dim) {
+  DT_KERNEL_HOST_ONLY(logcumsumexp_backward, grad, x, out, dim);
   const char* op = "logcumsumexp_backward";
   check_floating(op, grad, "grad");
   check_same_shape(op, x, "input", grad.sizes(), "grad");
@@ -266,6 +280,7 @@ Tensor logcumsumexp_backward(const Tensor& grad, const Tensor& x, const Tensor& 
 
 Tensor cummaxmin_backward(const Tensor& grad, const Tensor& indices, const Shape& input_shape,
                           int64_t dim, int64_t index_offset) {
+  DT_KERNEL_HOST_ONLY(cummaxmin_backward, grad, indices, input_shape, dim, index_offset);
   const char* op = "cummaxmin_backward";
   check_floating(op, grad, "grad");
   check_same_shape(op, grad, "grad", input_shape, "input_shape");

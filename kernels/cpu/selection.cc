@@ -1,4 +1,5 @@
 #include "kernels/cpu/selection.h"
+#include "kernels/cpu/device_dispatch.h"
 
 #include <algorithm>
 #include <cmath>
@@ -223,29 +224,42 @@ std::pair<int64_t, int64_t> int_limits(DType t) {
 }  // namespace
 
 std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim) {
+  DT_KERNEL_ON_DEVICE(max_dim, max_dim, x, dim, keepdim);
   return extreme_dim<true>("max_dim", x, dim, keepdim);
 }
 std::pair<Tensor, Tensor> min_dim(const Tensor& x, int64_t dim, bool keepdim) {
+  DT_KERNEL_ON_DEVICE(min_dim, min_dim, x, dim, keepdim);
   return extreme_dim<false>("min_dim", x, dim, keepdim);
 }
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  DT_KERNEL_ON_DEVICE(argmax, argmax, x, dim, keepdim);
   return arg_extreme<true>("argmax", x, dim, keepdim);
 }
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  DT_KERNEL_ON_DEVICE(argmin, argmin, x, dim, keepdim);
   return arg_extreme<false>("argmin", x, dim, keepdim);
 }
 
-Tensor median(const Tensor& x) { return median_whole("median", x, false); }
-Tensor nanmedian(const Tensor& x) { return median_whole("nanmedian", x, true); }
+Tensor median(const Tensor& x) {
+  DT_KERNEL_ON_DEVICE(median, median, x);
+  return median_whole("median", x, false);
+}
+Tensor nanmedian(const Tensor& x) {
+  DT_KERNEL_ON_DEVICE(nanmedian, nanmedian, x);
+  return median_whole("nanmedian", x, true);
+}
 
 std::pair<Tensor, Tensor> median_dim(const Tensor& x, int64_t dim, bool keepdim) {
+  DT_KERNEL_ON_DEVICE(median_dim, median_dim, x, dim, keepdim);
   return median_dim_impl("median_dim", x, dim, keepdim, false);
 }
 std::pair<Tensor, Tensor> nanmedian_dim(const Tensor& x, int64_t dim, bool keepdim) {
+  DT_KERNEL_ON_DEVICE(nanmedian_dim, nanmedian_dim, x, dim, keepdim);
   return median_dim_impl("nanmedian_dim", x, dim, keepdim, true);
 }
 
 std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
+  DT_KERNEL_ON_DEVICE(kthvalue, kthvalue, x, k, dim, keepdim);
   dim = checked_dim("kthvalue", x, dim);
   const int64_t n = x.dim() == 0 ? 1 : x.size(dim);
   DT_CHECK(k >= 1 && k <= n, "kthvalue: k = ", k, " out of range for dim ", dim, " of size ", n,
@@ -260,6 +274,7 @@ std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool
 
 Tensor value_index_backward(const Tensor& grad_values, const Tensor& indices,
                             const Shape& input_shape, int64_t dim, bool keepdim) {
+  DT_KERNEL_HOST_ONLY(value_index_backward, grad_values, indices, input_shape, dim, keepdim);
   const char* op = "value_index_backward";
   check_floating(op, grad_values, "grad_values");
   DT_CHECK(indices.dtype() == DType::kInt64 || indices.dtype() == DType::kInt32, op,
@@ -287,6 +302,7 @@ Tensor value_index_backward(const Tensor& grad_values, const Tensor& indices,
 }
 
 Tensor median_backward(const Tensor& grad, const Tensor& x, const Tensor& result) {
+  DT_KERNEL_HOST_ONLY(median_backward, grad, x, result);
   const char* op = "median_backward";
   check_floating(op, grad, "grad");
   DT_CHECK(grad.numel() == 1 && result.numel() == 1, op, ": grad ", shape_str(grad.sizes()),
@@ -301,16 +317,19 @@ Tensor median_backward(const Tensor& grad, const Tensor& x, const Tensor& result
 }
 
 Tensor count_less(const Tensor& x, int64_t dim, const Tensor& pivots) {
+  DT_KERNEL_HOST_ONLY(count_less, x, dim, pivots);
   return count_rows("count_less", x, dim, pivots,
                     [](auto e, auto p) { return !is_nan(e) && (is_nan(p) || e < p); });
 }
 
 Tensor count_less_equal(const Tensor& x, int64_t dim, const Tensor& pivots) {
+  DT_KERNEL_HOST_ONLY(count_less_equal, x, dim, pivots);
   return count_rows("count_less_equal", x, dim, pivots,
                     [](auto e, auto p) { return is_nan(p) || (!is_nan(e) && e <= p); });
 }
 
 Tensor count_nan(const Tensor& x, int64_t dim, bool keepdim) {
+  DT_KERNEL_HOST_ONLY(count_nan, x, dim, keepdim);
   dim = wrap_dim(dim, x.dim(), "count_nan");
   Rows<double> in = rows_of<double>(x, dim);
   std::vector<int64_t> out(in.rows);
@@ -320,6 +339,7 @@ Tensor count_nan(const Tensor& x, int64_t dim, bool keepdim) {
 }
 
 std::pair<Tensor, Tensor> min_max(const Tensor& x, int64_t dim, bool keepdim) {
+  DT_KERNEL_HOST_ONLY(min_max, x, dim, keepdim);
   dim = wrap_dim(dim, x.dim(), "min_max");
   return by_kind(x, [&]<typename T>(detail::Tag<T>) {
     T lo_id, hi_id;
@@ -344,6 +364,7 @@ std::pair<Tensor, Tensor> min_max(const Tensor& x, int64_t dim, bool keepdim) {
 
 std::pair<Tensor, Tensor> median_between(const Tensor& x, int64_t dim, const Tensor& lo,
                                          const Tensor& hi) {
+  DT_KERNEL_HOST_ONLY(median_between, x, dim, lo, hi);
   const char* op = "median_between";
   dim = wrap_dim(dim, x.dim(), op);
   DT_CHECK(lo.sizes() == hi.sizes(), op, ": lo ", shape_str(lo.sizes()), " and hi ",
@@ -377,6 +398,7 @@ std::pair<Tensor, Tensor> median_between(const Tensor& x, int64_t dim, const Ten
 
 Tensor index_of_occurrence(const Tensor& x, int64_t dim, const Tensor& values,
                            const Tensor& occurrence, int64_t index_offset) {
+  DT_KERNEL_HOST_ONLY(index_of_occurrence, x, dim, values, occurrence, index_offset);
   const char* op = "index_of_occurrence";
   dim = wrap_dim(dim, x.dim(), op);
   DT_CHECK(values.sizes() == occurrence.sizes(), op, ": values ", shape_str(values.sizes()),

@@ -106,3 +106,12 @@ def cuda_cc_binary(name, deps = [], **kwargs):
         target_compatible_with = cuda_compatible_with(),
         **kwargs
     )
+
+def if_cuda(labels, otherwise = []):
+    """`labels` in builds with CUDA (toolkit present, no --define=cuda=off), else `otherwise`."""
+    if not CUDA_AVAILABLE:
+        return otherwise
+    return select({
+        "//tools/cuda:cuda_off": otherwise,
+        "//conditions:default": labels,
+    })

@@ -6,11 +6,10 @@
 // returns device memory. Allocations go to the calling thread's current stream of that device
 // (cuda_util.h) and are reused in stream order (caching_allocator.h).
 //
-// A CUDA tensor's data pointer is device memory. The core's copies (copy_, clone, to(dtype),
-// contiguous() of a strided view) throw on it ("only cpu tensors"); its other element accessors
-// (fill_, item, to_vector, equal, allclose, data<T>() reads) must not be called on it. Use
-// to_device() to bring it to the host, and kernels/cuda for device-side copies
-// (kernels::cuda::contiguous, copy_, to, full, zeros).
+// A CUDA tensor's data pointer is device memory: data<T>() must not be dereferenced on the host.
+// The core's copies (copy_, clone, to(dtype), to(Device), contiguous, fill_, item, to_vector) work
+// on it once //kernels/cuda is linked (it registers the kCUDA device copy); without it they throw
+// naming the library. to_device() below moves bytes between devices without a cast.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -3,9 +3,6 @@
 #include "absl/strings/str_cat.h"
 
 namespace dtensor::nn {
-namespace {
-std::vector<int64_t> v(const Shape& s) { return {s.begin(), s.end()}; }
-}  // namespace
 
 Linear::Linear(int64_t in, int64_t out, bool bias, uint64_t seed, double std) {
   weight_ = &add_parameter("weight", normal_init({out, in}, std, seed));

@@ -2,6 +2,7 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_join.h"
+#include "dtensor/core/limits.h"
 #include "ops/registry.h"
 
 namespace dtensor {
@@ -37,6 +38,30 @@ const char* type_name(ArgDef::Type t) {
     case ArgDef::kScalar: return "Scalar";
   }
   return "?";
+}
+
+// The sizes of a call come from users and request files: bound them before any rule expands them
+// (rows^mesh dims) or any formula multiplies them (bytes * ranks).
+void check_sizes(const std::string& op, const std::vector<TensorMeta>& tensors, const Shape& mesh) {
+  DT_CHECK(!mesh.empty() && static_cast<int64_t>(mesh.size()) <= kMaxMeshDims, op, ": a mesh of ",
+           mesh.size(), " dims ", shape_str(mesh), "; accepted: 1 to ", kMaxMeshDims, " mesh dims");
+  int64_t ranks = 1;
+  for (int64_t s : mesh) {
+    DT_CHECK(s >= 1 && s <= kMaxMeshDimSize, op, ": mesh ", shape_str(mesh), " has a dim of size ", s,
+             "; accepted: 1 to ", kMaxMeshDimSize);
+    ranks *= s;  // cannot overflow: at most 6 factors of 2^20
+    DT_CHECK(ranks <= kMaxMeshRanks, op, ": mesh ", shape_str(mesh), " has more than ", kMaxMeshRanks,
+             " ranks");
+  }
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const TensorMeta& m = tensors[t];
+    DT_CHECK(static_cast<int64_t>(m.shape.size()) <= kMaxTensorRank, op, ": tensor ", t, " has ",
+             m.shape.size(), " dims; accepted: at most ", kMaxTensorRank);
+    const int64_t n = numel(m.shape);  // throws on negative sizes and int64 overflow
+    const int64_t item = static_cast<int64_t>(itemsize(m.dtype));
+    DT_CHECK(n <= kMaxTensorBytes / item, op, ": tensor ", t, " of shape ", shape_str(m.shape), " (",
+             dtype_name(m.dtype), ") is larger than ", kMaxTensorBytes, " bytes, the largest accepted");
+  }
 }
 
 }  // namespace
@@ -95,6 +120,7 @@ OpCall OpCall::bind(const OpDef& op, const std::vector<ArgValue>& positional,
   }
   DT_CHECK(placements.size() == tensors.size(), op.name(), ": ", placements.size(),
            " placement lists for ", tensors.size(), " tensors");
+  check_sizes(op.name(), tensors, mesh_shape);
   for (size_t t = 0; t < tensors.size(); ++t)
     placements[t] = normalize_placements(placements[t], static_cast<int64_t>(tensors[t].shape.size()),
                                          static_cast<int>(mesh_shape.size()), op.name().c_str());

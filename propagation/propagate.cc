@@ -154,7 +154,6 @@ std::vector<Candidate> candidates(const OpCall& call, const HardwareProfile& hw,
                                   std::vector<TensorMeta>* meta) {
   *meta = call.op().meta(call);
   const Shape& mesh = call.mesh_shape();
-  const int nd = static_cast<int>(mesh.size());
   const auto links = hw.links_for_mesh(mesh);
   std::vector<Candidate> out;
   int order = 0;

@@ -85,8 +85,6 @@ void run_demo(const DemoOptions& opt) {
       if (c != 0) throw CLI::RuntimeError(c);
     return;
   }
-  DT_CHECK(opt.backend == "gloo", "dtensor demo: unknown backend '", opt.backend,
-           "'; accepted: gloo, threads");
   if (std::getenv("RANK") == nullptr) {
     // Not started by a launcher: start 4 copies of this command through `dtensor launch`.
     LaunchOptions lo;
@@ -111,9 +109,14 @@ void add_demo_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "demo", "Distribute a tensor on a 2x2 mesh of 4 ranks and redistribute it through several "
               "placements, printing local shapes and collectives");
-  sub->add_option("--backend", opt->backend, "gloo (4 processes, default) or threads");
-  sub->add_option("--shape", opt->shape, "global tensor shape (default 9,5: uneven chunks)")->delimiter(',');
-  sub->add_option("--timeout", opt->timeout_s, "collective timeout in seconds");
+  sub->add_option("--backend", opt->backend, "gloo (4 processes, default) or threads")
+      ->check(CLI::IsMember({"gloo", "threads"}));
+  // The demo prints every element's move: 2-d, and small enough to read.
+  sub->add_option("--shape", opt->shape, "global 2-d tensor shape, each size 0 to 1024 (default 9,5: uneven chunks)")
+      ->delimiter(',')
+      ->expected(2)
+      ->check(CLI::Range(int64_t{0}, int64_t{1024}));
+  sub->add_option("--timeout", opt->timeout_s, "collective timeout in seconds")->check(CLI::Range(1, 86400));
   sub->callback([opt] { run_demo(*opt); });
 }
 

@@ -1,12 +1,19 @@
 // The `dtensor` command line. Each subcommand registers itself from its own file
-// (tools/subcommands.h).
+// (tools/subcommands.h). Every way out goes through main's one error path: a usage error (a flag or
+// value CLI11 or a subcommand rejects) exits 2, any other failure exits 1, each with one line
+// `dtensor: error: ...`; nothing leaves by a signal.
+#include <exception>
+#include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "tools/subcommands.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   // Cut off everything after the first "--": it belongs to the program a subcommand runs.
   int parsed = argc;
   std::vector<std::string> trailing;
@@ -26,6 +33,30 @@ int main(int argc, char** argv) {
   dtensor::tools::add_explain_command(app);
   dtensor::tools::add_plan_command(app);
   dtensor::tools::add_train_command(app);
-  CLI11_PARSE(app, parsed, argv);
+  try {
+    app.parse(parsed, argv);
+  } catch (const CLI::Success& e) {  // --help and its kin: print, exit 0
+    return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {  // a subcommand that already reported, with its status
+    return e.get_exit_code();
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "dtensor: error: " << e.what() << "\nRun with --help for the accepted flags.\n";
+    return dtensor::tools::kUsageExit;
+  }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "dtensor: error: out of memory\n";
+  } catch (const std::exception& e) {
+    std::cerr << "dtensor: error: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "dtensor: error: unknown failure\n";
+  }
+  return dtensor::tools::kRuntimeExit;
 }

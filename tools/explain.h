@@ -17,11 +17,19 @@ struct ExplainOptions {
   std::string hardware = "h100-nvlink";  // cost-model profile (propagation/hardware/*.json)
   Timeout timeout{std::chrono::seconds(60)};
   uint64_t seed = 1234;
+  // "run": true starts one thread per rank and holds every input and output once per rank plus the
+  // single-device reference; larger requests are refused with an error saying so.
+  int64_t max_run_ranks = 64;
+  int64_t max_run_bytes = int64_t{1} << 30;  // (inputs + outputs bytes) x (ranks + 2)
+  size_t max_line_bytes = size_t{1} << 20;   // a longer request line is answered with an error
 };
 
-// Answers one request line. Never throws: a rejected or malformed request gives {"error": "..."}.
-// A line of the conformance file ({"case": {...}, "expect": {...}}) is answered for its case, with
-// "expect_match" added.
+// Answers one request line with one JSON line. Never throws: a rejected or malformed request, an
+// empty line, a line over max_line_bytes or with bytes that are not UTF-8 gives {"error": "..."}
+// (invalid UTF-8 echoed back becomes U+FFFD). A line of the conformance file ({"case": {...},
+// "expect": {...}}) is answered for its case, with "expect_match" added.
+// Limits on the request (dtensor/core/limits.h): mesh of 1 to kMaxMeshDims dims, each of 1 to
+// kMaxMeshDimSize; tensors of at most kMaxTensorRank dims and kMaxTensorBytes bytes.
 std::string explain_line(const std::string& line, const ExplainOptions& options = {});
 
 }  // namespace dtensor::tools

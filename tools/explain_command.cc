@@ -15,21 +15,26 @@ void add_explain_command(CLI::App& app) {
                  "(../shared/conformance/README.md)");
   sub->add_option("--cases", *cases, "JSON-lines file of requests (default: standard input)");
   sub->add_option("--hardware", opt->hardware, "cost-model hardware profile")->capture_default_str();
+  sub->add_option("--max-run-bytes", opt->max_run_bytes,
+                  "largest memory a \"run\": true request may use, in bytes (inputs and outputs x (ranks + 2))")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-run-ranks", opt->max_run_ranks, "largest mesh a \"run\": true request may execute on")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
   sub->callback([cases, opt] {
     std::ifstream file;
     if (!cases->empty()) {
       file.open(*cases);
       if (!file) {
-        std::cerr << "dtensor explain: cannot open " << *cases << "\n";
-        throw CLI::RuntimeError(2);
+        std::cerr << "dtensor: error: explain: cannot open --cases " << *cases << "\n";
+        throw CLI::RuntimeError(1);
       }
     }
     std::istream& in = cases->empty() ? std::cin : file;
+    // One answer per input line, blank lines included (the contract: answers line up with requests).
     std::string line;
-    while (std::getline(in, line)) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      std::cout << explain_line(line, *opt) << "\n" << std::flush;
-    }
+    while (std::getline(in, line)) std::cout << explain_line(line, *opt) << "\n" << std::flush;
   });
 }
 

@@ -26,17 +26,18 @@ void add_launch_command(CLI::App& app) {
       "Start N ranks of CMD on this machine, with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE "
       "and "
       "DTENSOR_STORE (a fresh file store) set; stop all of them when one fails.");
-  sub->add_option("-n,--nprocs", args->nprocs, "number of ranks to start")
+  sub->add_option("-n,--nprocs", args->nprocs, "number of ranks to start, 1 to " + std::to_string(kMaxLocalRanks))
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, kMaxLocalRanks));
+  // Seconds up to a year: finite, and far inside std::chrono's range once in milliseconds.
+  const CLI::Range seconds(0.0, 365.0 * 86400);
   sub->add_option("--timeout", args->timeout_s,
                   "overall limit in seconds; the ranks are terminated when it expires (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(seconds);
   sub->add_option("--failure-grace", args->failure_grace_s,
                   "seconds the other ranks may run on after one fails before they are terminated")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--kill-grace", args->kill_grace_s, "seconds between SIGTERM and SIGKILL")
-      ->check(CLI::NonNegativeNumber);
+      ->check(seconds);
+  sub->add_option("--kill-grace", args->kill_grace_s, "seconds between SIGTERM and SIGKILL")->check(seconds);
   sub->add_flag("-q,--quiet", args->quiet, "print nothing of its own on stderr");
   // Without "--", everything from the first positional argument on is the command, options
   // included.
@@ -57,13 +58,7 @@ void add_launch_command(CLI::App& app) {
     o.failure_grace = ms(args->failure_grace_s);
     o.kill_grace = ms(args->kill_grace_s);
     o.quiet = args->quiet;
-    int status = 0;
-    try {
-      status = launch(o);
-    } catch (const std::exception& e) {
-      std::cerr << e.what() << "\n";
-      status = 1;
-    }
+    const int status = launch(o);  // failures to start throw: main reports them
     if (status != 0) throw CLI::RuntimeError(status);
   });
 }

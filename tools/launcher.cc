@@ -16,6 +16,8 @@
 #include <string>
 #include <thread>
 
+#include "dtensor/core/error.h"
+
 extern char** environ;
 
 namespace dtensor::tools {
@@ -65,8 +67,7 @@ std::string make_store_dir(const LaunchOptions& o) {
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
   if (mkdtemp(buf.data()) == nullptr) {
-    throw std::runtime_error("dtensor launch: cannot create a store directory under " + root +
-                             ": " + strerror(errno));
+    DT_FAIL("dtensor launch: cannot create a store directory under ", root, ": ", strerror(errno));
   }
   return std::string(buf.data());
 }
@@ -113,7 +114,7 @@ pid_t spawn(const LaunchOptions& o, int rank, const std::string& store, int* exe
 
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
-    throw std::runtime_error(std::string("dtensor launch: pipe: ") + strerror(errno));
+    DT_FAIL("dtensor launch: pipe: ", strerror(errno));
   }
   const pid_t parent = getpid();
   fflush(nullptr);
@@ -122,7 +123,7 @@ pid_t spawn(const LaunchOptions& o, int rank, const std::string& store, int* exe
     int err = errno;
     close(fds[0]);
     close(fds[1]);
-    throw std::runtime_error(std::string("dtensor launch: fork: ") + strerror(err));
+    DT_FAIL("dtensor launch: fork: ", strerror(err));
   }
   if (pid == 0) {
     // Child: only async-signal-safe calls from here on.
@@ -172,8 +173,9 @@ std::string describe_exit(const RankExit& r) {
 }  // namespace
 
 LaunchResult run_ranks(const LaunchOptions& o) {
-  if (o.nprocs < 1) throw std::invalid_argument("dtensor launch: -n must be >= 1");
-  if (o.command.empty()) throw std::invalid_argument("dtensor launch: no command to run");
+  DT_CHECK(o.nprocs >= 1 && o.nprocs <= kMaxLocalRanks, "dtensor launch: -n ", o.nprocs, "; accepted: 1 to ",
+           kMaxLocalRanks);
+  DT_CHECK(!o.command.empty(), "dtensor launch: no command to run");
 
   LaunchResult result;
   result.ranks.resize(o.nprocs);

@@ -24,8 +24,11 @@
 
 namespace dtensor::tools {
 
+// Most ranks one launcher starts on this machine (each is a process with its own address space).
+inline constexpr int kMaxLocalRanks = 1024;
+
 struct LaunchOptions {
-  int nprocs = 1;                    // ranks to start, >= 1
+  int nprocs = 1;                    // ranks to start, 1 to kMaxLocalRanks
   std::vector<std::string> command;  // argv; command[0] is looked up in PATH
   // Overall wall-clock limit for the job; zero: none.
   std::chrono::milliseconds timeout{0};
@@ -62,8 +65,8 @@ struct LaunchResult {
   int status = 0;
 };
 
-// Starts the ranks and waits for all of them; see the file comment. Throws std::invalid_argument
-// for nprocs < 1 or an empty command, std::runtime_error when the store directory or a process
+// Starts the ranks and waits for all of them; see the file comment. Throws dtensor::Error for
+// nprocs outside 1..kMaxLocalRanks or an empty command, and when the store directory or a process
 // cannot be created (ranks already started are killed first).
 LaunchResult run_ranks(const LaunchOptions& options);
 

@@ -1,19 +1,35 @@
 // Subcommands of the `dtensor` command line. Each lives in its own file (launch_command.cc, ...)
 // and registers itself on the root CLI11 app; dtensor_main.cc calls every add_*_command.
 //
-// Conventions:
-//   - A subcommand's callback does its work and reports a non-zero exit status by throwing
-//     CLI::RuntimeError(status); app.exit() turns it into the process's exit code.
+// Conventions (dtensor_main.cc holds the one error path):
+//   - A flag value that is not accepted is a usage error: CLI11 validators reject it at parse time,
+//     or the callback throws CLI::ValidationError("--flag", "what is accepted"); exit status 2.
+//   - Any other failure throws (dtensor::Error, std::exception): `dtensor: error: <what>`, status 1.
+//   - A callback that already reported reports its own non-zero status by throwing
+//     CLI::RuntimeError(status).
 //   - Everything after the first "--" of the command line is not parsed by CLI11: dtensor_main.cc
 //     cuts it off and a subcommand that runs another program reads it with trailing_args().
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 
 namespace dtensor::tools {
+
+inline constexpr int kUsageExit = 2;
+inline constexpr int kRuntimeExit = 1;
+
+// CLI11 validator: a finite number > 0 (CLI::PositiveNumber lets nan through).
+inline const CLI::Validator kPositiveFinite(
+    [](std::string& s) -> std::string {
+      double v = 0;
+      if (!CLI::detail::lexical_cast(s, v) || !(v > 0) || !std::isfinite(v)) return "must be a finite number > 0, got " + s;
+      return {};
+    },
+    "POSITIVE");
 
 // The arguments after the first "--" (empty when there was none), verbatim.
 const std::vector<std::string>& trailing_args();

@@ -1,6 +1,9 @@
 #include "tools/train.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <iomanip>
 #include <random>
@@ -18,27 +21,12 @@
 
 namespace dtensor::tools {
 
-void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vector<std::string>* names) {
-  sizes->clear();
-  names->clear();
-  for (absl::string_view part : absl::StrSplit(spec, ',')) {
-    std::vector<std::string> kv = absl::StrSplit(part, '=');
-    int64_t n = 0;
-    DT_CHECK(kv.size() == 2 && (kv[0] == "dp" || kv[0] == "tp") && absl::SimpleAtoi(kv[1], &n) && n >= 1,
-             "--mesh '", spec, "': accepted forms are tp=N or dp=M,tp=N with positive sizes");
-    names->push_back(kv[0]);
-    sizes->push_back(n);
-  }
-  DT_CHECK(!names->empty() && names->back() == "tp" && (names->size() == 1 || (*names)[0] == "dp"),
-           "--mesh '", spec, "': accepted forms are tp=N or dp=M,tp=N");
-}
-
 namespace {
 
 std::string human_bytes(double b) {
-  const char* unit[] = {"B", "KB", "MB", "GB"};
+  const char* unit[] = {"B", "KB", "MB", "GB", "TB"};
   int u = 0;
-  while (b >= 1024 && u < 3) {
+  while (b >= 1024 && u < 4) {
     b /= 1024;
     ++u;
   }
@@ -48,6 +36,60 @@ std::string human_bytes(double b) {
 }
 
 }  // namespace
+
+void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vector<std::string>* names) {
+  sizes->clear();
+  names->clear();
+  int64_t world = 1;
+  for (absl::string_view part : absl::StrSplit(spec, ',')) {
+    std::vector<std::string> kv = absl::StrSplit(part, '=');
+    int64_t n = 0;
+    DT_CHECK(kv.size() == 2 && (kv[0] == "dp" || kv[0] == "tp") && absl::SimpleAtoi(kv[1], &n) && n >= 1,
+             "--mesh '", spec, "': accepted forms are tp=N or dp=M,tp=N with positive sizes");
+    DT_CHECK(n <= kMaxTrainRanks && world * n <= kMaxTrainRanks, "--mesh '", spec, "': ",
+             "a world of more than ", kMaxTrainRanks, " ranks; accepted: at most ", kMaxTrainRanks,
+             " ranks on one machine");
+    world *= n;
+    names->push_back(kv[0]);
+    sizes->push_back(n);
+  }
+  DT_CHECK(!names->empty() && names->back() == "tp" && (names->size() == 1 || (*names)[0] == "dp"),
+           "--mesh '", spec, "': accepted forms are tp=N or dp=M,tp=N");
+}
+
+void validate_train_options(const TrainOptions& o) {
+  std::vector<int64_t> sizes;
+  std::vector<std::string> names;
+  parse_mesh(o.mesh, &sizes, &names);
+  DT_CHECK(o.backend == "threads" || o.backend == "gloo", "--backend '", o.backend,
+           "': accepted: threads, gloo");
+  auto in_range = [](const char* flag, int64_t v, int64_t lo, int64_t hi) {
+    DT_CHECK(v >= lo && v <= hi, flag, " ", v, ": accepted: ", lo, " to ", hi);
+  };
+  in_range("--steps", o.steps, 1, kMaxSteps);
+  in_range("--batch", o.batch, 1, kMaxBatch);
+  in_range("--seq", o.seq, 1, kMaxSeq);
+  in_range("--dim", o.dim, 1, kMaxDim);
+  in_range("--layers", o.layers, 1, kMaxLayers);
+  in_range("--heads", o.heads, 1, o.dim);
+  in_range("--log-every", o.log_every, 1, kMaxSteps);
+  in_range("--sample", o.sample_chars, 0, kMaxSample);
+  DT_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr ", o.lr, ": accepted: a finite number > 0");
+  DT_CHECK(o.dim % o.heads == 0, "--dim ", o.dim, " must be a multiple of --heads ", o.heads);
+  const int64_t tp = sizes.back();
+  DT_CHECK(o.heads % tp == 0 && o.dim % tp == 0, "--mesh ", o.mesh, ": tp=", tp, " must divide --heads (",
+           o.heads, ") and --dim (", o.dim, ")");
+  // A rough upper bound of what one process holds (all ranks of the threads backend live in it):
+  // weights, gradients and two AdamW moments, the tape's activations, and the attention scores.
+  const double params = 12.0 * o.layers * o.dim * o.dim + 2.0 * 256 * o.dim + 1.0 * o.seq * o.dim;
+  const double acts = 1.0 * o.batch * o.seq * o.layers * (24.0 * o.dim + 3.0 * o.heads * o.seq);
+  const double need = 4.0 * (4.0 * params + acts) * (o.backend == "threads" ? 1.0 : 1.0 / sizes.back());
+  const double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  DT_CHECK(have <= 0 || need <= have, "the model (--dim ", o.dim, ", --layers ", o.layers, ", --seq ", o.seq,
+           ", --batch ", o.batch, ") needs about ", human_bytes(need), " of memory; this machine has ",
+           human_bytes(have));
+}
+
 
 Device parse_device(const std::string& spec, const std::string& backend) {
   if (spec == "cpu") return cpu();

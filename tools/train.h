@@ -44,8 +44,21 @@ struct TrainResult {
 // "cpu", "cuda" or "cuda:N" (see TrainOptions::device); throws dtensor::Error naming what is
 // accepted, or saying that the build has no CUDA.
 Device parse_device(const std::string& spec, const std::string& backend);
-// Parses "dp=2,tp=2" into sizes and names; throws dtensor::Error naming what is accepted.
+// Most ranks `dtensor train` runs on one machine (threads or local processes), and the largest
+// accepted values of its size flags (each also >= 1; --sample >= 0).
+inline constexpr int64_t kMaxTrainRanks = 1024;
+inline constexpr int kMaxSteps = 1 << 30, kMaxBatch = 1 << 20, kMaxSeq = 1 << 20, kMaxDim = 1 << 16,
+                     kMaxLayers = 1024, kMaxSample = 1 << 20;
+
+// Parses "dp=2,tp=2" into sizes and names; throws dtensor::Error naming what is accepted (forms,
+// positive sizes, at most kMaxTrainRanks ranks).
 void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vector<std::string>* names);
+
+// Checks every option before any rank starts: ranges (steps, batch, seq, dim, layers, heads,
+// log-every, sample >= 1 or 0 where it means "none"; lr finite and > 0), divisibility (heads | dim,
+// tp | heads and dim), and an estimate of the memory the model needs against the machine's. Throws
+// dtensor::Error naming the flag, its value and what is accepted.
+void validate_train_options(const TrainOptions& o);
 
 // Runs training on this rank (collective over the backend's world, whose size must equal the
 // mesh's). Rank 0 writes progress to `log` (may be null).

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/collectives/env.h"
 #include "dtensor/collectives/threads_backend.h"
@@ -18,7 +19,7 @@ namespace {
 int world_of(const TrainOptions& o) {
   std::vector<int64_t> sizes;
   std::vector<std::string> names;
-  parse_mesh(o.mesh, &sizes, &names);
+  parse_mesh(o.mesh, &sizes, &names);  // at most kMaxTrainRanks ranks: the product fits
   int64_t n = 1;
   for (int64_t s : sizes) n *= s;
   return static_cast<int>(n);
@@ -29,7 +30,7 @@ std::vector<std::string> argv_of(const TrainOptions& o) {
                                 "--steps", std::to_string(o.steps), "--batch", std::to_string(o.batch),
                                 "--seq", std::to_string(o.seq), "--dim", std::to_string(o.dim), "--layers",
                                 std::to_string(o.layers), "--heads", std::to_string(o.heads), "--lr",
-                                std::to_string(o.lr), "--sample", std::to_string(o.sample_chars), "--log-every",
+                                absl::StrFormat("%.17g", o.lr), "--sample", std::to_string(o.sample_chars), "--log-every",
                                 std::to_string(o.log_every), "--seed", std::to_string(o.seed), "--device", o.device};
   if (o.sequence_parallel) a.push_back("--sequence-parallel");
   if (o.loss_parallel) a.push_back("--loss-parallel");
@@ -56,6 +57,11 @@ void check_against_one_rank(const TrainOptions& o, const std::vector<double>& lo
 }
 
 void run_train(const TrainOptions& o) {
+  try {
+    validate_train_options(o);
+  } catch (const Error& e) {  // a flag value that is not accepted: a usage error (exit 2)
+    throw CLI::ValidationError("train", e.what());
+  }
   const int world = world_of(o);
   if (o.backend == "threads") {
     TrainResult r;
@@ -66,7 +72,6 @@ void run_train(const TrainOptions& o) {
     if (o.check) check_against_one_rank(o, r.losses);
     return;
   }
-  DT_CHECK(o.backend == "gloo", "dtensor train: unknown backend '", o.backend, "'; accepted: threads, gloo");
   if (std::getenv("RANK") == nullptr) {
     LaunchOptions lo;
     lo.nprocs = world;
@@ -87,17 +92,22 @@ void add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   CLI::App* sub = app.add_subcommand("train", "Train a character-level GPT with tensor parallelism on a text file");
   sub->add_option("--mesh", o->mesh, "tp=N or dp=M,tp=N")->capture_default_str();
-  sub->add_option("--backend", o->backend, "threads (ranks as threads) or gloo (ranks as processes)")->capture_default_str();
-  sub->add_option("--text", o->text, "training text")->capture_default_str();
-  sub->add_option("--steps", o->steps)->capture_default_str();
-  sub->add_option("--batch", o->batch)->capture_default_str();
-  sub->add_option("--seq", o->seq)->capture_default_str();
-  sub->add_option("--dim", o->dim)->capture_default_str();
-  sub->add_option("--layers", o->layers)->capture_default_str();
-  sub->add_option("--heads", o->heads)->capture_default_str();
-  sub->add_option("--lr", o->lr)->capture_default_str();
-  sub->add_option("--sample", o->sample_chars, "characters to sample at the end")->capture_default_str();
-  sub->add_option("--log-every", o->log_every)->capture_default_str();
+  sub->add_option("--backend", o->backend, "threads (ranks as threads) or gloo (ranks as processes)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"threads", "gloo"}));
+  sub->add_option("--text", o->text, "training text")->capture_default_str()->check(CLI::ExistingFile);
+  // Ranges and divisibility are checked together by validate_train_options (tools/train.h).
+  sub->add_option("--steps", o->steps)->capture_default_str()->check(CLI::Range(1, kMaxSteps));
+  sub->add_option("--batch", o->batch)->capture_default_str()->check(CLI::Range(1, kMaxBatch));
+  sub->add_option("--seq", o->seq)->capture_default_str()->check(CLI::Range(1, kMaxSeq));
+  sub->add_option("--dim", o->dim)->capture_default_str()->check(CLI::Range(1, kMaxDim));
+  sub->add_option("--layers", o->layers)->capture_default_str()->check(CLI::Range(1, kMaxLayers));
+  sub->add_option("--heads", o->heads)->capture_default_str()->check(CLI::Range(1, kMaxDim));
+  sub->add_option("--lr", o->lr)->capture_default_str()->check(kPositiveFinite);
+  sub->add_option("--sample", o->sample_chars, "characters to sample at the end")
+      ->capture_default_str()
+      ->check(CLI::Range(0, kMaxSample));
+  sub->add_option("--log-every", o->log_every)->capture_default_str()->check(CLI::Range(1, kMaxSteps));
   sub->add_option("--seed", o->seed)->capture_default_str();
   sub->add_option("--save", o->save, "write a sharded checkpoint to this directory at the end");
   sub->add_option("--load", o->load, "start from a checkpoint (saved on any mesh)");

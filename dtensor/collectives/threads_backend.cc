@@ -7,6 +7,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "absl/strings/str_join.h"
@@ -404,12 +405,15 @@ void abort_threads_world(ThreadsWorld& world, int rank, const std::string& reaso
 }
 
 void run_threads(int world_size, const std::function<void(std::shared_ptr<Backend>)>& fn) {
+  DT_CHECK(world_size >= 1 && world_size <= kMaxThreadRanks, "run_threads: ", world_size,
+           " thread ranks; accepted: 1 to ", kMaxThreadRanks, " (use processes, e.g. Gloo, for more)");
   auto world = make_threads_world(world_size);
   std::vector<std::exception_ptr> errors(world_size);
   std::vector<std::thread> threads;
   threads.reserve(world_size);
   for (int r = 0; r < world_size; ++r) {
-    threads.emplace_back([&, r] {
+    try {
+      threads.emplace_back([&, r] {
       try {
         fn(threads_backend(world, r));
       } catch (const std::exception& e) {
@@ -419,7 +423,13 @@ void run_threads(int world_size, const std::function<void(std::shared_ptr<Backen
         errors[r] = std::current_exception();
         abort_threads_world(*world, r, "unknown exception");
       }
-    });
+      });
+    } catch (const std::system_error& e) {
+      // The system refused another thread: stop the ranks already running, then report it.
+      abort_threads_world(*world, r, absl::StrCat("could not start thread rank ", r, ": ", e.what()));
+      for (auto& t : threads) t.join();
+      DT_FAIL("run_threads: could not start thread rank ", r, " of ", world_size, ": ", e.what());
+    }
   }
   for (auto& t : threads) t.join();
   if (world->first_failed_rank >= 0) std::rethrow_exception(errors[world->first_failed_rank]);

@@ -21,9 +21,14 @@ std::shared_ptr<ThreadsWorld> make_threads_world(int world_size);
 std::shared_ptr<Backend> threads_backend(const std::shared_ptr<ThreadsWorld>& world, int rank);
 void abort_threads_world(ThreadsWorld& world, int rank, const std::string& reason);
 
-// Runs fn(rank's backend) on `world_size` threads and joins them. If a rank throws, the world is
+// Most thread ranks run_threads starts: each is an OS thread with its own stack, and past a few
+// hundred the machine, not the runtime, is what is being tested.
+inline constexpr int kMaxThreadRanks = 1024;
+
+// Runs fn(rank's backend) on `world_size` threads (1 to kMaxThreadRanks, else Error) and joins them. If a rank throws, the world is
 // aborted (so the other ranks fail fast instead of waiting for their timeout) and, after all threads
-// ended, the exception of the first rank that failed is rethrown.
+// ended, the exception of the first rank that failed is rethrown. A thread the system refuses to
+// start aborts the ranks already running and throws Error.
 void run_threads(int world_size, const std::function<void(std::shared_ptr<Backend>)>& fn);
 
 }  // namespace dtensor

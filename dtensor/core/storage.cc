@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "dtensor/core/error.h"
+#include "dtensor/core/limits.h"
 
 namespace dtensor {
 namespace {
@@ -34,9 +35,10 @@ BlockCache& block_cache() {
 }
 
 // The size class of a request: the next of 2^k, 1.25 * 2^k, 1.5 * 2^k, 1.75 * 2^k, 2^(k+1).
+// n <= kMaxAllocationBytes, so the doubling below cannot overflow.
 size_t size_class(size_t n) {
   size_t p = 1;
-  while (p * 2 <= n) p *= 2;
+  while (p <= n / 2) p *= 2;
   for (size_t q = 0; q <= 4; ++q) {
     size_t c = p + p / 4 * q;
     if (c >= n) return (c + Storage::kAlignment - 1) / Storage::kAlignment * Storage::kAlignment;
@@ -91,6 +93,8 @@ bool Storage::has_allocator(DeviceType type) {
 }
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
+  DT_CHECK(nbytes <= kMaxAllocationBytes, "Storage::allocate: ", nbytes, " bytes on ", device.str(),
+           " is above the largest allocation accepted (", kMaxAllocationBytes, " bytes)");
   if (!device.is_cpu()) {
     DeviceAllocator alloc;
     {

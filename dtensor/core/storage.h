@@ -31,6 +31,7 @@ class Storage {
   // CPU blocks of kCacheMinBytes and more come from a process-wide cache of freed blocks (size
   // classes a quarter power of two apart, at most kCacheCapacity bytes held), so repeated
   // collectives and kernels reuse warm pages instead of paying page faults on every fresh mmap.
+  // Throws Error above kMaxAllocationBytes (dtensor/core/limits.h) or when memory runs out.
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device device = cpu());
   static constexpr size_t kCacheMinBytes = size_t{64} << 10;
   static constexpr size_t kCacheCapacity = size_t{1} << 30;

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "absl/strings/str_format.h"
+#include "dtensor/core/limits.h"
 
 namespace dtensor {
 
@@ -20,7 +21,9 @@ int64_t wrap_dim(int64_t dim, int64_t rank, const char* what) {
 Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
   for (int64_t s : sizes) DT_CHECK(s >= 0, "Tensor::empty: negative size in ", shape_str(sizes));
   Tensor t;
-  t.storage_ = Storage::allocate(static_cast<size_t>(dtensor::numel(sizes)) * itemsize(dtype), device);
+  const int64_t nbytes = checked_mul(dtensor::numel(sizes), static_cast<int64_t>(itemsize(dtype)),
+                                     "Tensor::empty: bytes of the tensor");
+  t.storage_ = Storage::allocate(static_cast<size_t>(nbytes), device);
   t.sizes_ = sizes;
   t.strides_ = contiguous_strides(sizes);
   t.dtype_ = dtype;

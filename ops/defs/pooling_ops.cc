@@ -202,10 +202,6 @@ StepDef halo_exchange(Pool p, int dims) {
   return step;
 }
 
-std::string list_arg(const char* name, int dims, const char* def) {
-  return absl::StrCat("int[", dims, "] ", name, def);
-}
-
 void define_pool(Registry& reg, Pool p, int dims) {
   std::string name, args;
   std::string d = std::to_string(dims);

@@ -11,7 +11,12 @@ namespace {
 std::vector<int64_t> dims_of(const OpCall& c) {
   const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
   std::vector<int64_t> dims = c.get_int_list("dim");
-  for (int64_t& d : dims) d = guard(c, [&] { return wrap_dim(d, rank, "dim"); });
+  std::vector<bool> seen(rank, false);
+  for (int64_t& d : dims) {
+    d = guard(c, [&] { return wrap_dim(d, rank, "dim"); });
+    if (seen[d]) fail(c, absl::StrCat("dim ", d, " appears more than once in the list of dims"));
+    seen[d] = true;
+  }
   return dims;
 }
 

@@ -129,7 +129,12 @@ void define_view_ops(Registry& reg) {
            std::vector<int64_t> dims = c.get_int_list("dims");
            if (static_cast<int64_t>(dims.size()) != rank0(c))
              fail(c, absl::StrCat("dims must list each of the ", rank0(c), " dims once"));
-           for (int64_t& d : dims) d = guard(c, [&] { return wrap_dim(d, rank0(c), "dims"); });
+           std::vector<bool> seen(dims.size(), false);
+           for (int64_t& d : dims) {
+             d = guard(c, [&] { return wrap_dim(d, rank0(c), "dims"); });
+             if (seen[d]) fail(c, absl::StrCat("dim ", d, " appears more than once in dims"));
+             seen[d] = true;
+           }
            return std::vector<TensorMeta>{{permuted(c.tensor(0).shape, dims), c.tensor(0).dtype}};
          },
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {

@@ -109,7 +109,6 @@ ArgValue lower(const OpArg& a, std::vector<const DTensor*>& tensors) {
 PreparedCall prepare_call(const std::string& name, const std::vector<OpArg>& args,
                           const std::vector<std::pair<std::string, OpArg>>& kwargs) {
   init_ops();
-  const OpDef& op = Registry::get().find(name);
   std::vector<const DTensor*> tensors;
   std::vector<ArgValue> pos;
   pos.reserve(args.size());
@@ -129,8 +128,7 @@ PreparedCall prepare_call(const std::string& name, const std::vector<OpArg>& arg
     placements.push_back(d->placements());
     inputs.push_back(*d);
   }
-  OpCall call = OpCall::bind(op, pos, kw, std::move(metas), std::move(placements),
-                             tensors[0]->mesh()->shape());
+  OpCall call = OpCall::bind_overload(name, pos, kw, metas, placements, tensors[0]->mesh()->shape());
   return {std::move(call), std::move(inputs)};
 }
 

@@ -204,8 +204,9 @@ std::shared_ptr<const RedistributePlan> plan_redistribute(const Shape& mesh_shap
       compute_redistribute_plan(mesh_shape, src, dst, shape, dtype));
   std::lock_guard<std::mutex> l(cache_mu());
   if (cache().size() >= kPlanCacheCapacity) cache().clear();
-  cache().emplace(std::move(key), plan);
-  return plan;
+  // Another rank may have planned the same key meanwhile: hand out the cached plan, so every caller
+  // of one key shares one plan (the cache's promise; a rank seeing two plans was a race).
+  return cache().emplace(std::move(key), std::move(plan)).first->second;
 }
 
 size_t plan_cache_size() {

@@ -66,6 +66,24 @@ void check_sizes(const std::string& op, const std::vector<TensorMeta>& tensors, 
 
 }  // namespace
 
+OpCall OpCall::bind_overload(const std::string& name, const std::vector<ArgValue>& positional,
+                             const std::vector<std::pair<std::string, ArgValue>>& keyword,
+                             const std::vector<TensorMeta>& tensors,
+                             const std::vector<Placements>& placements, const Shape& mesh_shape) {
+  const auto& candidates = Registry::get().overloads(name);
+  if (candidates.empty()) Registry::get().find(name);  // throws: unsupported op, with the list
+  if (candidates.size() == 1) return bind(*candidates[0], positional, keyword, tensors, placements, mesh_shape);
+  std::string refused;
+  for (const OpDef* op : candidates) {
+    try {
+      return bind(*op, positional, keyword, tensors, placements, mesh_shape);
+    } catch (const Error& e) {
+      absl::StrAppend(&refused, "\n  ", op->schema.text, ": ", e.what());
+    }
+  }
+  DT_FAIL(name, ": no overload accepts these arguments;", refused);
+}
+
 OpCall OpCall::bind(const OpDef& op, const std::vector<ArgValue>& positional,
                     const std::vector<std::pair<std::string, ArgValue>>& keyword,
                     std::vector<TensorMeta> tensors, std::vector<Placements> placements,

@@ -38,6 +38,15 @@ class OpCall {
                      std::vector<TensorMeta> tensors, std::vector<Placements> placements,
                      const Shape& mesh_shape);
 
+  // Binds a call of the op named `name`, resolving a bare name among its overloads by the argument
+  // types as ATen does (Registry::overloads): `pow(x, 3)` binds pow.Tensor_Scalar. Throws
+  // dtensor::Error for an unknown name (listing the registered ops) or, when no overload accepts
+  // the arguments, naming each overload's schema and why it refused them.
+  static OpCall bind_overload(const std::string& name, const std::vector<ArgValue>& positional,
+                              const std::vector<std::pair<std::string, ArgValue>>& keyword,
+                              const std::vector<TensorMeta>& tensors,
+                              const std::vector<Placements>& placements, const Shape& mesh_shape);
+
   const OpDef& op() const { return *op_; }
   const std::string& name() const;
   const Shape& mesh_shape() const { return mesh_shape_; }

@@ -51,9 +51,25 @@ OpDef& Registry::define(const std::string& schema_text, const std::string& famil
   def->family = family;
   DT_CHECK(try_find(def->schema.name) == nullptr, "Registry: op '", def->schema.name,
            "' is defined twice");
-  by_name_[def->schema.name] = def.get();
+  const std::string& name = def->schema.name;
+  by_name_[name] = def.get();
+  const size_t dot = name.find('.');
+  auto& same_base = by_base_[name.substr(0, dot)];
+  if (dot == std::string::npos) {
+    same_base.insert(same_base.begin(), def.get());  // the bare-named op is tried first
+  } else {
+    same_base.push_back(def.get());
+    exact_[name] = {def.get()};
+  }
   ops_.push_back(std::move(def));
   return *ops_.back();
+}
+
+const std::vector<const OpDef*>& Registry::overloads(const std::string& name) const {
+  static const std::vector<const OpDef*> none;
+  const auto& index = name.find('.') == std::string::npos ? by_base_ : exact_;
+  auto it = index.find(name);
+  return it == index.end() ? none : it->second;
 }
 
 const OpDef* Registry::try_find(const std::string& name) const {

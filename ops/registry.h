@@ -122,11 +122,17 @@ class Registry {
   const OpDef& find(const std::string& name) const;
   OpDef& mutable_find(const std::string& name);
   const OpDef* try_find(const std::string& name) const;
+  // The ops a call of `name` may mean, as ATen resolves an op name: a name with an overload
+  // ("pow.Tensor_Scalar") means that op alone; a bare name ("pow") means the op of that exact name
+  // first, then every "pow.<overload>" in registration order. Empty when none is registered.
+  const std::vector<const OpDef*>& overloads(const std::string& name) const;
   std::vector<std::string> names() const;  // sorted
 
  private:
   std::vector<std::unique_ptr<OpDef>> ops_;
   absl::flat_hash_map<std::string, OpDef*> by_name_;
+  absl::flat_hash_map<std::string, std::vector<const OpDef*>> by_base_;  // bare name -> overloads
+  absl::flat_hash_map<std::string, std::vector<const OpDef*>> exact_;    // dotted name -> itself
 };
 
 }  // namespace dtensor

@@ -230,8 +230,7 @@ json run_check(const OpCall& call, const ShardingDecision& d, const ExplainOptio
 json answer(const json& req, const ExplainOptions& o) {
   init_ops();
   Parsed p = parse(req);
-  const OpDef& op = Registry::get().find(p.op);
-  OpCall call = OpCall::bind(op, p.positional, p.keyword, p.tensors, p.placements, p.mesh);
+  OpCall call = OpCall::bind_overload(p.op, p.positional, p.keyword, p.tensors, p.placements, p.mesh);
   const HardwareProfile& hw = hardware_profile(o.hardware);
   auto d = propagate(call, {&hw});
   json out;

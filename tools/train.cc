@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/device_dispatch.h"
 #include "absl/strings/str_split.h"
+#include "dtensor/collectives/threads_backend.h"
 #include "nn/checkpoint.h"
 #include "nn/data.h"
 #include "nn/layers.h"
@@ -132,8 +133,9 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   DT_CHECK(o.heads % sizes.back() == 0 && o.dim % sizes.back() == 0, "dtensor train: tp=", sizes.back(),
            " must divide heads (", o.heads, ") and dim (", o.dim, ")");
   nn::GPT model(cfg);
-  nn::parallelize(model, mesh, nn::megatron_plan(o.sequence_parallel, o.loss_parallel), tp, DType::kFloat32,
-                  device);
+  // --check compares with one rank in float64, where only summation order separates the two runs.
+  const DType dtype = o.check ? DType::kFloat64 : DType::kFloat32;
+  nn::parallelize(model, mesh, nn::megatron_plan(o.sequence_parallel, o.loss_parallel), tp, dtype, device);
   nn::AdamW opt(model.named_parameters(), {o.lr});
   int64_t start_step = 0;
   nn::NamedTensors state = model.named_parameters();
@@ -144,7 +146,8 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   }
   if (out) {
     *out << "dtensor train: GPT " << o.layers << " layers, dim " << o.dim << ", " << o.heads << " heads, vocab "
-         << cfg.vocab << ", seq " << o.seq << ", batch " << o.batch << "; mesh " << o.mesh << " ("
+         << cfg.vocab << ", seq " << o.seq << ", batch " << o.batch << ", " << dtype_name(dtype) << "; mesh "
+         << o.mesh << " ("
          << backend->kind() << " backend, " << device.str() << (o.sequence_parallel ? ", sequence parallel" : "")
          << (o.loss_parallel ? ", loss parallel" : "") << ")\n";
     *out << "text: " << o.text << " (" << data.size() << " characters)\n";
@@ -221,6 +224,24 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     if (out) *out << "sample: " << r.sample << "\n";
   }
   return r;
+}
+
+double max_relative_loss_difference(const TrainOptions& o, const std::vector<double>& losses) {
+  TrainOptions one = o;
+  one.mesh = "tp=1";
+  one.check = true;  // float64, as the run it is compared with
+  one.sample_chars = 0;
+  one.save.clear();
+  TrainResult ref;
+  run_threads(1, [&](std::shared_ptr<Backend> b) { ref = train_rank(b, one, nullptr); });
+  DT_CHECK(ref.losses.size() == losses.size(), "train --check: ", losses.size(), " losses against ",
+           ref.losses.size(), " steps on one rank");
+  double worst = 0;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    const double d = std::abs(losses[i] - ref.losses[i]) / std::max(1e-12, std::abs(ref.losses[i]));
+    worst = std::max(worst, std::isnan(d) ? HUGE_VAL : d);
+  }
+  return worst;
 }
 
 }  // namespace dtensor::tools

@@ -23,7 +23,7 @@ struct TrainOptions {
   double lr = 3e-3;
   bool sequence_parallel = false;
   bool loss_parallel = false;  // keep the logits sharded over the vocabulary into the loss
-  bool check = false;  // also train on one rank and compare losses
+  bool check = false;  // train in float64, also on one rank, and compare losses (kCheckTolerance)
   int sample_chars = 200;
   int log_every = 10;
   uint64_t seed = 1234;
@@ -59,6 +59,18 @@ void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vecto
 // tp | heads and dim), and an estimate of the memory the model needs against the machine's. Throws
 // dtensor::Error naming the flag, its value and what is accepted.
 void validate_train_options(const TrainOptions& o);
+
+// `--check` trains in float64 on the mesh and on one rank. The two runs compute the same function
+// and differ only in summation order (sharded matmuls and all-reduces add in another order): about
+// 1e-16 per step, grown by training's sensitivity to about 1e-13 over 400 steps. 1e-9 leaves room
+// for that and none for a sharding bug (an inconsistent replica or a wrong rule moves the loss by
+// 1e-3 or more). In float32 the same order effect alone reaches 1e-4 over 400 steps, which is why
+// the check does not compare float32 runs.
+inline constexpr double kCheckTolerance = 1e-9;
+
+// Trains o's steps on one thread rank (float64, like the --check run) and returns the largest
+// relative difference between `losses` (the sharded run's, per step) and the one-rank losses.
+double max_relative_loss_difference(const TrainOptions& o, const std::vector<double>& losses);
 
 // Runs training on this rank (collective over the backend's world, whose size must equal the
 // mesh's). Rank 0 writes progress to `log` (may be null).

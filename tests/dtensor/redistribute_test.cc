@@ -112,6 +112,20 @@ TEST(Redistribute, PlansAreCachedAndTheCacheIsBounded) {
   });
 }
 
+// Reproducer of a flake: ranks that missed the cache at the same moment each kept the plan they had
+// computed, so one rank could see two different plans for one key.
+TEST(Redistribute, RanksRacingOnOneKeyShareOnePlan) {
+  on_mesh({8}, [](MeshPtr m) {
+    for (int64_t n = 1; n <= 300; ++n) {
+      DTensorSpec shared(m, {Shard(1)}, {n, 7777}, DType::kFloat32);  // a fresh key, one for all ranks
+      m->group(0).barrier();  // every rank misses the cache at the same moment
+      auto a = plan_redistribute(shared, {Replicate()});
+      auto b = plan_redistribute(shared, {Replicate()});
+      ASSERT_EQ(a.get(), b.get()) << "key " << n;
+    }
+  });
+}
+
 TEST(Redistribute, CollectivesCountedPerMeshDim) {
   on_mesh({2, 2}, [](MeshPtr m) {
     Tensor x = Tensor::arange(64).view({8, 8});

@@ -46,7 +46,9 @@ void expect_optimal(const MinSumProblem& p, bool must_be_exact = true) {
   ASSERT_EQ(s.x.size(), static_cast<size_t>(p.num_vars()));
   EXPECT_NEAR(s.cost, e.cost, 1e-9 * std::max(1.0, e.cost));
   EXPECT_NEAR(p.cost(s.x), s.cost, 1e-9 * std::max(1.0, s.cost));
-  if (must_be_exact) EXPECT_TRUE(s.exact);
+  if (must_be_exact) {
+    EXPECT_TRUE(s.exact);
+  }
 }
 
 TEST(Solver, ChainsAreExact) {

@@ -122,3 +122,29 @@ TEST(Explain, LargeScansKeepTheScannedDimShardedTinyOnesMayNot) {
 
 }  // namespace
 }  // namespace dtensor::tools
+
+namespace dtensor::tools {
+namespace {
+
+// A bare op name resolves among its overloads by the argument types, as in ATen: pow(x, 3) is
+// pow.Tensor_Scalar, pow(x, y) the Tensor-Tensor pow; with run the values match the single device.
+TEST(Explain, BareNameResolvesTheOverloadByArgumentTypes) {
+  json scalar = json::parse(explain_line(
+      R"x({"mesh":[2],"op":"pow","args":[{"shape":[6],"placements":["S(0)"]},3],"run":true})x"));
+  ASSERT_FALSE(scalar.contains("error")) << scalar.dump();
+  EXPECT_TRUE(scalar["run"]["match"].get<bool>());
+  EXPECT_EQ(scalar["inputs"].size(), 1u);
+  json tensor = json::parse(explain_line(
+      R"x({"mesh":[2],"op":"pow","args":[{"shape":[6],"placements":["S(0)"]},{"shape":[6]}],"run":true})x"));
+  ASSERT_FALSE(tensor.contains("error")) << tensor.dump();
+  EXPECT_EQ(tensor["inputs"].size(), 2u);
+  // No overload fits: every one is named with its reason.
+  json none = json::parse(explain_line(R"x({"mesh":[2],"op":"pow","args":[{"shape":[6]},"x"]})x"));
+  ASSERT_TRUE(none.contains("error"));
+  const std::string msg = none["error"].get<std::string>();
+  EXPECT_NE(msg.find("no overload accepts"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("pow.Tensor_Scalar"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace dtensor::tools

@@ -1,7 +1,7 @@
 // Sharded checkpoints: saved on tp=4, loaded on tp=2 and on one rank, training goes on with the same
 // losses as an uninterrupted run; a save that fails or is killed at any point leaves the old or the new
 // checkpoint, whole and bit-exact; hostile rank files, metadata and LATEST are refused with an error
-// naming the file.
+// naming the file; `dtensor train --save` finds an unwritable directory before training.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -548,6 +548,20 @@ TEST(Checkpoint, KilledSavesLeaveTheOldOrTheNewCheckpoint) {
   expect_loads(dir, current + 1);
   EXPECT_EQ(entries(dir).size(), 2u);
   std::filesystem::remove_all(dir);
+}
+
+TEST(Checkpoint, TrainRefusesAnUnwritableSaveDirectoryBeforeTraining) {
+  const std::string base = tmpdir("probe");
+  std::filesystem::create_directories(base);
+  spit(base + "/file", "x");
+  TrainOptions o = small("tp=2", 1000000);  // were the check late, this run would never end
+  o.save = base + "/file/ckpt";
+  expect_error([&] { run(o); }, {"dtensor train: --save " + o.save + ": cannot write: Not a directory"},
+               "--save under a file");
+  // A fresh directory is created with its parents, and the probe leaves nothing behind.
+  EXPECT_EQ(nn::checkpoint_dir_write_error(base + "/a/b"), "");
+  EXPECT_TRUE(entries(base + "/a/b").empty());
+  std::filesystem::remove_all(base);
 }
 
 }  // namespace

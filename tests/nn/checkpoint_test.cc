@@ -55,8 +55,11 @@ std::vector<double> run(const TrainOptions& o) {
   return losses;
 }
 
+// Under Bazel's per-test TEST_TMPDIR: sandboxed runs share /tmp and may share a pid.
 std::string tmpdir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("dtensor_ckpt_" + name + std::to_string(::getpid()));
+  const char* test_tmp = std::getenv("TEST_TMPDIR");
+  const std::filesystem::path base = test_tmp != nullptr ? test_tmp : std::filesystem::temp_directory_path();
+  auto d = base / ("dtensor_ckpt_" + name + std::to_string(::getpid()));
   std::filesystem::remove_all(d);
   return d.string();
 }
@@ -492,6 +495,7 @@ TEST(Checkpoint, KilledSavesLeaveTheOldOrTheNewCheckpoint) {
   std::mt19937 rng(20240611);
   int64_t current = 0;
   int killed_old = 0, killed_new = 0, finished = 0, with_leftovers = 0;
+  std::map<char, int> last_marker;  // where the kills landed: after the child's last marker ('-': none)
   for (int i = 0; i < kRuns; ++i) {
     const int64_t next = current + 1;
     const std::vector<std::string> before = entries(dir);
@@ -509,6 +513,8 @@ TEST(Checkpoint, KilledSavesLeaveTheOldOrTheNewCheckpoint) {
     const std::string rest = read_rest(c.out);
     ::close(c.out);
     const bool killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+    const std::string all = seen + rest;
+    ++last_marker[all.empty() ? '-' : all.back()];
     if (!killed) {
       ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "helper failed: " << seen << rest;
       ++finished;
@@ -539,7 +545,9 @@ TEST(Checkpoint, KilledSavesLeaveTheOldOrTheNewCheckpoint) {
   }
   std::cout << "kill test: " << killed_old << " killed runs left the old checkpoint, " << killed_new
             << " the new one; " << finished << " finished before the kill; " << with_leftovers
-            << " left a new uncommitted version directory behind\n";
+            << " left a new uncommitted version directory behind; last marker before the kill:";
+  for (const auto& [m, n] : last_marker) std::cout << " " << m << "=" << n;
+  std::cout << "\n";
   EXPECT_GE(killed_old, 1);
   EXPECT_GE(killed_new, 1);
   EXPECT_GE(with_leftovers, 1) << "no kill landed between creating the version directory and the cleanup";

@@ -117,6 +117,11 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   Shape shape(sizes.begin(), sizes.end());
   DT_CHECK(numel(shape) == backend->world_size(), "dtensor train: mesh ", o.mesh, " needs ", numel(shape),
            " ranks, the world has ", backend->world_size());
+  // Every rank writes its shard at the end: find an unwritable --save now, not after the run.
+  if (!o.save.empty()) {
+    const std::string why = nn::checkpoint_dir_write_error(o.save);
+    DT_CHECK(why.empty(), "dtensor train: --save ", o.save, ": cannot write: ", why);
+  }
   auto mesh = DeviceMesh::create(backend, shape, names);
   const int tp = mesh->dim_index("tp");
   const bool lead = backend->rank() == 0;

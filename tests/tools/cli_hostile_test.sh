@@ -43,6 +43,8 @@ expect 2 "needs about"        -- train --mesh tp=1 --dim 65536 --layers 1024 --h
 expect 2 "--steps"            -- train --steps 99999999999999
 # train: runtime errors exit 1.
 expect 1 "checkpoint"         -- train --steps 1 --sample 0 --load "$tmp/no-such-checkpoint"
+# An unwritable --save is found before training (a million steps would not finish in the limit).
+expect 1 "cannot write"       -- train --steps 1000000 --save /proc/no-such-dir/ckpt
 # demo, launch, plan, explain.
 expect 2 "--backend"          -- demo --backend nccl
 expect 2 "--shape"            -- demo --shape 1,2,3

@@ -29,7 +29,7 @@ Placements grad_placements_for(const Placements& p) {
 }
 
 DTensor plain_redistribute(const DTensor& g, const Placements& p) {
-  return g.placements() == p ? g : g.redistribute(p);
+  return g.placements() == p ? g : g.redistribute_untracked(p);
 }
 
 DTensor add_grads(const DTensor& a, const DTensor& b) {
@@ -145,7 +145,7 @@ DTensor record_unary(const DTensor& in, DTensor out, const std::string& name, Fn
 }
 
 DTensor ones_like(const DTensor& t) {
-  return distribute_tensor(Tensor::full(t.shape(), 1.0, t.dtype(), t.to_local().device()), t.mesh(),
+  return distribute_tensor(Tensor::full(t.shape(), 1.0, t.dtype(), t.local_tensor().device()), t.mesh(),
                            Placements(t.placements().size(), Replicate()));
 }
 
@@ -154,7 +154,7 @@ DTensor ones_like(const DTensor& t) {
 DTensor BackwardCtx::grad(int i) const {
   if (grads[i]) return *grads[i];
   const DTensor& o = outputs[i];
-  return distribute_tensor(Tensor::zeros(o.shape(), o.dtype(), o.to_local().device()), o.mesh(),
+  return distribute_tensor(Tensor::zeros(o.shape(), o.dtype(), o.local_tensor().device()), o.mesh(),
                            Placements(o.placements().size(), Replicate()));
 }
 
@@ -264,7 +264,7 @@ DTensor call1(const std::string& op, const std::vector<OpArg>& args,
 }
 
 DTensor redistribute(const DTensor& x, const Placements& placements, Timeout timeout) {
-  DTensor out = strip(x).redistribute(placements, timeout);
+  DTensor out = strip(x).redistribute_untracked(placements, timeout);
   Placements back = grad_placements_for(x.placements());
   return record_unary(x, out, "RedistributeBackward", [back](std::vector<std::optional<DTensor>> g) {
     std::vector<std::optional<DTensor>> r(1);
@@ -272,6 +272,18 @@ DTensor redistribute(const DTensor& x, const Placements& placements, Timeout tim
     return r;
   });
 }
+
+namespace {
+// DTensor::redistribute and DTensor::to_local (dtensor/dtensor.h) call these: the differentiable
+// forms are the default ones, as in PyTorch.
+const bool kHooksRegistered = [] {
+  AutogradHooks h;
+  h.redistribute = [](const DTensor& x, const Placements& p, Timeout t) { return redistribute(x, p, t); };
+  h.to_local = [](const DTensor& x, std::optional<Placements> gp) { return to_local(x, std::move(gp)); };
+  set_autograd_hooks(h);
+  return true;
+}();
+}  // namespace
 
 MeshPtr self_mesh(const DeviceMesh& mesh) {
   thread_local std::map<const Backend*, MeshPtr> cache;
@@ -282,7 +294,7 @@ MeshPtr self_mesh(const DeviceMesh& mesh) {
 
 DTensor to_local(const DTensor& x, std::optional<Placements> grad_placements) {
   MeshPtr self = self_mesh(*x.mesh());
-  DTensor out = from_local(x.to_local(), self, {Replicate()});
+  DTensor out = from_local(x.local_tensor(), self, {Replicate()});
   out = strip(out);
   MeshPtr mesh = x.mesh();
   Placements gp = grad_placements ? normalize_placements(*grad_placements, x.dim(), mesh->ndim(), "to_local")
@@ -290,19 +302,21 @@ DTensor to_local(const DTensor& x, std::optional<Placements> grad_placements) {
   Shape shape = x.shape();
   return record_unary(x, out, "ToLocalBackward", [mesh, gp, shape](std::vector<std::optional<DTensor>> g) {
     std::vector<std::optional<DTensor>> r(1);
-    if (g[0]) r[0] = DTensor(DTensorSpec(mesh, gp, shape, g[0]->dtype()), g[0]->to_local());
+    if (g[0]) r[0] = DTensor(DTensorSpec(mesh, gp, shape, g[0]->dtype()), g[0]->local_tensor());
     return r;
   });
 }
 
 DTensor from_local(const DTensor& local, MeshPtr mesh, const Placements& placements,
                    std::optional<Shape> global_shape) {
-  DTensor out = dtensor::from_local(local.to_local(), mesh, placements, global_shape);
+  DTensor out = dtensor::from_local(local.local_tensor(), mesh, placements, global_shape);
   MeshPtr self = local.mesh();
-  Placements p = out.placements();
+  // A Partial layout takes a Replicate gradient (DESIGN section 5, as PyTorch's backward does): each
+  // rank's piece contributes to the sum with weight 1, so each gets the whole gradient.
+  Placements p = grad_placements_for(out.placements());
   return record_unary(local, out, "FromLocalBackward", [self, p](std::vector<std::optional<DTensor>> g) {
     std::vector<std::optional<DTensor>> r(1);
-    if (g[0]) r[0] = dtensor::from_local(plain_redistribute(*g[0], p).to_local(), self, {Replicate()});
+    if (g[0]) r[0] = dtensor::from_local(plain_redistribute(*g[0], p).local_tensor(), self, {Replicate()});
     return r;
   });
 }
@@ -357,11 +371,11 @@ DTensor on_self(const MeshPtr& self, Tensor t) { return dtensor::from_local(t, s
 DTensor all_gather(const DTensor& local, const DeviceMesh& mesh, int mesh_dim, int64_t dim) {
   ProcessGroup& g = mesh.group(mesh_dim);
   dim = wrap_dim(dim, local.dim(), "all_gather");
-  DTensor out = on_self(local.mesh(), gather_local(local.to_local(), g, dim, mesh.timeout()));
+  DTensor out = on_self(local.mesh(), gather_local(local.local_tensor(), g, dim, mesh.timeout()));
   const DeviceMesh* m = &mesh;
   return record_unary(local, out, "AllGatherBackward", [m, mesh_dim, dim, self = local.mesh()](std::vector<std::optional<DTensor>> gr) {
     std::vector<std::optional<DTensor>> r(1);
-    if (gr[0]) r[0] = on_self(self, scatter_local(gr[0]->to_local(), m->group(mesh_dim), dim, m->timeout()));
+    if (gr[0]) r[0] = on_self(self, scatter_local(gr[0]->local_tensor(), m->group(mesh_dim), dim, m->timeout()));
     return r;
   });
 }
@@ -369,24 +383,24 @@ DTensor all_gather(const DTensor& local, const DeviceMesh& mesh, int mesh_dim, i
 DTensor reduce_scatter(const DTensor& local, const DeviceMesh& mesh, int mesh_dim, int64_t dim) {
   ProcessGroup& g = mesh.group(mesh_dim);
   dim = wrap_dim(dim, local.dim(), "reduce_scatter");
-  DTensor out = on_self(local.mesh(), scatter_local(local.to_local(), g, dim, mesh.timeout()));
+  DTensor out = on_self(local.mesh(), scatter_local(local.local_tensor(), g, dim, mesh.timeout()));
   const DeviceMesh* m = &mesh;
   return record_unary(local, out, "ReduceScatterBackward", [m, mesh_dim, dim, self = local.mesh()](std::vector<std::optional<DTensor>> gr) {
     std::vector<std::optional<DTensor>> r(1);
-    if (gr[0]) r[0] = on_self(self, gather_local(gr[0]->to_local(), m->group(mesh_dim), dim, m->timeout()));
+    if (gr[0]) r[0] = on_self(self, gather_local(gr[0]->local_tensor(), m->group(mesh_dim), dim, m->timeout()));
     return r;
   });
 }
 
 DTensor all_reduce(const DTensor& local, const DeviceMesh& mesh, int mesh_dim) {
-  Tensor t = local.to_local().clone();
+  Tensor t = local.local_tensor().clone();
   mesh.group(mesh_dim).all_reduce(t, ReduceOp::kSum, mesh.timeout());
   DTensor out = on_self(local.mesh(), t);
   const DeviceMesh* m = &mesh;
   return record_unary(local, out, "AllReduceBackward", [m, mesh_dim, self = local.mesh()](std::vector<std::optional<DTensor>> gr) {
     std::vector<std::optional<DTensor>> r(1);
     if (gr[0]) {
-      Tensor u = gr[0]->to_local().clone();
+      Tensor u = gr[0]->local_tensor().clone();
       m->group(mesh_dim).all_reduce(u, ReduceOp::kSum, m->timeout());
       r[0] = on_self(self, u);
     }
@@ -398,13 +412,13 @@ DTensor all_to_all(const DTensor& local, const DeviceMesh& mesh, int mesh_dim, i
                    int64_t concat_dim) {
   split_dim = wrap_dim(split_dim, local.dim(), "all_to_all");
   concat_dim = wrap_dim(concat_dim, local.dim(), "all_to_all");
-  DTensor out = on_self(local.mesh(), a2a_local(local.to_local(), mesh.group(mesh_dim), split_dim, concat_dim, mesh.timeout()));
+  DTensor out = on_self(local.mesh(), a2a_local(local.local_tensor(), mesh.group(mesh_dim), split_dim, concat_dim, mesh.timeout()));
   const DeviceMesh* m = &mesh;
   return record_unary(local, out, "AllToAllBackward",
                       [m, mesh_dim, split_dim, concat_dim, self = local.mesh()](std::vector<std::optional<DTensor>> gr) {
                         std::vector<std::optional<DTensor>> r(1);
                         if (gr[0])
-                          r[0] = on_self(self, a2a_local(gr[0]->to_local(), m->group(mesh_dim), concat_dim,
+                          r[0] = on_self(self, a2a_local(gr[0]->local_tensor(), m->group(mesh_dim), concat_dim,
                                                           split_dim, m->timeout()));
                         return r;
                       });

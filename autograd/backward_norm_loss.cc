@@ -110,7 +110,7 @@ void register_norm_loss_backward() {
     Placements cp(mesh->ndim(), Replicate());
     for (int i = 0; i < mesh->ndim(); ++i)
       if (x.placements()[i].is_shard(cls)) cp[i] = Shard(0);
-    DTensor classes = distribute_tensor(Tensor::arange(C, DType::kInt64).to(x.to_local().device()), mesh, cp);
+    DTensor classes = distribute_tensor(Tensor::arange(C, DType::kInt64).to(x.local_tensor().device()), mesh, cp);
     DTensor t = x.dim() >= 2 ? F::unsqueeze(target, 1) : target;  // [N, 1] or []
     DTensor onehot = as_float(call_op1("eq", {t, classes}), x.dtype());
     // Per-sample weight of the target (0 where ignored).

@@ -19,7 +19,7 @@ IValue iv(std::vector<int64_t> v) { return IValue(std::move(v)); }
 IValue iv(const std::string& v) { return IValue(v); }
 
 DTensor full_like(const DTensor& t, double value) {
-  return distribute_tensor(Tensor::full(t.shape(), value, t.dtype(), t.to_local().device()), t.mesh(),
+  return distribute_tensor(Tensor::full(t.shape(), value, t.dtype(), t.local_tensor().device()), t.mesh(),
                            Placements(t.placements().size(), Replicate()));
 }
 

@@ -266,8 +266,8 @@ std::vector<DTensor> run_repl(const Setup& s) {
 // carry of a scan adds in another order).
 void check_same(const Setup& s, const std::vector<DTensor>& d, const std::vector<DTensor>& r) {
   for (size_t o = 0; o < d.size(); ++o) {
-    const Tensor& a = d[o].to_local();
-    const Tensor& b = r[o].to_local();
+    const Tensor& a = d[o].local_tensor();
+    const Tensor& b = r[o].local_tensor();
     std::string err;
     if (d[o].placements() != r[o].placements()) err = "placements differ";
     else if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) err = a.str() + " vs " + b.str();

@@ -229,7 +229,7 @@ void bench(benchmark::State& state, const std::string& name, int64_t bytes, Op o
       } else {
         Tensor out = Tensor::zeros({n, n});
         measure(state, name, bytes, op, direct, [&] {
-          direct_allgather(x.to_local().data<float>(), rows * n, out.data<float>());
+          direct_allgather(x.local_tensor().data<float>(), rows * n, out.data<float>());
         });
       }
       break;
@@ -244,7 +244,7 @@ void bench(benchmark::State& state, const std::string& name, int64_t bytes, Op o
         });
       } else {
         // In place on the local block (all zeros, so the values never change).
-        float* data = const_cast<float*>(x.to_local().data<float>());
+        float* data = const_cast<float*>(x.local_tensor().data<float>());
         measure(state, name, bytes, op, direct, [&] { direct_allreduce_sum(data, n * n); });
       }
       break;
@@ -258,7 +258,7 @@ void bench(benchmark::State& state, const std::string& name, int64_t bytes, Op o
       } else {
         // Packed once, untimed: the piece for rank r (the shard's columns r*rows..(r+1)*rows-1)
         // at offset r*rows*rows, as redistribute packs it on every call.
-        Tensor packed = x.to_local().view({rows, kWorld, rows}).transpose(0, 1).contiguous();
+        Tensor packed = x.local_tensor().view({rows, kWorld, rows}).transpose(0, 1).contiguous();
         Tensor out = Tensor::zeros({rows * n});
         measure(state, name, bytes, op, direct, [&] {
           direct_alltoall(packed.data<float>(), out.data<float>(), rows * rows);

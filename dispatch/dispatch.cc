@@ -50,11 +50,11 @@ std::vector<DTensor> execute_strategy(
   for (size_t t = 0; t < inputs.size(); ++t) {
     const DTensor& x = inputs[t];
     if (x.placements() == strategy.inputs[t]) {
-      locals.push_back(x.to_local());
+      locals.push_back(x.local_tensor());
       continue;
     }
     auto plan = plans ? (*plans)[t] : plan_redistribute(x.spec(), strategy.inputs[t]);
-    locals.push_back(redistribute_local(x.to_local(), x.spec(), *plan, timeout));
+    locals.push_back(redistribute_local(x.local_tensor(), x.spec(), *plan, timeout));
   }
   LocalContext ctx;
   ctx.strategy = &strategy;

@@ -16,12 +16,33 @@ DTensor::DTensor(DTensorSpec spec, Tensor local) : spec_(std::move(spec)), local
   }
 }
 
+namespace {
+AutogradHooks& hooks() {
+  static AutogradHooks h;
+  return h;
+}
+}  // namespace
+
+void set_autograd_hooks(const AutogradHooks& h) { hooks() = h; }
+
 Tensor DTensor::full_tensor(Timeout timeout) const {
   Placements all_r(spec_.placements.size(), Replicate());
-  return redistribute(all_r, timeout).to_local();
+  return redistribute_untracked(all_r, timeout).local_tensor();
 }
 
 DTensor DTensor::redistribute(const Placements& placements, Timeout timeout) const {
+  // Only a tensor autograd has seen (a leaf requiring grad, or an op's output) can need a node.
+  if (autograd_meta_ && hooks().redistribute) return hooks().redistribute(*this, placements, timeout);
+  return redistribute_untracked(placements, timeout);
+}
+
+DTensor DTensor::to_local(std::optional<Placements> grad_placements) const {
+  DT_CHECK(hooks().to_local != nullptr, "DTensor::to_local: the differentiable local tensor needs //autograd "
+           "linked; local_tensor() gives this rank's block as a plain Tensor");
+  return hooks().to_local(*this, std::move(grad_placements));
+}
+
+DTensor DTensor::redistribute_untracked(const Placements& placements, Timeout timeout) const {
   DT_CHECK(defined(), "redistribute: undefined DTensor");
   auto plan = plan_redistribute(spec_, placements);
   DTensorSpec dst(spec_.mesh, plan->dst, spec_.shape, spec_.dtype);

@@ -26,14 +26,24 @@ class DTensor {
   int64_t dim() const { return static_cast<int64_t>(spec_.shape.size()); }
   bool defined() const { return spec_.mesh != nullptr; }
 
-  // This rank's block (a view, no copy).
-  const Tensor& to_local() const { return local_; }
-  // The whole tensor on every rank: redistributes to all-Replicate. Collective.
+  // This rank's block as a plain Tensor (a view, no copy). Not recorded by autograd: use to_local()
+  // for the differentiable crossing.
+  const Tensor& local_tensor() const { return local_; }
+  // The whole tensor on every rank, as a plain Tensor: redistributes to all-Replicate. Collective.
   Tensor full_tensor(Timeout timeout = kDefaultTimeout) const;
-  // A DTensor with the same values laid out by `placements` (one per mesh dim). Collective over the
-  // groups of the mesh dims that change. Throws dtensor::Error for bad placements, CommError from
-  // the collectives.
+
+  // As PyTorch's DTensor.redistribute: a DTensor with the same values laid out by `placements` (one
+  // per mesh dim), differentiable when autograd (//autograd) is recording and this tensor requires
+  // grad (backward: DESIGN section 5). Collective over the groups of the mesh dims that change.
+  // Throws dtensor::Error for bad placements, CommError from the collectives.
   DTensor redistribute(const Placements& placements, Timeout timeout = kDefaultTimeout) const;
+  // The same move, never recorded by autograd.
+  DTensor redistribute_untracked(const Placements& placements, Timeout timeout = kDefaultTimeout) const;
+  // As PyTorch's DTensor.to_local: this rank's block as a DTensor on the rank's own one-rank mesh
+  // (autograd's local tensors, autograd/autograd.h self_mesh), differentiable: its gradient arrives
+  // on this tensor's mesh with `grad_placements` (default: these placements). Needs //autograd
+  // linked (throws dtensor::Error saying so otherwise); local_tensor() is the plain block.
+  DTensor to_local(std::optional<Placements> grad_placements = std::nullopt) const;
 
   std::string str() const;
 
@@ -58,6 +68,14 @@ DTensor distribute_tensor(const Tensor& global, MeshPtr mesh, const Placements& 
 // layouts. Throws if `local` does not have the shape the layout gives this rank.
 DTensor from_local(const Tensor& local, MeshPtr mesh, const Placements& placements,
                    std::optional<Shape> global_shape = std::nullopt);
+
+// autograd/ makes DTensor::redistribute and DTensor::to_local differentiable by registering these
+// at static initialization (the layer below cannot call up into it).
+struct AutogradHooks {
+  DTensor (*redistribute)(const DTensor& x, const Placements& placements, Timeout timeout) = nullptr;
+  DTensor (*to_local)(const DTensor& x, std::optional<Placements> grad_placements) = nullptr;
+};
+void set_autograd_hooks(const AutogradHooks& hooks);
 
 // Throws dtensor::Error naming `op` and both meshes unless a and b live on the same mesh.
 void check_same_mesh(const char* op, const DTensor& a, const DTensor& b);

@@ -160,7 +160,7 @@ void write_rank_file(const std::string& version_dir, const NamedTensors& tensors
   std::string data;
   for (const auto& [name, t] : tensors) {
     if (!owns(*t)) continue;
-    Tensor local = t->to_local().to(cpu()).contiguous();  // device blocks are written from the host
+    Tensor local = t->local_tensor().to(cpu()).contiguous();  // device blocks are written from the host
     auto [shape, offset] = t->spec().local_block(mesh.coordinate());
     json b{{"name", name}, {"shape", shape}, {"offset", offset}, {"dtype", dtype_name(t->dtype())},
            {"begin", data.size()}, {"nbytes", local.nbytes()}, {"checksum", fnv1a(local.data_ptr(), local.nbytes())}};
@@ -603,7 +603,7 @@ int64_t load_checkpoint(const std::string& dir, const NamedTensors& tensors) {
     // Reassemble the global tensor, then keep this rank's block of the target layout.
     Tensor full = assemble(name, saved, files, version_dir);
     DTensor placed = distribute_tensor(full, t->mesh(), t->placements());
-    Tensor(t->to_local()).copy_(placed.to_local());
+    Tensor(t->local_tensor()).copy_(placed.local_tensor());
   }
   return meta.step;
 }

@@ -74,7 +74,7 @@ DTensor GPT::forward(const DTensor& ids) {
   DT_CHECK(T <= c_.seq, "GPT: sequence of ", T, " tokens exceeds the model's ", c_.seq);
   DTensor tok = (*child("tok_emb"))(ids);
   // Positions 0..T-1 as a replicated [1, T] index tensor (its embedding broadcasts over the batch).
-  Tensor pos = Tensor::arange(T, DType::kInt64).view({1, T}).to(ids.to_local().device());
+  Tensor pos = Tensor::arange(T, DType::kInt64).view({1, T}).to(ids.local_tensor().device());
   DTensor p = distribute_tensor(pos, ids.mesh(), Placements(ids.mesh()->ndim(), Replicate()));
   DTensor x = F::add(tok, (*child("pos_emb"))(p));
   for (int64_t i = 0; i < c_.layers; ++i) x = (*child(absl::StrCat("blocks.", i)))(x);

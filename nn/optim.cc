@@ -7,7 +7,7 @@ namespace dtensor::nn {
 AdamW::AdamW(std::vector<std::pair<std::string, DTensor*>> params, AdamWOptions options)
     : params_(std::move(params)), o_(options) {
   for (auto& [name, p] : params_) {
-    Tensor z = Tensor::zeros(p->to_local().sizes(), p->dtype(), p->to_local().device());
+    Tensor z = Tensor::zeros(p->local_tensor().sizes(), p->dtype(), p->local_tensor().device());
     m_.emplace_back(p->spec(), z);
     v_.emplace_back(p->spec(), z.clone());
   }
@@ -31,9 +31,9 @@ void AdamW::step() {
     DTensor q = detach(p);
     DTensor next = F::sub(F::mul(q, 1.0 - o_.lr * o_.weight_decay), F::mul(upd, o_.lr));
     // In place: the modules hold this DTensor (and its autograd meta).
-    Tensor(p.to_local()).copy_(next.to_local());
-    Tensor(m_[i].to_local()).copy_(m.to_local());
-    Tensor(v_[i].to_local()).copy_(v.to_local());
+    Tensor(p.local_tensor()).copy_(next.local_tensor());
+    Tensor(m_[i].local_tensor()).copy_(m.local_tensor());
+    Tensor(v_[i].local_tensor()).copy_(v.local_tensor());
   }
 }
 

@@ -50,7 +50,7 @@ int run_rank(std::shared_ptr<Backend> backend, const DemoOptions& opt, std::ostr
 
   DTensor d = distribute_tensor(x, mesh, {Shard(0), Shard(1)});
   auto report = [&](const std::string& title, const DTensor& t, const std::string& how) {
-    auto shapes = gather_shapes(*world, t.to_local().sizes());
+    auto shapes = gather_shapes(*world, t.local_tensor().sizes());
     if (!lead) return;
     out << "\n" << title << " " << placements_str(t.placements()) << "   " << how << "\n";
     for (int r = 0; r < 4; ++r)
@@ -70,7 +70,7 @@ int run_rank(std::shared_ptr<Backend> backend, const DemoOptions& opt, std::ostr
            absl::StrCat(plan->str(), "; rank 0 sent ", after.bytes_sent - before.bytes_sent, " B in ",
                         after.calls - before.calls, " collective call(s)"));
   }
-  bool match = equal(d.to_local(), x);
+  bool match = equal(d.local_tensor(), x);
   if (lead) out << "\nfull tensor equals the original on rank 0: " << (match ? "yes" : "NO") << "\n";
   return match ? 0 : 1;
 }

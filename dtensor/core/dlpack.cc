@@ -1,6 +1,7 @@
 #include "dtensor/core/dlpack.h"
 
 #include "absl/strings/str_format.h"
+#include "dtensor/core/limits.h"
 
 namespace dtensor {
 namespace {
@@ -58,20 +59,27 @@ Tensor from_dlpack(DLManagedTensor* m) {
     DT_FAIL("from_dlpack: unsupported device type ", static_cast<int>(dl.device.device_type),
             "; accepted: CPU (1), CUDA (2), CUDA host (3)");
   }
-  DT_CHECK(dl.ndim >= 0, "from_dlpack: negative ndim ", dl.ndim);
+  DT_CHECK(dl.ndim >= 0 && dl.ndim <= kMaxTensorRank, "from_dlpack: ndim ", dl.ndim, "; accepted: 0 to ",
+           kMaxTensorRank);
+  DT_CHECK(dl.ndim == 0 || dl.shape != nullptr, "from_dlpack: null shape for a ", dl.ndim, "-d tensor");
   Shape sizes(dl.shape, dl.shape + dl.ndim);
+  numel(sizes);  // throws on a negative size or an element count past int64
   Shape strides = dl.strides ? Shape(dl.strides, dl.strides + dl.ndim) : contiguous_strides(sizes);
-  DT_CHECK(dl.byte_offset % itemsize(dtype) == 0, "from_dlpack: byte_offset ", dl.byte_offset,
-           " is not a multiple of the element size ", itemsize(dtype));
-  // The storage spans from data to the furthest element the view can reach.
+  const int64_t item = static_cast<int64_t>(itemsize(dtype));
+  DT_CHECK(dl.byte_offset % item == 0 && dl.byte_offset <= static_cast<uint64_t>(kMaxTensorBytes),
+           "from_dlpack: byte_offset ", dl.byte_offset, " must be a multiple of the element size ", item,
+           " and at most ", kMaxTensorBytes);
+  // The storage spans from data to the furthest element the view can reach; sizes and strides come
+  // from another library, so every product is checked.
   int64_t hi = 0;
   for (int i = 0; i < dl.ndim; ++i) {
     DT_CHECK(strides[i] >= 0, "from_dlpack: negative strides are not supported");
     if (sizes[i] == 0) hi = -1;
-    if (hi >= 0) hi += (sizes[i] - 1) * strides[i];
+    if (hi >= 0) hi = checked_add(hi, checked_mul(sizes[i] - 1, strides[i], "from_dlpack: extent"), "from_dlpack: extent");
   }
-  int64_t offset = static_cast<int64_t>(dl.byte_offset / itemsize(dtype));
-  size_t nbytes = static_cast<size_t>(offset + hi + 1) * itemsize(dtype);
+  const int64_t offset = static_cast<int64_t>(dl.byte_offset) / item;
+  const size_t nbytes = static_cast<size_t>(
+      checked_mul(checked_add(offset, hi + 1, "from_dlpack: extent"), item, "from_dlpack: bytes"));
   auto storage = Storage::borrow(dl.data, nbytes, dev, [m] {
     if (m->deleter) m->deleter(m);
   });

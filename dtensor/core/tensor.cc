@@ -87,11 +87,16 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, int64_t offset, Sh
   for (size_t i = 0; i < sizes.size(); ++i) {
     DT_CHECK(sizes[i] >= 0, "Tensor::from_storage: negative size in ", shape_str(sizes));
     if (sizes[i] == 0) empty = true;
-    int64_t ext = (sizes[i] - 1) * strides[i];
-    (ext < 0 ? lo : hi) += ext;
+    if (empty) continue;
+    // Sizes and strides may come from outside (DLPack): overflow is an error, not a wrapped extent.
+    const int64_t ext = checked_mul(sizes[i] - 1, strides[i], "Tensor::from_storage: extent of a view");
+    int64_t& end = ext < 0 ? lo : hi;
+    end = checked_add(end, ext, "Tensor::from_storage: extent of a view");
   }
   if (!empty) {
-    DT_CHECK(lo >= 0 && static_cast<size_t>(hi + 1) * itemsize(dtype) <= storage->nbytes(),
+    const int64_t end_bytes = checked_mul(checked_add(hi, 1, "Tensor::from_storage: extent of a view"),
+                                          static_cast<int64_t>(itemsize(dtype)), "Tensor::from_storage: bytes of a view");
+    DT_CHECK(lo >= 0 && static_cast<size_t>(end_bytes) <= storage->nbytes(),
              "Tensor::from_storage: view of shape ", shape_str(sizes), " strides ",
              shape_str(strides), " offset ", offset, " exceeds storage of ", storage->nbytes(),
              " bytes");

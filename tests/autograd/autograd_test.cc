@@ -61,6 +61,30 @@ TEST(Autograd, RedistributeBackwardGoesBackToTheSource) {
   });
 }
 
+// As in PyTorch, the methods are the differentiable forms: x.redistribute(...) and x.to_local()
+// record backward nodes; redistribute_untracked and local_tensor() are the raw ones.
+TEST(Autograd, DTensorMethodsAreDifferentiableByDefault) {
+  Tensor x = random_tensor({4, 6}, DType::kFloat64, 3);
+  run_threads(2, [&](std::shared_ptr<Backend> b) {
+    auto mesh = DeviceMesh::create(b, {2});
+    DTensor d = distribute_tensor(x, mesh, {Shard(0)});
+    set_requires_grad(d);
+    // loss = sum(3 * redistribute(x, R)) + sum(to_local(x)^2) over both ranks' blocks.
+    DTensor r = d.redistribute({Replicate()});
+    EXPECT_TRUE(requires_grad(r));
+    DTensor local = d.to_local();
+    EXPECT_TRUE(requires_grad(local));
+    EXPECT_EQ(local.mesh()->size(), 1);
+    DTensor part = F::sum(F::mul(local, local));  // this rank's share of the second term
+    DTensor total = F::add(F::sum(F::mul(r, 3.0)), from_local(part, mesh, {Partial()}));
+    backward(total);
+    ASSERT_TRUE(grad(d).has_value());
+    Tensor want = kernels::add(kernels::mul(x, 2.0), 3.0);  // 3 + 2x
+    EXPECT_TRUE(allclose(grad(d)->full_tensor(), want, 1e-12, 1e-12));
+    EXPECT_FALSE(requires_grad(d.redistribute_untracked({Replicate()})));
+  });
+}
+
 TEST(Autograd, ToLocalAndFromLocalCarryTheGradientLayout) {
   Tensor x = random_tensor({8, 3}, DType::kFloat64, 3);
   run_threads(2, [&](std::shared_ptr<Backend> b) {
@@ -83,23 +107,23 @@ TEST(Autograd, FunctionalCollectivesAreDifferentiable) {
     DTensor x = from_local(Tensor::full({2, 3}, r + 1.0, DType::kFloat64), self, {Replicate()});
     set_requires_grad(x);
     DTensor g = all_gather(x, *mesh, 0, 0);  // [4, 3]
-    EXPECT_EQ(g.to_local().to_vector<double>()[6], 2.0);
+    EXPECT_EQ(g.local_tensor().to_vector<double>()[6], 2.0);
     DTensor w = from_local(Tensor::full({4, 3}, r + 1.0, DType::kFloat64), self, {Replicate()});
     backward(F::sum(F::mul(g, w)));
     // Each rank's rows receive w_0 + w_1 = 1 + 2.
-    EXPECT_TRUE(allclose(grad(x)->to_local(), Tensor::full({2, 3}, 3.0, DType::kFloat64), 0, 0));
+    EXPECT_TRUE(allclose(grad(x)->local_tensor(), Tensor::full({2, 3}, 3.0, DType::kFloat64), 0, 0));
     DTensor y = from_local(Tensor::full({4, 2}, r + 1.0, DType::kFloat64), self, {Replicate()});
     set_requires_grad(y);
     DTensor s = reduce_scatter(y, *mesh, 0, 0);  // [2, 2] of 1 + 2
-    EXPECT_EQ(s.to_local().to_vector<double>()[0], 3.0);
+    EXPECT_EQ(s.local_tensor().to_vector<double>()[0], 3.0);
     backward(F::sum(s));
-    EXPECT_TRUE(allclose(grad(y)->to_local(), Tensor::full({4, 2}, 1.0, DType::kFloat64), 0, 0));
+    EXPECT_TRUE(allclose(grad(y)->local_tensor(), Tensor::full({4, 2}, 1.0, DType::kFloat64), 0, 0));
     DTensor z = from_local(Tensor::full({2, 4}, r + 1.0, DType::kFloat64), self, {Replicate()});
     set_requires_grad(z);
     DTensor a = all_to_all(z, *mesh, 0, 1, 0);  // split columns, gather rows: [4, 2]
     EXPECT_EQ(a.shape(), (Shape{4, 2}));
     backward(F::sum(F::mul(a, a)));
-    EXPECT_TRUE(allclose(grad(z)->to_local(), Tensor::full({2, 4}, 2.0 * (r + 1), DType::kFloat64), 0, 0));
+    EXPECT_TRUE(allclose(grad(z)->local_tensor(), Tensor::full({2, 4}, 2.0 * (r + 1), DType::kFloat64), 0, 0));
   });
 }
 

@@ -66,5 +66,28 @@ TEST(DLPack, RejectsUnsupportedDtype) {
   EXPECT_THROW(from_dlpack(&m), Error);
 }
 
+// A foreign tensor whose sizes, strides or offset overflow is refused before any view is built.
+TEST(DLPack, RejectsOverflowingExtents) {
+  float buf[4] = {};
+  auto import = [&](std::vector<int64_t> shape, std::vector<int64_t> strides, uint64_t offset, int ndim) {
+    DLManagedTensor m{};
+    m.dl_tensor.data = buf;
+    m.dl_tensor.device = {kDLCPU, 0};
+    m.dl_tensor.ndim = ndim;
+    m.dl_tensor.shape = shape.data();
+    m.dl_tensor.strides = strides.empty() ? nullptr : strides.data();
+    m.dl_tensor.byte_offset = offset;
+    m.dl_tensor.dtype = {kDLFloat, 32, 1};
+    from_dlpack(&m);
+  };
+  const int64_t big = int64_t{1} << 62;
+  EXPECT_THROW(import({big, big}, {}, 0, 2), Error);               // element count past int64
+  EXPECT_THROW(import({4, 4}, {big, 1}, 0, 2), Error);             // extent past int64
+  EXPECT_THROW(import({-4}, {}, 0, 1), Error);                     // negative size
+  EXPECT_THROW(import({4}, {1}, uint64_t{1} << 63, 1), Error);     // offset past the limits
+  EXPECT_THROW(import({4}, {1}, 0, 100), Error);                   // rank past kMaxTensorRank
+  EXPECT_NO_THROW(import({0, big}, {big, 1}, 0, 2));               // empty: no extent to check
+}
+
 }  // namespace
 }  // namespace dtensor

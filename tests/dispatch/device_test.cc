@@ -104,7 +104,7 @@ TEST_F(DeviceTest, OpCallsRedistributeAndStepOnDeviceTensors) {
     DTensor d2 = distribute_tensor(w2.to(fake_cuda()), mesh, {Replicate(), Shard(0)});
     DTensor y = call_op1("mm", {call_op1("relu", {call_op1("mm", {dx, d1})}), d2});
     EXPECT_EQ(y.placements(), (Placements{Shard(0), Partial()}));
-    EXPECT_EQ(y.to_local().device(), fake_cuda());
+    EXPECT_EQ(y.local_tensor().device(), fake_cuda());
     DTensor s = call_op1("sum", {y, IValue(std::vector<int64_t>{1})});
     // full_tensor: all_gather + all_reduce of device blocks through the threads backend.
     Tensor got = s.full_tensor();
@@ -116,7 +116,7 @@ TEST_F(DeviceTest, OpCallsRedistributeAndStepOnDeviceTensors) {
     // cumsum along the sharded dim keeps it sharded: the carry exchange runs on host copies.
     DTensor c = call_op1("cumsum", {dx, IValue(int64_t{0})});
     EXPECT_EQ(c.placements()[0], Shard(0));
-    EXPECT_EQ(c.to_local().device(), fake_cuda());
+    EXPECT_EQ(c.local_tensor().device(), fake_cuda());
     EXPECT_TRUE(allclose(c.full_tensor().to(cpu()), want_scan, 1e-12, 1e-12));
   });
   EXPECT_GT(fallbacks_of("cumsum (distributed step)"), 0);

@@ -107,8 +107,8 @@ std::string run_case(const RedistCase& c, MeshPtr mesh) {
   DTensorSpec spec(mesh, c.src, c.shape, c.dtype);
   DTensor src(spec, case_local(c, mesh->coordinate()));
   DTensor moved = src.redistribute(c.dst);
-  if (moved.to_local().sizes() != moved.spec().local_shape())
-    return absl::StrCat(c.str(), ": local shape ", shape_str(moved.to_local().sizes()));
+  if (moved.local_tensor().sizes() != moved.spec().local_shape())
+    return absl::StrCat(c.str(), ": local shape ", shape_str(moved.local_tensor().sizes()));
   Tensor full = moved.full_tensor();
   Tensor want = case_global(c);
   bool partial = spec.has_partial() || moved.spec().has_partial();

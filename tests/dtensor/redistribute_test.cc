@@ -150,7 +150,7 @@ TEST(Redistribute, ChunkSemanticsMatchTorchChunk) {
   on_mesh({4}, [](MeshPtr m) {
     DTensor d = distribute_tensor(Tensor::arange(5), m, {Shard(0)});
     const int64_t want[] = {2, 2, 1, 0};
-    EXPECT_EQ(d.to_local().numel(), want[m->coordinate(0)]);
+    EXPECT_EQ(d.local_tensor().numel(), want[m->coordinate(0)]);
   });
 }
 
@@ -236,7 +236,7 @@ TEST(DeviceMeshTest, CoordinatesGroupsAndSubmeshes) {
     auto half = DeviceMesh::create(b, {2}, {}, {0, 1});
     EXPECT_EQ(half->contains_me(), r < 2);
     DTensor d = distribute_tensor(Tensor::arange(6), half, {Shard(0)});
-    EXPECT_EQ(d.to_local().numel(), r < 2 ? 3 : 0);
+    EXPECT_EQ(d.local_tensor().numel(), r < 2 ? 3 : 0);
   });
 }
 

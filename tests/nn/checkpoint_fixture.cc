@@ -78,7 +78,7 @@ std::map<std::string, Tensor> load_fixture(const std::string& dir, int64_t* step
       named.push_back({s.name, &ts.back()});
     }
     *step = load_checkpoint(dir, named);
-    for (size_t i = 0; i < ts.size(); ++i) out[named[i].first] = ts[i].to_local();
+    for (size_t i = 0; i < ts.size(); ++i) out[named[i].first] = ts[i].local_tensor();
   });
   return out;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the build needs, builds everything (CUDA sources included) and runs every test.
-# Ends with a plain "N passed, N failed" line.
+# Installs what the build needs, builds everything (CUDA sources included) and runs every test, the
+# conformance cases and the sanitizer runs (scripts/sanitize.sh). Ends with a plain
+# "tests: N passed, N failed" line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh || exit 1
@@ -19,6 +20,20 @@ if [ "$rc" -eq 0 ] && [ -f "$shared" ]; then
   else
     echo "conformance: every case of $shared passes"
   fi
+fi
+# Sanitizer builds of the input-facing tests (scripts/sanitize.sh): counted with the others.
+san_log=$(mktemp)
+bash scripts/sanitize.sh 2>&1 | tee "$san_log"
+san_rc=${PIPESTATUS[0]}
+san=$(grep -E '^sanitizers: [0-9]+ passed, [0-9]+ failed' "$san_log" | tail -1)
+rm -f "$san_log"
+if [ -n "$san" ]; then
+  passed=$((passed + $(sed -E 's/^sanitizers: ([0-9]+) passed.*/\1/' <<<"$san")))
+  failed=$((failed + $(sed -E 's/.* ([0-9]+) failed$/\1/' <<<"$san")))
+fi
+if [ "$san_rc" -ne 0 ]; then
+  rc=1
+  [ -z "$san" ] && failed=$((failed + 1))
 fi
 echo "tests: ${passed} passed, ${failed} failed"
 exit "$rc"

@@ -74,7 +74,7 @@ DTensor call1(const std::string& op, const std::vector<OpArg>& args,
 
 // Differentiable redistribution: the gradient goes back to the source placements, except that a
 // Partial source gets a Replicate gradient (P->R forward is the identity backward).
-DTensor redistribute(const DTensor& x, const Placements& placements, Timeout timeout = kDefaultTimeout);
+DTensor redistribute(const DTensor& x, const Placements& placements, Timeout timeout = default_timeout());
 
 // ---- Local tensors: the rank's own one-rank mesh (cached per backend), and the crossings.
 MeshPtr self_mesh(const DeviceMesh& mesh);

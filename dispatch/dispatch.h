@@ -22,7 +22,7 @@ using OpArg = std::variant<DTensor, std::vector<DTensor>, IValue>;
 
 struct CallOptions {
   const HardwareProfile* hardware = nullptr;  // cost model; default kDefaultHardware
-  Timeout timeout = kDefaultTimeout;          // for the collectives
+  Timeout timeout = default_timeout();          // for the collectives
 };
 
 // Calls op `name` (ATen name, e.g. "mm", "sum", "max.dim") on DTensors; collective over the mesh.

@@ -22,7 +22,7 @@ class DeviceMesh {
   static std::shared_ptr<DeviceMesh> create(std::shared_ptr<Backend> backend, const Shape& shape,
                                             std::vector<std::string> dim_names = {},
                                             std::vector<int> ranks = {},
-                                            Timeout timeout = kDefaultTimeout);
+                                            Timeout timeout = default_timeout());
 
   int ndim() const { return static_cast<int>(shape_.size()); }
   const Shape& shape() const { return shape_; }
@@ -60,7 +60,7 @@ class DeviceMesh {
   std::vector<int> ranks_;
   std::vector<int64_t> coordinate_;
   std::vector<std::shared_ptr<ProcessGroup>> groups_;
-  Timeout timeout_ = kDefaultTimeout;
+  Timeout timeout_ = default_timeout();
 };
 
 using MeshPtr = std::shared_ptr<const DeviceMesh>;

@@ -30,15 +30,15 @@ class DTensor {
   // for the differentiable crossing.
   const Tensor& local_tensor() const { return local_; }
   // The whole tensor on every rank, as a plain Tensor: redistributes to all-Replicate. Collective.
-  Tensor full_tensor(Timeout timeout = kDefaultTimeout) const;
+  Tensor full_tensor(Timeout timeout = default_timeout()) const;
 
   // As PyTorch's DTensor.redistribute: a DTensor with the same values laid out by `placements` (one
   // per mesh dim), differentiable when autograd (//autograd) is recording and this tensor requires
   // grad (backward: DESIGN section 5). Collective over the groups of the mesh dims that change.
   // Throws dtensor::Error for bad placements, CommError from the collectives.
-  DTensor redistribute(const Placements& placements, Timeout timeout = kDefaultTimeout) const;
+  DTensor redistribute(const Placements& placements, Timeout timeout = default_timeout()) const;
   // The same move, never recorded by autograd.
-  DTensor redistribute_untracked(const Placements& placements, Timeout timeout = kDefaultTimeout) const;
+  DTensor redistribute_untracked(const Placements& placements, Timeout timeout = default_timeout()) const;
   // As PyTorch's DTensor.to_local: this rank's block as a DTensor on the rank's own one-rank mesh
   // (autograd's local tensors, autograd/autograd.h self_mesh), differentiable: its gradient arrives
   // on this tensor's mesh with `grad_placements` (default: these placements). Needs //autograd

@@ -1,10 +1,10 @@
 #include "planner/command.h"
 
-#include <fstream>
-#include <sstream>
+#include <cmath>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "dtensor/core/file_io.h"
 #include "planner/graph_json.h"
 #include "planner/models/zoo.h"
 #include "planner/report.h"
@@ -12,19 +12,10 @@
 namespace dtensor::planner {
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  DT_CHECK(f.good(), "dtensor plan: cannot read ", path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+// A graph file larger than this is not a model description (Llama-70B's graph is a few MB).
+constexpr int64_t kMaxGraphFileBytes = int64_t{256} << 20;
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  DT_CHECK(f.good(), "dtensor plan: cannot write ", path);
-  f << text;
-}
+void write_file(const std::string& path, const std::string& text) { write_file_atomic(path, text); }
 
 void list_models(std::ostream& out) {
   out << absl::StrFormat("%-14s %-12s %-9s %-11s %s\n", "model", "parameters", "layers", "batch/rank", "description");
@@ -86,7 +77,11 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
     mo.optimizer = o.optimizer;
     g = models::build_model(o.model, mo, mesh);
   } else {
-    g = graph_from_json(read_file(o.graph_file));
+    try {
+      g = graph_from_json(read_file(o.graph_file, kMaxGraphFileBytes));
+    } catch (const Error& e) {
+      DT_FAIL("dtensor plan --graph ", o.graph_file, ": ", e.what());
+    }
   }
   if (!o.dump_graph.empty()) {
     write_file(o.dump_graph, graph_to_json(g) + "\n");
@@ -95,6 +90,8 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
   }
   DT_CHECK(!o.mesh.empty(), "dtensor plan: give a mesh, e.g. --mesh dp=8,tp=8");
   PlanOptions po;
+  DT_CHECK(o.memory_limit_gb == 0 || (std::isfinite(o.memory_limit_gb) && o.memory_limit_gb > 0),
+           "dtensor plan: --memory-limit ", o.memory_limit_gb, " GB is not accepted; give a positive number of GB");
   po.memory_limit_bytes = o.memory_limit_gb * 1e9;
   po.compare = o.compare;
   po.tp_dim = o.tp_dim;

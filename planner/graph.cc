@@ -5,6 +5,7 @@
 #include <boost/graph/topological_sort.hpp>
 
 #include "dtensor/core/error.h"
+#include "dtensor/core/limits.h"
 
 namespace dtensor::planner {
 
@@ -98,6 +99,15 @@ GraphBuilder::GraphBuilder(std::string name, std::string description) {
 
 int GraphBuilder::add_vertex(Node n) {
   n.name = scope_ + n.name;
+  // Every tensor of the graph, given or computed, stays within the engine's size limits, so the cost
+  // model's byte counts (bytes x ranks) cannot overflow.
+  for (const TensorMeta& m : n.outputs) {
+    DT_CHECK(static_cast<int64_t>(m.shape.size()) <= kMaxTensorRank, "model graph: '", n.name, "' has ",
+             m.shape.size(), " dims; at most ", kMaxTensorRank, " are accepted");
+    DT_CHECK(numel(m.shape) <= kMaxTensorBytes / static_cast<int64_t>(itemsize(m.dtype)), "model graph: '", n.name,
+             "' of shape ", shape_str(m.shape), " (", dtype_name(m.dtype), ") is larger than ", kMaxTensorBytes,
+             " bytes, the largest tensor accepted");
+  }
   auto at = std::lower_bound(names_.begin(), names_.end(), n.name);
   DT_CHECK(at == names_.end() || *at != n.name, "model graph: the name '", n.name, "' is used twice");
   names_.insert(at, n.name);

@@ -1,7 +1,11 @@
 #include "planner/graph_json.h"
 
+#include <type_traits>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "dtensor/core/limits.h"
 #include "nlohmann/json.hpp"
 
 namespace dtensor::planner {
@@ -90,6 +94,32 @@ std::string graph_to_json(const ModelGraph& g) {
   return root.dump(1);
 }
 
+namespace {
+
+// A field that may be absent (then `fallback`) but, when present, must have the JSON type T: a wrong
+// type is an Error naming the field, never nlohmann's bare "type must be ...".
+template <typename T>
+T optional_field(const json& j, const char* key, T fallback, const std::string& where) {
+  auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  bool ok;
+  const char* expected;
+  if constexpr (std::is_same_v<T, bool>) {
+    ok = it->is_boolean(), expected = "true or false";
+  } else if constexpr (std::is_integral_v<T>) {
+    ok = it->is_number_integer(), expected = "an integer";
+  } else {
+    ok = it->is_string(), expected = "a string";
+  }
+  DT_CHECK(ok, where, ": \"", key, "\" must be ", expected, ", not ", it->type_name(), " ", it->dump());
+  return it->template get<T>();
+}
+
+// Layers index repeated blocks: -1 (none) up to a bound far above any real model's depth.
+constexpr int64_t kMaxLayerIndex = 1 << 20;
+
+}  // namespace
+
 ModelGraph graph_from_json(const std::string& text) {
   json root;
   try {
@@ -99,7 +129,13 @@ ModelGraph graph_from_json(const std::string& text) {
   }
   DT_CHECK(root.is_object() && root.contains("nodes") && root["nodes"].is_array(),
            "graph JSON: expected an object with a \"nodes\" array (format dtensor-graph/1)");
-  GraphBuilder b(root.value("name", std::string("graph")), root.value("description", std::string()));
+  const std::string top = "graph JSON";
+  GraphBuilder b(optional_field<std::string>(root, "name", "graph", top),
+                 optional_field<std::string>(root, "description", "", top));
+  const bool training = optional_field<bool>(root, "training", true, top);
+  const std::string optimizer = optional_field<std::string>(root, "optimizer", "adamw", top);
+  DT_CHECK(optimizer == "adamw" || optimizer == "sgd", top, ": \"optimizer\" is '", optimizer,
+           "'; accepted: adamw, sgd");
   absl::flat_hash_map<std::string, std::vector<TensorId>> tensors;
   auto lookup = [&](const std::string& ref, const std::string& where) -> TensorId {
     std::string name = ref;
@@ -125,25 +161,36 @@ ModelGraph graph_from_json(const std::string& text) {
     const std::string name = j["name"].get<std::string>();
     where += " '" + name + "'";
     DT_CHECK(!tensors.contains(name), where, ": the name is used twice");
-    const std::string kind = j.value("kind", std::string("op"));
-    b.set_layer(j.value("layer", -1));
-    b.set_block(j.value("block", std::string()));
-    b.set_fused(j.value("fused", false));
+    const std::string kind = optional_field<std::string>(j, "kind", "op", where);
+    const int64_t layer = optional_field<int64_t>(j, "layer", -1, where);
+    DT_CHECK(layer >= -1 && layer <= kMaxLayerIndex, where, ": "layer" is ", layer, "; accepted: -1 (none) to ",
+             kMaxLayerIndex);
+    b.set_layer(static_cast<int>(layer));
+    b.set_block(optional_field<std::string>(j, "block", "", where));
+    b.set_fused(optional_field<bool>(j, "fused", false, where));
     if (kind == "input" || kind == "constant" || kind == "param") {
       DT_CHECK(j.contains("shape") && j["shape"].is_array(), where, ": needs \"shape\": [sizes]");
+      DT_CHECK(j["shape"].size() <= static_cast<size_t>(kMaxTensorRank), where, ": shape has ", j["shape"].size(),
+               " dims; at most ", kMaxTensorRank, " are accepted");
       Shape shape;
+      int64_t numel = 1;
       for (const json& s : j["shape"]) {
-        DT_CHECK(s.is_number_integer() && s.get<int64_t>() >= 0, where, ": shape sizes must be integers >= 0");
+        DT_CHECK(s.is_number_integer() && s.get<int64_t>() >= 0, where, ": shape sizes must be integers >= 0, not ",
+                 s.dump());
         shape.push_back(s.get<int64_t>());
+        numel = checked_mul(numel, shape.back(), "graph JSON: shape element count");
       }
       DType dt = DType::kBFloat16;
       if (j.contains("dtype")) {
+        const std::string name = optional_field<std::string>(j, "dtype", "", where);
         try {
-          dt = dtype_from_name(j["dtype"].get<std::string>());
+          dt = dtype_from_name(name);
         } catch (const std::exception& e) {
           DT_FAIL(where, ": ", e.what());
         }
       }
+      DT_CHECK(numel <= kMaxTensorBytes / static_cast<int64_t>(itemsize(dt)), where, ": shape [", absl::StrJoin(shape, ", "), "] of ",
+               dtype_name(dt), " is above the ", kMaxTensorBytes, "-byte limit on one tensor");
       TensorId t = kind == "input" ? b.input(name, shape, dt) : kind == "constant" ? b.constant(name, shape, dt)
                                                                                   : b.param(name, shape, dt);
       tensors[name] = {t};
@@ -189,9 +236,9 @@ ModelGraph graph_from_json(const std::string& text) {
         kw.push_back({k, convert(a, ai >= 0 ? &def->schema.args[ai] : nullptr, where + " kwarg " + k)});
       }
     }
-    tensors[name] = b.op(name, op, pos, kw, j.value("role", std::string()));
+    tensors[name] = b.op(name, op, pos, kw, optional_field<std::string>(j, "role", "", where));
   }
-  return b.finish(root.value("training", true), root.value("optimizer", std::string("adamw")));
+  return b.finish(training, optimizer);
 }
 
 }  // namespace dtensor::planner

@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "dtensor/core/error.h"
+#include "dtensor/core/limits.h"
 
 namespace dtensor::planner {
 
@@ -47,9 +48,15 @@ MeshSpec MeshSpec::parse(const std::string& text) {
     DT_CHECK(absl::SimpleAtoi(size, &n) && n >= 1, "mesh '", text, "': size '", size, "' of dim ", name,
              " is not a positive integer; ", usage);
     DT_CHECK(m.index_of(name) < 0, "mesh '", text, "': dim name '", name, "' is repeated; ", usage);
+    DT_CHECK(n <= kMaxMeshDimSize, "mesh '", text, "': dim ", name, " has ", n, " ranks; at most ", kMaxMeshDimSize,
+             " are accepted");
     m.shape.push_back(n);
     m.names.push_back(name);
   }
+  int64_t ranks = 1;
+  for (int64_t n : m.shape) ranks *= n;  // at most 3 dims of at most 2^16: fits in int64
+  DT_CHECK(ranks <= kMaxMeshRanks, "mesh '", text, "' has ", ranks, " ranks; at most ", kMaxMeshRanks,
+           " are accepted");
   return m;
 }
 

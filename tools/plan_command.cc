@@ -16,18 +16,25 @@ void add_plan_command(CLI::App& app) {
   sub->add_option("--graph", o->graph_file, "model graph JSON file (format: planner/graph_json.h)");
   sub->add_option("--mesh", o->mesh, "named mesh, 1 to 3 dims, e.g. dp=8,tp=8");
   sub->add_option("--hardware", o->hardware, "hardware profile (--list-hardware)")->capture_default_str();
-  sub->add_option("--batch", o->batch, "global batch (sequences or images); default: batch/rank x data-parallel dims");
-  sub->add_option("--seq", o->seq, "sequence length (default: the model's)");
-  sub->add_option("--layers", o->layers, "number of layers (default: the published depth)");
-  sub->add_option("--memory-limit", o->memory_limit_gb, "GB per device (default: the hardware's memory)");
+  sub->add_option("--batch", o->batch, "global batch (sequences or images); default: batch/rank x data-parallel dims")
+      ->check(CLI::Range(int64_t{1}, kMaxPlanBatch));
+  sub->add_option("--seq", o->seq, "sequence length (default: the model's)")->check(CLI::Range(int64_t{1}, kMaxPlanSeq));
+  sub->add_option("--layers", o->layers, "number of layers (default: the published depth)")
+      ->check(CLI::Range(1, kMaxPlanLayers));
+  sub->add_option("--memory-limit", o->memory_limit_gb, "GB per device (default: the hardware's memory)")
+      ->check(kPositiveFinite);
   sub->add_flag("--inference", o->inference, "plan the forward pass only");
-  sub->add_option("--optimizer", o->optimizer, "adamw or sgd")->capture_default_str();
-  sub->add_option("--format", o->format, "table or json")->capture_default_str();
+  sub->add_option("--optimizer", o->optimizer, "adamw or sgd")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"adamw", "sgd"}));
+  sub->add_option("--format", o->format, "table or json")->capture_default_str()->check(CLI::IsMember({"table", "json"}));
   sub->add_flag("--ops", o->ops, "table: one row per op as well");
   sub->add_option("--output", o->output, "write the report to FILE");
   sub->add_option("--dot", o->dot, "write a Graphviz picture of the plan (and FILE.svg when dot is installed)");
   sub->add_option("--svg", o->svg, "write the picture as SVG (through dot)");
-  sub->add_option("--dot-layers", o->dot_layers, "repeated layers drawn in the picture")->capture_default_str();
+  sub->add_option("--dot-layers", o->dot_layers, "repeated layers drawn in the picture")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxPlanLayers));
   sub->add_option("--dump-graph", o->dump_graph, "write the model graph as JSON and stop");
   sub->add_option("--tp-dim", o->tp_dim, "mesh dim of the Megatron baseline's tensor parallelism (default: tp, else the last)");
   sub->add_flag("!--no-compare", o->compare, "skip the Megatron, data-parallel and greedy baselines");
@@ -35,11 +42,18 @@ void add_plan_command(CLI::App& app) {
   sub->add_flag("--list-hardware", o->list_hardware, "list the hardware profiles");
   sub->add_flag("--list-ops", o->list_ops, "list the ops a graph may use");
   sub->callback([o] {
+    if (!o->mesh.empty()) {
+      try {
+        planner::MeshSpec::parse(o->mesh);
+      } catch (const Error& e) {  // a mesh that is not accepted: a usage error (exit 2)
+        throw CLI::ValidationError("--mesh", e.what());
+      }
+    }
     try {
       planner::run_plan_command(*o, std::cout, std::cerr);
     } catch (const Error& e) {
-      std::cerr << e.what() << "\n";
-      throw CLI::RuntimeError(2);
+      std::cerr << "dtensor: error: " << e.what() << "\n";
+      throw CLI::RuntimeError(kRuntimeExit);
     }
   });
 }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,13 @@ namespace dtensor::tools {
 
 inline constexpr int kUsageExit = 2;
 inline constexpr int kRuntimeExit = 1;
+
+// Bounds on `dtensor plan`'s model sizes: far above real configurations (Llama-3 405B has 126
+// layers; 16M tokens of context), low enough that every derived tensor size fits the engine's limits
+// or is refused by them with an error.
+inline constexpr int64_t kMaxPlanBatch = int64_t{1} << 24;
+inline constexpr int64_t kMaxPlanSeq = int64_t{1} << 24;
+inline constexpr int kMaxPlanLayers = 4096;
 
 // CLI11 validator: a finite number > 0 (CLI::PositiveNumber lets nan through).
 inline const CLI::Validator kPositiveFinite(

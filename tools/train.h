@@ -32,6 +32,9 @@ struct TrainOptions {
   // cpu, cuda (thread ranks: cuda:0; process ranks: cuda:LOCAL_RANK) or cuda:N. On a device the
   // parameters, activations and optimizer state live there and the ops run their CUDA kernels.
   std::string device = "cpu";
+  // Collective timeout in seconds for every rank (0: $DTENSOR_TIMEOUT, else 300 s). A rank that stops
+  // or dies is reported by the others, naming it, within this time.
+  double timeout_s = 0;
 };
 
 struct TrainResult {

@@ -1,5 +1,6 @@
 // `dtensor train`: see tools/train.h. Threads by default; with --backend gloo and no RANK in the
 // environment it launches itself on the mesh's number of local processes.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iomanip>
@@ -33,6 +34,7 @@ std::vector<std::string> argv_of(const TrainOptions& o) {
                                 std::to_string(o.layers), "--heads", std::to_string(o.heads), "--lr",
                                 absl::StrFormat("%.17g", o.lr), "--sample", std::to_string(o.sample_chars), "--log-every",
                                 std::to_string(o.log_every), "--seed", std::to_string(o.seed), "--device", o.device};
+  if (o.timeout_s > 0) a.insert(a.end(), {"--timeout", absl::StrFormat("%.17g", o.timeout_s)});
   if (o.sequence_parallel) a.push_back("--sequence-parallel");
   if (o.loss_parallel) a.push_back("--loss-parallel");
   if (o.check) a.push_back("--check");
@@ -57,6 +59,8 @@ void run_train(const TrainOptions& o) {
   } catch (const Error& e) {  // a flag value that is not accepted: a usage error (exit 2)
     throw CLI::ValidationError("train", e.what());
   }
+  if (o.timeout_s > 0) set_default_timeout(Timeout(std::max<int64_t>(1, std::llround(o.timeout_s * 1000))));
+  default_timeout();  // a malformed $DTENSOR_TIMEOUT is found here, before any rank starts
   const int world = world_of(o);
   if (o.backend == "threads") {
     TrainResult r;
@@ -75,7 +79,8 @@ void run_train(const TrainOptions& o) {
     if (status != 0) throw CLI::RuntimeError(status);
     return;
   }
-  auto backend = init_backend_from_env(std::chrono::seconds(120));
+  // Starting processes can take a while on a loaded machine: the start waits at least 30 s.
+  auto backend = init_backend_from_env(std::max<Timeout>(default_timeout(), std::chrono::seconds(30)));
   TrainResult r = train_rank(backend, o, &std::cout);
   std::cout.flush();
   if (o.check && backend->rank() == 0) check_against_one_rank(o, r.losses);
@@ -107,6 +112,10 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--save", o->save, "write a sharded checkpoint to this directory at the end");
   sub->add_option("--load", o->load, "start from a checkpoint (saved on any mesh)");
   sub->add_option("--device", o->device, "cpu, cuda or cuda:N (needs a CUDA build and a GPU)")->capture_default_str();
+  sub->add_option("--timeout", o->timeout_s,
+                  "collective timeout in seconds: a stopped or lost rank is reported within it "
+                  "(default: $DTENSOR_TIMEOUT, else 300)")
+      ->check(kPositiveFinite & CLI::Range(0.0, 86400.0));
   sub->add_flag("--sequence-parallel", o->sequence_parallel, "Megatron sequence parallelism");
   sub->add_flag("--loss-parallel", o->loss_parallel, "cross-entropy over vocabulary-sharded logits");
   sub->add_flag("--check", o->check,

@@ -33,6 +33,6 @@ ProcessEnv read_process_env();
 // 127.0.0.1), which waits up to `timeout` for all ranks to start. Throws dtensor::Error for a bad
 // or incomplete environment, dtensor::CommError when a rank does not start within `timeout` (naming
 // it) or the store cannot be reached.
-std::shared_ptr<Backend> init_backend_from_env(Timeout timeout = kDefaultTimeout);
+std::shared_ptr<Backend> init_backend_from_env(Timeout timeout = default_timeout());
 
 }  // namespace dtensor

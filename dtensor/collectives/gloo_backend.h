@@ -77,7 +77,7 @@ class GlooBackend : public Backend {
   // dtensor::CommError when the store or device cannot be set up or a rank does not start in time
   // (naming the missing ranks).
   GlooBackend(int rank, int world_size, const std::string& store_spec, const std::string& host = "",
-              Timeout timeout = kDefaultTimeout);
+              Timeout timeout = default_timeout());
   ~GlooBackend() override;
 
   int rank() const override { return rank_; }
@@ -89,7 +89,7 @@ class GlooBackend : public Backend {
   // did not join or the connection that failed within `timeout`.
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& global_ranks,
                                           const std::string& name,
-                                          Timeout timeout = kDefaultTimeout) override;
+                                          Timeout timeout = default_timeout()) override;
 
   // Host and pid of every global rank, as published when the world started.
   const std::vector<PeerInfo>& peers() const { return peers_; }

@@ -52,7 +52,7 @@ class NcclBackend : public Backend {
   // bad arguments or a missing GPU, dtensor::CommError when the store cannot be reached or a rank
   // does not start in time (naming it).
   NcclBackend(int rank, int world_size, int local_rank, const std::string& store_spec,
-              Timeout timeout = kDefaultTimeout);
+              Timeout timeout = default_timeout());
   ~NcclBackend() override;
 
   int rank() const override { return rank_; }
@@ -63,7 +63,7 @@ class NcclBackend : public Backend {
   // the communicator that was not ready within `timeout`.
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& global_ranks,
                                           const std::string& name,
-                                          Timeout timeout = kDefaultTimeout) override;
+                                          Timeout timeout = default_timeout()) override;
 
   Device device() const { return device_; }
   const std::vector<PeerInfo>& peers() const { return peers_; }
@@ -79,6 +79,6 @@ class NcclBackend : public Backend {
 };
 
 // read_process_env(), then an NcclBackend on cuda:LOCAL_RANK. Throws as init_backend_from_env.
-std::shared_ptr<Backend> init_nccl_backend_from_env(Timeout timeout = kDefaultTimeout);
+std::shared_ptr<Backend> init_nccl_backend_from_env(Timeout timeout = default_timeout());
 
 }  // namespace dtensor

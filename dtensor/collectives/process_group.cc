@@ -1,8 +1,37 @@
 #include "dtensor/collectives/process_group.h"
 
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 
 namespace dtensor {
+namespace {
+
+// Milliseconds; 0 while set_default_timeout has not been called.
+std::atomic<int64_t> g_default_timeout_ms{0};
+
+}  // namespace
+
+void set_default_timeout(Timeout t) {
+  DT_CHECK(t.count() > 0 && t <= kMaxTimeout, "collective timeout of ", t.count(), " ms is not accepted; give ",
+           "a duration > 0 and at most ", kMaxTimeout.count() / 1000, " s");
+  g_default_timeout_ms.store(t.count(), std::memory_order_relaxed);
+}
+
+Timeout default_timeout() {
+  if (int64_t ms = g_default_timeout_ms.load(std::memory_order_relaxed); ms > 0) return Timeout(ms);
+  const char* env = std::getenv("DTENSOR_TIMEOUT");
+  if (env == nullptr || *env == '\0') return kDefaultTimeout;
+  double seconds = 0;
+  const double max_s = static_cast<double>(kMaxTimeout.count()) / 1000;
+  DT_CHECK(absl::SimpleAtod(env, &seconds) && std::isfinite(seconds) && seconds > 0 && seconds <= max_s,
+           "DTENSOR_TIMEOUT='", env, "' is not accepted; give the collective timeout in seconds, a number > 0 ",
+           "and at most ", max_s);
+  return Timeout(std::max<int64_t>(1, static_cast<int64_t>(std::llround(seconds * 1000))));
+}
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {

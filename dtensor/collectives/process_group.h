@@ -23,6 +23,17 @@ const char* reduce_op_name(ReduceOp op);  // "sum", "avg", "max", "min"
 using Timeout = std::chrono::milliseconds;
 inline constexpr Timeout kDefaultTimeout{std::chrono::minutes(5)};
 
+// The timeout of every collective, mesh and backend start that is given none: set_default_timeout's
+// value if it was called, else $DTENSOR_TIMEOUT (seconds, a number > 0, fractions allowed) when set,
+// else kDefaultTimeout (5 min). So any rank, whatever launched it, can bound how long it waits for a
+// stopped or lost peer. Throws dtensor::Error when $DTENSOR_TIMEOUT is not a number > 0 or is above
+// kMaxTimeout.
+Timeout default_timeout();
+// Sets the process-wide default (`dtensor train --timeout`). Throws dtensor::Error outside
+// (0, kMaxTimeout].
+void set_default_timeout(Timeout t);
+inline constexpr Timeout kMaxTimeout{std::chrono::hours(24)};
+
 // One point-to-point operation of a batch.
 struct P2POp {
   enum Kind : uint8_t { kSend, kRecv } kind;
@@ -58,32 +69,32 @@ class ProcessGroup {
 
   // In place: every rank ends with op over all ranks' `t` (avg = sum / size; integer avg truncates).
   // dtype: any. Bytes counted: 2 (n-1)/n of t.
-  virtual void all_reduce(Tensor& t, ReduceOp op, Timeout timeout = kDefaultTimeout) = 0;
+  virtual void all_reduce(Tensor& t, ReduceOp op, Timeout timeout = default_timeout()) = 0;
   // Out of place: `out` (same numel and dtype as `in`, contiguous) receives op over all ranks' `in`;
   // `in` is not written. Same bytes as the in-place form. (Default: copy, then in place.)
-  virtual void all_reduce(const Tensor& in, Tensor& out, ReduceOp op, Timeout timeout = kDefaultTimeout);
+  virtual void all_reduce(const Tensor& in, Tensor& out, ReduceOp op, Timeout timeout = default_timeout());
   // `out` (contiguous, numel = sum of all ranks' `in` numel, same dtype) receives the ranks' `in`
   // buffers concatenated in rank order; the sizes may differ between ranks (all_gatherv).
   // `counts[r]` is rank r's element count and must be known to every rank.
   virtual void all_gather(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
-                          Timeout timeout = kDefaultTimeout) = 0;
+                          Timeout timeout = default_timeout()) = 0;
   // `in` holds size() consecutive blocks of counts[r] elements; rank r receives op over all ranks'
   // block r in `out` (numel counts[rank()]).
   virtual void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
-                              ReduceOp op, Timeout timeout = kDefaultTimeout) = 0;
+                              ReduceOp op, Timeout timeout = default_timeout()) = 0;
   // `in` holds send_counts[r] elements for each rank r, in order; `out` receives recv_counts[r]
   // from each rank r, in order. recv_counts[r] must equal rank r's send_counts[rank()].
   virtual void all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
                           const std::vector<int64_t>& recv_counts,
-                          Timeout timeout = kDefaultTimeout) = 0;
+                          Timeout timeout = default_timeout()) = 0;
   // `t` of rank `root` is copied into every rank's `t`.
-  virtual void broadcast(Tensor& t, int root, Timeout timeout = kDefaultTimeout) = 0;
+  virtual void broadcast(Tensor& t, int root, Timeout timeout = default_timeout()) = 0;
   // Point to point; not collective. Ops of one batch may complete in any order; the call returns when
   // all have. A send matches the recv of the same (peer, tag) in posting order.
-  virtual void batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout = kDefaultTimeout) = 0;
-  void send(const Tensor& t, int dst, int tag = 0, Timeout timeout = kDefaultTimeout);
-  void recv(Tensor& t, int src, int tag = 0, Timeout timeout = kDefaultTimeout);
-  virtual void barrier(Timeout timeout = kDefaultTimeout) = 0;
+  virtual void batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout = default_timeout()) = 0;
+  void send(const Tensor& t, int dst, int tag = 0, Timeout timeout = default_timeout());
+  void recv(Tensor& t, int src, int tag = 0, Timeout timeout = default_timeout());
+  virtual void barrier(Timeout timeout = default_timeout()) = 0;
 
  protected:
   ProcessGroup(std::string name, int rank, std::vector<int> global_ranks)
@@ -127,7 +138,7 @@ class Backend {
   // does not join within `timeout`, naming it.
   virtual std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& global_ranks,
                                                   const std::string& name,
-                                                  Timeout timeout = kDefaultTimeout) = 0;
+                                                  Timeout timeout = default_timeout()) = 0;
   // Numbers the meshes a rank creates, to give their groups matching names on every rank (all ranks
   // create meshes in the same order, as with torch.distributed.new_group).
   int next_mesh_sequence() { return mesh_sequence_++; }

@@ -88,12 +88,6 @@ void run_cases(MeshPtr mesh, int mesh_index) {
          " failed; first: ", first);
 }
 
-std::vector<int> range(int n) {
-  std::vector<int> r(n);
-  for (int i = 0; i < n; ++i) r[i] = i;
-  return r;
-}
-
 void scenario_mesh_4(std::shared_ptr<Backend> b) {
   run_cases(DeviceMesh::create(b, {4}, {}, {}, kOkTimeout), 0);
 }

@@ -1,0 +1,42 @@
+// Fuzzes the planner's graph JSON reader (`dtensor plan --graph`, planner/graph_json.h): every input
+// is either a graph or a dtensor::Error naming what is wrong; no other exception, crash or hang. A
+// graph that is accepted is written back and read again, and must give the same graph.
+#include <string>
+
+#include "gtest/gtest.h"
+#include "planner/graph_json.h"
+#include "tests/fuzz/fuzz_driver.h"
+
+namespace dtensor::planner {
+namespace {
+
+TEST(GraphJsonFuzz, EveryInputIsAGraphOrAnError) {
+  std::vector<std::string> corpus = fuzz::read_corpus(
+      {"tests/fuzz/corpus/graph_mlp.json", "tests/fuzz/corpus/graph_attention.json", "tests/fuzz/corpus/graph_conv.json"},
+      true);
+  ASSERT_EQ(corpus.size(), 3u) << "the fuzz corpus was not found (run from Bazel's runfiles)";
+  for (const std::string& g : corpus) ASSERT_NO_THROW(graph_from_json(g)) << "a corpus entry must be a valid graph";
+  fuzz::Mutator m(corpus, 20261124);
+  fuzz::Counts c =
+      fuzz::run_fuzz("graph_json", m, fuzz::fuzz_runs(20000), [](const std::string& in, std::string* why) {
+        try {
+          ModelGraph g = graph_from_json(in);
+          const std::string back = graph_to_json(g);
+          if (graph_to_json(graph_from_json(back)) != back) {
+            *why = "writing the graph back and reading it again gives another graph";
+            return fuzz::Outcome::kFailed;
+          }
+          return fuzz::Outcome::kAccepted;
+        } catch (const Error&) {
+          return fuzz::Outcome::kRejected;
+        } catch (const std::exception& e) {
+          *why = std::string("not a dtensor::Error: ") + e.what();
+          return fuzz::Outcome::kFailed;
+        }
+      });
+  EXPECT_EQ(c.failed, 0) << c.first_failure;
+  EXPECT_GT(c.accepted, 0) << "no input got past the checks: the mutations are too coarse to test anything";
+}
+
+}  // namespace
+}  // namespace dtensor::planner

@@ -111,7 +111,9 @@ T optional_field(const json& j, const char* key, T fallback, const std::string& 
   } else {
     ok = it->is_string(), expected = "a string";
   }
-  DT_CHECK(ok, where, ": \"", key, "\" must be ", expected, ", not ", it->type_name(), " ", it->dump());
+  std::string shown = it->dump();
+  if (shown.size() > 60) shown = shown.substr(0, 60) + "...";
+  DT_CHECK(ok, where, ": \"", key, "\" must be ", expected, ", not ", it->type_name(), " ", shown);
   return it->template get<T>();
 }
 
@@ -163,7 +165,7 @@ ModelGraph graph_from_json(const std::string& text) {
     DT_CHECK(!tensors.contains(name), where, ": the name is used twice");
     const std::string kind = optional_field<std::string>(j, "kind", "op", where);
     const int64_t layer = optional_field<int64_t>(j, "layer", -1, where);
-    DT_CHECK(layer >= -1 && layer <= kMaxLayerIndex, where, ": "layer" is ", layer, "; accepted: -1 (none) to ",
+    DT_CHECK(layer >= -1 && layer <= kMaxLayerIndex, where, ": \"layer\" is ", layer, "; accepted: -1 (none) to ",
              kMaxLayerIndex);
     b.set_layer(static_cast<int>(layer));
     b.set_block(optional_field<std::string>(j, "block", "", where));
@@ -176,7 +178,7 @@ ModelGraph graph_from_json(const std::string& text) {
       int64_t numel = 1;
       for (const json& s : j["shape"]) {
         DT_CHECK(s.is_number_integer() && s.get<int64_t>() >= 0, where, ": shape sizes must be integers >= 0, not ",
-                 s.dump());
+                 s.dump().substr(0, 40));
         shape.push_back(s.get<int64_t>());
         numel = checked_mul(numel, shape.back(), "graph JSON: shape element count");
       }

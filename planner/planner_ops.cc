@@ -24,6 +24,7 @@
 #include <mutex>
 
 #include "dispatch/dispatch.h"
+#include "dtensor/core/limits.h"
 #include "ops/defs/common.h"
 #include "planner/graph.h"
 #include "strategies/common.h"
@@ -49,15 +50,21 @@ void define_convolution(Registry& reg) {
     if (x.size() < 3 || w.size() != x.size())
       bad(c, "accepted: input[N, C, *spatial] and weight[O, C/groups, *kernel] of the same rank");
     const int64_t g = c.get_int("groups");
-    if (g < 1 || x[1] != w[1] * g || w[0] % g != 0)
+    if (g < 1 || x[1] % g != 0 || x[1] / g != w[1] || w[0] % g != 0)
       bad(c, absl::StrCat("channels: input has ", x[1], ", weight expects ", w[1], " x groups ", g));
-    auto expand = [&](const char* name, int64_t dflt) {
+    // Values at most kMaxConvParam keep the output-size arithmetic below inside int64 (sizes are
+    // bounded by kMaxTensorBytes < 2^47): stride and dilation >= 1, padding >= 0, as ATen requires.
+    constexpr int64_t kMaxConvParam = int64_t{1} << 14;
+    auto expand = [&](const char* name, int64_t dflt, int64_t lo) {
       std::vector<int64_t> v = c.get_int_list(name, {dflt});
       if (v.size() == 1) v.assign(sd, v[0]);
       if (v.size() != sd) bad(c, absl::StrCat(name, " needs ", sd, " values"));
+      for (int64_t e : v)
+        if (e < lo || e > kMaxConvParam)
+          bad(c, absl::StrCat(name, " value ", e, " is outside [", lo, ", ", kMaxConvParam, "]"));
       return v;
     };
-    auto s = expand("stride", 1), p = expand("padding", 0), d = expand("dilation", 1);
+    auto s = expand("stride", 1, 1), p = expand("padding", 0, 0), d = expand("dilation", 1, 1);
     Shape out{x[0], w[0]};
     for (size_t i = 0; i < sd; ++i) {
       int64_t o = (x[2 + i] + 2 * p[i] - d[i] * (w[2 + i] - 1) - 1) / s[i] + 1;
@@ -145,7 +152,10 @@ void define_moe(Registry& reg) {
       if (x.size() != 2 || p.size() != 2 || p[0] != x[0]) bad(c, "accepted: self[T, H] and probs[T, E]");
       const int64_t k = c.get_int("top_k");
       if (k < 1 || k > p[1]) bad(c, absl::StrCat("top_k must be in [1, ", p[1], "]"));
-      const double cap = static_cast<double>(k) * x[0] * c.get_double("capacity_factor") / p[1];
+      const double factor = c.get_double("capacity_factor");
+      if (!(factor > 0) || factor > 1e6) bad(c, "capacity_factor must be a number in (0, 1e6]");
+      const double cap = static_cast<double>(k) * x[0] * factor / p[1];
+      if (cap > static_cast<double>(kMaxTensorBytes)) bad(c, "the expert capacity is above the tensor size limit");
       int64_t cap_i = static_cast<int64_t>(cap);
       if (static_cast<double>(cap_i) < cap) ++cap_i;
       return std::vector<TensorMeta>{{{p[1], std::max<int64_t>(cap_i, 1), x[1]}, c.tensor(0).dtype}};

@@ -192,6 +192,8 @@ LaunchResult run_ranks(const LaunchOptions& o) {
     for (int r = 0; r < o.nprocs; ++r) {
       if (running[r]) {
         kill(-result.ranks[r].pid, sig);
+        // A stopped rank (SIGSTOP, a debugger) acts on SIGTERM only once continued.
+        if (sig == SIGTERM) kill(-result.ranks[r].pid, SIGCONT);
         result.ranks[r].terminated = true;
       }
     }

@@ -75,6 +75,9 @@ void run_train(const TrainOptions& o) {
     LaunchOptions lo;
     lo.nprocs = world;
     lo.command = argv_of(o);
+    // A rank that fails first is often not the one that knows why (a peer that died is seen by the
+    // survivors): give them 2 s to report it before they are terminated.
+    lo.failure_grace = std::chrono::seconds(2);
     int status = launch(lo);
     if (status != 0) throw CLI::RuntimeError(status);
     return;

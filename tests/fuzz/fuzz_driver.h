@@ -79,6 +79,15 @@ inline Counts run_fuzz(const char* name, Mutator& m, int64_t runs,
       }
     }
   });
+  // The watchdog is joined on every way out (an exception from the mutator or the target's check).
+  struct Join {
+    std::atomic<bool>& done;
+    std::thread& t;
+    ~Join() {
+      done.store(true);
+      t.join();
+    }
+  } join{done, watchdog};
   for (int64_t i = 0; i < runs; ++i) {
     std::string input = m.next();
     {
@@ -100,8 +109,6 @@ inline Counts run_fuzz(const char* name, Mutator& m, int64_t runs,
       if (c.first_failure.empty()) c.first_failure = "input " + std::to_string(i) + ": " + why + "\n  " + input;
     }
   }
-  done.store(true);
-  watchdog.join();
   std::printf("fuzz %s: %lld inputs, %lld accepted, %lld rejected with an error, %lld failures, slowest %.1f ms\n",
               name, static_cast<long long>(c.inputs), static_cast<long long>(c.accepted),
               static_cast<long long>(c.rejected), static_cast<long long>(c.failed), c.slowest_ms);

@@ -52,6 +52,55 @@ expect 2 "--nprocs"           -- launch -n 0 -- true
 expect 2 "--nprocs"           -- launch -n 2147483647 -- true
 expect 2 "--timeout"          -- launch -n 1 --timeout 1e300 -- true
 expect 1 "cannot open"        -- explain --cases "$tmp/missing.jsonl"
+expect 2 "--timeout"          -- train --timeout 0
+expect 2 "--timeout"          -- train --timeout nan
+# DTENSOR_TIMEOUT is checked before any rank starts.
+out=$(DTENSOR_TIMEOUT=abc timeout -s KILL 60 "$bin" train --steps 1 </dev/null 2>&1)
+rc=$?
+if [ "$rc" -eq 1 ] && grep -qF "DTENSOR_TIMEOUT='abc'" <<<"$out"; then
+  echo "ok: DTENSOR_TIMEOUT=abc dtensor train -> 1"
+else
+  echo "FAILED: DTENSOR_TIMEOUT=abc dtensor train -> exit $rc: $out"
+  fails=$((fails + 1))
+fi
+# plan: a mesh whose size product overflowed (SIGFPE, negative device counts), values replaced by
+# defaults without a word, and graph files with wrong types in optional fields (SIGABRT).
+expect 2 "at most 65536"      -- plan --model llama3-8b --mesh dp=4294967296,tp=4294967296
+expect 2 "at most 65536"      -- plan --model llama3-8b --mesh dp=3037000500,tp=3037000500
+expect 2 "at most 1048576"    -- plan --model llama3-8b --mesh dp=65536,tp=65536
+expect 2 "--memory-limit"     -- plan --model llama3-8b --mesh tp=8 --memory-limit -5
+expect 2 "--memory-limit"     -- plan --model llama3-8b --mesh tp=8 --memory-limit 0
+expect 2 "--memory-limit"     -- plan --model llama3-8b --mesh tp=8 --memory-limit nan
+expect 2 "--batch"            -- plan --model llama3-8b --mesh tp=8 --batch 0
+expect 2 "--seq"              -- plan --model llama3-8b --mesh tp=8 --seq 0
+expect 2 "--layers"           -- plan --model llama3-8b --mesh tp=8 --layers 0
+expect 2 "--format"           -- plan --model llama3-8b --mesh tp=8 --format xml
+expect 1 "largest tensor accepted" -- plan --model llama3-8b --mesh tp=8 --batch 16777216
+# Inputs within the limits whose product is not: [2^23, 1] x [1, 2^23] is 2^46 elements.
+cat >"$tmp/outer.json" <<'JSON'
+{"nodes": [{"name": "a", "kind": "input", "shape": [8388608, 1]}, {"name": "b", "kind": "param", "shape": [1, 8388608]},
+           {"name": "c", "op": "mm", "args": ["a", "b"]}]}
+JSON
+expect 1 "largest tensor accepted" -- plan --graph "$tmp/outer.json" --mesh tp=2
+"$bin" plan --model gpt2 --layers 1 --dump-graph "$tmp/g.json" >/dev/null 2>&1
+for edit in 's/"optimizer": *"adamw"/"optimizer": 5/' 's/"layer": *0/"layer": "x"/' 's/"training": *true/"training": "yes"/' \
+            's/"shape": *\[/"shape": [1e300, /'; do
+  sed -E "$edit" "$tmp/g.json" >"$tmp/bad.json"
+  if cmp -s "$tmp/g.json" "$tmp/bad.json"; then
+    echo "FAILED: the edit $edit changed nothing in the dumped graph"
+    fails=$((fails + 1))
+    continue
+  fi
+  expect 1 "bad.json" -- plan --graph "$tmp/bad.json" --mesh tp=2
+done
+# Found by the graph fuzzer (tests/fuzz): a convolution with stride 0 died by SIGFPE.
+cat >"$tmp/conv.json" <<'JSON'
+{"nodes": [{"name": "x", "kind": "input", "shape": [1, 3, 8, 8]}, {"name": "w", "kind": "param", "shape": [4, 3, 3, 3]},
+           {"name": "c", "op": "convolution", "args": ["x", "w", null, [0, 0], [0, 0], [1, 1], false, [0, 0], 1]}]}
+JSON
+expect 1 "stride value 0"     -- plan --graph "$tmp/conv.json" --mesh tp=2
+expect 1 "not a regular file" -- plan --graph /dev/zero --mesh tp=2
+expect 1 "cannot read"        -- plan --graph "$tmp/missing.json" --mesh tp=2
 expect 2 "unknown-flag"       -- train --unknown-flag
 expect 2 "subcommand"         --
 

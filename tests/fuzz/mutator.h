@@ -89,9 +89,11 @@ class Mutator {
         break;
       case 3:  // a number nudged to its neighbours or negated
         if (v.is_number_integer()) {
-          const int64_t x = v.get<int64_t>();
-          const int64_t options[] = {x + 1, x - 1, -x, x * 2, x * 1024};
-          v = options[pick(5)];
+          // Wrapping arithmetic (through uint64): the mutator itself must be free of UB, since
+          // it runs under UBSan too.
+          const uint64_t x = static_cast<uint64_t>(v.get<int64_t>());
+          const uint64_t options[] = {x + 1, x - 1, ~x + 1, x * 2, x * 1024};
+          v = static_cast<int64_t>(options[pick(5)]);
         } else {
           v = extreme_value();
         }

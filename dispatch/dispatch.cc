@@ -1,6 +1,6 @@
 #include "dispatch/dispatch.h"
 
-#include "kernels/cpu/device_dispatch.h"
+#include "kernels/device_dispatch.h"
 #include "ops/defs/common.h"
 #include "strategies/common.h"
 

@@ -61,7 +61,7 @@ std::vector<Tensor> run_single_device(const OpCall& call, const std::vector<Tens
 // Devices: an op runs where its local tensors are (all on one device, else dtensor::Error naming
 // the op and the devices). Op kernels are device-generic: each kernel function they call runs its
 // CUDA implementation for CUDA tensors, or its cpu code on host copies when it has none
-// (kernels/cpu/device_dispatch.h). A distributed step (DESIGN §6) on device tensors runs on host
+// (kernels/device_dispatch.h). A distributed step (DESIGN §6) on device tensors runs on host
 // copies, its outputs copied back. kernels::host_fallback_counts() says what left the device.
 
 }  // namespace dtensor

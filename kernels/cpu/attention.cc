@@ -1,5 +1,5 @@
 #include "kernels/cpu/attention.h"
-#include "kernels/cpu/device_dispatch.h"
+#include "kernels/device_dispatch.h"
 
 #include <cblas.h>
 
@@ -199,7 +199,7 @@ Shape with_tail(const Shape& batch, int64_t a, int64_t b) {
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const std::optional<Tensor>& attn_mask, bool is_causal,
                                     std::optional<double> scale, int64_t query_offset) {
-  DT_KERNEL_ON_DEVICE(scaled_dot_product_attention, scaled_dot_product_attention, query, key, value, attn_mask, is_causal, scale, query_offset);
+  DT_KERNEL_ON_DEVICE(scaled_dot_product_attention, query, key, value, attn_mask, is_causal, scale, query_offset);
   const Problem p =
       check("scaled_dot_product_attention", query, key, value, attn_mask, is_causal, scale);
   return detail::dispatch_float(p.compute, [&](auto tag) {
@@ -231,7 +231,7 @@ AttentionGrads scaled_dot_product_attention_backward(const Tensor& grad_out, con
                                                      std::optional<double> scale,
                                                      const std::optional<Tensor>& attn_mask,
                                                      int64_t query_offset) {
-  DT_KERNEL_ON_DEVICE(scaled_dot_product_attention_backward, scaled_dot_product_attention_backward, grad_out, query, key, value, out, is_causal, scale, attn_mask, query_offset);
+  DT_KERNEL_ON_DEVICE(scaled_dot_product_attention_backward, grad_out, query, key, value, out, is_causal, scale, attn_mask, query_offset);
   const char* op = "scaled_dot_product_attention_backward";
   const Problem p = check(op, query, key, value, attn_mask, is_causal, scale);
   const Shape o_shape = with_tail(p.batch, p.L, p.Ev);

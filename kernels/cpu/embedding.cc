@@ -1,5 +1,5 @@
 #include "kernels/cpu/embedding.h"
-#include "kernels/cpu/device_dispatch.h"
+#include "kernels/device_dispatch.h"
 
 #include <cstring>
 #include <vector>
@@ -40,7 +40,7 @@ Tensor gather_rows(const char* op, const Tensor& table, const Tensor& indices, i
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
-  DT_KERNEL_ON_DEVICE(embedding, embedding, weight, indices);
+  DT_KERNEL_ON_DEVICE(embedding, weight, indices);
   DT_CHECK(weight.dim() == 2, "embedding: weight must be 2-d [num_embeddings, embedding_dim], got ",
            shape_str(weight.sizes()));
   return gather_rows("embedding", weight, indices, 0, weight.size(0), false);
@@ -48,7 +48,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 
 Tensor embedding_masked(const Tensor& weight_shard, const Tensor& indices, int64_t row_start,
                         int64_t row_end) {
-  DT_KERNEL_ON_DEVICE(embedding_masked, embedding_masked, weight_shard, indices, row_start, row_end);
+  DT_KERNEL_ON_DEVICE(embedding_masked, weight_shard, indices, row_start, row_end);
   DT_CHECK(weight_shard.dim() == 2 && row_start >= 0 && row_end - row_start == weight_shard.size(0),
            "embedding_masked: weight shard ", shape_str(weight_shard.sizes()),
            " does not hold rows [", row_start, ", ", row_end,

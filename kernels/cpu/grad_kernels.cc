@@ -1,5 +1,5 @@
 #include "kernels/cpu/grad_kernels.h"
-#include "kernels/cpu/device_dispatch.h"
+#include "kernels/device_dispatch.h"
 
 #include <algorithm>
 #include <array>
@@ -13,7 +13,7 @@
 namespace dtensor::kernels {
 
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& approximate) {
-  DT_KERNEL_ON_DEVICE(gelu_backward, gelu_backward, grad, x, approximate);
+  DT_KERNEL_ON_DEVICE(gelu_backward, grad, x, approximate);
   const char* op = "gelu_backward";
   DT_CHECK(approximate == "none" || approximate == "tanh", op, ": unknown approximate '",
            approximate, "' (accepted: \"none\", \"tanh\")");
@@ -52,7 +52,7 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& app
 
 Tensor embedding_dense_backward(const Tensor& grad, const Tensor& indices, int64_t num_weights,
                                 int64_t padding_idx, int64_t row_start, int64_t row_count) {
-  DT_KERNEL_ON_DEVICE(embedding_dense_backward, embedding_dense_backward, grad, indices, num_weights, padding_idx, row_start, row_count);
+  DT_KERNEL_ON_DEVICE(embedding_dense_backward, grad, indices, num_weights, padding_idx, row_start, row_count);
   const char* op = "embedding_dense_backward";
   DT_CHECK(is_floating(grad.dtype()), op, ": grad_output must be floating, got ",
            dtype_name(grad.dtype()));
@@ -109,7 +109,7 @@ Tensor nll_loss_backward(const Tensor& grad_output, const Shape& input_shape, DT
                          const std::string& reduction, int64_t ignore_index,
                          std::optional<double> total_weight, int64_t class_start,
                          int64_t num_classes) {
-  DT_KERNEL_ON_DEVICE(nll_loss_backward, nll_loss_backward, grad_output, input_shape, dtype, target, weight, reduction, ignore_index, total_weight, class_start, num_classes);
+  DT_KERNEL_ON_DEVICE(nll_loss_backward, grad_output, input_shape, dtype, target, weight, reduction, ignore_index, total_weight, class_start, num_classes);
   const char* op = "nll_loss_backward";
   DT_CHECK(reduction == "mean" || reduction == "sum" || reduction == "none", op,
            ": unknown reduction '", reduction, "' (accepted: \"mean\", \"sum\", \"none\")");

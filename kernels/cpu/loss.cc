@@ -1,5 +1,5 @@
 #include "kernels/cpu/loss.h"
-#include "kernels/cpu/device_dispatch.h"
+#include "kernels/device_dispatch.h"
 
 #include <algorithm>
 #include <cmath>
@@ -78,7 +78,7 @@ std::vector<int64_t> class_targets(const char* op, const Tensor& target, const P
 
 Tensor nll_loss(const Tensor& logp, const Tensor& target, const std::optional<Tensor>& weight,
                 const std::string& reduction, int64_t ignore_index) {
-  DT_KERNEL_ON_DEVICE(nll_loss, nll_loss, logp, target, weight, reduction, ignore_index);
+  DT_KERNEL_ON_DEVICE(nll_loss, logp, target, weight, reduction, ignore_index);
   Problem p = prepare("nll_loss", logp, weight, reduction);
   const std::vector<int64_t> t = class_targets("nll_loss", target, p, ignore_index);
   const double* x = p.rows.data<double>();
@@ -95,7 +95,7 @@ Tensor nll_loss(const Tensor& logp, const Tensor& target, const std::optional<Te
 Tensor cross_entropy(const Tensor& logits, const Tensor& target,
                      const std::optional<Tensor>& weight, const std::string& reduction,
                      int64_t ignore_index, double label_smoothing) {
-  DT_KERNEL_ON_DEVICE(cross_entropy, cross_entropy, logits, target, weight, reduction, ignore_index, label_smoothing);
+  DT_KERNEL_ON_DEVICE(cross_entropy, logits, target, weight, reduction, ignore_index, label_smoothing);
   Problem p = prepare("cross_entropy", logits, weight, reduction);
   DT_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "cross_entropy: label_smoothing ",
            label_smoothing, " out of range (accepted: 0 to 1)");

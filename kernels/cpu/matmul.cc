@@ -1,5 +1,5 @@
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/device_dispatch.h"
+#include "kernels/device_dispatch.h"
 
 #include <cblas.h>
 
@@ -105,7 +105,7 @@ Tensor product(const char* op, const Tensor& a, const Tensor& b, const Shape& ba
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
-  DT_KERNEL_ON_DEVICE(mm, mm, a, b);
+  DT_KERNEL_ON_DEVICE(mm, a, b);
   check_operands("mm", a, b);
   DT_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), "mm: cannot multiply ",
            shape_str(a.sizes()), " by ", shape_str(b.sizes()), " (accepted: [n, k] @ [k, m])");
@@ -113,7 +113,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
-  DT_KERNEL_ON_DEVICE(bmm, bmm, a, b);
+  DT_KERNEL_ON_DEVICE(bmm, a, b);
   check_operands("bmm", a, b);
   DT_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) && a.size(2) == b.size(1),
            "bmm: cannot multiply ", shape_str(a.sizes()), " by ", shape_str(b.sizes()),
@@ -122,7 +122,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta, double alpha) {
-  DT_KERNEL_ON_DEVICE(addmm, addmm, self, a, b, beta, alpha);
+  DT_KERNEL_ON_DEVICE(addmm, self, a, b, beta, alpha);
   check_operands("addmm", a, b);
   check_operands("addmm", self, a);
   DT_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), "addmm: cannot multiply ",
@@ -136,7 +136,7 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta, 
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias) {
-  DT_KERNEL_ON_DEVICE(linear, linear, x, w, bias);
+  DT_KERNEL_ON_DEVICE(linear, x, w, bias);
   check_operands("linear", x, w);
   DT_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1), "linear: input ",
            shape_str(x.sizes()), " and weight ", shape_str(w.sizes()),
@@ -158,7 +158,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bia
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  DT_KERNEL_ON_DEVICE(matmul, matmul, a, b);
+  DT_KERNEL_ON_DEVICE(matmul, a, b);
   check_operands("matmul", a, b);
   DT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dim, got ",
            shape_str(a.sizes()), " and ", shape_str(b.sizes()));

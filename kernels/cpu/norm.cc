@@ -1,5 +1,5 @@
 #include "kernels/cpu/norm.h"
-#include "kernels/cpu/device_dispatch.h"
+#include "kernels/device_dispatch.h"
 
 #include <algorithm>
 #include <cmath>
@@ -46,7 +46,7 @@ Tensor normalized_rows(const char* op, const Tensor& x, const Shape& normalized_
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
-  DT_KERNEL_ON_DEVICE(softmax, softmax, x, dim);
+  DT_KERNEL_ON_DEVICE(softmax, x, dim);
   check_floating("softmax", x, "input");
   dim = wrap_dim(dim, x.dim(), "softmax");
   return detail::map_rows(x, dim, x.dtype(), [](const double* in, double* out, int64_t n) {
@@ -58,7 +58,7 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
-  DT_KERNEL_ON_DEVICE(log_softmax, log_softmax, x, dim);
+  DT_KERNEL_ON_DEVICE(log_softmax, x, dim);
   check_floating("log_softmax", x, "input");
   dim = wrap_dim(dim, x.dim(), "log_softmax");
   return detail::map_rows(x, dim, x.dtype(), [](const double* in, double* out, int64_t n) {
@@ -73,7 +73,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape,
                   const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
                   double eps) {
-  DT_KERNEL_ON_DEVICE(layer_norm, layer_norm, x, normalized_shape, weight, bias, eps);
+  DT_KERNEL_ON_DEVICE(layer_norm, x, normalized_shape, weight, bias, eps);
   Tensor rows = normalized_rows("layer_norm", x, normalized_shape);
   const std::vector<double> w = affine("layer_norm", "weight", weight, normalized_shape, 1);
   const std::vector<double> b = affine("layer_norm", "bias", bias, normalized_shape, 0);
@@ -90,7 +90,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape,
 
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight,
                 std::optional<double> eps) {
-  DT_KERNEL_ON_DEVICE(rms_norm, rms_norm, x, normalized_shape, weight, eps);
+  DT_KERNEL_ON_DEVICE(rms_norm, x, normalized_shape, weight, eps);
   Tensor rows = normalized_rows("rms_norm", x, normalized_shape);
   const std::vector<double> w = affine("rms_norm", "weight", weight, normalized_shape, 1);
   double e = 0;

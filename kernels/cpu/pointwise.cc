@@ -1,5 +1,5 @@
 #include "kernels/cpu/pointwise.h"
-#include "kernels/cpu/device_dispatch.h"
+#include "kernels/device_dispatch.h"
 
 #include <algorithm>
 #include <cmath>
@@ -207,51 +207,51 @@ DType result_type(const Tensor& a, const Scalar& b) {
 }
 
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  DT_KERNEL_ON_DEVICE(add, add, a, b, alpha);
+  DT_KERNEL_ON_DEVICE(add, a, b, alpha);
   return add_impl("add", a, b, result_type(a, b), alpha, false);
 }
 Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
-  DT_KERNEL_ON_DEVICE(add_s, add, a, b, alpha);
+  DT_KERNEL_ON_DEVICE(add_s, a, b, alpha);
   return add_impl("add", a, b.to_tensor(), result_type(a, b), alpha, false);
 }
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  DT_KERNEL_ON_DEVICE(sub, sub, a, b, alpha);
+  DT_KERNEL_ON_DEVICE(sub, a, b, alpha);
   return add_impl("sub", a, b, result_type(a, b), alpha, true);
 }
 Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
-  DT_KERNEL_ON_DEVICE(sub_s, sub, a, b, alpha);
+  DT_KERNEL_ON_DEVICE(sub_s, a, b, alpha);
   return add_impl("sub", a, b.to_tensor(), result_type(a, b), alpha, true);
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
-  DT_KERNEL_ON_DEVICE(mul, mul, a, b);
+  DT_KERNEL_ON_DEVICE(mul, a, b);
   return mul_impl(a, b, result_type(a, b));
 }
 Tensor mul(const Tensor& a, const Scalar& b) {
-  DT_KERNEL_ON_DEVICE(mul_s, mul, a, b);
+  DT_KERNEL_ON_DEVICE(mul_s, a, b);
   return mul_impl(a, b.to_tensor(), result_type(a, b));
 }
 Tensor div(const Tensor& a, const Tensor& b, const std::string& rounding_mode) {
-  DT_KERNEL_ON_DEVICE(div, div, a, b, rounding_mode);
+  DT_KERNEL_ON_DEVICE(div, a, b, rounding_mode);
   return div_impl(a, b, result_type(a, b), rounding_mode);
 }
 Tensor div(const Tensor& a, const Scalar& b, const std::string& rounding_mode) {
-  DT_KERNEL_ON_DEVICE(div_s, div, a, b, rounding_mode);
+  DT_KERNEL_ON_DEVICE(div_s, a, b, rounding_mode);
   return div_impl(a, b.to_tensor(), result_type(a, b), rounding_mode);
 }
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  DT_KERNEL_ON_DEVICE(maximum, maximum, a, b);
+  DT_KERNEL_ON_DEVICE(maximum, a, b);
   return minmax<true>("maximum", a, b);
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  DT_KERNEL_ON_DEVICE(minimum, minimum, a, b);
+  DT_KERNEL_ON_DEVICE(minimum, a, b);
   return minmax<false>("minimum", a, b);
 }
 Tensor pow(const Tensor& a, const Tensor& b) {
-  DT_KERNEL_ON_DEVICE(pow, pow, a, b);
+  DT_KERNEL_ON_DEVICE(pow, a, b);
   return pow_impl(a, b, result_type(a, b));
 }
 Tensor pow(const Tensor& a, const Scalar& exponent) {
-  DT_KERNEL_ON_DEVICE(pow_s, pow, a, exponent);
+  DT_KERNEL_ON_DEVICE(pow_s, a, exponent);
   DType common = result_type(a, exponent);
   DT_CHECK(is_floating(common) || exponent.to_int() >= 0,
            "pow: integers to negative integer powers "
@@ -263,11 +263,11 @@ Tensor pow(const Tensor& a, const Scalar& exponent) {
 
 #define DTK_COMPARISON(name, expr)                                                            \
   Tensor name(const Tensor& a, const Tensor& b) {                                             \
-    DT_KERNEL_ON_DEVICE(name, name, a, b);                                                    \
+    DT_KERNEL_ON_DEVICE(name, a, b);                                                          \
     return binary<true>(#name, a, b, result_type(a, b), [](auto x, auto y) { return expr; }); \
   }                                                                                           \
   Tensor name(const Tensor& a, const Scalar& b) {                                             \
-    DT_KERNEL_ON_DEVICE(name##_s, name, a, b);                                                \
+    DT_KERNEL_ON_DEVICE(name##_s, a, b);                                                      \
     return binary<true>(#name, a, b.to_tensor(), result_type(a, b),                           \
                         [](auto x, auto y) { return expr; });                                 \
   }
@@ -280,7 +280,7 @@ DTK_COMPARISON(ge, x >= y)
 #undef DTK_COMPARISON
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  DT_KERNEL_ON_DEVICE(where, where, cond, a, b);
+  DT_KERNEL_ON_DEVICE(where, cond, a, b);
   DT_CHECK(cond.dtype() == DType::kBool, "where: condition must be bool, got ",
            dtype_name(cond.dtype()), " ", shape_str(cond.sizes()));
   Shape shape = broadcast_op("where", cond.sizes(), broadcast_op("where", a.sizes(), b.sizes()));
@@ -298,7 +298,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
-  DT_KERNEL_ON_DEVICE(masked_fill, masked_fill, x, mask, value);
+  DT_KERNEL_ON_DEVICE(masked_fill, x, mask, value);
   DT_CHECK(mask.dtype() == DType::kBool, "masked_fill: mask must be bool, got ",
            dtype_name(mask.dtype()), " ", shape_str(mask.sizes()));
   DT_CHECK(broadcast_op("masked_fill", x.sizes(), mask.sizes()) == x.sizes(), "masked_fill: mask ",
@@ -308,7 +308,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
 }
 
 Tensor neg(const Tensor& x) {
-  DT_KERNEL_ON_DEVICE(neg, neg, x);
+  DT_KERNEL_ON_DEVICE(neg, x);
   DT_CHECK(x.dtype() != DType::kBool, "neg: negating a bool tensor ", shape_str(x.sizes()),
            " is not supported (accepted: numeric dtypes)");
   return unary(x, x.dtype(), [](auto v) {
@@ -320,7 +320,7 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor abs(const Tensor& x) {
-  DT_KERNEL_ON_DEVICE(abs, abs, x);
+  DT_KERNEL_ON_DEVICE(abs, x);
   DT_CHECK(x.dtype() != DType::kBool, "abs: bool tensor ", shape_str(x.sizes()),
            " is not supported (accepted: numeric dtypes)");
   return unary(x, x.dtype(), [](auto v) {
@@ -332,43 +332,43 @@ Tensor abs(const Tensor& x) {
 }
 
 Tensor relu(const Tensor& x) {
-  DT_KERNEL_ON_DEVICE(relu, relu, x);
+  DT_KERNEL_ON_DEVICE(relu, x);
   DT_CHECK(x.dtype() != DType::kBool, "relu: bool tensor ", shape_str(x.sizes()),
            " is not supported (accepted: numeric dtypes)");
   return unary(x, x.dtype(), [](auto v) { return v < 0 ? decltype(v)(0) : v; });  // NaN stays NaN
 }
 
 Tensor exp(const Tensor& x) {
-  DT_KERNEL_ON_DEVICE(exp, exp, x);
+  DT_KERNEL_ON_DEVICE(exp, x);
   return unary_float("exp", x, true, [](auto v) { return std::exp(v); });
 }
 Tensor log(const Tensor& x) {
-  DT_KERNEL_ON_DEVICE(log, log, x);
+  DT_KERNEL_ON_DEVICE(log, x);
   return unary_float("log", x, true, [](auto v) { return std::log(v); });
 }
 Tensor sqrt(const Tensor& x) {
-  DT_KERNEL_ON_DEVICE(sqrt, sqrt, x);
+  DT_KERNEL_ON_DEVICE(sqrt, x);
   return unary_float("sqrt", x, true, [](auto v) { return std::sqrt(v); });
 }
 Tensor rsqrt(const Tensor& x) {
-  DT_KERNEL_ON_DEVICE(rsqrt, rsqrt, x);
+  DT_KERNEL_ON_DEVICE(rsqrt, x);
   return unary_float("rsqrt", x, true, [](auto v) { return 1 / std::sqrt(v); });
 }
 Tensor tanh(const Tensor& x) {
-  DT_KERNEL_ON_DEVICE(tanh, tanh, x);
+  DT_KERNEL_ON_DEVICE(tanh, x);
   return unary_float("tanh", x, true, [](auto v) { return std::tanh(v); });
 }
 Tensor sigmoid(const Tensor& x) {
-  DT_KERNEL_ON_DEVICE(sigmoid, sigmoid, x);
+  DT_KERNEL_ON_DEVICE(sigmoid, x);
   return unary_float("sigmoid", x, true, [](auto v) { return 1 / (1 + std::exp(-v)); });
 }
 Tensor silu(const Tensor& x) {
-  DT_KERNEL_ON_DEVICE(silu, silu, x);
+  DT_KERNEL_ON_DEVICE(silu, x);
   return unary_float("silu", x, false, [](auto v) { return v / (1 + std::exp(-v)); });
 }
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
-  DT_KERNEL_ON_DEVICE(gelu, gelu, x, approximate);
+  DT_KERNEL_ON_DEVICE(gelu, x, approximate);
   DT_CHECK(approximate == "none" || approximate == "tanh", "gelu: unknown approximate '",
            approximate, "' (accepted: \"none\", \"tanh\")");
   if (approximate == "tanh") {

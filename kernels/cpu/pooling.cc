@@ -1,5 +1,5 @@
 #include "kernels/cpu/pooling.h"
-#include "kernels/cpu/device_dispatch.h"
+#include "kernels/device_dispatch.h"
 
 #include <algorithm>
 #include <array>
@@ -302,7 +302,7 @@ Tensor avg_pool(const Tensor& x, int dims, std::vector<int64_t> kernel_size,
                 std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode,
                 bool count_include_pad, std::optional<int64_t> divisor_override,
                 const std::vector<PoolSlab>& slabs) {
-  DT_KERNEL_ON_DEVICE(avg_pool, avg_pool, x, dims, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, slabs);
+  DT_KERNEL_ON_DEVICE(avg_pool, x, dims, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, slabs);
   const char* op = "avg_pool";
   check_floating(op, x, "input");
   DT_CHECK(!divisor_override.has_value() || *divisor_override != 0, op,
@@ -318,7 +318,7 @@ Tensor avg_pool_backward(const Tensor& grad_out, const Tensor& x, int dims,
                          std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad,
                          std::optional<int64_t> divisor_override,
                          const std::vector<PoolSlab>& slabs) {
-  DT_KERNEL_ON_DEVICE(avg_pool_backward, avg_pool_backward, grad_out, x, dims, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, slabs);
+  DT_KERNEL_ON_DEVICE(avg_pool_backward, grad_out, x, dims, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, slabs);
   const char* op = "avg_pool_backward";
   DT_CHECK(!divisor_override.has_value() || *divisor_override != 0, op,
            ": divisor_override must not be 0");
@@ -335,7 +335,7 @@ std::pair<Tensor, Tensor> max_pool_with_indices(const Tensor& x, int dims,
                                                 std::vector<int64_t> padding,
                                                 std::vector<int64_t> dilation, bool ceil_mode,
                                                 const std::vector<PoolSlab>& slabs) {
-  DT_KERNEL_ON_DEVICE(max_pool_with_indices, max_pool_with_indices, x, dims, kernel_size, stride, padding, dilation, ceil_mode, slabs);
+  DT_KERNEL_ON_DEVICE(max_pool_with_indices, x, dims, kernel_size, stride, padding, dilation, ceil_mode, slabs);
   const char* op = "max_pool_with_indices";
   check_floating(op, x, "input");
   Geometry g = pool_geometry(op, x.sizes(), dims, true, kernel_size, stride, padding, dilation,
@@ -362,7 +362,7 @@ std::pair<Tensor, Tensor> max_pool_with_indices(const Tensor& x, int dims,
 
 Tensor max_pool_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_shape,
                          int dims, const std::vector<PoolSlab>& slabs) {
-  DT_KERNEL_ON_DEVICE(max_pool_backward, max_pool_backward, grad_out, indices, input_shape, dims, slabs);
+  DT_KERNEL_ON_DEVICE(max_pool_backward, grad_out, indices, input_shape, dims, slabs);
   const char* op = "max_pool_backward";
   check_floating(op, grad_out, "grad_out");
   DT_CHECK(indices.dtype() == DType::kInt64 || indices.dtype() == DType::kInt32, op,

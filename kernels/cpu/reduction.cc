@@ -1,5 +1,5 @@
 #include "kernels/cpu/reduction.h"
-#include "kernels/cpu/device_dispatch.h"
+#include "kernels/device_dispatch.h"
 
 #include <cmath>
 #include <limits>
@@ -92,7 +92,7 @@ double row_var(const double* p, int64_t n, double correction) {
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  DT_KERNEL_ON_DEVICE(sum, sum, x, dims, keepdim);
+  DT_KERNEL_ON_DEVICE(sum, x, dims, keepdim);
   return reduce_any("sum", x, dims, keepdim, is_floating(x.dtype()) ? x.dtype() : DType::kInt64,
                     [](const auto* p, int64_t n) {
                       std::remove_cvref_t<decltype(*p)> s = 0;
@@ -107,7 +107,7 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor prod(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  DT_KERNEL_ON_DEVICE(prod, prod, x, dims, keepdim);
+  DT_KERNEL_ON_DEVICE(prod, x, dims, keepdim);
   return reduce_any("prod", x, dims, keepdim, is_floating(x.dtype()) ? x.dtype() : DType::kInt64,
                     [](const auto* p, int64_t n) {
                       std::remove_cvref_t<decltype(*p)> s = 1;
@@ -122,30 +122,30 @@ Tensor prod(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  DT_KERNEL_ON_DEVICE(mean, mean, x, dims, keepdim);
+  DT_KERNEL_ON_DEVICE(mean, x, dims, keepdim);
   check_floating("mean", x, "; convert integer tensors first");
   return reduce<double>("mean", x, dims, keepdim, x.dtype(),
                         [](const double* p, int64_t n) { return row_mean(p, n); });
 }
 
 Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  DT_KERNEL_ON_DEVICE(amax, amax, x, dims, keepdim);
+  DT_KERNEL_ON_DEVICE(amax, x, dims, keepdim);
   return extremum<true>("amax", x, dims, keepdim);
 }
 Tensor amin(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  DT_KERNEL_ON_DEVICE(amin, amin, x, dims, keepdim);
+  DT_KERNEL_ON_DEVICE(amin, x, dims, keepdim);
   return extremum<false>("amin", x, dims, keepdim);
 }
 
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, double correction, bool keepdim) {
-  DT_KERNEL_ON_DEVICE(var, var, x, dims, correction, keepdim);
+  DT_KERNEL_ON_DEVICE(var, x, dims, correction, keepdim);
   check_floating("var", x, "");
   return reduce<double>("var", x, dims, keepdim, x.dtype(),
                         [=](const double* p, int64_t n) { return row_var(p, n, correction); });
 }
 
 Tensor std(const Tensor& x, const std::vector<int64_t>& dims, double correction, bool keepdim) {
-  DT_KERNEL_ON_DEVICE(std, std, x, dims, correction, keepdim);
+  DT_KERNEL_ON_DEVICE(std, x, dims, correction, keepdim);
   check_floating("std", x, "");
   return reduce<double>("std", x, dims, keepdim, x.dtype(), [=](const double* p, int64_t n) {
     return std::sqrt(row_var(p, n, correction));
@@ -153,7 +153,7 @@ Tensor std(const Tensor& x, const std::vector<int64_t>& dims, double correction,
 }
 
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  DT_KERNEL_ON_DEVICE(logsumexp, logsumexp, x, dims, keepdim);
+  DT_KERNEL_ON_DEVICE(logsumexp, x, dims, keepdim);
   return reduce<double>("logsumexp", x, dims, keepdim,
                         is_floating(x.dtype()) ? x.dtype() : DType::kFloat32,
                         [](const double* p, int64_t n) {

@@ -1,5 +1,5 @@
 #include "kernels/cpu/scan.h"
-#include "kernels/cpu/device_dispatch.h"
+#include "kernels/device_dispatch.h"
 
 #include <cmath>
 #include <limits>
@@ -169,25 +169,25 @@ std::pair<Tensor, Tensor> cum_extreme(const char* op, const Tensor& x, int64_t d
 }  // namespace
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
-  DT_KERNEL_ON_DEVICE(cumsum, cumsum, x, dim);
+  DT_KERNEL_ON_DEVICE(cumsum, x, dim);
   return by_kind(
       x, [&]<typename T>(detail::Tag<T>) { return cumsum_impl<T>("cumsum", x, dim, nullptr); });
 }
 Tensor cumprod(const Tensor& x, int64_t dim) {
-  DT_KERNEL_ON_DEVICE(cumprod, cumprod, x, dim);
+  DT_KERNEL_ON_DEVICE(cumprod, x, dim);
   return by_kind(
       x, [&]<typename T>(detail::Tag<T>) { return cumprod_impl<T>("cumprod", x, dim, nullptr); });
 }
 Tensor logcumsumexp(const Tensor& x, int64_t dim) {
-  DT_KERNEL_ON_DEVICE(logcumsumexp, logcumsumexp, x, dim);
+  DT_KERNEL_ON_DEVICE(logcumsumexp, x, dim);
   return logcumsumexp_impl("logcumsumexp", x, dim, nullptr);
 }
 std::pair<Tensor, Tensor> cummax(const Tensor& x, int64_t dim) {
-  DT_KERNEL_ON_DEVICE(cummax, cummax, x, dim);
+  DT_KERNEL_ON_DEVICE(cummax, x, dim);
   return cum_extreme<true>("cummax", x, dim, nullptr, nullptr, 0);
 }
 std::pair<Tensor, Tensor> cummin(const Tensor& x, int64_t dim) {
-  DT_KERNEL_ON_DEVICE(cummin, cummin, x, dim);
+  DT_KERNEL_ON_DEVICE(cummin, x, dim);
   return cum_extreme<false>("cummin", x, dim, nullptr, nullptr, 0);
 }
 

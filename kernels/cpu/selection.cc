@@ -1,5 +1,5 @@
 #include "kernels/cpu/selection.h"
-#include "kernels/cpu/device_dispatch.h"
+#include "kernels/device_dispatch.h"
 
 #include <algorithm>
 #include <cmath>
@@ -224,42 +224,42 @@ std::pair<int64_t, int64_t> int_limits(DType t) {
 }  // namespace
 
 std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim) {
-  DT_KERNEL_ON_DEVICE(max_dim, max_dim, x, dim, keepdim);
+  DT_KERNEL_ON_DEVICE(max_dim, x, dim, keepdim);
   return extreme_dim<true>("max_dim", x, dim, keepdim);
 }
 std::pair<Tensor, Tensor> min_dim(const Tensor& x, int64_t dim, bool keepdim) {
-  DT_KERNEL_ON_DEVICE(min_dim, min_dim, x, dim, keepdim);
+  DT_KERNEL_ON_DEVICE(min_dim, x, dim, keepdim);
   return extreme_dim<false>("min_dim", x, dim, keepdim);
 }
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  DT_KERNEL_ON_DEVICE(argmax, argmax, x, dim, keepdim);
+  DT_KERNEL_ON_DEVICE(argmax, x, dim, keepdim);
   return arg_extreme<true>("argmax", x, dim, keepdim);
 }
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  DT_KERNEL_ON_DEVICE(argmin, argmin, x, dim, keepdim);
+  DT_KERNEL_ON_DEVICE(argmin, x, dim, keepdim);
   return arg_extreme<false>("argmin", x, dim, keepdim);
 }
 
 Tensor median(const Tensor& x) {
-  DT_KERNEL_ON_DEVICE(median, median, x);
+  DT_KERNEL_ON_DEVICE(median, x);
   return median_whole("median", x, false);
 }
 Tensor nanmedian(const Tensor& x) {
-  DT_KERNEL_ON_DEVICE(nanmedian, nanmedian, x);
+  DT_KERNEL_ON_DEVICE(nanmedian, x);
   return median_whole("nanmedian", x, true);
 }
 
 std::pair<Tensor, Tensor> median_dim(const Tensor& x, int64_t dim, bool keepdim) {
-  DT_KERNEL_ON_DEVICE(median_dim, median_dim, x, dim, keepdim);
+  DT_KERNEL_ON_DEVICE(median_dim, x, dim, keepdim);
   return median_dim_impl("median_dim", x, dim, keepdim, false);
 }
 std::pair<Tensor, Tensor> nanmedian_dim(const Tensor& x, int64_t dim, bool keepdim) {
-  DT_KERNEL_ON_DEVICE(nanmedian_dim, nanmedian_dim, x, dim, keepdim);
+  DT_KERNEL_ON_DEVICE(nanmedian_dim, x, dim, keepdim);
   return median_dim_impl("nanmedian_dim", x, dim, keepdim, true);
 }
 
 std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
-  DT_KERNEL_ON_DEVICE(kthvalue, kthvalue, x, k, dim, keepdim);
+  DT_KERNEL_ON_DEVICE(kthvalue, x, k, dim, keepdim);
   dim = checked_dim("kthvalue", x, dim);
   const int64_t n = x.dim() == 0 ? 1 : x.size(dim);
   DT_CHECK(k >= 1 && k <= n, "kthvalue: k = ", k, " out of range for dim ", dim, " of size ", n,

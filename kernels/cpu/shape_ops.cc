@@ -1,12 +1,12 @@
 #include "kernels/cpu/shape_ops.h"
-#include "kernels/cpu/device_dispatch.h"
+#include "kernels/device_dispatch.h"
 
 #include <algorithm>
 
 namespace dtensor::kernels {
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-  DT_KERNEL_ON_DEVICE(stack, stack, tensors, dim);
+  DT_KERNEL_ON_DEVICE(stack, tensors, dim);
   DT_CHECK(!tensors.empty(), "stack: expects a non-empty list of tensors");
   const Tensor& first = tensors[0];
   dim = wrap_dim(dim, first.dim() + 1, "stack");
@@ -60,7 +60,7 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>
 }
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  DT_KERNEL_ON_DEVICE(index_select, index_select, x, dim, index);
+  DT_KERNEL_ON_DEVICE(index_select, x, dim, index);
   DT_CHECK(x.dim() >= 1, "index_select: input must have at least 1 dim, got ",
            shape_str(x.sizes()));
   dim = wrap_dim(dim, x.dim(), "index_select");

@@ -6,6 +6,8 @@
 // double; sums are tree-ordered; max_pool backward and embedding_dense_backward add with atomics
 // (order-dependent rounding).
 // Indices are always exact.
+// The functions of kernels/kernel_list.h are registered as the device versions of the cpu kernels
+// (register.cc) and must keep the list's type exactly: a drifted signature fails to compile there.
 //
 // Conventions: inputs are CUDA tensors of one device (any strides unless noted); results are new
 // contiguous tensors on that device. Work is queued on the calling thread's current stream of

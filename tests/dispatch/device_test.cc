@@ -8,8 +8,8 @@
 #include "dtensor/collectives/threads_backend.h"
 #include "dtensor/partial_split.h"
 #include "gtest/gtest.h"
-#include "kernels/cpu/device_dispatch.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/device_dispatch.h"
 #include "tests/testing/fake_device.h"
 
 namespace dtensor {

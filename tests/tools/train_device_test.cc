@@ -4,7 +4,7 @@
 // accepted. On a GPU, `dtensor train --device cuda --check` runs the CUDA kernels themselves.
 #include "dtensor/collectives/threads_backend.h"
 #include "gtest/gtest.h"
-#include "kernels/cpu/device_dispatch.h"
+#include "kernels/device_dispatch.h"
 #include "tests/testing/fake_device.h"
 #include "tools/train.h"
 

@@ -1,9 +1,7 @@
-#include "kernels/cpu/device_dispatch.h"
+#include "kernels/device_dispatch.h"
 
 #include <map>
 #include <mutex>
-
-#include "kernels/cpu/attention.h"
 
 namespace dtensor::kernels {
 namespace {
@@ -43,11 +41,4 @@ void note_host_fallback(const std::string& name) {
   ++f.by_name[name];
 }
 
-namespace device_detail {
-
-AttentionGrads to_dev(AttentionGrads g, Device d) {
-  return {to_dev(std::move(g.query), d), to_dev(std::move(g.key), d), to_dev(std::move(g.value), d)};
-}
-
-}  // namespace device_detail
 }  // namespace dtensor::kernels

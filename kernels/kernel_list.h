@@ -1,0 +1,155 @@
+// The kernels with a device slot, each declared here once: X(slot, function, type), where type is
+// the exact function type of kernels::<function> (kernels/cpu/*.h, which documents it) and of
+// cuda::<function> (kernels/cuda/kernels.h). From this list follow the slots of DeviceKernels and
+// the host-fallback names (kernels/device_dispatch.h), the cpu table (kernels/cpu/host_kernels.cc)
+// and the CUDA registration (kernels/cuda/register.cc); the last two take each function's address
+// as the slot's type, so a cpu or CUDA function whose signature drifts from its entry, or that is
+// missing, fails to compile. Types are spelled as seen from namespace dtensor::kernels.
+//
+// Adding a device kernel: (1) one X(...) line here (`slot` differs from `function` only for
+// overloads: add_s is add(Tensor, Scalar, Scalar)); (2) declare and document the function in
+// kernels/cpu/<family>.h and begin its body with DT_KERNEL_ON_DEVICE(slot, every parameter...);
+// (3) declare cuda::<function> with the same parameters in kernels/cuda/kernels.h and implement
+// it, or add an adapter of that name in register.cc when the CUDA function differs. A cpu kernel
+// without a device version is not listed: it begins with DT_KERNEL_HOST_ONLY instead.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dtensor/core/tensor.h"
+
+namespace dtensor::kernels {
+
+class Scalar;           // kernels/cpu/pointwise.h
+struct PoolSlab;        // kernels/cpu/pooling.h
+struct AttentionGrads;  // kernels/cpu/attention.h
+
+using Dims = std::vector<int64_t>;
+using TensorPair = std::pair<Tensor, Tensor>;
+
+}  // namespace dtensor::kernels
+
+#define DT_KERNEL_LIST(X)                                                                           \
+  /* Pointwise. `_s`: the Tensor-Scalar overload. */                                                \
+  X(add, add, Tensor(const Tensor& a, const Tensor& b, const Scalar& alpha))                        \
+  X(add_s, add, Tensor(const Tensor& a, const Scalar& b, const Scalar& alpha))                      \
+  X(sub, sub, Tensor(const Tensor& a, const Tensor& b, const Scalar& alpha))                        \
+  X(sub_s, sub, Tensor(const Tensor& a, const Scalar& b, const Scalar& alpha))                      \
+  X(mul, mul, Tensor(const Tensor& a, const Tensor& b))                                             \
+  X(mul_s, mul, Tensor(const Tensor& a, const Scalar& b))                                           \
+  X(div, div, Tensor(const Tensor& a, const Tensor& b, const std::string& rounding_mode))           \
+  X(div_s, div, Tensor(const Tensor& a, const Scalar& b, const std::string& rounding_mode))         \
+  X(maximum, maximum, Tensor(const Tensor& a, const Tensor& b))                                     \
+  X(minimum, minimum, Tensor(const Tensor& a, const Tensor& b))                                     \
+  X(pow, pow, Tensor(const Tensor& a, const Tensor& b))                                             \
+  X(pow_s, pow, Tensor(const Tensor& a, const Scalar& exponent))                                    \
+  X(eq, eq, Tensor(const Tensor& a, const Tensor& b))                                               \
+  X(ne, ne, Tensor(const Tensor& a, const Tensor& b))                                               \
+  X(lt, lt, Tensor(const Tensor& a, const Tensor& b))                                               \
+  X(le, le, Tensor(const Tensor& a, const Tensor& b))                                               \
+  X(gt, gt, Tensor(const Tensor& a, const Tensor& b))                                               \
+  X(ge, ge, Tensor(const Tensor& a, const Tensor& b))                                               \
+  X(eq_s, eq, Tensor(const Tensor& a, const Scalar& b))                                             \
+  X(ne_s, ne, Tensor(const Tensor& a, const Scalar& b))                                             \
+  X(lt_s, lt, Tensor(const Tensor& a, const Scalar& b))                                             \
+  X(le_s, le, Tensor(const Tensor& a, const Scalar& b))                                             \
+  X(gt_s, gt, Tensor(const Tensor& a, const Scalar& b))                                             \
+  X(ge_s, ge, Tensor(const Tensor& a, const Scalar& b))                                             \
+  X(where, where, Tensor(const Tensor& cond, const Tensor& a, const Tensor& b))                     \
+  X(masked_fill, masked_fill, Tensor(const Tensor& x, const Tensor& mask, const Scalar& value))     \
+  X(neg, neg, Tensor(const Tensor& x))                                                              \
+  X(abs, abs, Tensor(const Tensor& x))                                                              \
+  X(relu, relu, Tensor(const Tensor& x))                                                            \
+  X(exp, exp, Tensor(const Tensor& x))                                                              \
+  X(log, log, Tensor(const Tensor& x))                                                              \
+  X(sqrt, sqrt, Tensor(const Tensor& x))                                                            \
+  X(rsqrt, rsqrt, Tensor(const Tensor& x))                                                          \
+  X(tanh, tanh, Tensor(const Tensor& x))                                                            \
+  X(sigmoid, sigmoid, Tensor(const Tensor& x))                                                      \
+  X(silu, silu, Tensor(const Tensor& x))                                                            \
+  X(gelu, gelu, Tensor(const Tensor& x, const std::string& approximate))                            \
+  /* Reductions. */                                                                                 \
+  X(sum, sum, Tensor(const Tensor& x, const Dims& dims, bool keepdim))                              \
+  X(prod, prod, Tensor(const Tensor& x, const Dims& dims, bool keepdim))                            \
+  X(mean, mean, Tensor(const Tensor& x, const Dims& dims, bool keepdim))                            \
+  X(amax, amax, Tensor(const Tensor& x, const Dims& dims, bool keepdim))                            \
+  X(amin, amin, Tensor(const Tensor& x, const Dims& dims, bool keepdim))                            \
+  X(var, var, Tensor(const Tensor& x, const Dims& dims, double correction, bool keepdim))           \
+  X(std, std, Tensor(const Tensor& x, const Dims& dims, double correction, bool keepdim))           \
+  X(logsumexp, logsumexp, Tensor(const Tensor& x, const Dims& dims, bool keepdim))                  \
+  /* Softmax, norms, embedding, losses. */                                                          \
+  X(softmax, softmax, Tensor(const Tensor& x, int64_t dim))                                         \
+  X(log_softmax, log_softmax, Tensor(const Tensor& x, int64_t dim))                                 \
+  X(layer_norm, layer_norm, Tensor(const Tensor& x, const Shape& normalized_shape,                  \
+      const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, double eps))          \
+  X(rms_norm, rms_norm, Tensor(const Tensor& x, const Shape& normalized_shape,                      \
+      const std::optional<Tensor>& weight, std::optional<double> eps))                              \
+  X(embedding, embedding, Tensor(const Tensor& weight, const Tensor& indices))                      \
+  X(embedding_masked, embedding_masked, Tensor(const Tensor& weight_shard, const Tensor& indices,   \
+      int64_t row_start, int64_t row_end))                                                          \
+  X(nll_loss, nll_loss, Tensor(const Tensor& logp, const Tensor& target,                            \
+      const std::optional<Tensor>& weight, const std::string& reduction, int64_t ignore_index))     \
+  X(cross_entropy, cross_entropy, Tensor(const Tensor& logits, const Tensor& target,                \
+      const std::optional<Tensor>& weight, const std::string& reduction, int64_t ignore_index,      \
+      double label_smoothing))                                                                      \
+  /* Scans. */                                                                                      \
+  X(cumsum, cumsum, Tensor(const Tensor& x, int64_t dim))                                           \
+  X(cumprod, cumprod, Tensor(const Tensor& x, int64_t dim))                                         \
+  X(logcumsumexp, logcumsumexp, Tensor(const Tensor& x, int64_t dim))                               \
+  X(cummax, cummax, TensorPair(const Tensor& x, int64_t dim))                                       \
+  X(cummin, cummin, TensorPair(const Tensor& x, int64_t dim))                                       \
+  /* Value-selecting reductions. */                                                                 \
+  X(max_dim, max_dim, TensorPair(const Tensor& x, int64_t dim, bool keepdim))                       \
+  X(min_dim, min_dim, TensorPair(const Tensor& x, int64_t dim, bool keepdim))                       \
+  X(argmax, argmax, Tensor(const Tensor& x, std::optional<int64_t> dim, bool keepdim))              \
+  X(argmin, argmin, Tensor(const Tensor& x, std::optional<int64_t> dim, bool keepdim))              \
+  X(median, median, Tensor(const Tensor& x))                                                        \
+  X(median_dim, median_dim, TensorPair(const Tensor& x, int64_t dim, bool keepdim))                 \
+  X(nanmedian, nanmedian, Tensor(const Tensor& x))                                                  \
+  X(nanmedian_dim, nanmedian_dim, TensorPair(const Tensor& x, int64_t dim, bool keepdim))           \
+  X(kthvalue, kthvalue, TensorPair(const Tensor& x, int64_t k, int64_t dim, bool keepdim))          \
+  /* Pooling. */                                                                                    \
+  X(avg_pool, avg_pool, Tensor(const Tensor& x, int dims, std::vector<int64_t> kernel_size,         \
+      std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode,                    \
+      bool count_include_pad, std::optional<int64_t> divisor_override,                              \
+      const std::vector<PoolSlab>& slabs))                                                          \
+  X(avg_pool_backward, avg_pool_backward, Tensor(const Tensor& grad_out, const Tensor& x,           \
+      int dims, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,                      \
+      std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad,                         \
+      std::optional<int64_t> divisor_override, const std::vector<PoolSlab>& slabs))                 \
+  X(max_pool_with_indices, max_pool_with_indices, TensorPair(const Tensor& x, int dims,             \
+      std::vector<int64_t> kernel_size, std::vector<int64_t> stride,                                \
+      std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode,                  \
+      const std::vector<PoolSlab>& slabs))                                                          \
+  X(max_pool_backward, max_pool_backward, Tensor(const Tensor& grad_out, const Tensor& indices,     \
+      const Shape& input_shape, int dims, const std::vector<PoolSlab>& slabs))                      \
+  /* Matrix products and attention. */                                                              \
+  X(mm, mm, Tensor(const Tensor& a, const Tensor& b))                                               \
+  X(bmm, bmm, Tensor(const Tensor& a, const Tensor& b))                                             \
+  X(addmm, addmm, Tensor(const Tensor& self, const Tensor& a, const Tensor& b, double beta,         \
+      double alpha))                                                                                \
+  X(linear, linear, Tensor(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias))    \
+  X(matmul, matmul, Tensor(const Tensor& a, const Tensor& b))                                       \
+  X(scaled_dot_product_attention, scaled_dot_product_attention, Tensor(const Tensor& query,         \
+      const Tensor& key, const Tensor& value, const std::optional<Tensor>& attn_mask,               \
+      bool is_causal, std::optional<double> scale, int64_t query_offset))                           \
+  X(scaled_dot_product_attention_backward, scaled_dot_product_attention_backward, AttentionGrads(   \
+      const Tensor& grad_out, const Tensor& query, const Tensor& key, const Tensor& value,          \
+      const Tensor& out, bool is_causal, std::optional<double> scale,                               \
+      const std::optional<Tensor>& attn_mask, int64_t query_offset))                                \
+  /* Backward kernels and shape ops. */                                                             \
+  X(gelu_backward, gelu_backward, Tensor(const Tensor& grad, const Tensor& x,                       \
+      const std::string& approximate))                                                              \
+  X(embedding_dense_backward, embedding_dense_backward, Tensor(const Tensor& grad,                  \
+      const Tensor& indices, int64_t num_weights, int64_t padding_idx, int64_t row_start,           \
+      int64_t row_count))                                                                           \
+  X(nll_loss_backward, nll_loss_backward, Tensor(const Tensor& grad_output,                         \
+      const Shape& input_shape, DType dtype, const Tensor& target,                                  \
+      const std::optional<Tensor>& weight, const std::string& reduction, int64_t ignore_index,      \
+      std::optional<double> total_weight, int64_t class_start, int64_t num_classes))                \
+  X(stack, stack, Tensor(const std::vector<Tensor>& tensors, int64_t dim))                          \
+  X(index_select, index_select, Tensor(const Tensor& x, int64_t dim, const Tensor& index))

@@ -63,7 +63,7 @@ DTensor distribute_tensor(const Tensor& global, MeshPtr mesh, const Placements& 
   DTensorSpec rep(mesh, all_r, global.sizes(), global.dtype());
   RedistributePlan plan{all_r, spec.placements, {}};
   for (int i = 0; i < mesh->ndim(); ++i)
-    plan.steps.push_back({i, Replicate(), spec.placements[i], CollectiveKind::kLocal, 0});
+    plan.steps.push_back({i, Replicate(), spec.placements[i], CommKind::kLocal, 0});
   return DTensor(spec, redistribute_local(global, rep, plan, mesh->timeout()));
 }
 

@@ -13,22 +13,18 @@
 #include <memory>
 #include <vector>
 
+#include "dtensor/collectives/comm_kind.h"
 #include "dtensor/core/tensor.h"
 #include "dtensor/dtensor_spec.h"
 
 namespace dtensor {
 
-enum class CollectiveKind : uint8_t { kLocal, kAllGather, kAllReduce, kReduceScatter, kAllToAll };
-// "local", "all_gather", "all_reduce", "reduce_scatter", "all_to_all".
-const char* collective_name(CollectiveKind k);
-
 struct RedistributeStep {
   int mesh_dim;
   Placement from, to;
-  CollectiveKind kind;
-  // Bytes each rank sends, by the ring formulas on the block the group of mesh_dim holds (taken at
-  // mesh coordinate 0, the largest chunks): all_gather and reduce_scatter (n-1)/n of it, all_reduce
-  // 2(n-1)/n, all_to_all (n-1)/n of one rank's share; 0 for local steps.
+  CommKind kind;  // kLocal, kAllGather, kAllReduce, kReduceScatter or kAllToAll
+  // Bytes each rank sends: comm_bytes_sent(kind, bytes of the block the group of mesh_dim holds,
+  // group size), the block taken at mesh coordinate 0 (the largest chunks).
   int64_t bytes;
 };
 

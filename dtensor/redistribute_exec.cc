@@ -45,7 +45,7 @@ Tensor redistribute_local(const Tensor& local_in, const DTensorSpec& src, const 
     // The block the group of mesh dim i holds together, and this rank's share of it.
     Shape block = local_block(src.shape, cur, mesh.shape(), coord, i).first;
     switch (s.kind) {
-      case CollectiveKind::kLocal: {
+      case CommKind::kLocal: {
         if (s.to.is_shard()) {
           auto [start, len] = chunk_range(block[s.to.dim], k, me);
           x = x.narrow(s.to.dim, start, len);
@@ -54,7 +54,7 @@ Tensor redistribute_local(const Tensor& local_in, const DTensorSpec& src, const 
         }
         break;
       }
-      case CollectiveKind::kAllGather: {
+      case CommKind::kAllGather: {
         const int d = s.from.dim;
         Tensor in = x.movedim(d, 0).contiguous();
         Tensor out = Tensor::empty(front(block, d, block[d]), x.dtype(), x.device());
@@ -62,14 +62,14 @@ Tensor redistribute_local(const Tensor& local_in, const DTensorSpec& src, const 
         x = out.movedim(0, d);
         break;
       }
-      case CollectiveKind::kAllReduce: {
+      case CommKind::kAllReduce: {
         Tensor in = x.contiguous();
         Tensor buf = Tensor::empty(x.sizes(), x.dtype(), x.device());  // never write into the caller's storage
         g.all_reduce(in, buf, s.from.reduce, timeout);
         x = buf;
         break;
       }
-      case CollectiveKind::kReduceScatter: {
+      case CommKind::kReduceScatter: {
         const int d = s.to.dim;
         Tensor in = x.movedim(d, 0).contiguous();
         auto counts = piece_counts(block, d, k);
@@ -78,7 +78,7 @@ Tensor redistribute_local(const Tensor& local_in, const DTensorSpec& src, const 
         x = out.movedim(0, d);
         break;
       }
-      case CollectiveKind::kAllToAll: {
+      case CommKind::kAllToAll: {
         // Each rank holds chunk `me` of the block along d and ends with chunk `me` along e. The piece
         // for rank r is our chunk's part of chunk r along e; with d moved to the front, the pieces
         // received from ranks 0..k-1 concatenate into the new block.
@@ -117,6 +117,10 @@ Tensor redistribute_local(const Tensor& local_in, const DTensorSpec& src, const 
         x = out.view(front(new_block, d, block[d])).movedim(0, d);
         break;
       }
+      case CommKind::kBroadcast:
+      case CommKind::kSendRecv:
+      case CommKind::kBarrier:
+        DT_FAIL("redistribute: internal error: a plan step of kind ", comm_kind_name(s.kind));
     }
     cur[i] = s.to;
   }

@@ -8,17 +8,6 @@
 
 namespace dtensor {
 
-const char* collective_name(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::kLocal: return "local";
-    case CollectiveKind::kAllGather: return "all_gather";
-    case CollectiveKind::kAllReduce: return "all_reduce";
-    case CollectiveKind::kReduceScatter: return "reduce_scatter";
-    case CollectiveKind::kAllToAll: return "all_to_all";
-  }
-  return "?";
-}
-
 int64_t RedistributePlan::total_bytes() const {
   int64_t b = 0;
   for (const auto& s : steps) b += s.bytes;
@@ -28,29 +17,32 @@ int64_t RedistributePlan::total_bytes() const {
 std::string RedistributePlan::str() const {
   if (steps.empty()) return "no-op";
   return absl::StrJoin(steps, "; ", [](std::string* out, const RedistributeStep& s) {
-    absl::StrAppend(out, s.from.str(), "->", s.to.str(), " ", collective_name(s.kind),
+    absl::StrAppend(out, s.from.str(), "->", s.to.str(), " ", comm_kind_name(s.kind),
                     " on mesh dim ", s.mesh_dim, " (", s.bytes, " B)");
   });
 }
 
 namespace {
 
-CollectiveKind kind_of(const Placement& from, const Placement& to) {
-  if (from.is_shard() && to.is_replicate()) return CollectiveKind::kAllGather;
-  if (from.is_partial() && to.is_replicate()) return CollectiveKind::kAllReduce;
-  if (from.is_partial() && to.is_shard()) return CollectiveKind::kReduceScatter;
-  if (from.is_shard() && to.is_shard()) return CollectiveKind::kAllToAll;
-  return CollectiveKind::kLocal;  // R->S, R->P
+CommKind kind_of(const Placement& from, const Placement& to) {
+  if (from.is_shard() && to.is_replicate()) return CommKind::kAllGather;
+  if (from.is_partial() && to.is_replicate()) return CommKind::kAllReduce;
+  if (from.is_partial() && to.is_shard()) return CommKind::kReduceScatter;
+  if (from.is_shard() && to.is_shard()) return CommKind::kAllToAll;
+  return CommKind::kLocal;  // R->S, R->P
 }
 
 // Lower runs first: local moves, then collectives that shrink or keep data, growing ones last.
-int priority(CollectiveKind k) {
+int priority(CommKind k) {
   switch (k) {
-    case CollectiveKind::kLocal: return 0;
-    case CollectiveKind::kReduceScatter: return 1;
-    case CollectiveKind::kAllToAll: return 2;
-    case CollectiveKind::kAllReduce: return 3;
-    case CollectiveKind::kAllGather: return 4;
+    case CommKind::kLocal: return 0;
+    case CommKind::kReduceScatter: return 1;
+    case CommKind::kAllToAll: return 2;
+    case CommKind::kAllReduce: return 3;
+    case CommKind::kAllGather: return 4;
+    case CommKind::kBroadcast:
+    case CommKind::kSendRecv:
+    case CommKind::kBarrier: break;  // never a redistribution step
   }
   return 5;
 }
@@ -126,20 +118,11 @@ class Planner {
   }
 
   void emit(RedistributePlan& plan, int i, const Placement& to) {
-    CollectiveKind kind = kind_of(cur_[i], to);
+    CommKind kind = kind_of(cur_[i], to);
     // The block the group of mesh dim i holds, at coordinate 0 (largest chunks).
     Shape block = local_block(shape_, cur_, mesh_, std::vector<int64_t>(n_, 0), i).first;
-    double bytes = static_cast<double>(numel(block) * itemsize(dtype_));
-    double k = static_cast<double>(mesh_[i]);
-    double sent = 0;
-    switch (kind) {
-      case CollectiveKind::kAllGather:
-      case CollectiveKind::kReduceScatter: sent = bytes * (k - 1) / k; break;
-      case CollectiveKind::kAllReduce: sent = 2 * bytes * (k - 1) / k; break;
-      case CollectiveKind::kAllToAll: sent = bytes / k * (k - 1) / k; break;
-      case CollectiveKind::kLocal: break;
-    }
-    plan.steps.push_back({i, cur_[i], to, kind, static_cast<int64_t>(sent)});
+    const int64_t bytes = numel(block) * static_cast<int64_t>(itemsize(dtype_));
+    plan.steps.push_back({i, cur_[i], to, kind, comm_bytes_sent(kind, bytes, mesh_[i])});
     cur_[i] = to;
   }
 

@@ -76,7 +76,7 @@ class DeviceMesh;
 // The traffic of a distributed step, for the cost model: `rounds` collectives of `collective` kind
 // over the product group of the step's mesh dims, together sending `bytes` per rank.
 struct StepTraffic {
-  std::string collective;  // "all_gather", "all_reduce", "send_recv", ...
+  CommKind collective = CommKind::kLocal;
   int64_t bytes = 0;
   int rounds = 1;
 };

@@ -417,7 +417,7 @@ CostModel::MoveTime CostModel::move_time(const Placements& src, const Placements
       for (const CollectiveRecord& r : recs)
         it->second.us += bucketed_time(r, mesh_.shape[r.mesh_dim], links_[r.mesh_dim]);
     }
-    for (const RedistributeStep& st : plan.steps) it->second.comm |= st.kind != CollectiveKind::kLocal;
+    for (const RedistributeStep& st : plan.steps) it->second.comm |= st.kind != CommKind::kLocal;
   }
   return it->second;
 }

@@ -200,7 +200,7 @@ uint64_t placement_key(const Placements& p);
 // ---- Evaluating a whole plan --------------------------------------------------------------------
 
 struct CollectiveUse {
-  std::string kind;  // all_gather, all_reduce, reduce_scatter, all_to_all, or a step's collective
+  CommKind kind = CommKind::kLocal;  // of a redistribution, or a step's collective
   int mesh_dim = 0;
   int64_t bytes = 0;  // sent per rank
   double time_us = 0;

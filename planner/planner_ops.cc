@@ -115,9 +115,8 @@ void define_batch_norm(Registry& reg) {
   sync.traffic = [](const OpCall& c, const Strategy&, const std::vector<int>& mesh_dims) {
     int64_t n = 1;
     for (int i : mesh_dims) n *= c.mesh_shape()[i];
-    // all_reduce of sum and sum of squares per channel (float32): 2(n-1)/n of 8*C bytes.
-    const double full = 8.0 * static_cast<double>(c.tensor(0).shape[1]);
-    return StepTraffic{"all_reduce", static_cast<int64_t>(2.0 * full * static_cast<double>(n - 1) / n), 1};
+    // all_reduce of sum and sum of squares per channel (float32): 8*C bytes.
+    return StepTraffic{CommKind::kAllReduce, comm_bytes_sent(CommKind::kAllReduce, 8 * c.tensor(0).shape[1], n), 1};
   };
   op.steps.push_back(sync);
   op.rules = [](const OpCall& c) {

@@ -16,18 +16,18 @@ namespace {
 
 using json = nlohmann::json;
 
-const char* abbrev(const std::string& kind) {
-  if (kind == "all_gather") return "AG";
-  if (kind == "all_reduce") return "AR";
-  if (kind == "reduce_scatter") return "RS";
-  if (kind == "all_to_all") return "A2A";
-  if (kind == "send_recv") return "SR";
+const char* abbrev(CommKind kind) {
+  if (kind == CommKind::kAllGather) return "AG";
+  if (kind == CommKind::kAllReduce) return "AR";
+  if (kind == CommKind::kReduceScatter) return "RS";
+  if (kind == CommKind::kAllToAll) return "A2A";
+  if (kind == CommKind::kSendRecv) return "SR";
   return nullptr;
 }
 
-std::string short_kind(const std::string& kind) {
+std::string short_kind(CommKind kind) {
   const char* a = abbrev(kind);
-  return a ? a : kind;
+  return a ? a : comm_kind_name(kind);
 }
 
 std::string placements_compact(const Placements& p) {
@@ -225,7 +225,7 @@ std::string report_json(const CostModel& cm, const PlanResult& r) {
     j["placements"] = {{"outputs", outs}, {"inputs", ins}};
     json cs = json::array();
     for (const CollectiveUse& c : r.eval.vertices[v].collectives)
-      cs.push_back({{"kind", c.kind}, {"mesh_dim", c.mesh_dim}, {"mesh_dim_name", cm.mesh().names[c.mesh_dim]},
+      cs.push_back({{"kind", comm_kind_name(c.kind)}, {"mesh_dim", c.mesh_dim}, {"mesh_dim_name", cm.mesh().names[c.mesh_dim]},
                     {"bytes", c.bytes}, {"time_us", c.time_us}, {"phase", c.phase}, {"what", c.what}});
     j["collectives"] = cs;
     j["compute_us"] = r.eval.vertices[v].compute_us;

@@ -2,11 +2,11 @@
 
 namespace dtensor {
 
-double collective_time_us(const std::string& kind, int64_t bytes, int64_t n, const LinkModel& link) {
-  if (n <= 1) return 0.0;
+double collective_time_us(CommKind kind, int64_t bytes, int64_t n, const LinkModel& link) {
+  if (n <= 1 || kind == CommKind::kLocal) return 0.0;
   double hops = static_cast<double>(n - 1);
-  if (kind == "all_reduce") hops *= 2;
-  if (kind == "send_recv") hops = 1;
+  if (kind == CommKind::kAllReduce) hops *= 2;
+  if (kind == CommKind::kSendRecv) hops = 1;
   return hops * link.latency_us + static_cast<double>(bytes) / link.bytes_per_us();
 }
 
@@ -14,11 +14,10 @@ double plan_time_us(const RedistributePlan& plan, const Shape& mesh_shape,
                     const std::vector<LinkModel>& links, std::vector<CollectiveRecord>* out) {
   double t = 0;
   for (const RedistributeStep& s : plan.steps) {
-    if (s.kind == CollectiveKind::kLocal) continue;
-    std::string kind = collective_name(s.kind);
-    double dt = collective_time_us(kind, s.bytes, mesh_shape[s.mesh_dim], links[s.mesh_dim]);
+    if (s.kind == CommKind::kLocal) continue;
+    double dt = collective_time_us(s.kind, s.bytes, mesh_shape[s.mesh_dim], links[s.mesh_dim]);
     t += dt;
-    if (out) out->push_back({kind, s.mesh_dim, s.bytes, dt});
+    if (out) out->push_back({s.kind, s.mesh_dim, s.bytes, dt});
   }
   return t;
 }

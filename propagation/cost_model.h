@@ -1,7 +1,8 @@
 // The alpha-beta cost model of DESIGN §4: a collective over a group of n ranks on a link with latency
 // alpha (µs per hop) and bandwidth beta^-1 costs hops * alpha + bytes_sent / bandwidth, with ring hop
-// counts: n-1 for all_gather, reduce_scatter and all_to_all, 2(n-1) for all_reduce, 1 for send_recv.
-// Bytes are what each rank sends (the ring formulas of dtensor/redistribute.h).
+// counts: n-1 for all_gather, reduce_scatter, all_to_all and broadcast, 2(n-1) for all_reduce, 1 for
+// send_recv, 0 for local steps. Bytes are what each rank sends (comm_bytes_sent,
+// dtensor/collectives/comm_kind.h).
 #pragma once
 
 #include <string>
@@ -14,15 +15,14 @@ namespace dtensor {
 
 // One collective a call performs, as `dtensor explain` reports it.
 struct CollectiveRecord {
-  std::string kind;  // "all_gather", "all_reduce", "reduce_scatter", "all_to_all", "send_recv", ...
+  CommKind kind = CommKind::kLocal;
   int mesh_dim = 0;
   int64_t bytes = 0;  // sent by each rank
   double time_us = 0;
 };
 
 // Time in µs of one collective of `kind` sending `bytes` per rank in a group of `group_size`.
-double collective_time_us(const std::string& kind, int64_t bytes, int64_t group_size,
-                          const LinkModel& link);
+double collective_time_us(CommKind kind, int64_t bytes, int64_t group_size, const LinkModel& link);
 
 // The collectives (local steps dropped) and total time of a redistribution plan.
 double plan_time_us(const RedistributePlan& plan, const Shape& mesh_shape,

@@ -246,7 +246,7 @@ json answer(const json& req, const ExplainOptions& o) {
                              {"to", placements_json(d->strategy.inputs[t])}});
   out["collectives"] = json::array();
   for (const auto& c : d->collectives)
-    out["collectives"].push_back({{"kind", c.kind}, {"mesh_dim", c.mesh_dim}, {"bytes", c.bytes}});
+    out["collectives"].push_back({{"kind", comm_kind_name(c.kind)}, {"mesh_dim", c.mesh_dim}, {"bytes", c.bytes}});
   out["cost_us"] = std::round(d->cost_us * 1000.0) / 1000.0;
   if (p.run) out["run"] = run_check(call, *d, o);
   return out;

@@ -256,22 +256,9 @@ class GlooGroup : public ProcessGroup {
     ctx_.reset();  // before the stores the context's pairs may still refer to
   }
 
-  void all_reduce(Tensor& t, ReduceOp op, Timeout timeout) override { all_reduce(t, t, op, timeout); }
-
-  void all_reduce(const Tensor& in, Tensor& t, ReduceOp op, Timeout timeout) override {
-    if (away(in, cpu()) || away(t, cpu())) {
-      Tensor hin = staged(in, cpu()), ht = staged(t, cpu());
-      all_reduce(hin, ht, op, timeout);
-      t.copy_(ht);
-      return;
-    }
+  void do_all_reduce(const Tensor& in, Tensor& t, ReduceOp op, Timeout timeout) override {
     const char* name = "all_reduce";
-    check_tensor(name, in);
-    check_tensor(name, t);
-    DT_CHECK(in.numel() == t.numel() && in.dtype() == t.dtype(), name, " on ", describe(), ": input ",
-             in.str(), " and output ", t.str(), " differ");
     const int n = size();
-    count(CommKind::kAllReduce, static_cast<int64_t>(2 * (n - 1) * t.nbytes() / n));
     uint32_t seq = next_seq();
     if (n == 1 && in.data_ptr() != t.data_ptr() && in.numel() > 0) std::memcpy(t.data_ptr(), in.data_ptr(), in.nbytes());
     run(name, seq, timeout,
@@ -279,27 +266,11 @@ class GlooGroup : public ProcessGroup {
     if (op == ReduceOp::kAvg) finish_avg(t.data_ptr(), t.numel(), t.dtype(), n);
   }
 
-  void all_gather(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
-                  Timeout timeout) override {
-    if (away(in, cpu()) || away(out, cpu())) {
-      Tensor hin = staged(in, cpu()), hout = staged(out, cpu());
-      all_gather(hin, hout, counts, timeout);
-      out.copy_(hout);
-      return;
-    }
+  void do_all_gather(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
+                     Timeout timeout) override {
     const char* name = "all_gather";
-    check_tensor(name, in);
-    check_tensor(name, out);
-    check_counts(name, counts);
-    DT_CHECK(in.dtype() == out.dtype(), name, " on ", describe(), ": in ", in.str(), " and out ",
-             out.str(), " differ in dtype");
-    DT_CHECK(in.numel() == counts[rank()], name, " on ", describe(), ": in has ", in.numel(),
-             " elements, counts[", rank(), "] = ", counts[rank()]);
     const int64_t total = sum(counts);
-    DT_CHECK(out.numel() == total, name, " on ", describe(), ": out has ", out.numel(),
-             " elements, counts sum to ", total);
     const int n = size();
-    count(CommKind::kAllGather, static_cast<int64_t>((n - 1) * out.nbytes() / n));
     uint32_t seq = next_seq();
     if (n == 1 || total == 0) {
       if (total > 0) std::memcpy(out.data_ptr(), in.data_ptr(), in.nbytes());
@@ -321,27 +292,10 @@ class GlooGroup : public ProcessGroup {
     });
   }
 
-  void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
-                      ReduceOp op, Timeout timeout) override {
-    if (away(in, cpu()) || away(out, cpu())) {
-      Tensor hin = staged(in, cpu()), hout = staged(out, cpu());
-      reduce_scatter(hin, hout, counts, op, timeout);
-      out.copy_(hout);
-      return;
-    }
+  void do_reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
+                         ReduceOp op, Timeout timeout) override {
     const char* name = "reduce_scatter";
-    check_tensor(name, in);
-    check_tensor(name, out);
-    check_counts(name, counts);
-    DT_CHECK(in.dtype() == out.dtype(), name, " on ", describe(), ": in ", in.str(), " and out ",
-             out.str(), " differ in dtype");
-    const int64_t total = sum(counts);
-    DT_CHECK(in.numel() == total, name, " on ", describe(), ": in has ", in.numel(),
-             " elements, counts sum to ", total);
-    DT_CHECK(out.numel() == counts[rank()], name, " on ", describe(), ": out has ", out.numel(),
-             " elements, counts[", rank(), "] = ", counts[rank()]);
     const int n = size();
-    count(CommKind::kReduceScatter, static_cast<int64_t>((n - 1) * in.nbytes() / n));
     uint32_t seq = next_seq();
     int64_t offset = 0;
     for (int r = 0; r < rank(); ++r) offset += counts[r];
@@ -358,33 +312,9 @@ class GlooGroup : public ProcessGroup {
     }
   }
 
-  void all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
-                  const std::vector<int64_t>& recv_counts, Timeout timeout) override {
-    if (away(in, cpu()) || away(out, cpu())) {
-      Tensor hin = staged(in, cpu()), hout = staged(out, cpu());
-      all_to_all(hin, send_counts, hout, recv_counts, timeout);
-      out.copy_(hout);
-      return;
-    }
+  void do_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
+                     const std::vector<int64_t>& recv_counts, Timeout timeout) override {
     const char* name = "all_to_all";
-    check_tensor(name, in);
-    check_tensor(name, out);
-    check_counts(name, send_counts);
-    check_counts(name, recv_counts);
-    DT_CHECK(in.dtype() == out.dtype(), name, " on ", describe(), ": in ", in.str(), " and out ",
-             out.str(), " differ in dtype");
-    DT_CHECK(in.numel() == sum(send_counts), name, " on ", describe(), ": in has ", in.numel(),
-             " elements, send_counts sum to ", sum(send_counts));
-    DT_CHECK(out.numel() == sum(recv_counts), name, " on ", describe(), ": out has ", out.numel(),
-             " elements, recv_counts sum to ", sum(recv_counts));
-    DT_CHECK(send_counts[rank()] == recv_counts[rank()], name, " on ", describe(), ": send_counts[",
-             rank(), "] = ", send_counts[rank()], " but recv_counts[", rank(),
-             "] = ", recv_counts[rank()]);
-    int64_t sent = 0;
-    for (int r = 0; r < size(); ++r) {
-      if (r != rank()) sent += send_counts[r];
-    }
-    count(CommKind::kAllToAll, sent * static_cast<int64_t>(in.element_size()));
     uint32_t seq = next_seq();
     if (size() == 1) {
       if (in.numel() > 0) std::memcpy(out.data_ptr(), in.data_ptr(), in.nbytes());
@@ -403,18 +333,8 @@ class GlooGroup : public ProcessGroup {
     });
   }
 
-  void broadcast(Tensor& t, int root, Timeout timeout) override {
-    if (away(t, cpu())) {
-      Tensor ht = staged(t, cpu());
-      broadcast(ht, root, timeout);
-      t.copy_(ht);
-      return;
-    }
+  void do_broadcast(Tensor& t, int root, Timeout timeout) override {
     const char* name = "broadcast";
-    check_tensor(name, t);
-    DT_CHECK(root >= 0 && root < size(), name, " on ", describe(), ": root ", root,
-             " is not a group rank (0..", size() - 1, ")");
-    count(CommKind::kBroadcast, rank() == root ? static_cast<int64_t>(t.nbytes()) : 0);
     uint32_t seq = next_seq();
     if (size() == 1 || t.numel() == 0) return;
     run(name, seq, timeout, [&] {
@@ -430,9 +350,8 @@ class GlooGroup : public ProcessGroup {
     });
   }
 
-  void barrier(Timeout timeout) override {
+  void do_barrier(Timeout timeout) override {
     const char* name = "barrier";
-    count(CommKind::kBarrier, 0);
     uint32_t seq = next_seq();
     if (size() == 1) return;
     run(name, seq, timeout, [&] {
@@ -443,19 +362,8 @@ class GlooGroup : public ProcessGroup {
     });
   }
 
-  void batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout) override {
-    if (stage_p2p(ops, cpu(), timeout)) return;
+  void do_batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout) override {
     const char* name = "batch_isend_irecv";
-    int64_t sent = 0;
-    for (const P2POp& p : ops) {
-      check_tensor(name, p.tensor);
-      DT_CHECK(p.peer >= 0 && p.peer < size(), name, " on ", describe(), ": peer ", p.peer,
-               " is not a group rank (0..", size() - 1, ")");
-      DT_CHECK(p.peer != rank(), name, " on ", describe(), ": rank ", rank(),
-               " cannot send to or receive from itself");
-      if (p.kind == P2POp::kSend) sent += static_cast<int64_t>(p.tensor.nbytes());
-    }
-    count(CommKind::kSendRecv, sent);
     check_usable(name);
     ctx_->setTimeout(timeout);
     const auto deadline = Clock::now() + timeout;

@@ -74,12 +74,6 @@ bool host_avg(ReduceOp op, DType t) {
   return op == ReduceOp::kAvg && !is_floating(t) && t != DType::kBool;
 }
 
-int64_t total(const std::vector<int64_t>& v) {
-  int64_t s = 0;
-  for (int64_t x : v) s += x;
-  return s;
-}
-
 bool all_equal(const std::vector<int64_t>& v) {
   for (int64_t x : v)
     if (x != v[0]) return false;
@@ -128,21 +122,15 @@ class NcclGroup : public ProcessGroup {
     cudaStreamDestroy(stream_);
   }
 
-  void all_reduce(Tensor& t, ReduceOp op, Timeout timeout) override {
-    if (away(t, device_)) {
-      Tensor h = staged(t, device_);
-      all_reduce(h, op, timeout);
-      t.copy_(h);
-      return;
-    }
+  Device home() const override { return device_; }
+
+  void do_all_reduce(const Tensor& in, Tensor& t, ReduceOp op, Timeout timeout) override {
     const char* name = "all_reduce";
-    check(name, t);
     const int n = size();
-    count(CommKind::kAllReduce, static_cast<int64_t>(2 * (n - 1) * t.nbytes() / n));
     run(
         name, timeout,
         [&] {
-          return ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+          return ncclAllReduce(in.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
                                nccl_type(t.dtype()), nccl_op(op, t.dtype()), comm_, stream_);
         },
         t.numel() == 0);
@@ -156,26 +144,10 @@ class NcclGroup : public ProcessGroup {
     }
   }
 
-  void all_gather(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
-                  Timeout timeout) override {
-    if (away(in, device_) || away(out, device_)) {
-      Tensor hin = staged(in, device_), hout = staged(out, device_);
-      all_gather(hin, hout, counts, timeout);
-      out.copy_(hout);
-      return;
-    }
+  void do_all_gather(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
+                     Timeout timeout) override {
     const char* name = "all_gather";
-    check(name, in);
-    check(name, out);
-    check_counts(name, counts);
-    DT_CHECK(in.dtype() == out.dtype(), name, " on ", describe(), ": in ", in.str(), " and out ",
-             out.str(), " differ in dtype");
-    DT_CHECK(in.numel() == counts[rank()], name, " on ", describe(), ": in has ", in.numel(),
-             " elements, counts[", rank(), "] = ", counts[rank()]);
-    DT_CHECK(out.numel() == total(counts), name, " on ", describe(), ": out has ", out.numel(),
-             " elements, counts sum to ", total(counts));
     const int n = size();
-    count(CommKind::kAllGather, static_cast<int64_t>((n - 1) * out.nbytes() / n));
     const ncclDataType_t type = nccl_type(in.dtype());
     const size_t item = in.element_size();
     run(
@@ -200,26 +172,10 @@ class NcclGroup : public ProcessGroup {
         out.numel() == 0);
   }
 
-  void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
-                      ReduceOp op, Timeout timeout) override {
-    if (away(in, device_) || away(out, device_)) {
-      Tensor hin = staged(in, device_), hout = staged(out, device_);
-      reduce_scatter(hin, hout, counts, op, timeout);
-      out.copy_(hout);
-      return;
-    }
+  void do_reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
+                         ReduceOp op, Timeout timeout) override {
     const char* name = "reduce_scatter";
-    check(name, in);
-    check(name, out);
-    check_counts(name, counts);
-    DT_CHECK(in.dtype() == out.dtype(), name, " on ", describe(), ": in ", in.str(), " and out ",
-             out.str(), " differ in dtype");
-    DT_CHECK(in.numel() == total(counts), name, " on ", describe(), ": in has ", in.numel(),
-             " elements, counts sum to ", total(counts));
-    DT_CHECK(out.numel() == counts[rank()], name, " on ", describe(), ": out has ", out.numel(),
-             " elements, counts[", rank(), "] = ", counts[rank()]);
     const int n = size();
-    count(CommKind::kReduceScatter, static_cast<int64_t>((n - 1) * in.nbytes() / n));
     const ncclDataType_t type = nccl_type(in.dtype());
     const ncclRedOp_t rop = nccl_op(op, in.dtype());
     const size_t item = in.element_size();
@@ -254,32 +210,9 @@ class NcclGroup : public ProcessGroup {
     }
   }
 
-  void all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
-                  const std::vector<int64_t>& recv_counts, Timeout timeout) override {
-    if (away(in, device_) || away(out, device_)) {
-      Tensor hin = staged(in, device_), hout = staged(out, device_);
-      all_to_all(hin, send_counts, hout, recv_counts, timeout);
-      out.copy_(hout);
-      return;
-    }
+  void do_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
+                     const std::vector<int64_t>& recv_counts, Timeout timeout) override {
     const char* name = "all_to_all";
-    check(name, in);
-    check(name, out);
-    check_counts(name, send_counts);
-    check_counts(name, recv_counts);
-    DT_CHECK(in.dtype() == out.dtype(), name, " on ", describe(), ": in ", in.str(), " and out ",
-             out.str(), " differ in dtype");
-    DT_CHECK(in.numel() == total(send_counts), name, " on ", describe(), ": in has ", in.numel(),
-             " elements, send_counts sum to ", total(send_counts));
-    DT_CHECK(out.numel() == total(recv_counts), name, " on ", describe(), ": out has ", out.numel(),
-             " elements, recv_counts sum to ", total(recv_counts));
-    DT_CHECK(send_counts[rank()] == recv_counts[rank()], name, " on ", describe(), ": send_counts[",
-             rank(), "] = ", send_counts[rank()], " but recv_counts[", rank(),
-             "] = ", recv_counts[rank()]);
-    int64_t sent = 0;
-    for (int r = 0; r < size(); ++r)
-      if (r != rank()) sent += send_counts[r];
-    count(CommKind::kAllToAll, sent * static_cast<int64_t>(in.element_size()));
     const ncclDataType_t type = nccl_type(in.dtype());
     const size_t item = in.element_size();
     run(
@@ -307,18 +240,8 @@ class NcclGroup : public ProcessGroup {
         false);
   }
 
-  void broadcast(Tensor& t, int root, Timeout timeout) override {
-    if (away(t, device_)) {
-      Tensor h = staged(t, device_);
-      broadcast(h, root, timeout);
-      t.copy_(h);
-      return;
-    }
+  void do_broadcast(Tensor& t, int root, Timeout timeout) override {
     const char* name = "broadcast";
-    check(name, t);
-    DT_CHECK(root >= 0 && root < size(), name, " on ", describe(), ": root ", root,
-             " is not a group rank (0..", size() - 1, ")");
-    count(CommKind::kBroadcast, rank() == root ? static_cast<int64_t>(t.nbytes()) : 0);
     run(
         name, timeout,
         [&] {
@@ -328,19 +251,8 @@ class NcclGroup : public ProcessGroup {
         t.numel() == 0);
   }
 
-  void batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout) override {
-    if (stage_p2p(ops, device_, timeout)) return;
+  void do_batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout) override {
     const char* name = "batch_isend_irecv";
-    int64_t sent = 0;
-    for (const P2POp& p : ops) {
-      check(name, p.tensor);
-      DT_CHECK(p.peer >= 0 && p.peer < size(), name, " on ", describe(), ": peer ", p.peer,
-               " is not a group rank (0..", size() - 1, ")");
-      DT_CHECK(p.peer != rank(), name, " on ", describe(), ": rank ", rank(),
-               " cannot send to or receive from itself");
-      if (p.kind == P2POp::kSend) sent += static_cast<int64_t>(p.tensor.nbytes());
-    }
-    count(CommKind::kSendRecv, sent);
     run(
         name, timeout,
         [&] {
@@ -359,9 +271,8 @@ class NcclGroup : public ProcessGroup {
         ops.empty());
   }
 
-  void barrier(Timeout timeout) override {
+  void do_barrier(Timeout timeout) override {
     const char* name = "barrier";
-    count(CommKind::kBarrier, 0);
     if (!barrier_buf_.defined()) {
       DeviceGuard guard(device_.index);
       barrier_buf_ = Tensor::empty({1}, DType::kInt32, device_);
@@ -376,14 +287,6 @@ class NcclGroup : public ProcessGroup {
   }
 
  private:
-  void check(const char* op, const Tensor& t) const {
-    DT_CHECK(t.defined(), op, " on ", describe(), ": undefined tensor");
-    DT_CHECK(t.is_contiguous(), op, " on ", describe(), ": tensor ", t.str(),
-             " must be contiguous");
-    DT_CHECK(t.device() == device_, op, " on ", describe(), ": tensor on ", t.device().str(),
-             "; this NCCL group works on ", device_.str());
-  }
-
   void check_usable(const char* op) const {
     if (!broken_.empty()) {
       throw CommError(absl::StrCat(op, " on ", describe(), " (rank ", global_ranks()[rank()],

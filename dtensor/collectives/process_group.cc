@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "dtensor/core/limits.h"
 
 namespace dtensor {
 namespace {
@@ -43,48 +44,152 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
-const char* comm_kind_name(CommKind k) {
-  static const char* names[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
-                                "send_recv", "barrier"};
-  return names[static_cast<int>(k)];
-}
-
 std::string ProcessGroup::describe() const {
   return absl::StrCat("group '", name_, "' ranks [", absl::StrJoin(global_ranks_, ", "), "]");
 }
 
-void ProcessGroup::check_tensor(const char* op, const Tensor& t) const {
-  DT_CHECK(t.defined(), op, " on ", describe(), ": undefined tensor");
-  DT_CHECK(t.is_contiguous(), op, " on ", describe(), ": tensor ", t.str(),
-           " must be contiguous");
-  DT_CHECK(t.device().is_cpu(), op, " on ", describe(), ": tensor on ", t.device().str(),
-           "; this backend takes cpu tensors");
+// ---------------------------------------------------------------------------------------------
+// Argument checks, shared by every backend.
+
+void ProcessGroup::check_tensor(const char* op, const char* which, const Tensor& t) const {
+  DT_CHECK(t.defined(), op, " on ", describe(), ": ", which, " is an undefined tensor");
 }
 
-void ProcessGroup::check_counts(const char* op, const std::vector<int64_t>& counts) const {
-  DT_CHECK(static_cast<int>(counts.size()) == size(), op, " on ", describe(), ": ", counts.size(),
-           " counts for ", size(), " ranks");
-  for (int64_t c : counts) DT_CHECK(c >= 0, op, " on ", describe(), ": negative count ", c);
+void ProcessGroup::check_counts(const char* op, const char* which, const std::vector<int64_t>& counts,
+                                int64_t numel) const {
+  DT_CHECK(static_cast<int>(counts.size()) == size(), op, " on ", describe(), ": ", counts.size(), " ", which,
+           " for ", size(), " ranks; give one count per group rank");
+  int64_t total = 0;
+  for (int64_t c : counts) {
+    DT_CHECK(c >= 0, op, " on ", describe(), ": negative count ", c, " in ", which, " [",
+             absl::StrJoin(counts, ", "), "]");
+    total = checked_add(total, c, op);
+  }
+  if (numel >= 0)
+    DT_CHECK(total == numel, op, " on ", describe(), ": ", which, " [", absl::StrJoin(counts, ", "), "] sum to ",
+             total, " elements; the tensor has ", numel);
 }
+
+namespace {
+
+void check_same_dtype(const char* op, const std::string& group, const Tensor& in, const Tensor& out) {
+  DT_CHECK(in.dtype() == out.dtype(), op, " on ", group, ": input ", in.str(), " and output ", out.str(),
+           " differ in dtype; they must match");
+}
+
+bool home_ready(const Tensor& t, Device home) { return t.device() == home && t.is_contiguous(); }
+
+Tensor home_copy(const Tensor& t, Device home) { return t.to(home).contiguous(); }
+
+}  // namespace
+
+template <typename Call>
+void ProcessGroup::staged(const Tensor& in, Tensor& out, Call call) {
+  const Device h = home();
+  const bool same = in.defined() && out.defined() && in.data_ptr() == out.data_ptr() && in.sizes() == out.sizes() &&
+                    in.strides() == out.strides();
+  if (home_ready(in, h) && home_ready(out, h)) {
+    call(in, out);
+    return;
+  }
+  Tensor out_home = home_ready(out, h) ? out : home_copy(out, h);
+  const Tensor in_home = same ? out_home : home_ready(in, h) ? in : home_copy(in, h);
+  call(in_home, out_home);
+  if (out_home.data_ptr() != out.data_ptr()) out.copy_(out_home);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The front.
+
+void ProcessGroup::all_reduce(Tensor& t, ReduceOp op, Timeout timeout) { all_reduce(t, t, op, timeout); }
 
 void ProcessGroup::all_reduce(const Tensor& in, Tensor& out, ReduceOp op, Timeout timeout) {
-  // The device check is the in-place form's (each backend takes its own kind of memory).
-  DT_CHECK(out.defined() && out.is_contiguous(), "all_reduce on ", describe(), ": output ",
-           out.defined() ? out.str() : std::string("undefined"), " must be a contiguous tensor");
-  if (out.data_ptr() != in.data_ptr()) out.copy_(in);
-  all_reduce(out, op, timeout);
+  const char* name = "all_reduce";
+  check_tensor(name, "input", in);
+  check_tensor(name, "output", out);
+  check_same_dtype(name, describe(), in, out);
+  DT_CHECK(in.numel() == out.numel(), name, " on ", describe(), ": input ", in.str(), " and output ", out.str(),
+           " differ in element count; they must match");
+  count(CommKind::kAllReduce, comm_bytes_sent(CommKind::kAllReduce, static_cast<int64_t>(out.nbytes()), size()));
+  staged(in, out, [&](const Tensor& i, Tensor& o) { do_all_reduce(i, o, op, timeout); });
 }
 
-bool ProcessGroup::stage_p2p(std::vector<P2POp>& ops, Device home, Timeout timeout) {
-  bool any = false;
-  for (const P2POp& op : ops) any = any || away(op.tensor, home);
-  if (!any) return false;
+void ProcessGroup::all_gather(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts, Timeout timeout) {
+  const char* name = "all_gather";
+  check_tensor(name, "input", in);
+  check_tensor(name, "output", out);
+  check_same_dtype(name, describe(), in, out);
+  check_counts(name, "counts", counts, out.numel());
+  DT_CHECK(in.numel() == counts[rank_], name, " on ", describe(), ": input has ", in.numel(), " elements, counts[",
+           rank_, "] = ", counts[rank_]);
+  count(CommKind::kAllGather, comm_bytes_sent(CommKind::kAllGather, static_cast<int64_t>(out.nbytes()), size()));
+  staged(in, out, [&](const Tensor& i, Tensor& o) { do_all_gather(i, o, counts, timeout); });
+}
+
+void ProcessGroup::reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts, ReduceOp op,
+                                  Timeout timeout) {
+  const char* name = "reduce_scatter";
+  check_tensor(name, "input", in);
+  check_tensor(name, "output", out);
+  check_same_dtype(name, describe(), in, out);
+  check_counts(name, "counts", counts, in.numel());
+  DT_CHECK(out.numel() == counts[rank_], name, " on ", describe(), ": output has ", out.numel(),
+           " elements, counts[", rank_, "] = ", counts[rank_]);
+  count(CommKind::kReduceScatter,
+        comm_bytes_sent(CommKind::kReduceScatter, static_cast<int64_t>(in.nbytes()), size()));
+  staged(in, out, [&](const Tensor& i, Tensor& o) { do_reduce_scatter(i, o, counts, op, timeout); });
+}
+
+void ProcessGroup::all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
+                              const std::vector<int64_t>& recv_counts, Timeout timeout) {
+  const char* name = "all_to_all";
+  check_tensor(name, "input", in);
+  check_tensor(name, "output", out);
+  check_same_dtype(name, describe(), in, out);
+  check_counts(name, "send_counts", send_counts, in.numel());
+  check_counts(name, "recv_counts", recv_counts, out.numel());
+  DT_CHECK(send_counts[rank_] == recv_counts[rank_], name, " on ", describe(), ": send_counts[", rank_,
+           "] = ", send_counts[rank_], " but recv_counts[", rank_, "] = ", recv_counts[rank_],
+           "; what a rank keeps must be what it receives from itself");
+  const int64_t to_others = in.numel() - send_counts[rank_];
+  count(CommKind::kAllToAll, to_others * static_cast<int64_t>(in.element_size()));
+  staged(in, out,
+         [&](const Tensor& i, Tensor& o) { do_all_to_all(i, send_counts, o, recv_counts, timeout); });
+}
+
+void ProcessGroup::broadcast(Tensor& t, int root, Timeout timeout) {
+  const char* name = "broadcast";
+  check_tensor(name, "tensor", t);
+  DT_CHECK(root >= 0 && root < size(), name, " on ", describe(), ": root ", root, " is not a group rank (0..",
+           size() - 1, ")");
+  count(CommKind::kBroadcast,
+        rank_ == root ? comm_bytes_sent(CommKind::kBroadcast, static_cast<int64_t>(t.nbytes()), size()) : 0);
+  staged(t, t, [&](const Tensor&, Tensor& o) { do_broadcast(o, root, timeout); });
+}
+
+void ProcessGroup::batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout) {
+  const char* name = "batch_isend_irecv";
+  int64_t sent = 0;
+  bool all_home = true;
+  for (const P2POp& p : ops) {
+    check_tensor(name, p.kind == P2POp::kSend ? "a send" : "a receive", p.tensor);
+    DT_CHECK(p.peer >= 0 && p.peer < size() && p.peer != rank_, name, " on ", describe(), ": peer ", p.peer,
+             " is not another group rank (0..", size() - 1, ", not ", rank_, ")");
+    if (p.kind == P2POp::kSend) sent += static_cast<int64_t>(p.tensor.nbytes());
+    all_home = all_home && home_ready(p.tensor, home());
+  }
+  count(CommKind::kSendRecv, sent);
+  if (all_home) {
+    do_batch_isend_irecv(ops, timeout);
+    return;
+  }
   std::vector<P2POp> local = ops;
-  for (P2POp& op : local) op.tensor = staged(op.tensor, home);
-  batch_isend_irecv(local, timeout);
+  for (P2POp& p : local)
+    if (!home_ready(p.tensor, home())) p.tensor = home_copy(p.tensor, home());
+  do_batch_isend_irecv(local, timeout);
   for (size_t i = 0; i < ops.size(); ++i)
-    if (ops[i].kind == P2POp::kRecv && away(ops[i].tensor, home)) ops[i].tensor.copy_(local[i].tensor);
-  return true;
+    if (ops[i].kind == P2POp::kRecv && local[i].tensor.data_ptr() != ops[i].tensor.data_ptr())
+      ops[i].tensor.copy_(local[i].tensor);
 }
 
 void ProcessGroup::send(const Tensor& t, int dst, int tag, Timeout timeout) {
@@ -95,6 +200,11 @@ void ProcessGroup::send(const Tensor& t, int dst, int tag, Timeout timeout) {
 void ProcessGroup::recv(Tensor& t, int src, int tag, Timeout timeout) {
   std::vector<P2POp> ops{{P2POp::kRecv, t, src, tag}};
   batch_isend_irecv(ops, timeout);
+}
+
+void ProcessGroup::barrier(Timeout timeout) {
+  count(CommKind::kBarrier, 0);
+  do_barrier(timeout);
 }
 
 }  // namespace dtensor

@@ -2,9 +2,15 @@
 //
 // A ProcessGroup is an ordered set of ranks ("group ranks" 0..size()-1) that run collectives together.
 // Every call is blocking and collective (all members call it in the same order, with matching
-// arguments) unless noted, works on contiguous CPU tensors, and ends within `timeout` — with a
-// dtensor::CommError that names the op, the group and the rank(s) that failed — never hangs.
-// Byte counts in CommStats are the bytes this rank sends, counted with the ring formulas below.
+// arguments) unless noted, and ends within `timeout` — with a dtensor::CommError that names the op,
+// the group and the rank(s) that failed — never hangs.
+//
+// The public calls are one non-virtual front shared by every backend: it checks the arguments
+// (dtensor::Error naming the op, the group and what is accepted), counts the bytes this rank sends
+// (comm_bytes_sent, comm_kind.h), and stages tensors that are not contiguous or not on the backend's
+// home device (the cpu for threads and Gloo, the rank's GPU for NCCL) through a contiguous home copy,
+// copying results back. A backend implements only the protected do_* calls on validated, contiguous
+// home-device tensors.
 #pragma once
 
 #include <chrono>
@@ -13,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "dtensor/collectives/comm_kind.h"
 #include "dtensor/core/tensor.h"
 
 namespace dtensor {
@@ -42,10 +49,6 @@ struct P2POp {
   int tag = 0;
 };
 
-enum class CommKind : uint8_t { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kSendRecv, kBarrier };
-inline constexpr int kNumCommKinds = 7;
-const char* comm_kind_name(CommKind k);  // "all_reduce", ...
-
 // What a rank has sent through a group, for tests and the `collectives used` reports.
 struct CommStats {
   int64_t calls = 0;
@@ -68,58 +71,72 @@ class ProcessGroup {
   const CommStats& stats() const { return stats_; }
 
   // In place: every rank ends with op over all ranks' `t` (avg = sum / size; integer avg truncates).
-  // dtype: any. Bytes counted: 2 (n-1)/n of t.
-  virtual void all_reduce(Tensor& t, ReduceOp op, Timeout timeout = default_timeout()) = 0;
-  // Out of place: `out` (same numel and dtype as `in`, contiguous) receives op over all ranks' `in`;
-  // `in` is not written. Same bytes as the in-place form. (Default: copy, then in place.)
-  virtual void all_reduce(const Tensor& in, Tensor& out, ReduceOp op, Timeout timeout = default_timeout());
-  // `out` (contiguous, numel = sum of all ranks' `in` numel, same dtype) receives the ranks' `in`
-  // buffers concatenated in rank order; the sizes may differ between ranks (all_gatherv).
-  // `counts[r]` is rank r's element count and must be known to every rank.
-  virtual void all_gather(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
-                          Timeout timeout = default_timeout()) = 0;
+  // dtype: any. Bytes counted: comm_bytes_sent(kAllReduce, t.nbytes(), size()).
+  void all_reduce(Tensor& t, ReduceOp op, Timeout timeout = default_timeout());
+  // Out of place: `out` (same numel and dtype as `in`) receives op over all ranks' `in`; `in` is not
+  // written. Same bytes as the in-place form.
+  void all_reduce(const Tensor& in, Tensor& out, ReduceOp op, Timeout timeout = default_timeout());
+  // `out` (numel = sum of counts, same dtype) receives the ranks' `in` buffers concatenated in rank
+  // order; the sizes may differ between ranks (all_gatherv). `counts[r]` is rank r's element count
+  // (in.numel() == counts[rank()]) and must be known to every rank. Bytes: of `out`.
+  void all_gather(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
+                  Timeout timeout = default_timeout());
   // `in` holds size() consecutive blocks of counts[r] elements; rank r receives op over all ranks'
-  // block r in `out` (numel counts[rank()]).
-  virtual void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
-                              ReduceOp op, Timeout timeout = default_timeout()) = 0;
+  // block r in `out` (numel counts[rank()]). Bytes: of `in`.
+  void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts, ReduceOp op,
+                      Timeout timeout = default_timeout());
   // `in` holds send_counts[r] elements for each rank r, in order; `out` receives recv_counts[r]
-  // from each rank r, in order. recv_counts[r] must equal rank r's send_counts[rank()].
-  virtual void all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
-                          const std::vector<int64_t>& recv_counts,
-                          Timeout timeout = default_timeout()) = 0;
-  // `t` of rank `root` is copied into every rank's `t`.
-  virtual void broadcast(Tensor& t, int root, Timeout timeout = default_timeout()) = 0;
+  // from each rank r, in order. recv_counts[r] must equal rank r's send_counts[rank()]. Bytes: the
+  // elements sent to other ranks (exact; comm_bytes_sent(kAllToAll) for even splits).
+  void all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
+                  const std::vector<int64_t>& recv_counts, Timeout timeout = default_timeout());
+  // `t` of rank `root` (a group rank) is copied into every rank's `t`. Bytes: t on the root, else 0.
+  void broadcast(Tensor& t, int root, Timeout timeout = default_timeout());
   // Point to point; not collective. Ops of one batch may complete in any order; the call returns when
-  // all have. A send matches the recv of the same (peer, tag) in posting order.
-  virtual void batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout = default_timeout()) = 0;
+  // all have. A send matches the recv of the same (peer, tag) in posting order. Peers are group
+  // ranks other than rank(). Bytes: the sends.
+  void batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout = default_timeout());
   void send(const Tensor& t, int dst, int tag = 0, Timeout timeout = default_timeout());
   void recv(Tensor& t, int src, int tag = 0, Timeout timeout = default_timeout());
-  virtual void barrier(Timeout timeout = default_timeout()) = 0;
+  void barrier(Timeout timeout = default_timeout());
 
  protected:
   ProcessGroup(std::string name, int rank, std::vector<int> global_ranks)
       : name_(std::move(name)), rank_(rank), global_ranks_(std::move(global_ranks)) {}
-  // Validates arguments shared by every backend; throws dtensor::Error naming op and group.
-  void check_tensor(const char* op, const Tensor& t) const;
-  void check_counts(const char* op, const std::vector<int64_t>& counts) const;
-  // Staging for a backend whose transport reads one kind of memory (`home`: the cpu for threads
-  // and Gloo, the rank's GPU for NCCL): a tensor elsewhere is copied home (contiguous) for the
-  // call and the results are copied back (Tensor::copy_, through the registered device copy).
-  // Correct for any device with a copy function; it costs two copies, so it is the fallback, not
-  // the fast path.
-  static bool away(const Tensor& t, Device home) { return t.defined() && t.device() != home; }
-  static Tensor staged(const Tensor& t, Device home) {
-    return t.device() == home ? t : t.to(home).contiguous();
-  }
-  // Runs `ops` with every tensor away from `home` staged: sends are copied home, receives land
-  // home and are copied back. Returns false (and does nothing) when all are home.
-  bool stage_p2p(std::vector<P2POp>& ops, Device home, Timeout timeout);
+
+  // Where the transport reads and writes memory.
+  virtual Device home() const { return cpu(); }
+  // The backend's collectives. Called by the front with arguments already checked: tensors defined,
+  // contiguous, on home(), of equal dtype, numels matching the counts (counts sized size(), >= 0);
+  // root and peers in range (peers != rank()). `in` and `out` of do_all_reduce may be one tensor.
+  // Bytes are counted by the front. They throw CommError for transport failures and Error when
+  // ranks disagree on arguments.
+  virtual void do_all_reduce(const Tensor& in, Tensor& out, ReduceOp op, Timeout timeout) = 0;
+  virtual void do_all_gather(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
+                             Timeout timeout) = 0;
+  virtual void do_reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
+                                 ReduceOp op, Timeout timeout) = 0;
+  virtual void do_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
+                             const std::vector<int64_t>& recv_counts, Timeout timeout) = 0;
+  virtual void do_broadcast(Tensor& t, int root, Timeout timeout) = 0;
+  virtual void do_batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout) = 0;
+  virtual void do_barrier(Timeout timeout) = 0;
+
+ private:
+  void check_tensor(const char* op, const char* which, const Tensor& t) const;
+  void check_counts(const char* op, const char* which, const std::vector<int64_t>& counts, int64_t numel) const;
   void count(CommKind kind, int64_t bytes) {
     ++stats_.calls;
     ++stats_.calls_by_kind[static_cast<int>(kind)];
     stats_.bytes_sent += bytes;
   }
+  // Runs `call(in_home, out_home)` with `in` and `out` as contiguous home-device tensors: a tensor
+  // already so is passed as it is; another is copied, and `out`'s copy is copied back afterwards.
+  // When `in` and `out` are the same tensor, one copy serves both.
+  template <typename Call>
+  void staged(const Tensor& in, Tensor& out, Call call);
 
+ protected:
   std::string name_;
   int rank_;
   std::vector<int> global_ranks_;

@@ -106,19 +106,7 @@ class ThreadsGroup : public ProcessGroup {
     throw CommError(msg);
   }
 
-  void all_reduce(Tensor& t, ReduceOp op, Timeout timeout) override { all_reduce(t, t, op, timeout); }
-
-  void all_reduce(const Tensor& in, Tensor& t, ReduceOp op, Timeout timeout) override {
-    if (away(in, cpu()) || away(t, cpu())) {
-      Tensor hin = staged(in, cpu()), ht = staged(t, cpu());
-      all_reduce(hin, ht, op, timeout);
-      t.copy_(ht);
-      return;
-    }
-    check_tensor("all_reduce", in);
-    check_tensor("all_reduce", t);
-    DT_CHECK(in.numel() == t.numel() && in.dtype() == t.dtype(), "all_reduce on ", describe(), ": input ",
-             in.str(), " and output ", t.str(), " differ");
+  void do_all_reduce(const Tensor& in, Tensor& t, ReduceOp op, Timeout timeout) override {
     const int n = size();
     const int64_t numel = t.numel();
     const size_t isz = t.element_size();
@@ -145,25 +133,10 @@ class ThreadsGroup : public ProcessGroup {
         std::memcpy(static_cast<char*>(t.data_ptr()) + rlo * isz, g_->slots[r].aux, (rhi - rlo) * isz);
     }
     barrier_with("all_reduce", nullptr, timeout);  // everyone finished reading the parts
-    count(CommKind::kAllReduce, static_cast<int64_t>(2.0 * (n - 1) / n * t.nbytes()));
   }
 
-  void all_gather(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
-                  Timeout timeout) override {
-    if (away(in, cpu()) || away(out, cpu())) {
-      Tensor hin = staged(in, cpu()), hout = staged(out, cpu());
-      all_gather(hin, hout, counts, timeout);
-      out.copy_(hout);
-      return;
-    }
-    check_tensor("all_gather", in);
-    check_tensor("all_gather", out);
-    check_counts("all_gather", counts);
-    int64_t total = 0;
-    for (int64_t c : counts) total += c;
-    DT_CHECK(in.numel() == counts[rank_] && out.numel() == total && in.dtype() == out.dtype(),
-             "all_gather on ", describe(), ": input ", in.str(), " / output ", out.str(),
-             " do not match counts [", absl::StrJoin(counts, ", "), "] at rank ", rank_);
+  void do_all_gather(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
+                     Timeout timeout) override {
     Slot s{"all_gather", in.data_ptr(), out.data_ptr(), nullptr, in.numel(), in.dtype()};
     s.counts = &counts;
     barrier_with("all_gather", &s, timeout);
@@ -176,28 +149,12 @@ class ThreadsGroup : public ProcessGroup {
       at += counts[r];
     }
     barrier_with("all_gather", nullptr, timeout);
-    count(CommKind::kAllGather, static_cast<int64_t>(in.nbytes()) * (size() - 1));
   }
 
-  void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
-                      ReduceOp op, Timeout timeout) override {
-    if (away(in, cpu()) || away(out, cpu())) {
-      Tensor hin = staged(in, cpu()), hout = staged(out, cpu());
-      reduce_scatter(hin, hout, counts, op, timeout);
-      out.copy_(hout);
-      return;
-    }
-    check_tensor("reduce_scatter", in);
-    check_tensor("reduce_scatter", out);
-    check_counts("reduce_scatter", counts);
-    int64_t total = 0, my_off = 0;
-    for (int r = 0; r < size(); ++r) {
-      if (r < rank_) my_off += counts[r];
-      total += counts[r];
-    }
-    DT_CHECK(in.numel() == total && out.numel() == counts[rank_] && in.dtype() == out.dtype(),
-             "reduce_scatter on ", describe(), ": input ", in.str(), " / output ", out.str(),
-             " do not match counts [", absl::StrJoin(counts, ", "), "] at rank ", rank_);
+  void do_reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
+                         ReduceOp op, Timeout timeout) override {
+    int64_t my_off = 0;
+    for (int r = 0; r < rank_; ++r) my_off += counts[r];
     Slot s{"reduce_scatter", in.data_ptr(), out.data_ptr(), nullptr, in.numel(), in.dtype(), op};
     s.counts = &counts;
     barrier_with("reduce_scatter", &s, timeout);
@@ -214,30 +171,10 @@ class ThreadsGroup : public ProcessGroup {
       if (op == ReduceOp::kAvg) finish_avg(out.data_ptr(), n, in.dtype(), size());
     }
     barrier_with("reduce_scatter", nullptr, timeout);
-    count(CommKind::kReduceScatter, static_cast<int64_t>((total - counts[rank_]) * isz));
   }
 
-  void all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
-                  const std::vector<int64_t>& recv_counts, Timeout timeout) override {
-    if (away(in, cpu()) || away(out, cpu())) {
-      Tensor hin = staged(in, cpu()), hout = staged(out, cpu());
-      all_to_all(hin, send_counts, hout, recv_counts, timeout);
-      out.copy_(hout);
-      return;
-    }
-    check_tensor("all_to_all", in);
-    check_tensor("all_to_all", out);
-    check_counts("all_to_all", send_counts);
-    check_counts("all_to_all", recv_counts);
-    int64_t st = 0, rt = 0;
-    for (int r = 0; r < size(); ++r) {
-      st += send_counts[r];
-      rt += recv_counts[r];
-    }
-    DT_CHECK(in.numel() == st && out.numel() == rt && in.dtype() == out.dtype(), "all_to_all on ",
-             describe(), ": input ", in.str(), " / output ", out.str(),
-             " do not match send counts [", absl::StrJoin(send_counts, ", "), "] / recv counts [",
-             absl::StrJoin(recv_counts, ", "), "]");
+  void do_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
+                     const std::vector<int64_t>& recv_counts, Timeout timeout) override {
     Slot s{"all_to_all", in.data_ptr(), out.data_ptr(), nullptr, in.numel(), in.dtype()};
     s.counts = &send_counts;
     s.counts2 = &recv_counts;
@@ -262,19 +199,9 @@ class ThreadsGroup : public ProcessGroup {
       at += recv_counts[r];
     }
     barrier_with("all_to_all", nullptr, timeout);
-    count(CommKind::kAllToAll, static_cast<int64_t>((st - send_counts[rank_]) * isz));
   }
 
-  void broadcast(Tensor& t, int root, Timeout timeout) override {
-    if (away(t, cpu())) {
-      Tensor ht = staged(t, cpu());
-      broadcast(ht, root, timeout);
-      t.copy_(ht);
-      return;
-    }
-    check_tensor("broadcast", t);
-    DT_CHECK(root >= 0 && root < size(), "broadcast on ", describe(), ": root ", root,
-             " out of range");
+  void do_broadcast(Tensor& t, int root, Timeout timeout) override {
     Slot s{"broadcast", t.data_ptr(), t.data_ptr(), nullptr, t.numel(), t.dtype()};
     s.root = root;
     barrier_with("broadcast", &s, timeout);
@@ -283,22 +210,13 @@ class ThreadsGroup : public ProcessGroup {
           "the same element count, dtype and root");
     if (rank_ != root) std::memcpy(t.data_ptr(), g_->slots[root].in, t.nbytes());
     barrier_with("broadcast", nullptr, timeout);
-    count(CommKind::kBroadcast, rank_ == root ? static_cast<int64_t>(t.nbytes()) : 0);
   }
 
-  void batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout) override {
-    if (stage_p2p(ops, cpu(), timeout)) return;
+  void do_batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout) override {
     std::unique_lock<std::mutex> l(world_->mu);
     check_alive("batch_isend_irecv");
-    int64_t sent = 0;
-    for (P2POp& op : ops) {
-      DT_CHECK(op.peer >= 0 && op.peer < size(), "batch_isend_irecv on ", describe(), ": peer ",
-               op.peer, " out of range");
-      check_tensor(op.kind == P2POp::kSend ? "send" : "recv", op.tensor);
-      if (op.kind != P2POp::kSend) continue;
-      g_->mailbox[{rank_, op.peer, op.tag}].push_back({op.tensor.clone()});
-      sent += static_cast<int64_t>(op.tensor.nbytes());
-    }
+    for (P2POp& op : ops)
+      if (op.kind == P2POp::kSend) g_->mailbox[{rank_, op.peer, op.tag}].push_back({op.tensor.clone()});
     world_->cv.notify_all();
     for (P2POp& op : ops) {
       if (op.kind != P2POp::kRecv) continue;
@@ -316,10 +234,9 @@ class ThreadsGroup : public ProcessGroup {
                " but the receive buffer is ", op.tensor.str());
       std::memcpy(op.tensor.data_ptr(), msg.data_ptr(), msg.nbytes());
     }
-    count(CommKind::kSendRecv, sent);
   }
 
-  void barrier(Timeout timeout) override { barrier_with("barrier", nullptr, timeout); }
+  void do_barrier(Timeout timeout) override { barrier_with("barrier", nullptr, timeout); }
 
  private:
   void check_alive(const char* op) {

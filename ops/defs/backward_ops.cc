@@ -427,7 +427,7 @@ StepDef halo_backward(Pool p, int dims) {
       }
       bytes += rows * row / n;
     }
-    return StepTraffic{"send_recv", bytes, 1};
+    return StepTraffic{CommKind::kSendRecv, bytes, 1};
   };
   step.run = [p, dims](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx,
                        const std::vector<int>& mesh_dims, const DeviceMesh& mesh, Timeout timeout) {

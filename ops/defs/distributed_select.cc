@@ -131,8 +131,8 @@ StepDef select_step(Sel kind, bool whole) {
     int64_t group = 1;
     for (int i : dims) group *= c.mesh_shape()[i];
     const int rounds = key_bits(c.tensor(0).dtype) + (whole ? 3 : 6);
-    int64_t per = static_cast<int64_t>(2.0 * (group - 1) / group * rows * 8);
-    return StepTraffic{"all_reduce", per * rounds, rounds};
+    const int64_t per = comm_bytes_sent(CommKind::kAllReduce, rows * 8, group);
+    return StepTraffic{CommKind::kAllReduce, per * rounds, rounds};
   };
   step.run = [kind, whole](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx,
                            const std::vector<int>& dims, const DeviceMesh& mesh, Timeout timeout) {

@@ -108,7 +108,8 @@ StepDef carry_exchange(Scan s) {
     Shape block = local_block(c.tensor(0).shape, st.inputs[0], c.mesh_shape(),
                               std::vector<int64_t>(c.mesh_shape().size(), 0)).first;
     const int64_t k = c.mesh_shape()[dims[0]];
-    return StepTraffic{"all_gather", (k - 1) * slab_bytes(s, c, meta, block), 1};
+    return StepTraffic{CommKind::kAllGather, comm_bytes_sent(CommKind::kAllGather, k * slab_bytes(s, c, meta, block), k),
+                       1};
   };
   step.run = [s](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx,
                  const std::vector<int>& dims, const DeviceMesh& mesh, Timeout timeout) {

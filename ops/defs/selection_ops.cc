@@ -46,7 +46,8 @@ StepDef max_min_gather(bool is_max) {
     int64_t rows = numel(reduce_shape(block, sel_dim(c), true));
     int64_t group = 1;
     for (int i : dims) group *= c.mesh_shape()[i];
-    return StepTraffic{"all_gather", (group - 1) * rows * (8 + 8), static_cast<int>(dims.size())};
+    return StepTraffic{CommKind::kAllGather, comm_bytes_sent(CommKind::kAllGather, group * rows * (8 + 8), group),
+                       static_cast<int>(dims.size())};
   };
   step.run = [is_max](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx,
                       const std::vector<int>& dims, const DeviceMesh& mesh, Timeout timeout) {
@@ -84,7 +85,8 @@ StepDef arg_gather(bool is_max) {
     int64_t rows = c.has("dim") ? numel(reduce_shape(block, sel_dim(c), true)) : 1;
     int64_t group = 1;
     for (int i : dims) group *= c.mesh_shape()[i];
-    return StepTraffic{"all_gather", (group - 1) * rows * 16, static_cast<int>(dims.size())};
+    return StepTraffic{CommKind::kAllGather, comm_bytes_sent(CommKind::kAllGather, group * rows * 16, group),
+                       static_cast<int>(dims.size())};
   };
   step.run = [is_max](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx,
                       const std::vector<int>& dims, const DeviceMesh& mesh, Timeout timeout) {

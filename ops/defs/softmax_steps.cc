@@ -43,8 +43,8 @@ int64_t row_bytes(const OpCall& c, const Strategy& st, int64_t d) {
 StepTraffic two_reductions(const OpCall& c, const Strategy& st, const std::vector<int>& dims, int64_t d, int n) {
   int64_t group = 1;
   for (int i : dims) group *= c.mesh_shape()[i];
-  int64_t per = static_cast<int64_t>(2.0 * (group - 1) / group * row_bytes(c, st, d));
-  return StepTraffic{"all_reduce", per * n, n};
+  const int64_t per = comm_bytes_sent(CommKind::kAllReduce, row_bytes(c, st, d), group);
+  return StepTraffic{CommKind::kAllReduce, per * n, n};
 }
 
 }  // namespace

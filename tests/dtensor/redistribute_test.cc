@@ -74,7 +74,7 @@ TEST(Redistribute, PlansUseTheDesignedCollectives) {
     auto plan = compute_redistribute_plan(mesh, src, dst, shape, DType::kFloat32);
     std::string s;
     for (const auto& st : plan.steps)
-      absl::StrAppend(&s, s.empty() ? "" : ",", collective_name(st.kind), "@", st.mesh_dim);
+      absl::StrAppend(&s, s.empty() ? "" : ",", comm_kind_name(st.kind), "@", st.mesh_dim);
     return s;
   };
   EXPECT_EQ(kinds({4}, {Shard(0)}, {Replicate()}, {8, 8}), "all_gather@0");

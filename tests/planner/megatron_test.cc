@@ -25,7 +25,7 @@ std::map<std::pair<std::string, int>, std::vector<int64_t>> forward_collectives(
   for (int v = 0; v < g.num_vertices(); ++v) {
     if (g.node(v).layer != layer) continue;
     for (const CollectiveUse& c : e.vertices[v].collectives)
-      if (c.phase == "forward") out[{c.kind, c.mesh_dim}].push_back(c.bytes);
+      if (c.phase == "forward") out[{comm_kind_name(c.kind), c.mesh_dim}].push_back(c.bytes);
   }
   return out;
 }

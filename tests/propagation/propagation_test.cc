@@ -31,13 +31,13 @@ TEST(Propagation, KeepsExistingShardsAndPrefersLowerDimsOnTies) {
   // Moving either input costs the same all_to_all: the lower tensor dim wins.
   EXPECT_EQ(d->strategy.outputs[0], (Placements{Shard(0)}));
   ASSERT_EQ(d->collectives.size(), 1u);
-  EXPECT_EQ(d->collectives[0].kind, "all_to_all");
+  EXPECT_EQ(d->collectives[0].kind, CommKind::kAllToAll);
 }
 
 TEST(Propagation, PartialFeedingNonLinearOpIsReduceScattered) {
   auto d = propagate(make_call("gelu", {f32({64, 32})}, {{Partial()}}, {8}));
   EXPECT_EQ(d->strategy.inputs[0], (Placements{Shard(0)}));
-  EXPECT_EQ(d->collectives.at(0).kind, "reduce_scatter");
+  EXPECT_EQ(d->collectives.at(0).kind, CommKind::kReduceScatter);
   // ... while a linear op keeps the Partial with no communication.
   auto a = propagate(make_call("add", {f32({64, 32}), f32({64, 32})}, {{Partial()}, {Partial()}}, {8}));
   EXPECT_EQ(a->strategy.outputs[0], (Placements{Partial()}));
@@ -75,10 +75,10 @@ TEST(Propagation, DecisionsAreCachedAndTheCacheIsBounded) {
 TEST(CostModel, RingFormulasAndLinks) {
   const HardwareProfile& h = hardware_profile("h100-nvlink");
   LinkModel nv = h.intra_host;
-  double t = collective_time_us("all_reduce", 1'000'000, 4, nv);
+  double t = collective_time_us(CommKind::kAllReduce, 1'000'000, 4, nv);
   EXPECT_NEAR(t, 6 * nv.latency_us + 1e6 / nv.bytes_per_us(), 1e-9);
-  EXPECT_NEAR(collective_time_us("all_gather", 1000, 8, nv), 7 * nv.latency_us + 1000 / nv.bytes_per_us(), 1e-9);
-  EXPECT_EQ(collective_time_us("all_reduce", 1000, 1, nv), 0.0);
+  EXPECT_NEAR(collective_time_us(CommKind::kAllGather, 1000, 8, nv), 7 * nv.latency_us + 1000 / nv.bytes_per_us(), 1e-9);
+  EXPECT_EQ(collective_time_us(CommKind::kAllReduce, 1000, 1, nv), 0.0);
   // dp=8, tp=8 on 8-GPU hosts: tp inside a host, dp across hosts.
   auto links = h.links_for_mesh({8, 8});
   EXPECT_EQ(links[1].bandwidth_GBps, h.intra_host.bandwidth_GBps);

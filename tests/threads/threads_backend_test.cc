@@ -73,6 +73,47 @@ TEST(ThreadsBackend, UnevenGatherScatterAllToAll) {
   });
 }
 
+// The ProcessGroup front (process_group.h): non-contiguous tensors are staged through contiguous
+// copies, bytes are counted by comm_bytes_sent, and bad arguments are refused before any rank waits.
+TEST(ThreadsBackend, FrontStagesNonContiguousCountsBytesAndChecksArguments) {
+  run_threads(2, [](std::shared_ptr<Backend> b) {
+    auto pg = world_group(*b);
+    const int r = b->rank();
+    // A transposed [3, 2] view of a [2, 3] tensor, reduced in place: the result lands in the view.
+    Tensor base = Tensor::from_vector<float>({1.0f + 10 * r, 2.0f + 10 * r, 3.0f + 10 * r, 4.0f + 10 * r,
+                                              5.0f + 10 * r, 6.0f + 10 * r},
+                                             {2, 3});
+    Tensor view = base.transpose(0, 1);
+    ASSERT_FALSE(view.is_contiguous());
+    const int64_t before = pg->stats().bytes_sent;
+    pg->all_reduce(view, ReduceOp::kSum);
+    EXPECT_EQ(base.to_vector<float>(), (std::vector<float>{12, 14, 16, 18, 20, 22}));
+    EXPECT_EQ(pg->stats().bytes_sent - before, comm_bytes_sent(CommKind::kAllReduce, 6 * 4, 2));
+    EXPECT_EQ(comm_bytes_sent(CommKind::kAllReduce, 24, 2), 24);  // 2 (n-1)/n of 24 B on 2 ranks
+    // all_gather into a non-contiguous output.
+    Tensor out_base = Tensor::zeros({2, 2});
+    Tensor out = out_base.transpose(0, 1);  // column r of out_base gets rank r's pair
+    Tensor in = Tensor::from_vector<float>({1.0f + r, 3.0f + r}, {2});
+    pg->all_gather(in, out, {2, 2});
+    EXPECT_EQ(out_base.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+    // Refused on each rank alike, naming the call and what is accepted; nobody waits.
+    Tensor t = Tensor::empty({4});
+    try {
+      Tensor two = Tensor::empty({2});
+      pg->all_gather(two, t, {2, 1});
+      ADD_FAILURE() << "counts that do not sum to the output were accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("all_gather on group 'world'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("sum to 3 elements; the tensor has 4"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(pg->broadcast(t, 2), Error);
+    EXPECT_THROW(pg->send(t, r), Error);  // to itself
+    Tensor f64 = Tensor::empty({4}, DType::kFloat64);
+    EXPECT_THROW(pg->all_reduce(t, f64, ReduceOp::kSum), Error);
+    pg->barrier();  // the group is still usable
+  });
+}
+
 TEST(ThreadsBackend, BroadcastP2PAndSubgroups) {
   run_threads(4, [](std::shared_ptr<Backend> b) {
     int r = b->rank();

@@ -163,7 +163,7 @@ ModelGraph graph_from_json(const std::string& text) {
     DT_CHECK(!tensors.contains(name), where, ": the name is used twice");
     const std::string kind = optional_field<std::string>(j, "kind", "op", where);
     const int64_t layer = optional_field<int64_t>(j, "layer", -1, where);
-    DT_CHECK(layer >= -1 && layer <= kMaxLayerIndex, where, ": "layer" is ", layer, "; accepted: -1 (none) to ",
+    DT_CHECK(layer >= -1 && layer <= kMaxLayerIndex, where, ": \"layer\" is ", layer, "; accepted: -1 (none) to ",
              kMaxLayerIndex);
     b.set_layer(static_cast<int>(layer));
     b.set_block(optional_field<std::string>(j, "block", "", where));

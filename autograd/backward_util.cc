@@ -62,7 +62,9 @@ void init_autograd() {
     bw::register_reduction_backward();
     bw::register_norm_loss_backward();
     bw::register_view_backward();
-    bw::register_issue4_backward();
+    bw::register_scan_backward();
+    bw::register_selection_backward();
+    bw::register_pooling_backward();
   });
 }
 

@@ -31,6 +31,8 @@ void register_matrix_backward();
 void register_reduction_backward();
 void register_norm_loss_backward();
 void register_view_backward();
-void register_issue4_backward();
+void register_scan_backward();
+void register_selection_backward();
+void register_pooling_backward();
 
 }  // namespace dtensor::bw

@@ -72,7 +72,13 @@ void define_all_ops() {
     define_selection_ops(r);
     define_pooling_ops(r);
     add_softmax_steps(r);
-    define_backward_ops(r);
+    define_pointwise_backward_ops(r);
+    define_embedding_backward_ops(r);
+    define_loss_backward_ops(r);
+    define_view_backward_ops(r);
+    define_pooling_backward_ops(r);
+    define_selection_backward_ops(r);
+    define_scan_backward_ops(r);
     define_attention_ops(r);
   });
 }

@@ -53,7 +53,15 @@ void define_loss_ops(Registry& r);
 void define_scan_ops(Registry& r);
 void define_selection_ops(Registry& r);
 void define_pooling_ops(Registry& r);
-void define_backward_ops(Registry& r);
+// The backward ops autograd/ calls (gelu_backward, nll_loss_backward, ...), by family:
+// <family>_backward_ops.cc.
+void define_pointwise_backward_ops(Registry& r);
+void define_embedding_backward_ops(Registry& r);
+void define_loss_backward_ops(Registry& r);
+void define_view_backward_ops(Registry& r);
+void define_pooling_backward_ops(Registry& r);
+void define_selection_backward_ops(Registry& r);
+void define_scan_backward_ops(Registry& r);
 void define_attention_ops(Registry& r);
 
 // Softmax statistics steps on logsumexp, softmax, log_softmax and cross_entropy (softmax_steps.cc).

@@ -1,5 +1,6 @@
-// Pooling: avg_pool1d/2d/3d, max_pool1d/2d/3d_with_indices, adaptive_avg_pool2d and their backward
-// (kernels/cpu/pooling.h has the semantics), and the halo exchange that keeps spatial dims sharded.
+// Pooling: avg_pool1d/2d/3d, max_pool1d/2d/3d_with_indices, adaptive_avg_pool2d (kernels/cpu/pooling.h
+// has the semantics), and the halo exchange that keeps spatial dims sharded. Their backward ops:
+// pooling_backward_ops.cc.
 #include "kernels/cpu/pooling.h"
 
 #include "ops/defs/steps.h"

@@ -25,6 +25,24 @@ void register_scan_rules(Registry& reg) {
       return rules;
     };
   }
+
+  // cummaxmin/cumprod/logcumsumexp_backward (ops/defs/scan_backward_ops.cc): shards of the other
+  // dims on all three tensors; linear in the gradient.
+  for (const char* name : {"cummaxmin_backward", "cumprod_backward", "logcumsumexp_backward"}) {
+    reg.mutable_find(name).rules = [](const OpCall& c) {
+      const int64_t rank = static_cast<int64_t>(c.tensor(1).shape.size());
+      RuleList rules;
+      if (rank > 0) {
+        const int64_t dim = norm_dim(c.get_int("dim"), rank);
+        std::vector<int32_t> others;
+        for (int64_t d = 0; d < rank; ++d)
+          if (d != dim) others.push_back(static_cast<int32_t>(d));
+        add_alike(rules, 3, others);
+      }
+      add_linear_in(rules, 3, 0);
+      return rules;
+    };
+  }
 }
 
 }  // namespace dtensor::strategies

@@ -118,6 +118,27 @@ void register_view_rules(Registry& reg) {
     const int64_t at = norm_dim(c.get_int("dim"), rank);
     return keep_dims(c, at, 1, [&](int64_t d) { return d < at ? d : d - 1; });
   };
+
+  // slice_backward / select_backward (ops/defs/view_backward_ops.cc): shards of the other dims,
+  // mapped (select drops `dim`). (grad_output S(dim) -> P(sum) is valid but not listed: it would be
+  // taken for free and defer a reduction of the whole input.) Every Partial op of the gradient
+  // passes: each gradient element is placed once and 0 fills the rest on every rank.
+  for (const char* name : {"slice_backward", "select_backward"}) {
+    const bool select = std::string(name) == "select_backward";
+    reg.mutable_find(name).rules = [select](const OpCall& c) {
+      const std::vector<int64_t> sizes = c.get_int_list("input_sizes");
+      const int64_t rank = static_cast<int64_t>(sizes.size());
+      const int64_t dim = norm_dim(c.get_int("dim"), rank);
+      RuleList rules;
+      for (int64_t d = 0; d < rank; ++d) {
+        if (d == dim) continue;
+        const int64_t gd = select && d > dim ? d - 1 : d;
+        rules.push_back(row({Shard(static_cast<int32_t>(d))}, {Shard(static_cast<int32_t>(gd))}));
+      }
+      add_pass_all(rules, 1, 0);
+      return rules;
+    };
+  }
 }
 
 }  // namespace dtensor::strategies

@@ -12,7 +12,7 @@ namespace {
 void define_embedding_dense_backward(Registry& reg) {
   OpDef& op = reg.define(
       "embedding_dense_backward(Tensor grad_output, Tensor indices, int num_weights, int padding_idx=-1) -> Tensor",
-      "backward");
+      "embedding");
   op.meta = [](const OpCall& c) {
     check_floating(c, 0, "grad_output");
     check_index(c, 1, "indices");

@@ -13,7 +13,7 @@ namespace {
 void define_nll_loss_backward(Registry& reg) {
   OpDef& op = reg.define(
       "nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, str reduction='mean', int ignore_index=-100) -> Tensor",
-      "backward");
+      "loss");
   op.meta = [](const OpCall& c) {
     check_floating(c, 0, "grad_output");
     check_floating(c, 1, "self");

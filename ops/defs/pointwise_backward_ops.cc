@@ -9,7 +9,7 @@ namespace {
 
 void define_gelu_backward(Registry& reg) {
   OpDef& op = reg.define("gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor",
-                         "backward");
+                         "pointwise");
   op.meta = [](const OpCall& c) {
     check_floating(c, 0, "grad_output");
     check_floating(c, 1, "self");

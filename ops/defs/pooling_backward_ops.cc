@@ -239,7 +239,7 @@ void define_pool_backward(Registry& reg, Pool p, int dims) {
     args = li + "kernel_size, " + li + "stride, " + li + "padding, " + li + "dilation, bool ceil_mode, Tensor indices";
   std::string schema = pool_name(p, dims) + "(Tensor grad_output, Tensor self" + (args.empty() ? "" : ", " + args) +
                        ") -> Tensor";
-  OpDef& op = reg.define(schema, "backward");
+  OpDef& op = reg.define(schema, "pooling");
   op.meta = [p, dims](const OpCall& c) {
     Shape out = pool_forward_shape(c, p, dims);
     check_shape(c, 0, "grad_output (the forward output's shape)", out);

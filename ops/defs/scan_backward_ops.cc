@@ -26,7 +26,7 @@ void define_scan_backward(Registry& reg, ScanGrad s) {
       schema = "logcumsumexp_backward(Tensor grad, Tensor self, Tensor result, int dim) -> Tensor";
       break;
   }
-  OpDef& op = reg.define(schema, "backward");
+  OpDef& op = reg.define(schema, "scan");
   op.meta = [s](const OpCall& c) {
     dim_arg(c, std::max<int64_t>(rank_of(c, 1), 1));
     check_floating(c, 0, "grad");

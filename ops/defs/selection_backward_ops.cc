@@ -15,7 +15,7 @@ namespace {
 void define_value_selecting_backward(Registry& reg) {
   OpDef& op = reg.define(
       "value_selecting_reduction_backward(Tensor grad, int dim, Tensor indices, int[] sizes, bool keepdim) -> Tensor",
-      "backward");
+      "selection");
   op.meta = [](const OpCall& c) {
     check_floating(c, 0, "grad");
     check_index(c, 1, "indices");

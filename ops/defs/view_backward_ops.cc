@@ -62,7 +62,7 @@ void define_slice_select_backward(Registry& reg, bool select) {
   OpDef& op = reg.define(
       select ? "select_backward(Tensor grad_output, int[] input_sizes, int dim, int index) -> Tensor"
              : "slice_backward(Tensor grad_output, int[] input_sizes, int dim, int start, int end, int step) -> Tensor",
-      "backward");
+      "view");
   op.meta = [select](const OpCall& c) {
     SliceArgs a = slice_args(c, select);
     check_shape(c, 0, "grad_output", grad_shape(a));

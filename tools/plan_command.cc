@@ -4,6 +4,7 @@
 
 #include "dtensor/core/error.h"
 #include "planner/command.h"
+#include "planner/mesh.h"
 #include "tools/subcommands.h"
 
 namespace dtensor::tools {

@@ -84,8 +84,11 @@ const OpDef& Registry::find(const std::string& name) const {
   return *op;
 }
 
-OpDef& Registry::mutable_find(const std::string& name) {
-  return const_cast<OpDef&>(find(name));
+OpDef& Registry::mutable_find(const std::string& name, std::source_location where) {
+  const OpDef* op = try_find(name);
+  DT_CHECK(op != nullptr, "registry: ", where.file_name(), ":", where.line(), " registers for op '", name,
+           "', which no ops/defs file defines; defined ops: ", absl::StrJoin(names(), ", "));
+  return const_cast<OpDef&>(*op);
 }
 
 std::vector<std::string> Registry::names() const {

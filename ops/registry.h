@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -120,7 +121,11 @@ class Registry {
   OpDef& define(const std::string& schema_text, const std::string& family);
   // Throws dtensor::Error naming the op and listing the registered ops when absent.
   const OpDef& find(const std::string& name) const;
-  OpDef& mutable_find(const std::string& name);
+  // The op a registration (rules, steps, samples, backward) attaches to. Throws dtensor::Error
+  // naming the op and the registering file:line when the op is not defined: a registration under a
+  // misspelt or removed name fails at start-up instead of being skipped.
+  OpDef& mutable_find(const std::string& name,
+                      std::source_location where = std::source_location::current());
   const OpDef* try_find(const std::string& name) const;
   // The ops a call of `name` may mean, as ATen resolves an op name: a name with an overload
   // ("pow.Tensor_Scalar") means that op alone; a bare name ("pow") means the op of that exact name

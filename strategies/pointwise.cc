@@ -33,8 +33,9 @@ Shape out_shape(const OpCall& call) { return call.op().meta(call)[0].shape; }
 
 using Extra = std::function<void(const OpCall&, RuleList&)>;
 
-void set(Registry& reg, const std::string& name, Extra extra = nullptr) {
-  OpDef& op = reg.mutable_find(name);
+void set(Registry& reg, const std::string& name, Extra extra = nullptr,
+         std::source_location where = std::source_location::current()) {
+  OpDef& op = reg.mutable_find(name, where);
   op.rules = [extra](const OpCall& call) {
     RuleList rules = shard_rows(call, out_shape(call));
     if (extra) extra(call, rules);

@@ -40,6 +40,22 @@ bool LocalContext::in_whole_along(const OpCall& call, int i, int64_t dim) const 
   return in_block(call, i).first[dim] == call.tensor(i).shape[dim];
 }
 
+const char* cost_class_name(CostClass c) {
+  switch (c) {
+    case CostClass::kUnset: return "unset";
+    case CostClass::kView: return "view";
+    case CostClass::kCopy: return "copy";
+    case CostClass::kElementwise: return "elementwise";
+    case CostClass::kTranscendental: return "transcendental";
+    case CostClass::kContraction: return "contraction";
+    case CostClass::kNormalization: return "normalization";
+    case CostClass::kLoss: return "loss";
+    case CostClass::kWindow: return "window";
+    case CostClass::kOnePass: return "one-pass";
+  }
+  return "?";
+}
+
 Registry& Registry::get() {
   static Registry* r = new Registry();
   return *r;

@@ -99,6 +99,31 @@ struct StepDef {
   std::function<bool(const OpCall&, const Strategy&)> valid;
 };
 
+// How the offline planner (planner/cost.cc) prices an op's forward compute. Set on OpDef::cost where
+// the op is defined; kUnset fails tests/ops:completeness_test and the planner.
+enum class CostClass : uint8_t {
+  kUnset,
+  kView,            // aliases its input: free, no memory traffic
+  kCopy,            // moves data without arithmetic (cat, stack, gathers): 0 FLOPs, memory-bound
+  kElementwise,     // 1 FLOP per output element
+  kTranscendental,  // 8 FLOPs per output element (exp, gelu, pow, ...)
+  kContraction,     // matrix products: OpCost::flops counts them
+  kNormalization,   // 5 FLOPs per element of input 0 (norms, softmax)
+  kLoss,            // 4 FLOPs per element of input 0
+  kWindow,          // output elements x kernel window (pooling; input 0's elements without kernel_size)
+  kOnePass,         // one pass over the larger of input 0 and output 0 (reductions, scans, selection)
+};
+const char* cost_class_name(CostClass c);
+
+// The planner's view of an op: its compute class and what its backward keeps (activation memory).
+struct OpCost {
+  CostClass cls = CostClass::kUnset;
+  bool saves_inputs = true;   // its backward reads its tensor inputs
+  bool saves_output = false;  // its backward reads its output
+  // kContraction: forward FLOPs of a call given its output metadata (null for the other classes).
+  std::function<double(const OpCall&, const std::vector<TensorMeta>& out)> flops;
+};
+
 struct OpDef {
   OpSchema schema;
   std::string family;  // "pointwise", "matrix", ... (the strategies/ file that owns its rules)
@@ -111,6 +136,11 @@ struct OpDef {
   std::function<Tensor(int index, const OpCall& call, uint64_t seed)> make_input;
   std::vector<StepDef> steps;  // referenced by Rule::step (1-based)
   std::shared_ptr<const BackwardDef> backward;
+  OpCost cost;
+  // Why the op has no sharding rules (only all-R applies) or no backward (not differentiable); empty
+  // when it must have them. tests/ops:completeness_test checks both ways.
+  std::string replicate_only;
+  std::string no_backward;
   const std::string& name() const { return schema.name; }
 };
 

@@ -31,6 +31,8 @@
 namespace dtensor::planner {
 namespace {
 
+constexpr char kPlannerOnly[] = "planner-only: no kernel, never run, so never differentiated";
+
 using strategies::row;
 
 [[noreturn]] void bad(const OpCall& c, const std::string& what) { ops::fail(c, what); }
@@ -41,6 +43,13 @@ void define_convolution(Registry& reg) {
       "convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, "
       "bool transposed, int[] output_padding, int groups) -> Tensor",
       "planner");
+  // 2 FLOPs per multiply-add: each output element reads C/g x kernel weights.
+  op.cost = ops::cost(CostClass::kContraction);
+  op.cost.flops = [](const OpCall& c, const std::vector<TensorMeta>& out) {
+    const Shape& w = c.tensor(1).shape;
+    return 2 * static_cast<double>(numel(out[0].shape)) * static_cast<double>(numel(w) / std::max<int64_t>(w[0], 1));
+  };
+  op.no_backward = kPlannerOnly;
   op.meta = [](const OpCall& c) {
     const Shape& x = c.tensor(0).shape;
     const Shape& w = c.tensor(1).shape;
@@ -94,6 +103,8 @@ void define_batch_norm(Registry& reg) {
       "batch_norm(Tensor input, Tensor? weight=None, Tensor? bias=None, bool training=True, "
       "float momentum=0.1, float eps=1e-05) -> Tensor",
       "planner");
+  op.cost = ops::cost(CostClass::kNormalization);
+  op.no_backward = kPlannerOnly;
   op.meta = [](const OpCall& c) {
     const Shape& x = c.tensor(0).shape;
     if (x.size() < 2) bad(c, "accepted: input[N, C, ...]");
@@ -139,6 +150,8 @@ void define_moe(Registry& reg) {
   if (!reg.try_find("moe_dispatch")) {
     OpDef& op = reg.define(
         "moe_dispatch(Tensor self, Tensor probs, int top_k=2, float capacity_factor=1.0) -> Tensor", "planner");
+    op.cost = ops::cost(CostClass::kCopy);  // a gather into expert buffers
+    op.no_backward = kPlannerOnly;
     op.meta = [](const OpCall& c) {
       const Shape& x = c.tensor(0).shape;
       const Shape& p = c.tensor(1).shape;
@@ -164,6 +177,12 @@ void define_moe(Registry& reg) {
   }
   if (!reg.try_find("moe_combine")) {
     OpDef& op = reg.define("moe_combine(Tensor self, Tensor probs, int top_k=2) -> Tensor", "planner");
+    // A weighted sum over each token's experts: a multiply-add per element of the expert outputs.
+    op.cost = ops::cost(CostClass::kContraction);
+    op.cost.flops = [](const OpCall& c, const std::vector<TensorMeta>&) {
+      return 2 * static_cast<double>(numel(c.tensor(0).shape));
+    };
+    op.no_backward = kPlannerOnly;
     op.meta = [](const OpCall& c) {
       const Shape& y = c.tensor(0).shape;
       const Shape& p = c.tensor(1).shape;

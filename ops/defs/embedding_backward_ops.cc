@@ -13,6 +13,8 @@ void define_embedding_dense_backward(Registry& reg) {
   OpDef& op = reg.define(
       "embedding_dense_backward(Tensor grad_output, Tensor indices, int num_weights, int padding_idx=-1) -> Tensor",
       "embedding");
+  op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
+  op.no_backward = kNoDoubleBackward;
   op.meta = [](const OpCall& c) {
     check_floating(c, 0, "grad_output");
     check_index(c, 1, "indices");

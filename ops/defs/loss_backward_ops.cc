@@ -14,6 +14,8 @@ void define_nll_loss_backward(Registry& reg) {
   OpDef& op = reg.define(
       "nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, str reduction='mean', int ignore_index=-100) -> Tensor",
       "loss");
+  op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
+  op.no_backward = kNoDoubleBackward;
   op.meta = [](const OpCall& c) {
     check_floating(c, 0, "grad_output");
     check_floating(c, 1, "self");

@@ -10,6 +10,8 @@ namespace {
 void define_gelu_backward(Registry& reg) {
   OpDef& op = reg.define("gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor",
                          "pointwise");
+  op.cost = cost(CostClass::kTranscendental, Keeps::kNothing);
+  op.no_backward = kNoDoubleBackward;
   op.meta = [](const OpCall& c) {
     check_floating(c, 0, "grad_output");
     check_floating(c, 1, "self");

@@ -240,6 +240,8 @@ void define_pool_backward(Registry& reg, Pool p, int dims) {
   std::string schema = pool_name(p, dims) + "(Tensor grad_output, Tensor self" + (args.empty() ? "" : ", " + args) +
                        ") -> Tensor";
   OpDef& op = reg.define(schema, "pooling");
+  op.cost = cost(CostClass::kWindow, Keeps::kNothing);
+  op.no_backward = kNoDoubleBackward;
   op.meta = [p, dims](const OpCall& c) {
     Shape out = pool_forward_shape(c, p, dims);
     check_shape(c, 0, "grad_output (the forward output's shape)", out);

@@ -220,6 +220,7 @@ void define_pool(Registry& reg, Pool p, int dims) {
   }
   std::string ret = p == Pool::kMax ? "(Tensor values, Tensor indices)" : "Tensor";
   OpDef& op = reg.define(name + "(Tensor self, " + args + ") -> " + ret, "pooling");
+  op.cost = cost(CostClass::kWindow, p == Pool::kMax ? Keeps::kInputsAndOutput : Keeps::kInputs);
   op.meta = [p, dims](const OpCall& c) {
     Shape out = out_shape(c, p, params(c, p, dims));
     std::vector<TensorMeta> m{{out, c.tensor(0).dtype}};

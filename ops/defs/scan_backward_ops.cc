@@ -27,6 +27,8 @@ void define_scan_backward(Registry& reg, ScanGrad s) {
       break;
   }
   OpDef& op = reg.define(schema, "scan");
+  op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
+  op.no_backward = kNoDoubleBackward;
   op.meta = [s](const OpCall& c) {
     dim_arg(c, std::max<int64_t>(rank_of(c, 1), 1));
     check_floating(c, 0, "grad");

@@ -16,6 +16,8 @@ void define_value_selecting_backward(Registry& reg) {
   OpDef& op = reg.define(
       "value_selecting_reduction_backward(Tensor grad, int dim, Tensor indices, int[] sizes, bool keepdim) -> Tensor",
       "selection");
+  op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
+  op.no_backward = kNoDoubleBackward;
   op.meta = [](const OpCall& c) {
     check_floating(c, 0, "grad");
     check_index(c, 1, "indices");

@@ -63,6 +63,8 @@ void define_slice_select_backward(Registry& reg, bool select) {
       select ? "select_backward(Tensor grad_output, int[] input_sizes, int dim, int index) -> Tensor"
              : "slice_backward(Tensor grad_output, int[] input_sizes, int dim, int start, int end, int step) -> Tensor",
       "view");
+  op.cost = cost(CostClass::kCopy, Keeps::kNothing);
+  op.no_backward = kNoDoubleBackward;
   op.meta = [select](const OpCall& c) {
     SliceArgs a = slice_args(c, select);
     check_shape(c, 0, "grad_output", grad_shape(a));

@@ -60,7 +60,10 @@ struct LocalContext {
 using MetaFn = std::function<std::vector<TensorMeta>(const OpCall&)>;
 using KernelFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs,
                                                    const OpCall& call, const LocalContext& ctx)>;
-using RuleFn = std::function<RuleList(const OpCall&)>;
+// The global output metadata of a call, as OpDef::meta computed it.
+using OutMeta = std::vector<TensorMeta>;
+// An op's rules for a call; `out` is the call's output metadata (computed once by the caller).
+using RuleFn = std::function<RuleList(const OpCall&, const OutMeta& out)>;
 
 // A sample call for the validator: tensor metas and arguments, plus how to fill each tensor.
 struct Sample {

@@ -77,7 +77,7 @@ void define_convolution(Registry& reg) {
     if (b >= 0 && c.tensor(b).shape != Shape{w[0]}) bad(c, absl::StrCat("bias must have shape [", w[0], "]"));
     return std::vector<TensorMeta>{{out, c.tensor(0).dtype}};
   };
-  op.rules = [](const OpCall& c) {
+  op.rules = [](const OpCall& c, const OutMeta&) {
     const bool has_bias = c.tensor_index("bias") >= 0;
     const bool dense = c.get_int("groups") == 1;
     RuleList rules;
@@ -124,7 +124,7 @@ void define_batch_norm(Registry& reg) {
     return StepTraffic{"all_reduce", static_cast<int64_t>(2.0 * full * static_cast<double>(n - 1) / n), 1};
   };
   op.steps.push_back(sync);
-  op.rules = [](const OpCall& c) {
+  op.rules = [](const OpCall& c, const OutMeta&) {
     const int n_in = c.num_tensors();
     const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
     RuleList rules;
@@ -163,7 +163,7 @@ void define_moe(Registry& reg) {
       if (static_cast<double>(cap_i) < cap) ++cap_i;
       return std::vector<TensorMeta>{{{p[1], std::max<int64_t>(cap_i, 1), x[1]}, c.tensor(0).dtype}};
     };
-    op.rules = [](const OpCall&) {
+    op.rules = [](const OpCall&, const OutMeta&) {
       RuleList r;
       Rule tok = row({Shard(1)}, {Shard(0), Shard(0)});
       tok.even_input0 = 1u;
@@ -189,7 +189,7 @@ void define_moe(Registry& reg) {
       if (y.size() != 3 || p.size() != 2 || p[1] != y[0]) bad(c, "accepted: self[E, C, H] and probs[T, E]");
       return std::vector<TensorMeta>{{{p[0], y[2]}, c.tensor(0).dtype}};
     };
-    op.rules = [](const OpCall&) {
+    op.rules = [](const OpCall&, const OutMeta&) {
       RuleList r;
       Rule tok = row({Shard(0)}, {Shard(1), Shard(0)});
       tok.even_input0 = 1u << 1;

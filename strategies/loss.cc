@@ -8,7 +8,7 @@ namespace dtensor::strategies {
 
 void register_loss_rules(Registry& reg) {
   for (const char* name : {"nll_loss", "cross_entropy"}) {
-    reg.mutable_find(name).rules = [](const OpCall& c) {
+    reg.mutable_find(name).rules = [](const OpCall& c, const OutMeta&) {
       RuleList rules;
       std::string red = c.get_str("reduction");
       if (c.tensor(0).shape.size() < 2 || red == "mean") return rules;
@@ -25,8 +25,8 @@ void register_loss_rules(Registry& reg) {
   OpDef& ce = reg.mutable_find("cross_entropy");
   const uint8_t lp = ops::step_id(ce, "loss_parallel");
   RuleFn base = ce.rules;
-  ce.rules = [base, lp](const OpCall& c) {
-    RuleList rules = base(c);
+  ce.rules = [base, lp](const OpCall& c, const OutMeta& out) {
+    RuleList rules = base(c, out);
     if (c.tensor(0).shape.size() != 2) return rules;
     Rule r;
     r.outputs.push_back(Replicate());
@@ -41,7 +41,7 @@ void register_loss_rules(Registry& reg) {
   // 'sum': grad_output R, self S(0), target S(0) -> S(0); 'mean': grad_output R, self S(0), target R
   // -> S(0) (the divisor needs every target); any reduction: self S(1) (classes), the rest R -> S(1).
   // (self [C]: the class row only.)
-  reg.mutable_find("nll_loss_backward").rules = [](const OpCall& c) {
+  reg.mutable_find("nll_loss_backward").rules = [](const OpCall& c, const OutMeta&) {
     const bool two_d = c.tensor(1).shape.size() == 2;
     const std::string red = c.get_str("reduction");
     const int n_in = c.num_tensors();  // weight (3), when given, stays replicated

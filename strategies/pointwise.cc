@@ -29,15 +29,13 @@ RuleList shard_rows(const OpCall& call, const Shape& out) {
   return rules;
 }
 
-Shape out_shape(const OpCall& call) { return call.op().meta(call)[0].shape; }
-
 using Extra = std::function<void(const OpCall&, RuleList&)>;
 
 void set(Registry& reg, const std::string& name, Extra extra = nullptr,
          std::source_location where = std::source_location::current()) {
   OpDef& op = reg.mutable_find(name, where);
-  op.rules = [extra](const OpCall& call) {
-    RuleList rules = shard_rows(call, out_shape(call));
+  op.rules = [extra](const OpCall& call, const OutMeta& out) {
+    RuleList rules = shard_rows(call, out[0].shape);
     if (extra) extra(call, rules);
     return rules;
   };
@@ -123,8 +121,8 @@ void register_pointwise_rules(Registry& reg) {
 
   // gelu_backward (ops/defs/pointwise_backward_ops.cc): pointwise with broadcasting (a shard maps
   // onto every input dim of that output dim); linear in the gradient.
-  reg.mutable_find("gelu_backward").rules = [](const OpCall& c) {
-    const Shape out = c.op().meta(c)[0].shape;
+  reg.mutable_find("gelu_backward").rules = [](const OpCall& c, const OutMeta& meta) {
+    const Shape& out = meta[0].shape;
     RuleList rules;
     for (int64_t d = 0; d < static_cast<int64_t>(out.size()); ++d) {
       Rule r;

@@ -30,9 +30,9 @@ void register_pooling_rules(Registry& reg) {
     const bool is_avg = name.find("avg") != std::string::npos;
     const int dims = dims_;
     const uint8_t halo = ops::step_id(op, "halo_exchange");
-    op.rules = [is_avg, dims, halo](const OpCall& c) {
+    op.rules = [is_avg, dims, halo](const OpCall& c, const OutMeta& out) {
       const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
-      const int n_out = static_cast<int>(c.op().meta(c).size());
+      const int n_out = static_cast<int>(out.size());
       RuleList rules;
       for (int64_t d = 0; d < rank; ++d) {
         Rule r = uniform(n_out, 1, Shard(static_cast<int32_t>(d)));
@@ -55,7 +55,7 @@ void register_pooling_rules(Registry& reg) {
     OpDef& op = reg.mutable_find(name);
     const int dims = dims_;
     const uint8_t halo = ops::step_id(op, "halo_exchange");
-    op.rules = [dims, halo](const OpCall& c) {
+    op.rules = [dims, halo](const OpCall& c, const OutMeta&) {
       const int32_t lead = static_cast<int32_t>(c.tensor(1).shape.size()) - dims;
       std::vector<int32_t> batch;
       for (int32_t d = 0; d < lead; ++d) batch.push_back(d);

@@ -7,9 +7,11 @@ namespace dtensor {
 
 namespace bw {
 
-void def(const std::string& name, BackwardFn fn) {
-  if (!Registry::get().try_find(name)) return;
-  Registry::get().mutable_find(name).backward = std::make_shared<const BackwardDef>(BackwardDef{std::move(fn)});
+void def(const std::string& name, BackwardFn fn, std::source_location where) {
+  OpDef& op = Registry::get().mutable_find(name, where);
+  DT_CHECK(!op.backward, "autograd: ", where.file_name(), ":", where.line(), " registers a second backward for op '",
+           name, "'");
+  op.backward = std::make_shared<const BackwardDef>(BackwardDef{std::move(fn)});
 }
 
 IValue iv(int64_t v) { return IValue(v); }
@@ -62,7 +64,9 @@ void init_autograd() {
     bw::register_reduction_backward();
     bw::register_norm_loss_backward();
     bw::register_view_backward();
-    bw::register_issue4_backward();
+    bw::register_scan_backward();
+    bw::register_selection_backward();
+    bw::register_pooling_backward();
   });
 }
 

@@ -1,14 +1,18 @@
 // Helpers shared by the backward formula files (all run under NoGradGuard inside backward).
 #pragma once
 
+#include <source_location>
+
 #include "autograd/functional.h"
 
 namespace dtensor::bw {
 
 using Grads = std::vector<std::optional<DTensor>>;
 
-// Registers `fn` as op `name`'s backward (skipped if the op is not registered).
-void def(const std::string& name, BackwardFn fn);
+// Registers `fn` as op `name`'s backward. Throws dtensor::Error naming the op and the registering
+// file:line when the registry does not define `name`.
+void def(const std::string& name, BackwardFn fn,
+         std::source_location where = std::source_location::current());
 
 // Sums a broadcast gradient back to `shape` (torch's sum_to_size).
 DTensor sum_to(const DTensor& g, const Shape& shape);
@@ -31,6 +35,8 @@ void register_matrix_backward();
 void register_reduction_backward();
 void register_norm_loss_backward();
 void register_view_backward();
-void register_issue4_backward();
+void register_scan_backward();
+void register_selection_backward();
+void register_pooling_backward();
 
 }  // namespace dtensor::bw

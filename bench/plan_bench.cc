@@ -1,4 +1,4 @@
-// Plan time of the offline planner (`dtensor plan`, issue 7): the cost model (strategies and
+// Plan time of the offline planner (`dtensor plan`): the cost model (strategies and
 // factor tables) plus the search (Lagrangian memory steps, each a min-sum solve with repeated layers
 // solved once), for Llama-3 70B (80 layers) on dp=8,tp=8 and on 3-d meshes, and others of the zoo.
 // Model graph construction is timed separately. Baselines are not part of the plan time.

@@ -40,6 +40,22 @@ bool LocalContext::in_whole_along(const OpCall& call, int i, int64_t dim) const 
   return in_block(call, i).first[dim] == call.tensor(i).shape[dim];
 }
 
+const char* cost_class_name(CostClass c) {
+  switch (c) {
+    case CostClass::kUnset: return "unset";
+    case CostClass::kView: return "view";
+    case CostClass::kCopy: return "copy";
+    case CostClass::kElementwise: return "elementwise";
+    case CostClass::kTranscendental: return "transcendental";
+    case CostClass::kContraction: return "contraction";
+    case CostClass::kNormalization: return "normalization";
+    case CostClass::kLoss: return "loss";
+    case CostClass::kWindow: return "window";
+    case CostClass::kOnePass: return "one-pass";
+  }
+  return "?";
+}
+
 Registry& Registry::get() {
   static Registry* r = new Registry();
   return *r;
@@ -84,8 +100,11 @@ const OpDef& Registry::find(const std::string& name) const {
   return *op;
 }
 
-OpDef& Registry::mutable_find(const std::string& name) {
-  return const_cast<OpDef&>(find(name));
+OpDef& Registry::mutable_find(const std::string& name, std::source_location where) {
+  const OpDef* op = try_find(name);
+  DT_CHECK(op != nullptr, "registry: ", where.file_name(), ":", where.line(), " registers for op '", name,
+           "', which no ops/defs file defines; defined ops: ", absl::StrJoin(names(), ", "));
+  return const_cast<OpDef&>(*op);
 }
 
 std::vector<std::string> Registry::names() const {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,10 @@ struct LocalContext {
 using MetaFn = std::function<std::vector<TensorMeta>(const OpCall&)>;
 using KernelFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs,
                                                    const OpCall& call, const LocalContext& ctx)>;
-using RuleFn = std::function<RuleList(const OpCall&)>;
+// The global output metadata of a call, as OpDef::meta computed it.
+using OutMeta = std::vector<TensorMeta>;
+// An op's rules for a call; `out` is the call's output metadata (computed once by the caller).
+using RuleFn = std::function<RuleList(const OpCall&, const OutMeta& out)>;
 
 // A sample call for the validator: tensor metas and arguments, plus how to fill each tensor.
 struct Sample {
@@ -98,6 +102,31 @@ struct StepDef {
   std::function<bool(const OpCall&, const Strategy&)> valid;
 };
 
+// How the offline planner (planner/cost.cc) prices an op's forward compute. Set on OpDef::cost where
+// the op is defined; kUnset fails tests/ops:completeness_test and the planner.
+enum class CostClass : uint8_t {
+  kUnset,
+  kView,            // aliases its input: free, no memory traffic
+  kCopy,            // moves data without arithmetic (cat, stack, gathers): 0 FLOPs, memory-bound
+  kElementwise,     // 1 FLOP per output element
+  kTranscendental,  // 8 FLOPs per output element (exp, gelu, pow, ...)
+  kContraction,     // matrix products: OpCost::flops counts them
+  kNormalization,   // 5 FLOPs per element of input 0 (norms, softmax)
+  kLoss,            // 4 FLOPs per element of input 0
+  kWindow,          // output elements x kernel window (pooling; input 0's elements without kernel_size)
+  kOnePass,         // one pass over the larger of input 0 and output 0 (reductions, scans, selection)
+};
+const char* cost_class_name(CostClass c);
+
+// The planner's view of an op: its compute class and what its backward keeps (activation memory).
+struct OpCost {
+  CostClass cls = CostClass::kUnset;
+  bool saves_inputs = true;   // its backward reads its tensor inputs
+  bool saves_output = false;  // its backward reads its output
+  // kContraction: forward FLOPs of a call given its output metadata (null for the other classes).
+  std::function<double(const OpCall&, const std::vector<TensorMeta>& out)> flops;
+};
+
 struct OpDef {
   OpSchema schema;
   std::string family;  // "pointwise", "matrix", ... (the strategies/ file that owns its rules)
@@ -110,6 +139,11 @@ struct OpDef {
   std::function<Tensor(int index, const OpCall& call, uint64_t seed)> make_input;
   std::vector<StepDef> steps;  // referenced by Rule::step (1-based)
   std::shared_ptr<const BackwardDef> backward;
+  OpCost cost;
+  // Why the op has no sharding rules (only all-R applies) or no backward (not differentiable); empty
+  // when it must have them. tests/ops:completeness_test checks both ways.
+  std::string replicate_only;
+  std::string no_backward;
   const std::string& name() const { return schema.name; }
 };
 
@@ -120,7 +154,11 @@ class Registry {
   OpDef& define(const std::string& schema_text, const std::string& family);
   // Throws dtensor::Error naming the op and listing the registered ops when absent.
   const OpDef& find(const std::string& name) const;
-  OpDef& mutable_find(const std::string& name);
+  // The op a registration (rules, steps, samples, backward) attaches to. Throws dtensor::Error
+  // naming the op and the registering file:line when the op is not defined: a registration under a
+  // misspelt or removed name fails at start-up instead of being skipped.
+  OpDef& mutable_find(const std::string& name,
+                      std::source_location where = std::source_location::current());
   const OpDef* try_find(const std::string& name) const;
   // The ops a call of `name` may mean, as ATen resolves an op name: a name with an overload
   // ("pow.Tensor_Scalar") means that op alone; a bare name ("pow") means the op of that exact name

@@ -10,61 +10,39 @@
 namespace dtensor::planner {
 namespace {
 
-bool is_view_op(const OpDef& op) {
-  return op.family == "view" && op.name() != "cat" && op.name() != "stack";
-}
+bool is_view_op(const OpDef& op) { return op.cost.cls == CostClass::kView; }
 
+// Forward FLOPs of a call by its op's cost class (OpDef::cost, set where the op is defined).
 double op_flops(const OpCall& c, const std::vector<TensorMeta>& out) {
-  const std::string& n = c.name();
-  const std::string& fam = c.op().family;
+  const OpDef& op = c.op();
   const double on = out.empty() ? 0.0 : static_cast<double>(numel(out[0].shape));
   const double in0 = c.num_tensors() > 0 ? static_cast<double>(numel(c.tensor(0).shape)) : 0.0;
-  if (n == "mm") return 2 * on * c.tensor(0).shape[1];
-  if (n == "bmm") return 2 * on * c.tensor(0).shape[2];
-  if (n == "matmul") return 2 * on * c.tensor(0).shape.back();
-  if (n == "linear") return 2 * on * c.tensor(0).shape.back() + (c.tensor_index("bias") >= 0 ? on : 0);
-  if (n == "addmm") return 2 * on * c.tensor(1).shape[1] + on;
-  if (n == "convolution") {
-    const Shape& w = c.tensor(1).shape;
-    return 2 * on * static_cast<double>(numel(w) / std::max<int64_t>(w[0], 1));
-  }
-  if (n == "moe_combine") return 2 * in0;
-  if (fam == "view" || n == "embedding" || n == "moe_dispatch") return 0;
-  if (fam == "norm" || n == "batch_norm") return 5 * in0;
-  if (fam == "loss") return 4 * in0;
-  if (fam == "pooling") {
-    double k = 1;
-    if (c.op().schema.index_of("kernel_size") >= 0)
+  switch (op.cost.cls) {
+    case CostClass::kView:
+    case CostClass::kCopy: return 0;
+    case CostClass::kElementwise: return on;
+    case CostClass::kTranscendental: return 8 * on;
+    case CostClass::kContraction:
+      DT_CHECK(op.cost.flops, "planner: op '", op.name(), "' is a contraction without OpCost::flops");
+      return op.cost.flops(c, out);
+    case CostClass::kNormalization: return 5 * in0;
+    case CostClass::kLoss: return 4 * in0;
+    case CostClass::kWindow: {
+      if (op.schema.index_of("kernel_size") < 0) return in0;
+      double k = 1;
       for (int64_t x : c.get_int_list("kernel_size")) k *= static_cast<double>(x);
-    else
-      return in0;
-    return on * k;
+      return on * k;
+    }
+    case CostClass::kOnePass: return std::max(on, in0);
+    case CostClass::kUnset: break;
   }
-  static const char* kTranscendental[] = {"gelu", "silu", "exp", "tanh", "sigmoid", "log", "rsqrt",
-                                          "sqrt", "pow", "pow.Tensor_Scalar"};
-  for (const char* t : kTranscendental)
-    if (n == t) return 8 * on;
-  if (fam == "pointwise") return on;
-  return std::max(on, in0);
+  DT_FAIL("planner: op '", op.name(), "' has no cost class; set OpDef::cost where the op is defined ",
+          "(docs/ADDING_AN_OP.md)");
 }
 
-// Whether op `name` keeps tensor input k (an activation) for its backward.
-bool saves_input(const OpDef& op) {
-  if (op.family == "view") return false;
-  static const char* kNone[] = {"add", "sub", "neg", "mul.Scalar", "add.Scalar", "div.Scalar", "to", "sum",
-                                "mean", "embedding", "softmax", "log_softmax", "relu", "exp", "tanh", "sigmoid"};
-  for (const char* n : kNone)
-    if (op.name() == n) return false;
-  return true;
-}
-
-// Whether op keeps its own output for its backward.
-bool saves_output(const OpDef& op) {
-  static const char* kOut[] = {"softmax", "log_softmax", "relu", "exp", "tanh", "sigmoid"};
-  for (const char* n : kOut)
-    if (op.name() == n) return true;
-  return op.family == "pooling" && op.name().find("max_pool") != std::string::npos;
-}
+// Whether the op's backward keeps its tensor inputs (activations) / its own output.
+bool saves_input(const OpDef& op) { return op.cost.saves_inputs; }
+bool saves_output(const OpDef& op) { return op.cost.saves_output; }
 
 bool split_on(const Strategy& s, int i) {
   for (const auto* group : {&s.outputs, &s.inputs})

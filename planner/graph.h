@@ -1,4 +1,4 @@
-// Model graphs for the offline planner (issue 7): a Boost.Graph directed graph whose vertices are
+// Model graphs for the offline planner: a Boost.Graph directed graph whose vertices are
 // graph inputs, parameters, registry ops and (for training) one optimizer update per parameter, and
 // whose edges carry one tensor from an output of the producer to a tensor input of the consumer.
 // Shapes and dtypes come from the registry: every op vertex is bound to its ATen schema

@@ -32,6 +32,8 @@
 namespace dtensor::planner {
 namespace {
 
+constexpr char kPlannerOnly[] = "planner-only: no kernel, never run, so never differentiated";
+
 using strategies::row;
 
 [[noreturn]] void bad(const OpCall& c, const std::string& what) { ops::fail(c, what); }
@@ -42,6 +44,13 @@ void define_convolution(Registry& reg) {
       "convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, "
       "bool transposed, int[] output_padding, int groups) -> Tensor",
       "planner");
+  // 2 FLOPs per multiply-add: each output element reads C/g x kernel weights.
+  op.cost = ops::cost(CostClass::kContraction);
+  op.cost.flops = [](const OpCall& c, const std::vector<TensorMeta>& out) {
+    const Shape& w = c.tensor(1).shape;
+    return 2 * static_cast<double>(numel(out[0].shape)) * static_cast<double>(numel(w) / std::max<int64_t>(w[0], 1));
+  };
+  op.no_backward = kPlannerOnly;
   op.meta = [](const OpCall& c) {
     const Shape& x = c.tensor(0).shape;
     const Shape& w = c.tensor(1).shape;
@@ -75,7 +84,7 @@ void define_convolution(Registry& reg) {
     if (b >= 0 && c.tensor(b).shape != Shape{w[0]}) bad(c, absl::StrCat("bias must have shape [", w[0], "]"));
     return std::vector<TensorMeta>{{out, c.tensor(0).dtype}};
   };
-  op.rules = [](const OpCall& c) {
+  op.rules = [](const OpCall& c, const OutMeta&) {
     const bool has_bias = c.tensor_index("bias") >= 0;
     const bool dense = c.get_int("groups") == 1;
     RuleList rules;
@@ -101,6 +110,8 @@ void define_batch_norm(Registry& reg) {
       "batch_norm(Tensor input, Tensor? weight=None, Tensor? bias=None, bool training=True, "
       "float momentum=0.1, float eps=1e-05) -> Tensor",
       "planner");
+  op.cost = ops::cost(CostClass::kNormalization);
+  op.no_backward = kPlannerOnly;
   op.meta = [](const OpCall& c) {
     const Shape& x = c.tensor(0).shape;
     if (x.size() < 2) bad(c, "accepted: input[N, C, ...]");
@@ -119,7 +130,7 @@ void define_batch_norm(Registry& reg) {
     return StepTraffic{CommKind::kAllReduce, comm_bytes_sent(CommKind::kAllReduce, 8 * c.tensor(0).shape[1], n), 1};
   };
   op.steps.push_back(sync);
-  op.rules = [](const OpCall& c) {
+  op.rules = [](const OpCall& c, const OutMeta&) {
     const int n_in = c.num_tensors();
     const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
     RuleList rules;
@@ -145,6 +156,8 @@ void define_moe(Registry& reg) {
   if (!reg.try_find("moe_dispatch")) {
     OpDef& op = reg.define(
         "moe_dispatch(Tensor self, Tensor probs, int top_k=2, float capacity_factor=1.0) -> Tensor", "planner");
+    op.cost = ops::cost(CostClass::kCopy);  // a gather into expert buffers
+    op.no_backward = kPlannerOnly;
     op.meta = [](const OpCall& c) {
       const Shape& x = c.tensor(0).shape;
       const Shape& p = c.tensor(1).shape;
@@ -159,7 +172,7 @@ void define_moe(Registry& reg) {
       if (static_cast<double>(cap_i) < cap) ++cap_i;
       return std::vector<TensorMeta>{{{p[1], std::max<int64_t>(cap_i, 1), x[1]}, c.tensor(0).dtype}};
     };
-    op.rules = [](const OpCall&) {
+    op.rules = [](const OpCall&, const OutMeta&) {
       RuleList r;
       Rule tok = row({Shard(1)}, {Shard(0), Shard(0)});
       tok.even_input0 = 1u;
@@ -173,13 +186,19 @@ void define_moe(Registry& reg) {
   }
   if (!reg.try_find("moe_combine")) {
     OpDef& op = reg.define("moe_combine(Tensor self, Tensor probs, int top_k=2) -> Tensor", "planner");
+    // A weighted sum over each token's experts: a multiply-add per element of the expert outputs.
+    op.cost = ops::cost(CostClass::kContraction);
+    op.cost.flops = [](const OpCall& c, const std::vector<TensorMeta>&) {
+      return 2 * static_cast<double>(numel(c.tensor(0).shape));
+    };
+    op.no_backward = kPlannerOnly;
     op.meta = [](const OpCall& c) {
       const Shape& y = c.tensor(0).shape;
       const Shape& p = c.tensor(1).shape;
       if (y.size() != 3 || p.size() != 2 || p[1] != y[0]) bad(c, "accepted: self[E, C, H] and probs[T, E]");
       return std::vector<TensorMeta>{{{p[0], y[2]}, c.tensor(0).dtype}};
     };
-    op.rules = [](const OpCall&) {
+    op.rules = [](const OpCall&, const OutMeta&) {
       RuleList r;
       Rule tok = row({Shard(0)}, {Shard(1), Shard(0)});
       tok.even_input0 = 1u << 1;

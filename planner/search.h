@@ -1,4 +1,4 @@
-// Plan search (issue 7): one choice per vertex of a ModelGraph (a strategy per op, a placement per
+// Plan search: one choice per vertex of a ModelGraph (a strategy per op, a placement per
 // parameter, optimizer state and data input) minimizing the estimated step time of planner/cost.h
 // under a per-device memory limit.
 //

@@ -94,7 +94,7 @@ std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<Te
                                         bool check_shardable) {
   const OpDef& op = call.op();
   const int n_out = static_cast<int>(meta.size()), n_in = call.num_tensors();
-  RuleList rules = op.rules ? op.rules(call) : RuleList{};
+  RuleList rules = op.rules ? op.rules(call, meta) : RuleList{};
   Rule all_r;
   all_r.outputs.assign(n_out, Replicate());
   all_r.inputs.assign(n_in, Replicate());

@@ -21,7 +21,7 @@
 namespace dtensor::strategies {
 
 void register_attention_rules(Registry& reg) {
-  reg.mutable_find("scaled_dot_product_attention").rules = [](const OpCall& c) {
+  reg.mutable_find("scaled_dot_product_attention").rules = [](const OpCall& c, const OutMeta&) {
     const Shape& q = c.tensor(0).shape;
     const int32_t r = static_cast<int32_t>(q.size());
     const int mi = c.tensor_index("attn_mask");
@@ -48,7 +48,7 @@ void register_attention_rules(Registry& reg) {
       add(Partial(op), Replicate(), Replicate(), Partial(op), Replicate());
     return rules;
   };
-  reg.mutable_find("_scaled_dot_product_attention_backward").rules = [](const OpCall& c) {
+  reg.mutable_find("_scaled_dot_product_attention_backward").rules = [](const OpCall& c, const OutMeta&) {
     const Shape& qs = c.tensor(1).shape;
     const int32_t r = static_cast<int32_t>(qs.size());
     const int mi = c.tensor_index("attn_mask");

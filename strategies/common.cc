@@ -9,6 +9,31 @@ void add_partial_passthrough(RuleList& rules, int n_out, int n_in,
   for (ReduceOp op : ops) rules.push_back(uniform(n_out, n_in, Partial(op)));
 }
 
+void add_linear_in(RuleList& rules, int n_in, int grad) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+    Rule r;
+    r.outputs.push_back(Partial(op));
+    r.inputs.assign(n_in, Replicate());
+    r.inputs[grad] = Partial(op);
+    rules.push_back(r);
+  }
+}
+
+void add_pass_all(RuleList& rules, int n_in, int grad) {
+  add_linear_in(rules, n_in, grad);
+  for (ReduceOp op : {ReduceOp::kMax, ReduceOp::kMin}) {
+    Rule r;
+    r.outputs.push_back(Partial(op));
+    r.inputs.assign(n_in, Replicate());
+    r.inputs[grad] = Partial(op);
+    rules.push_back(r);
+  }
+}
+
+void add_alike(RuleList& rules, int n_in, const std::vector<int32_t>& dims) {
+  for (int32_t d : dims) rules.push_back(uniform(1, n_in, Shard(d)));
+}
+
 int64_t broadcast_dim(const Shape& in, const Shape& out, int64_t d) {
   int64_t od = d + static_cast<int64_t>(out.size()) - static_cast<int64_t>(in.size());
   if (in[d] != out[od]) return -1;
@@ -31,7 +56,6 @@ void register_all_rules() {
     register_scan_rules(r);
     register_selection_rules(r);
     register_pooling_rules(r);
-    register_backward_rules(r);
     register_attention_rules(r);
   });
 }

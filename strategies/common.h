@@ -28,6 +28,15 @@ inline Rule uniform(int n_out, int n_in, Placement p) {
 void add_partial_passthrough(RuleList& rules, int n_out, int n_in,
                              std::initializer_list<ReduceOp> ops);
 
+// Rules of ops linear in their incoming gradient `grad` (the backward ops): P(sum) and P(avg) of
+// that input pass with every other input replicated.
+void add_linear_in(RuleList& rules, int n_in, int grad);
+// Also P(max)/P(min): for ops that only place each gradient element somewhere and write 0 elsewhere
+// on every rank (max/min over ranks keep those zeros too).
+void add_pass_all(RuleList& rules, int n_in, int grad);
+// One output; dims d in `dims` sharded alike on the output and every input.
+void add_alike(RuleList& rules, int n_in, const std::vector<int32_t>& dims);
+
 // Output dim of tensor dim `d` of an input of rank `in_rank` broadcast to rank `out_rank`, or -1 when
 // that input dim is broadcast (size 1 against a larger output size).
 int64_t broadcast_dim(const Shape& in, const Shape& out, int64_t d);
@@ -46,7 +55,6 @@ void register_loss_rules(Registry& r);
 void register_scan_rules(Registry& r);
 void register_selection_rules(Registry& r);
 void register_pooling_rules(Registry& r);
-void register_backward_rules(Registry& r);
 void register_attention_rules(Registry& r);
 
 // All of the above, once.

@@ -53,19 +53,19 @@ void add_bias(RuleList& rules, const Shape& bias, const Shape& out, bool bias_fi
 }  // namespace
 
 void register_matrix_rules(Registry& reg) {
-  reg.mutable_find("mm").rules = [](const OpCall&) {
+  reg.mutable_find("mm").rules = [](const OpCall&, const OutMeta&) {
     return mat_rules({0, 1, 0, 1, 0, 1, {}});
   };
-  reg.mutable_find("bmm").rules = [](const OpCall&) {
+  reg.mutable_find("bmm").rules = [](const OpCall&, const OutMeta&) {
     return mat_rules({1, 2, 1, 2, 1, 2, {{0, 0, 0}}});
   };
-  reg.mutable_find("addmm").rules = [](const OpCall& c) {
+  reg.mutable_find("addmm").rules = [](const OpCall& c, const OutMeta&) {
     RuleList r = mat_rules({0, 1, 0, 1, 0, 1, {}});
     add_bias(r, c.tensor(0).shape, {c.tensor(1).shape[0], c.tensor(2).shape[1]}, true);
     return r;
   };
   // linear(x[..., in], w[out, in], b[out]?) = x @ w^T + b.
-  reg.mutable_find("linear").rules = [](const OpCall& c) {
+  reg.mutable_find("linear").rules = [](const OpCall& c, const OutMeta&) {
     const int64_t r = static_cast<int64_t>(c.tensor(0).shape.size());
     MatDims m;
     m.sk = r - 1;
@@ -83,7 +83,7 @@ void register_matrix_rules(Registry& reg) {
   };
   // matmul: the 2-d and batched cases whose batch dims need no broadcasting of `other`; other shapes
   // run replicated.
-  reg.mutable_find("matmul").rules = [](const OpCall& c) {
+  reg.mutable_find("matmul").rules = [](const OpCall& c, const OutMeta&) {
     const Shape& a = c.tensor(0).shape;
     const Shape& b = c.tensor(1).shape;
     const int64_t ra = static_cast<int64_t>(a.size()), rb = static_cast<int64_t>(b.size());

@@ -26,7 +26,7 @@ void register_norm_rules(Registry& reg) {
   for (const char* name : {"softmax", "log_softmax"}) {
     OpDef& op = reg.mutable_find(name);
     const uint8_t stats = ops::step_id(op, "softmax_stats");
-    op.rules = [stats](const OpCall& c) {
+    op.rules = [stats](const OpCall& c, const OutMeta&) {
       const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
       const int64_t dim = norm_dim(c.get_int("dim"), rank);
       RuleList rules = batch_rules(c, dim, rank);
@@ -36,7 +36,7 @@ void register_norm_rules(Registry& reg) {
     };
   }
   for (const char* name : {"layer_norm", "rms_norm"}) {
-    reg.mutable_find(name).rules = [](const OpCall& c) {
+    reg.mutable_find(name).rules = [](const OpCall& c, const OutMeta&) {
       const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
       const int64_t normed = static_cast<int64_t>(c.get_int_list("normalized_shape").size());
       return batch_rules(c, -1, rank - normed);

@@ -29,14 +29,13 @@ RuleList shard_rows(const OpCall& call, const Shape& out) {
   return rules;
 }
 
-Shape out_shape(const OpCall& call) { return call.op().meta(call)[0].shape; }
-
 using Extra = std::function<void(const OpCall&, RuleList&)>;
 
-void set(Registry& reg, const std::string& name, Extra extra = nullptr) {
-  OpDef& op = reg.mutable_find(name);
-  op.rules = [extra](const OpCall& call) {
-    RuleList rules = shard_rows(call, out_shape(call));
+void set(Registry& reg, const std::string& name, Extra extra = nullptr,
+         std::source_location where = std::source_location::current()) {
+  OpDef& op = reg.mutable_find(name, where);
+  op.rules = [extra](const OpCall& call, const OutMeta& out) {
+    RuleList rules = shard_rows(call, out[0].shape);
     if (extra) extra(call, rules);
     return rules;
   };
@@ -119,6 +118,25 @@ void register_pointwise_rules(Registry& reg) {
                      (to == DType::kFloat32 || to == DType::kFloat64));
     if (widening) add_partial_passthrough(r, 1, 1, kLinear);
   });
+
+  // gelu_backward (ops/defs/pointwise_backward_ops.cc): pointwise with broadcasting (a shard maps
+  // onto every input dim of that output dim); linear in the gradient.
+  reg.mutable_find("gelu_backward").rules = [](const OpCall& c, const OutMeta& meta) {
+    const Shape& out = meta[0].shape;
+    RuleList rules;
+    for (int64_t d = 0; d < static_cast<int64_t>(out.size()); ++d) {
+      Rule r;
+      r.outputs.push_back(Shard(static_cast<int32_t>(d)));
+      for (int t = 0; t < 2; ++t) {
+        const Shape& in = c.tensor(t).shape;
+        const int64_t id = d - (static_cast<int64_t>(out.size()) - static_cast<int64_t>(in.size()));
+        r.inputs.push_back(id >= 0 && in[id] == out[d] ? Shard(static_cast<int32_t>(id)) : Replicate());
+      }
+      rules.push_back(r);
+    }
+    add_linear_in(rules, 2, 0);
+    return rules;
+  };
 }
 
 }  // namespace dtensor::strategies

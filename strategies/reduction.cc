@@ -58,12 +58,12 @@ void register_reduction_rules(Registry& reg) {
                             {"amin", Kind::kMin}, {"prod", Kind::kWhole}, {"var", Kind::kWhole},
                             {"std", Kind::kWhole}}) {
     Kind k = kind;
-    reg.mutable_find(name).rules = [k](const OpCall& c) { return reduction_rules(c, k); };
+    reg.mutable_find(name).rules = [k](const OpCall& c, const OutMeta&) { return reduction_rules(c, k); };
   }
   // logsumexp over one sharded dim: max and sum-of-exp all-reduces, the result replicated there.
   OpDef& lse = reg.mutable_find("logsumexp");
   const uint8_t stats = ops::step_id(lse, "softmax_stats");
-  lse.rules = [stats](const OpCall& c) {
+  lse.rules = [stats](const OpCall& c, const OutMeta&) {
     RuleList rules = reduction_rules(c, Kind::kWhole);
     std::vector<int64_t> dims = c.get_int_list("dim");
     if (dims.size() == 1) {

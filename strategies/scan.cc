@@ -11,10 +11,10 @@ void register_scan_rules(Registry& reg) {
     OpDef& op = reg.mutable_find(name);
     const uint8_t carry = ops::step_id(op, "carry_exchange");
     const bool linear = std::string(name) == "cumsum";
-    op.rules = [carry, linear](const OpCall& c) {
+    op.rules = [carry, linear](const OpCall& c, const OutMeta& out) {
       const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
       const int64_t dim = norm_dim(c.get_int("dim"), rank);
-      const int n_out = static_cast<int>(c.op().meta(c).size());
+      const int n_out = static_cast<int>(out.size());
       RuleList rules;
       for (int64_t d = 0; d < rank; ++d) {
         Rule r = uniform(n_out, 1, Shard(static_cast<int32_t>(d)));
@@ -22,6 +22,24 @@ void register_scan_rules(Registry& reg) {
         rules.push_back(r);
       }
       if (linear) add_partial_passthrough(rules, 1, 1, {ReduceOp::kSum, ReduceOp::kAvg});
+      return rules;
+    };
+  }
+
+  // cummaxmin/cumprod/logcumsumexp_backward (ops/defs/scan_backward_ops.cc): shards of the other
+  // dims on all three tensors; linear in the gradient.
+  for (const char* name : {"cummaxmin_backward", "cumprod_backward", "logcumsumexp_backward"}) {
+    reg.mutable_find(name).rules = [](const OpCall& c, const OutMeta&) {
+      const int64_t rank = static_cast<int64_t>(c.tensor(1).shape.size());
+      RuleList rules;
+      if (rank > 0) {
+        const int64_t dim = norm_dim(c.get_int("dim"), rank);
+        std::vector<int32_t> others;
+        for (int64_t d = 0; d < rank; ++d)
+          if (d != dim) others.push_back(static_cast<int32_t>(d));
+        add_alike(rules, 3, others);
+      }
+      add_linear_in(rules, 3, 0);
       return rules;
     };
   }

@@ -9,9 +9,8 @@
 namespace dtensor::strategies {
 namespace {
 
-RuleList selection_rules(const OpCall& c, uint8_t step, bool has_dim) {
+RuleList selection_rules(const OpCall& c, int n_out, uint8_t step, bool has_dim) {
   const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
-  const int n_out = static_cast<int>(c.op().meta(c).size());
   const bool keep = c.op().schema.index_of("keepdim") >= 0 && c.get_bool("keepdim");
   RuleList rules;
   if (!has_dim) {
@@ -55,10 +54,30 @@ void register_selection_rules(Registry& reg) {
     OpDef& op = reg.mutable_find(name);
     uint8_t step = find_step(op, "candidate_gather");
     if (!step) step = find_step(op, "select");
-    op.rules = [step](const OpCall& c) {
-      return selection_rules(c, step, c.op().schema.index_of("dim") >= 0 && c.has("dim"));
+    op.rules = [step](const OpCall& c, const OutMeta& out) {
+      return selection_rules(c, static_cast<int>(out.size()), step,
+                             c.op().schema.index_of("dim") >= 0 && c.has("dim"));
     };
   }
+
+  // value_selecting_reduction_backward (ops/defs/selection_backward_ops.cc): shards of the kept dims
+  // on grad and indices, mapped; every Partial op of the gradient passes (each element is placed
+  // once, 0 elsewhere on every rank).
+  reg.mutable_find("value_selecting_reduction_backward").rules = [](const OpCall& c, const OutMeta&) {
+    const int64_t rank = static_cast<int64_t>(c.get_int_list("sizes").size());
+    const bool keep = c.get_bool("keepdim");
+    RuleList rules;
+    if (rank > 0) {
+      const int64_t dim = norm_dim(c.get_int("dim"), rank);
+      for (int64_t d = 0; d < rank; ++d) {
+        if (d == dim) continue;
+        const int32_t gd = static_cast<int32_t>(keep || d < dim ? d : d - 1);
+        rules.push_back(row({Shard(static_cast<int32_t>(d))}, {Shard(gd), Shard(gd)}));
+      }
+    }
+    add_pass_all(rules, 2, 0);
+    return rules;
+  };
 }
 
 }  // namespace dtensor::strategies

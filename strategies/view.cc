@@ -48,7 +48,7 @@ RuleList view_rules(const Shape& in, const Shape& out) {
   return rules;
 }
 
-RuleList as_view(const OpCall& c) { return view_rules(c.tensor(0).shape, c.op().meta(c)[0].shape); }
+RuleList as_view(const OpCall& c, const OutMeta& out) { return view_rules(c.tensor(0).shape, out[0].shape); }
 
 // Rows sharding every dim of input 0 except `skip`, mapped to output dim f(d).
 template <typename F>
@@ -69,24 +69,24 @@ RuleList keep_dims(const OpCall& c, int64_t skip, int n_out, F f) {
 void register_view_rules(Registry& reg) {
   for (const char* name : {"view", "reshape", "flatten", "squeeze", "unsqueeze"})
     reg.mutable_find(name).rules = as_view;
-  reg.mutable_find("transpose").rules = [](const OpCall& c) {
+  reg.mutable_find("transpose").rules = [](const OpCall& c, const OutMeta&) {
     const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
     int64_t a = norm_dim(c.get_int("dim0"), rank), b = norm_dim(c.get_int("dim1"), rank);
     return keep_dims(c, -1, 1, [&](int64_t d) { return d == a ? b : d == b ? a : d; });
   };
-  reg.mutable_find("t").rules = [](const OpCall& c) {
+  reg.mutable_find("t").rules = [](const OpCall& c, const OutMeta&) {
     const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
     return keep_dims(c, -1, 1, [&](int64_t d) { return rank == 2 ? 1 - d : d; });
   };
-  reg.mutable_find("permute").rules = [](const OpCall& c) {
+  reg.mutable_find("permute").rules = [](const OpCall& c, const OutMeta&) {
     const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
     std::vector<int64_t> dims = c.get_int_list("dims"), inverse(rank);
     for (int64_t k = 0; k < rank; ++k) inverse[norm_dim(dims[k], rank)] = k;
     return keep_dims(c, -1, 1, [&](int64_t d) { return inverse[d]; });
   };
-  reg.mutable_find("expand").rules = [](const OpCall& c) {
+  reg.mutable_find("expand").rules = [](const OpCall& c, const OutMeta& meta) {
     const Shape& in = c.tensor(0).shape;
-    Shape out = c.op().meta(c)[0].shape;
+    const Shape& out = meta[0].shape;
     RuleList rules;
     add_partial_passthrough(rules, 1, 1, kAllOps);
     for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d) {
@@ -95,29 +95,50 @@ void register_view_rules(Registry& reg) {
     }
     return rules;
   };
-  reg.mutable_find("cat").rules = [](const OpCall& c) {
+  reg.mutable_find("cat").rules = [](const OpCall& c, const OutMeta&) {
     const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
     return keep_dims(c, norm_dim(c.get_int("dim"), rank), 1, [](int64_t d) { return d; });
   };
-  reg.mutable_find("stack").rules = [](const OpCall& c) {
+  reg.mutable_find("stack").rules = [](const OpCall& c, const OutMeta&) {
     const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
     const int64_t at = norm_dim(c.get_int("dim"), rank + 1);
     return keep_dims(c, -1, 1, [&](int64_t d) { return d < at ? d : d + 1; });
   };
-  reg.mutable_find("split").rules = [](const OpCall& c) {
+  reg.mutable_find("split").rules = [](const OpCall& c, const OutMeta& out) {
     const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
-    int n_out = static_cast<int>(c.op().meta(c).size());
+    const int n_out = static_cast<int>(out.size());
     return keep_dims(c, norm_dim(c.get_int("dim"), rank), n_out, [](int64_t d) { return d; });
   };
-  reg.mutable_find("slice").rules = [](const OpCall& c) {
+  reg.mutable_find("slice").rules = [](const OpCall& c, const OutMeta&) {
     const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
     return keep_dims(c, norm_dim(c.get_int("dim"), rank), 1, [](int64_t d) { return d; });
   };
-  reg.mutable_find("select").rules = [](const OpCall& c) {
+  reg.mutable_find("select").rules = [](const OpCall& c, const OutMeta&) {
     const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
     const int64_t at = norm_dim(c.get_int("dim"), rank);
     return keep_dims(c, at, 1, [&](int64_t d) { return d < at ? d : d - 1; });
   };
+
+  // slice_backward / select_backward (ops/defs/view_backward_ops.cc): shards of the other dims,
+  // mapped (select drops `dim`). (grad_output S(dim) -> P(sum) is valid but not listed: it would be
+  // taken for free and defer a reduction of the whole input.) Every Partial op of the gradient
+  // passes: each gradient element is placed once and 0 fills the rest on every rank.
+  for (const char* name : {"slice_backward", "select_backward"}) {
+    const bool select = std::string(name) == "select_backward";
+    reg.mutable_find(name).rules = [select](const OpCall& c, const OutMeta&) {
+      const std::vector<int64_t> sizes = c.get_int_list("input_sizes");
+      const int64_t rank = static_cast<int64_t>(sizes.size());
+      const int64_t dim = norm_dim(c.get_int("dim"), rank);
+      RuleList rules;
+      for (int64_t d = 0; d < rank; ++d) {
+        if (d == dim) continue;
+        const int64_t gd = select && d > dim ? d - 1 : d;
+        rules.push_back(row({Shard(static_cast<int32_t>(d))}, {Shard(static_cast<int32_t>(gd))}));
+      }
+      add_pass_all(rules, 1, 0);
+      return rules;
+    };
+  }
 }
 
 }  // namespace dtensor::strategies

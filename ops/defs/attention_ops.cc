@@ -107,6 +107,7 @@ void define_forward(Registry& reg) {
   OpDef& op = reg.define(
       "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None) -> Tensor",
       "attention");
+  op.cost = cost(CostClass::kOnePass);
   op.meta = [](const OpCall& c) {
     Shape out = attention_shape(c, 0);
     if (c.get_double("dropout_p") != 0.0)
@@ -141,6 +142,8 @@ void define_backward(Registry& reg) {
   OpDef& op = reg.define(
       "_scaled_dot_product_attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, bool is_causal=False, *, float? scale=None, Tensor? attn_mask=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)",
       "attention");
+  op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
+  op.no_backward = kNoDoubleBackward;
   op.meta = [](const OpCall& c) {
     Shape out = attention_shape(c, 1);
     for (int t : {0, 4}) {

@@ -57,6 +57,25 @@ std::function<Tensor(int, const OpCall&, uint64_t)> positive_inputs(std::vector<
   };
 }
 
+OpCost cost(CostClass cls, Keeps keeps) {
+  OpCost c;
+  c.cls = cls;
+  c.saves_inputs = keeps == Keeps::kInputs || keeps == Keeps::kInputsAndOutput;
+  c.saves_output = keeps == Keeps::kOutput || keeps == Keeps::kInputsAndOutput;
+  return c;
+}
+
+OpCost contraction_cost(int factor, const char* bias) {
+  OpCost c = cost(CostClass::kContraction);
+  c.flops = [factor, bias](const OpCall& call, const std::vector<TensorMeta>& out) {
+    const double on = out.empty() ? 0.0 : static_cast<double>(numel(out[0].shape));
+    const Shape& f = call.tensor(factor).shape;
+    const double k = f.empty() ? 1.0 : static_cast<double>(f.back());
+    return 2 * on * k + (bias && call.tensor_index(bias) >= 0 ? on : 0.0);
+  };
+  return c;
+}
+
 void define_all_ops() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -72,7 +91,13 @@ void define_all_ops() {
     define_selection_ops(r);
     define_pooling_ops(r);
     add_softmax_steps(r);
-    define_backward_ops(r);
+    define_pointwise_backward_ops(r);
+    define_embedding_backward_ops(r);
+    define_loss_backward_ops(r);
+    define_view_backward_ops(r);
+    define_pooling_backward_ops(r);
+    define_selection_backward_ops(r);
+    define_scan_backward_ops(r);
     define_attention_ops(r);
   });
 }

@@ -29,6 +29,18 @@ Tensor coarse_input(const TensorMeta& m, uint64_t seed, bool nans);
 // make_input for an op whose tensor inputs listed in `positive` must be positive.
 std::function<Tensor(int, const OpCall&, uint64_t)> positive_inputs(std::vector<int> positive);
 
+// What an op's backward reads: the activations the planner keeps between forward and backward.
+enum class Keeps { kInputs, kOutput, kInputsAndOutput, kNothing };
+// OpDef::cost of an op of class `cls`.
+OpCost cost(CostClass cls, Keeps keeps = Keeps::kInputs);
+// OpDef::cost of a matrix product (keeps its inputs): 2 FLOPs per multiply-add, the contraction
+// length being the last dim of tensor input `factor`, plus one add per output element when the
+// tensor input named `bias` is given.
+OpCost contraction_cost(int factor, const char* bias = nullptr);
+
+// OpDef::no_backward of the backward ops autograd calls (gelu_backward, ...).
+inline constexpr char kNoDoubleBackward[] = "a backward op (dtensor has no double backward)";
+
 // The common error: "<call>: <what>".
 [[noreturn]] void fail(const OpCall& c, const std::string& what);
 
@@ -53,7 +65,15 @@ void define_loss_ops(Registry& r);
 void define_scan_ops(Registry& r);
 void define_selection_ops(Registry& r);
 void define_pooling_ops(Registry& r);
-void define_backward_ops(Registry& r);
+// The backward ops autograd/ calls (gelu_backward, nll_loss_backward, ...), by family:
+// <family>_backward_ops.cc.
+void define_pointwise_backward_ops(Registry& r);
+void define_embedding_backward_ops(Registry& r);
+void define_loss_backward_ops(Registry& r);
+void define_view_backward_ops(Registry& r);
+void define_pooling_backward_ops(Registry& r);
+void define_selection_backward_ops(Registry& r);
+void define_scan_backward_ops(Registry& r);
 void define_attention_ops(Registry& r);
 
 // Softmax statistics steps on logsumexp, softmax, log_softmax and cross_entropy (softmax_steps.cc).

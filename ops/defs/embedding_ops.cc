@@ -10,6 +10,7 @@ void define_embedding_ops(Registry& reg) {
   OpDef& op = reg.define(
       "embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor",
       "embedding");
+  op.cost = cost(CostClass::kCopy, Keeps::kNothing);
   op.meta = [](const OpCall& c) {
     const Shape& w = c.tensor(0).shape;
     DType it = c.tensor(1).dtype;

@@ -53,6 +53,7 @@ void define_loss_ops(Registry& reg) {
     OpDef& op = reg.define(
         "nll_loss(Tensor self, Tensor target, Tensor? weight=None, str reduction='mean', int ignore_index=-100) -> Tensor",
         "loss");
+    op.cost = cost(CostClass::kLoss);
     op.meta = loss_meta();
     op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
       return std::vector<Tensor>{kernels::nll_loss(in[0], in[1], weight(in, c), c.get_str("reduction"),
@@ -65,6 +66,7 @@ void define_loss_ops(Registry& reg) {
     OpDef& op = reg.define(
         "cross_entropy(Tensor self, Tensor target, Tensor? weight=None, str reduction='mean', int ignore_index=-100, float label_smoothing=0.0) -> Tensor",
         "loss");
+    op.cost = cost(CostClass::kLoss);
     op.meta = loss_meta();
     op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
       return std::vector<Tensor>{kernels::cross_entropy(in[0], in[1], weight(in, c), c.get_str("reduction"),

@@ -42,6 +42,7 @@ Shape matmul_shape(const OpCall& c, const Shape& a, const Shape& b) {
 void define_matrix_ops(Registry& reg) {
   {
     OpDef& op = reg.define("mm(Tensor self, Tensor mat2) -> Tensor", "matrix");
+    op.cost = contraction_cost(0);
     op.meta = [](const OpCall& c) {
       check_float(c);
       const Shape &a = c.tensor(0).shape, &b = c.tensor(1).shape;
@@ -59,6 +60,7 @@ void define_matrix_ops(Registry& reg) {
   }
   {
     OpDef& op = reg.define("bmm(Tensor self, Tensor mat2) -> Tensor", "matrix");
+    op.cost = contraction_cost(0);
     op.meta = [](const OpCall& c) {
       check_float(c);
       const Shape &a = c.tensor(0).shape, &b = c.tensor(1).shape;
@@ -74,6 +76,7 @@ void define_matrix_ops(Registry& reg) {
   {
     OpDef& op = reg.define(
         "addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", "matrix");
+    op.cost = contraction_cost(1, "self");
     op.meta = [](const OpCall& c) {
       check_float(c);
       const Shape &a = c.tensor(1).shape, &b = c.tensor(2).shape;
@@ -94,6 +97,7 @@ void define_matrix_ops(Registry& reg) {
   }
   {
     OpDef& op = reg.define("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", "matrix");
+    op.cost = contraction_cost(0, "bias");
     op.meta = [](const OpCall& c) {
       check_float(c);
       const Shape &x = c.tensor(0).shape, &w = c.tensor(1).shape;
@@ -118,6 +122,7 @@ void define_matrix_ops(Registry& reg) {
   }
   {
     OpDef& op = reg.define("matmul(Tensor self, Tensor other) -> Tensor", "matrix");
+    op.cost = contraction_cost(0);
     op.meta = [](const OpCall& c) {
       check_float(c);
       return std::vector<TensorMeta>{

@@ -39,6 +39,7 @@ void define_norm_ops(Registry& reg) {
   for (const char* name : {"softmax", "log_softmax"}) {
     bool log = std::string(name) == "log_softmax";
     OpDef& op = reg.define(std::string(name) + "(Tensor self, int dim) -> Tensor", "norm");
+    op.cost = cost(CostClass::kNormalization, Keeps::kOutput);
     op.meta = [](const OpCall& c) {
       check_float(c);
       guard(c, [&] { return wrap_dim(c.get_int("dim"), static_cast<int64_t>(c.tensor(0).shape.size()), "dim"); });
@@ -56,6 +57,7 @@ void define_norm_ops(Registry& reg) {
     OpDef& op = reg.define(
         "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor",
         "norm");
+    op.cost = cost(CostClass::kNormalization);
     op.meta = norm_meta();
     op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
       std::vector<int64_t> ns = c.get_int_list("normalized_shape");
@@ -70,6 +72,7 @@ void define_norm_ops(Registry& reg) {
   {
     OpDef& op = reg.define(
         "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor", "norm");
+    op.cost = cost(CostClass::kNormalization);
     op.meta = norm_meta();
     op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
       std::vector<int64_t> ns = c.get_int_list("normalized_shape");

@@ -38,15 +38,18 @@ std::vector<Sample> unary_samples() {
   return {sample({{6, 5}}, {T(0)}), sample({{3, 7, 2}}, {T(0)})};
 }
 
-void binary(Registry& reg, const std::string& schema, MetaFn meta, KernelFn k) {
+OpDef& binary(Registry& reg, const std::string& schema, MetaFn meta, KernelFn k, OpCost c) {
   OpDef& op = reg.define(schema, "pointwise");
   op.meta = std::move(meta);
   op.kernel = std::move(k);
   op.samples = binary_samples;
+  op.cost = std::move(c);
+  return op;
 }
 
-void unary(Registry& reg, const std::string& name, Tensor (*fn)(const Tensor&), bool positive) {
+void unary(Registry& reg, const std::string& name, Tensor (*fn)(const Tensor&), bool positive, OpCost c) {
   OpDef& op = reg.define(name + "(Tensor self) -> Tensor", "pointwise");
+  op.cost = std::move(c);
   const bool keeps_dtype = name == "neg" || name == "abs" || name == "relu";
   op.meta = broadcast_meta(keeps_dtype ? same : floating);
   op.kernel = [fn](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(fn(in[0])); };
@@ -60,25 +63,33 @@ void define_pointwise_ops(Registry& reg) {
   binary(reg, "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
            return one(kernels::add(in[0], in[1], Scalar(c.get_double("alpha"))));
-         });
+         },
+         cost(CostClass::kElementwise, Keeps::kNothing));
   binary(reg, "sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
            return one(kernels::sub(in[0], in[1], Scalar(c.get_double("alpha"))));
-         });
+         },
+         cost(CostClass::kElementwise, Keeps::kNothing));
   binary(reg, "mul(Tensor self, Tensor other) -> Tensor", broadcast_meta(promoted),
-         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::mul(in[0], in[1])); });
+         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::mul(in[0], in[1])); },
+         cost(CostClass::kElementwise));
   binary(reg, "div(Tensor self, Tensor other) -> Tensor", broadcast_meta(floating),
-         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::div(in[0], in[1])); });
+         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::div(in[0], in[1])); },
+         cost(CostClass::kElementwise));
   reg.mutable_find("div").make_input = positive_inputs({1});
   binary(reg, "maximum(Tensor self, Tensor other) -> Tensor", broadcast_meta(promoted),
-         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::maximum(in[0], in[1])); });
+         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::maximum(in[0], in[1])); },
+         cost(CostClass::kElementwise));
   binary(reg, "minimum(Tensor self, Tensor other) -> Tensor", broadcast_meta(promoted),
-         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::minimum(in[0], in[1])); });
+         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::minimum(in[0], in[1])); },
+         cost(CostClass::kElementwise));
   binary(reg, "pow(Tensor self, Tensor exponent) -> Tensor", broadcast_meta(promoted),
-         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::pow(in[0], in[1])); });
+         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::pow(in[0], in[1])); },
+         cost(CostClass::kTranscendental));
   reg.mutable_find("pow").make_input = positive_inputs({0});
   {
     OpDef& op = reg.define("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", "pointwise");
+    op.cost = cost(CostClass::kTranscendental);
     op.meta = broadcast_meta([](const OpCall& c) {
       bool int_exp = std::holds_alternative<int64_t>(c.value("exponent"));
       return int_exp || is_floating(c.tensor(0).dtype) ? c.tensor(0).dtype : DType::kFloat32;
@@ -98,10 +109,12 @@ void define_pointwise_ops(Registry& reg) {
                           {"lt", kernels::lt}, {"le", kernels::le}, {"gt", kernels::gt}, {"ge", kernels::ge}}) {
     Cmp f = fn;
     binary(reg, std::string(name) + "(Tensor self, Tensor other) -> Tensor", broadcast_meta(boolean),
-           [f](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(f(in[0], in[1])); });
+           [f](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(f(in[0], in[1])); },
+           cost(CostClass::kElementwise));
   }
   {
     OpDef& op = reg.define("where(Tensor condition, Tensor self, Tensor other) -> Tensor", "pointwise");
+    op.cost = cost(CostClass::kElementwise);
     op.meta = broadcast_meta([](const OpCall& c) {
       DT_CHECK(c.tensor(0).dtype == DType::kBool, "condition must be bool, got ",
                dtype_name(c.tensor(0).dtype));
@@ -117,6 +130,7 @@ void define_pointwise_ops(Registry& reg) {
   }
   {
     OpDef& op = reg.define("masked_fill(Tensor self, Tensor mask, Scalar value) -> Tensor", "pointwise");
+    op.cost = cost(CostClass::kElementwise);
     op.meta = [](const OpCall& c) {
       return guard(c, [&] {
         DT_CHECK(c.tensor(1).dtype == DType::kBool, "mask must be bool, got ", dtype_name(c.tensor(1).dtype));
@@ -142,6 +156,7 @@ void define_pointwise_ops(Registry& reg) {
     std::string schema = n + (n == "add.Scalar" ? "(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"
                                                  : "(Tensor self, Scalar other) -> Tensor");
     OpDef& op = reg.define(schema, "pointwise");
+    op.cost = cost(CostClass::kElementwise, Keeps::kNothing);
     op.meta = [n](const OpCall& c) {
       DType d = c.tensor(0).dtype;
       bool float_scalar = std::holds_alternative<double>(c.value("other"));
@@ -159,18 +174,19 @@ void define_pointwise_ops(Registry& reg) {
       return std::vector<Sample>{sample({{6, 5}}, {T(0), V(-1.5)}), sample({{4, 7}}, {T(0), V(2.0)})};
     };
   }
-  unary(reg, "neg", kernels::neg, false);
-  unary(reg, "abs", kernels::abs, false);
-  unary(reg, "relu", kernels::relu, false);
-  unary(reg, "exp", kernels::exp, false);
-  unary(reg, "log", kernels::log, true);
-  unary(reg, "sqrt", kernels::sqrt, true);
-  unary(reg, "rsqrt", kernels::rsqrt, true);
-  unary(reg, "tanh", kernels::tanh, false);
-  unary(reg, "sigmoid", kernels::sigmoid, false);
-  unary(reg, "silu", kernels::silu, false);
+  unary(reg, "neg", kernels::neg, false, cost(CostClass::kElementwise, Keeps::kNothing));
+  unary(reg, "abs", kernels::abs, false, cost(CostClass::kElementwise));
+  unary(reg, "relu", kernels::relu, false, cost(CostClass::kElementwise, Keeps::kOutput));
+  unary(reg, "exp", kernels::exp, false, cost(CostClass::kTranscendental, Keeps::kOutput));
+  unary(reg, "log", kernels::log, true, cost(CostClass::kTranscendental));
+  unary(reg, "sqrt", kernels::sqrt, true, cost(CostClass::kTranscendental));
+  unary(reg, "rsqrt", kernels::rsqrt, true, cost(CostClass::kTranscendental));
+  unary(reg, "tanh", kernels::tanh, false, cost(CostClass::kTranscendental, Keeps::kOutput));
+  unary(reg, "sigmoid", kernels::sigmoid, false, cost(CostClass::kTranscendental, Keeps::kOutput));
+  unary(reg, "silu", kernels::silu, false, cost(CostClass::kTranscendental));
   {
     OpDef& op = reg.define("gelu(Tensor self, *, str approximate='none') -> Tensor", "pointwise");
+    op.cost = cost(CostClass::kTranscendental);
     op.meta = broadcast_meta(floating);
     op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
       return one(kernels::gelu(in[0], c.get_str("approximate")));
@@ -182,6 +198,7 @@ void define_pointwise_ops(Registry& reg) {
   }
   {
     OpDef& op = reg.define("to(Tensor self, ScalarType dtype) -> Tensor", "pointwise");
+    op.cost = cost(CostClass::kElementwise, Keeps::kNothing);
     op.meta = [](const OpCall& c) {
       return guard(c, [&] {
         return std::vector<TensorMeta>{{c.tensor(0).shape, dtype_from_name(c.get_str("dtype"))}};

@@ -1,5 +1,6 @@
-// Pooling: avg_pool1d/2d/3d, max_pool1d/2d/3d_with_indices, adaptive_avg_pool2d and their backward
-// (kernels/cpu/pooling.h has the semantics), and the halo exchange that keeps spatial dims sharded.
+// Pooling: avg_pool1d/2d/3d, max_pool1d/2d/3d_with_indices, adaptive_avg_pool2d (kernels/cpu/pooling.h
+// has the semantics), and the halo exchange that keeps spatial dims sharded. Their backward ops:
+// pooling_backward_ops.cc.
 #include "kernels/cpu/pooling.h"
 
 #include "ops/defs/steps.h"
@@ -219,6 +220,7 @@ void define_pool(Registry& reg, Pool p, int dims) {
   }
   std::string ret = p == Pool::kMax ? "(Tensor values, Tensor indices)" : "Tensor";
   OpDef& op = reg.define(name + "(Tensor self, " + args + ") -> " + ret, "pooling");
+  op.cost = cost(CostClass::kWindow, p == Pool::kMax ? Keeps::kInputsAndOutput : Keeps::kInputs);
   op.meta = [p, dims](const OpCall& c) {
     Shape out = out_shape(c, p, params(c, p, dims));
     std::vector<TensorMeta> m{{out, c.tensor(0).dtype}};

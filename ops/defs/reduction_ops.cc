@@ -43,8 +43,9 @@ bool keepdim(const OpCall& c) { return c.has("keepdim") && c.get_bool("keepdim")
 void define(Registry& reg, const std::string& schema,
             std::function<DType(const OpCall&)> dtype_fn,
             std::function<Tensor(const Tensor&, const OpCall&, const LocalContext&, const std::vector<int64_t>&, bool)> fn,
-            bool floating_only) {
+            bool floating_only, Keeps keeps = Keeps::kInputs) {
   OpDef& op = reg.define(schema, "reduction");
+  op.cost = cost(CostClass::kOnePass, keeps);
   op.meta = [dtype_fn, floating_only](const OpCall& c) {
     if (floating_only && !is_floating(c.tensor(0).dtype))
       fail(c, absl::StrCat("dtype ", dtype_name(c.tensor(0).dtype),
@@ -86,7 +87,7 @@ void define_reduction_ops(Registry& reg) {
          [](const Tensor& x, const OpCall&, const LocalContext&, const std::vector<int64_t>& dims, bool keep) {
            return kernels::sum(x, dims, keep);
          },
-         false);
+         false, Keeps::kNothing);
   define(reg, "mean(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor", same,
          [](const Tensor& x, const OpCall& c, const LocalContext&, const std::vector<int64_t>& dims, bool keep) {
            const int64_t global = reduced_count(c.tensor(0).shape, dims);
@@ -95,7 +96,7 @@ void define_reduction_ops(Registry& reg) {
            Tensor s = kernels::sum(x.to(DType::kFloat64), dims, keep);
            return kernels::mul(s, Scalar(1.0 / static_cast<double>(global))).to(x.dtype());
          },
-         true);
+         true, Keeps::kNothing);
   define(reg, "amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", same,
          [](const Tensor& x, const OpCall&, const LocalContext&, const std::vector<int64_t>& dims, bool keep) {
            return extreme_or(x, dims, keep, true, kernels::amax);

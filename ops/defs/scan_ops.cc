@@ -159,6 +159,7 @@ StepDef carry_exchange(Scan s) {
 void define(Registry& reg, const std::string& name, Scan s) {
   std::string sig = two_outputs(s) ? " -> (Tensor values, Tensor indices)" : " -> Tensor";
   OpDef& op = reg.define(name + "(Tensor self, int dim)" + sig, "scan");
+  op.cost = cost(CostClass::kOnePass);
   op.meta = [s](const OpCall& c) {
     scan_dim(c);
     DType dt = c.tensor(0).dtype;

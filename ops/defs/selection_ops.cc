@@ -135,6 +135,7 @@ void define_max_min(Registry& reg, bool is_max) {
   std::string name = is_max ? "max.dim" : "min.dim";
   OpDef& op = reg.define(name + "(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
                          "selection");
+  op.cost = cost(CostClass::kOnePass);
   op.meta = [](const OpCall& c) {
     int64_t d = sel_dim(c);
     check_nonempty(c, d);
@@ -153,6 +154,7 @@ void define_max_min(Registry& reg, bool is_max) {
 void define_arg(Registry& reg, bool is_max) {
   std::string name = is_max ? "argmax" : "argmin";
   OpDef& op = reg.define(name + "(Tensor self, int? dim=None, bool keepdim=False) -> Tensor", "selection");
+  op.cost = cost(CostClass::kOnePass);
   op.meta = [](const OpCall& c) {
     if (!c.has("dim")) {
       if (numel(c.tensor(0).shape) == 0) fail(c, "argmax/argmin of an empty tensor");
@@ -179,6 +181,7 @@ void define_medians(Registry& reg) {
   for (bool nan : {false, true}) {
     std::string base = nan ? "nanmedian" : "median";
     OpDef& whole = reg.define(base + "(Tensor self) -> Tensor", "selection");
+    whole.cost = cost(CostClass::kOnePass);
     whole.meta = [](const OpCall& c) { return std::vector<TensorMeta>{{Shape{}, c.tensor(0).dtype}}; };
     whole.kernel = [nan](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) {
       return std::vector<Tensor>{nan ? kernels::nanmedian(in[0]) : kernels::median(in[0])};
@@ -187,6 +190,7 @@ void define_medians(Registry& reg) {
     whole.make_input = ties_and_nans;
     OpDef& dim = reg.define(base + ".dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
                             "selection");
+    dim.cost = cost(CostClass::kOnePass);
     dim.meta = [](const OpCall& c) {
       int64_t d = sel_dim(c);
       check_nonempty(c, d);
@@ -202,6 +206,7 @@ void define_medians(Registry& reg) {
   }
   OpDef& kth = reg.define(
       "kthvalue(Tensor self, int k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)", "selection");
+  kth.cost = cost(CostClass::kOnePass);
   kth.meta = [](const OpCall& c) {
     int64_t d = sel_dim(c);
     int64_t n = c.tensor(0).shape.empty() ? 1 : c.tensor(0).shape[d];

@@ -36,6 +36,7 @@ Shape infer(const OpCall& c, std::vector<int64_t> req) {
 void reshaping(Registry& reg, const std::string& schema, std::function<Shape(const OpCall&)> shape_fn,
                SampleFn samples) {
   OpDef& op = reg.define(schema, "view");
+  op.cost = cost(CostClass::kView, Keeps::kNothing);
   op.meta = [shape_fn](const OpCall& c) { return std::vector<TensorMeta>{{shape_fn(c), c.tensor(0).dtype}}; };
   op.kernel = [](const std::vector<Tensor>& in, const OpCall&, const LocalContext& ctx) {
     return one(in[0].reshape(ctx.out_block(0).first));
@@ -43,8 +44,11 @@ void reshaping(Registry& reg, const std::string& schema, std::function<Shape(con
   op.samples = std::move(samples);
 }
 
-void simple(Registry& reg, const std::string& schema, MetaFn meta, KernelFn kernel, SampleFn samples) {
+// `cls`: kView for views (aliases of the input), kCopy for ops that write a new tensor (cat, stack).
+void simple(Registry& reg, const std::string& schema, CostClass cls, MetaFn meta, KernelFn kernel,
+            SampleFn samples) {
   OpDef& op = reg.define(schema, "view");
+  op.cost = cost(cls, Keeps::kNothing);
   op.meta = std::move(meta);
   op.kernel = std::move(kernel);
   op.samples = std::move(samples);
@@ -101,7 +105,7 @@ void define_view_ops(Registry& reg) {
               return s;
             },
             [] { return std::vector<Sample>{sample({{5, 4}}, {T(0), I(1)}), sample({{6}}, {T(0), I(-1)})}; });
-  simple(reg, "transpose(Tensor self, int dim0, int dim1) -> Tensor",
+  simple(reg, "transpose(Tensor self, int dim0, int dim1) -> Tensor", CostClass::kView,
          [](const OpCall& c) {
            int64_t a = guard(c, [&] { return wrap_dim(c.get_int("dim0"), rank0(c), "dim0"); });
            int64_t b = guard(c, [&] { return wrap_dim(c.get_int("dim1"), rank0(c), "dim1"); });
@@ -113,7 +117,7 @@ void define_view_ops(Registry& reg) {
            return one(in[0].transpose(c.get_int("dim0"), c.get_int("dim1")));
          },
          [] { return std::vector<Sample>{sample({{5, 3, 4}}, {T(0), I(0), I(2)})}; });
-  simple(reg, "t(Tensor self) -> Tensor",
+  simple(reg, "t(Tensor self) -> Tensor", CostClass::kView,
          [](const OpCall& c) {
            if (rank0(c) > 2) fail(c, "t expects a tensor with <= 2 dims; use transpose");
            Shape s = c.tensor(0).shape;
@@ -124,7 +128,7 @@ void define_view_ops(Registry& reg) {
            return one(in[0].dim() == 2 ? in[0].transpose(0, 1) : in[0]);
          },
          [] { return std::vector<Sample>{sample({{5, 7}}, {T(0)})}; });
-  simple(reg, "permute(Tensor self, int[] dims) -> Tensor",
+  simple(reg, "permute(Tensor self, int[] dims) -> Tensor", CostClass::kView,
          [](const OpCall& c) {
            std::vector<int64_t> dims = c.get_int_list("dims");
            if (static_cast<int64_t>(dims.size()) != rank0(c))
@@ -141,7 +145,7 @@ void define_view_ops(Registry& reg) {
            return one(in[0].permute(c.get_int_list("dims")));
          },
          [] { return std::vector<Sample>{sample({{5, 3, 4}}, {T(0), L({2, 0, 1})})}; });
-  simple(reg, "expand(Tensor self, int[] size) -> Tensor",
+  simple(reg, "expand(Tensor self, int[] size) -> Tensor", CostClass::kView,
          [](const OpCall& c) {
            std::vector<int64_t> req = c.get_int_list("size");
            Shape want(req.begin(), req.end());
@@ -160,7 +164,7 @@ void define_view_ops(Registry& reg) {
            return one(in[0].expand(ctx.out_block(0).first));
          },
          [] { return std::vector<Sample>{sample({{5, 1}}, {T(0), L({3, 5, 4})})}; });
-  simple(reg, "cat(Tensor[] tensors, int dim=0) -> Tensor",
+  simple(reg, "cat(Tensor[] tensors, int dim=0) -> Tensor", CostClass::kCopy,
          [](const OpCall& c) {
            int64_t d = guard(c, [&] { return wrap_dim(c.get_int("dim"), rank0(c), "dim"); });
            Shape out = c.tensor(0).shape;
@@ -183,7 +187,7 @@ void define_view_ops(Registry& reg) {
            s.positional = {TensorListRef{{0, 1}}, I(1)};
            return std::vector<Sample>{s};
          });
-  simple(reg, "stack(Tensor[] tensors, int dim=0) -> Tensor",
+  simple(reg, "stack(Tensor[] tensors, int dim=0) -> Tensor", CostClass::kCopy,
          [](const OpCall& c) {
            int64_t d = guard(c, [&] { return wrap_dim(c.get_int("dim"), rank0(c) + 1, "dim"); });
            for (int t = 1; t < c.num_tensors(); ++t)
@@ -201,7 +205,7 @@ void define_view_ops(Registry& reg) {
            s.positional = {TensorListRef{{0, 1, 2}}, I(1)};
            return std::vector<Sample>{s};
          });
-  simple(reg, "split(Tensor self, int split_size, int dim=0) -> Tensor[]",
+  simple(reg, "split(Tensor self, int split_size, int dim=0) -> Tensor[]", CostClass::kView,
          [](const OpCall& c) {
            int64_t d = guard(c, [&] { return wrap_dim(c.get_int("dim"), rank0(c), "dim"); });
            int64_t k = c.get_int("split_size"), n = c.tensor(0).shape[d];
@@ -219,7 +223,7 @@ void define_view_ops(Registry& reg) {
            return kernels::split(in[0], c.get_int("split_size"), c.get_int("dim"));
          },
          [] { return std::vector<Sample>{sample({{7, 5}}, {T(0), I(3), I(0)}), sample({{4, 9}}, {T(0), I(4), I(1)})}; });
-  simple(reg, "slice(Tensor self, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor",
+  simple(reg, "slice(Tensor self, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor", CostClass::kView,
          [](const OpCall& c) {
            int64_t d = guard(c, [&] { return wrap_dim(c.get_int("dim"), rank0(c), "dim"); });
            Tensor probe = Tensor::empty(c.tensor(0).shape.empty() ? Shape{} : Shape{c.tensor(0).shape[d]});
@@ -238,7 +242,7 @@ void define_view_ops(Registry& reg) {
                                   c.get_int("step")));
          },
          [] { return std::vector<Sample>{sample({{7, 6}}, {T(0), I(1), I(1), I(5), I(2)})}; });
-  simple(reg, "select(Tensor self, int dim, int index) -> Tensor",
+  simple(reg, "select(Tensor self, int dim, int index) -> Tensor", CostClass::kView,
          [](const OpCall& c) {
            int64_t d = guard(c, [&] { return wrap_dim(c.get_int("dim"), rank0(c), "dim"); });
            int64_t n = c.tensor(0).shape[d], i = c.get_int("index");

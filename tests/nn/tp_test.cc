@@ -1,4 +1,4 @@
-// Tensor parallelism against one rank (issue: autograd and TP): a GPT's loss and every parameter's
+// Tensor parallelism against one rank: a GPT's loss and every parameter's
 // gradient under tp=2, tp=4 and dp=2 x tp=2 (plain and sequence-parallel Megatron plans) equal the
 // single-rank run over 20 AdamW steps; and the forward inserts exactly Megatron's collectives.
 #include <map>

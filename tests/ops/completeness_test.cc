@@ -1,0 +1,87 @@
+// Op wiring completeness (docs/ADDING_AN_OP.md). Every registered op, the engine's and the
+// planner's, must have sharding rules (or say why it is replicate-only), a backward (or say why it
+// has none) and a planner cost class. The test prints every op's wiring and fails listing each op
+// that lacks a piece. A registration under a name the registry does not define fails at start-up,
+// naming the op and the registering file: checked here too.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "autograd/backward_util.h"
+#include "gtest/gtest.h"
+#include "planner/graph.h"
+
+namespace dtensor {
+namespace {
+
+class Completeness : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    init_autograd();               // engine ops, rules, backward formulas
+    planner::init_planner_ops();  // the planner-only ops
+  }
+};
+
+// What op `op` lacks, one line each (empty: fully wired).
+std::vector<std::string> gaps(const OpDef& op) {
+  std::vector<std::string> out;
+  const std::string& n = op.name();
+  if (!op.rules && op.replicate_only.empty())
+    out.push_back(absl::StrCat(n, ": no sharding rules (strategies/", op.family,
+                               ".cc); or set OpDef::replicate_only to the reason"));
+  if (op.rules && !op.replicate_only.empty())
+    out.push_back(absl::StrCat(n, ": has sharding rules but is marked replicate-only ('", op.replicate_only, "')"));
+  if (!op.backward && op.no_backward.empty())
+    out.push_back(absl::StrCat(n, ": no backward (autograd/backward_<family>.cc, bw::def); or set "
+                                  "OpDef::no_backward to the reason"));
+  if (op.backward && !op.no_backward.empty())
+    out.push_back(absl::StrCat(n, ": has a backward but is marked not differentiable ('", op.no_backward, "')"));
+  if (op.cost.cls == CostClass::kUnset)
+    out.push_back(absl::StrCat(n, ": no planner cost class (set OpDef::cost where the op is defined)"));
+  if (op.cost.cls == CostClass::kContraction && !op.cost.flops)
+    out.push_back(absl::StrCat(n, ": a contraction without OpCost::flops"));
+  return out;
+}
+
+TEST_F(Completeness, EveryOpHasRulesBackwardAndCostClass) {
+  const Registry& reg = Registry::get();
+  std::vector<std::string> failing;
+  for (const std::string& name : reg.names()) {
+    const OpDef& op = reg.find(name);
+    std::cout << absl::StrCat("  ", name, " [", op.family, "]  rules: ",
+                              op.rules ? "yes" : "replicate-only (" + op.replicate_only + ")",
+                              "  backward: ", op.backward ? "yes" : "none (" + op.no_backward + ")",
+                              "  cost: ", cost_class_name(op.cost.cls))
+              << "\n";
+    for (std::string& g : gaps(op)) failing.push_back(std::move(g));
+  }
+  std::cout << reg.names().size() << " registered ops, " << failing.size() << " gaps\n";
+  EXPECT_TRUE(failing.empty()) << "ops missing wiring (docs/ADDING_AN_OP.md):\n  "
+                               << absl::StrJoin(failing, "\n  ");
+}
+
+// Registering for an op the registry does not define is an error naming the op and the file.
+TEST_F(Completeness, RegistrationUnderAnUnknownNameFails) {
+  auto expect_error = [](const std::function<void()>& f) {
+    try {
+      f();
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("'no_such_op'"), std::string::npos) << m;
+      EXPECT_NE(m.find("completeness_test.cc"), std::string::npos) << m;
+    }
+  };
+  expect_error([] { bw::def("no_such_op", [](const BackwardCtx& c) { return bw::Grads(c.inputs.size()); }); });
+  expect_error([] { Registry::get().mutable_find("no_such_op").rules = nullptr; });
+}
+
+// A second backward for one op is an error too (the later one would silently win).
+TEST_F(Completeness, SecondBackwardFails) {
+  EXPECT_THROW(bw::def("add", [](const BackwardCtx& c) { return bw::Grads(c.inputs.size()); }), Error);
+}
+
+}  // namespace
+}  // namespace dtensor

@@ -29,7 +29,7 @@ run() {  # run CONFIG TARGETS...: bazel test under a sanitizer config, counting 
   local config="$1" log
   shift
   log=$(mktemp)
-  bazel test --config="$config" --test_summary=short "$@" 2>&1 | grep -v '^INFO: From\|^(\|^\[' | tee "$log" | grep -E '^//|^ERROR|Executed'
+  bazel test --config="$config" --nocache_test_results --test_summary=short "$@" 2>&1 | grep -v '^INFO: From\|^(\|^\[' | tee "$log" | grep -E '^//|^ERROR|Executed'
   passed=$((passed + $(grep -cE '^//.* +PASSED' "$log")))
   failed=$((failed + $(grep -cE '^//.* +(FAILED|TIMEOUT|NO STATUS|FAILED TO BUILD)' "$log")))
   grep -q '^FAILED: Build did NOT complete' "$log" && failed=$((failed + 1))

@@ -6,7 +6,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh || exit 1
 log=$(mktemp)
-bazel test --test_summary=short //... 2>&1 | tee "$log"
+# --nocache_test_results: every run executes the tests (the disk cache would otherwise replay
+# earlier results, hiding a flaky test).
+bazel test --nocache_test_results --test_summary=short //... 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 passed=$(grep -cE '^//.* +PASSED' "$log" || true)
 failed=$(grep -cE '^//.* +(FAILED|TIMEOUT|NO STATUS|FAILED TO BUILD)' "$log" || true)

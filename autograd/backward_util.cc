@@ -62,7 +62,10 @@ void init_autograd() {
     bw::register_pointwise_backward();
     bw::register_matrix_backward();
     bw::register_reduction_backward();
-    bw::register_norm_loss_backward();
+    bw::register_norm_backward();
+    bw::register_embedding_backward();
+    bw::register_loss_backward();
+    bw::register_attention_backward();
     bw::register_view_backward();
     bw::register_scan_backward();
     bw::register_selection_backward();

@@ -1,0 +1,82 @@
+// Backward formulas of the norm family: softmax, log_softmax, layer_norm, rms_norm.
+#include <limits>
+
+#include "autograd/backward_util.h"
+
+namespace dtensor::bw {
+namespace {
+
+std::vector<int64_t> last_dims(int64_t rank, int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = rank - n; i < rank; ++i) d.push_back(i);
+  return d;
+}
+
+std::vector<int64_t> first_dims(int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = 0; i < n; ++i) d.push_back(i);
+  return d;
+}
+
+double default_rms_eps(DType t) {
+  switch (t) {
+    case DType::kFloat64: return std::numeric_limits<double>::epsilon();
+    case DType::kBFloat16: return 0.0078125;
+    case DType::kFloat16: return 0.0009765625;
+    default: return std::numeric_limits<float>::epsilon();
+  }
+}
+
+// dx of x_hat * w given dy: rstd * (gw - mean(gw) - x_hat * mean(gw * x_hat)) (layer norm) or, with
+// centered = false, rrms * (gw - x_hat * mean(gw * x_hat)) (rms norm).
+DTensor norm_input_grad(const DTensor& gw, const DTensor& xhat, const DTensor& r, const std::vector<int64_t>& dims,
+                        bool centered) {
+  DTensor inner = F::sub(gw, F::mul(xhat, F::mean(F::mul(gw, xhat), dims, true)));
+  if (centered) inner = F::sub(inner, F::mean(gw, dims, true));
+  return F::mul(inner, r);
+}
+
+}  // namespace
+
+void register_norm_backward() {
+  def("softmax", [](const BackwardCtx& c) {
+    const DTensor& o = c.outputs[0];
+    int64_t d = c.call.get_int("dim");
+    DTensor g = c.grad(0);
+    return Grads{F::mul(o, F::sub(g, F::sum(F::mul(g, o), {d}, true)))};
+  });
+  def("log_softmax", [](const BackwardCtx& c) {
+    int64_t d = c.call.get_int("dim");
+    DTensor g = c.grad(0);
+    return Grads{F::sub(g, F::mul(F::exp(c.outputs[0]), F::sum(g, {d}, true)))};
+  });
+  def("layer_norm", [](const BackwardCtx& c) {
+    const DTensor& x = c.inputs[0];
+    const int64_t nn = static_cast<int64_t>(c.call.get_int_list("normalized_shape").size());
+    auto dims = last_dims(x.dim(), nn), batch = first_dims(x.dim() - nn);
+    DTensor xc = F::sub(x, F::mean(x, dims, true));
+    DTensor rstd = F::rsqrt(F::add(F::mean(F::mul(xc, xc), dims, true), c.call.get_double("eps")));
+    DTensor xhat = F::mul(xc, rstd), g = c.grad(0);
+    int wi = c.call.tensor_index("weight"), bi = c.call.tensor_index("bias");
+    Grads r(c.inputs.size());
+    r[0] = norm_input_grad(wi >= 0 ? F::mul(g, c.inputs[wi]) : g, xhat, rstd, dims, true);
+    if (wi >= 0) r[wi] = batch.empty() ? F::mul(g, xhat) : F::sum(F::mul(g, xhat), batch);
+    if (bi >= 0) r[bi] = batch.empty() ? g : F::sum(g, batch);
+    return r;
+  });
+  def("rms_norm", [](const BackwardCtx& c) {
+    const DTensor& x = c.inputs[0];
+    const int64_t nn = static_cast<int64_t>(c.call.get_int_list("normalized_shape").size());
+    auto dims = last_dims(x.dim(), nn), batch = first_dims(x.dim() - nn);
+    double eps = c.call.has("eps") ? c.call.get_double("eps") : default_rms_eps(x.dtype());
+    DTensor rr = F::rsqrt(F::add(F::mean(F::mul(x, x), dims, true), eps));
+    DTensor xhat = F::mul(x, rr), g = c.grad(0);
+    int wi = c.call.tensor_index("weight");
+    Grads r(c.inputs.size());
+    r[0] = norm_input_grad(wi >= 0 ? F::mul(g, c.inputs[wi]) : g, xhat, rr, dims, false);
+    if (wi >= 0) r[wi] = batch.empty() ? F::mul(g, xhat) : F::sum(F::mul(g, xhat), batch);
+    return r;
+  });
+}
+
+}  // namespace dtensor::bw

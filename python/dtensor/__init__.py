@@ -30,3 +30,7 @@ __all__ = [
     "DTensor", "DTensorCommError", "DTensorError", "DeviceMesh", "Partial", "Placement",
     "Replicate", "Shard", "World", "distribute_tensor", "init_device_mesh", "ops", "run_threads",
 ]
+
+# Public names print as dtensor.X (as torch's do), not as the private extension module's.
+for _name in ("DTensor", "DTensorCommError", "DTensorError", "DeviceMesh", "Placement", "World"):
+    globals()[_name].__module__ = "dtensor"

@@ -157,13 +157,16 @@ def test_init_device_mesh_outside_run_threads_raises():
         dtensor.init_device_mesh("cpu", (2,))
 
 
-def test_torch_tensors_go_in_without_copy():
+def test_torch_tensors_go_in_and_out_without_copy():
     torch = pytest.importorskip("torch")
     t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
 
     def fn(mesh, rank):
         d = DTensor.from_local(t, mesh, [Replicate()])
         d.to_local()[0, 0] = 42.0
+        out = torch.from_dlpack(d.to_local())  # and out again, still the same memory
+        out[1, 2] = -7.0
+        assert t[1, 2] == -7.0
         return float(t[0, 0])
 
     assert dtensor.run_threads(1, lambda w: fn(dtensor.init_device_mesh("cpu", (1,)), 0)) == [42.0]

@@ -42,7 +42,7 @@ fi
 # The Python package's tests (tests/python, pytest): each test counts as one.
 py_log=$(mktemp)
 if bazel build //python/... >/dev/null 2>&1; then
-  python3 -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee "$py_log"
+  "${DTENSOR_PYTHON:-python3}" -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee "$py_log"
   py_rc=${PIPESTATUS[0]}
   py_summary=$(tail -1 "$py_log")
   py_passed=$(grep -oE '[0-9]+ passed' <<<"$py_summary" | grep -oE '[0-9]+' || echo 0)

@@ -5,6 +5,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh || exit 1
+# Before Bazel's first run: @python_config looks for nanobind once per Bazel server.
+bash scripts/setup_python.sh || exit 1
 log=$(mktemp)
 # --nocache_test_results: every run executes the tests (the disk cache would otherwise replay
 # earlier results, hiding a flaky test).
@@ -37,5 +39,27 @@ if [ "$san_rc" -ne 0 ]; then
   rc=1
   [ -z "$san" ] && failed=$((failed + 1))
 fi
+# The Python package's tests (tests/python, pytest): each test counts as one.
+py_log=$(mktemp)
+if bazel build //python/... >/dev/null 2>&1; then
+  "${DTENSOR_PYTHON:-python3}" -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee "$py_log"
+  py_rc=${PIPESTATUS[0]}
+  py_summary=$(tail -1 "$py_log")
+  py_passed=$(grep -oE '[0-9]+ passed' <<<"$py_summary" | grep -oE '[0-9]+' || echo 0)
+  py_failed=0
+  for n in $(grep -oE '[0-9]+ (failed|errors?)' <<<"$py_summary" | grep -oE '^[0-9]+'); do
+    py_failed=$((py_failed + n))
+  done
+  passed=$((passed + py_passed))
+  failed=$((failed + py_failed))
+  if [ "$py_rc" -ne 0 ]; then
+    rc=1
+    [ "$py_failed" -eq 0 ] && failed=$((failed + 1))
+  fi
+else
+  echo "python: bazel build //python/... failed"
+  failed=$((failed + 1)); rc=1
+fi
+rm -f "$py_log"
 echo "tests: ${passed} passed, ${failed} failed"
 exit "$rc"

@@ -1,0 +1,251 @@
+// The Python extension `dtensor._dtensor` (DESIGN §1, python/): bindings over the C++ API with names
+// mirroring torch.distributed.tensor. Tensors cross through DLPack without copies: any object with
+// __dlpack__ (numpy, torch) comes in, numpy arrays viewing dtensor's storage go out.
+//
+// Threads: dtensor.run_threads(n, fn) runs fn on n C++ rank threads; each takes the GIL to run
+// Python and every binding that may wait for other ranks (collectives, kernels) releases it, else the
+// ranks would deadlock on the GIL.
+#include <Python.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "autograd/functional.h"
+#include "dtensor/collectives/threads_backend.h"
+#include "dtensor/core/dlpack.h"
+#include "dtensor/core/error.h"
+#include "dtensor/device_mesh.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/placement.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace dtensor::python {
+namespace {
+
+// The backend of the rank running on this thread (set by run_threads), for init_device_mesh, which
+// like torch's takes no process-group argument.
+thread_local std::shared_ptr<Backend> tls_backend;
+
+// A rank's handle, passed to run_threads' fn.
+struct World {
+  std::shared_ptr<Backend> backend;
+};
+
+// MeshPtr points to a const mesh; a holder keeps nanobind's ownership simple.
+struct Mesh {
+  MeshPtr mesh;
+};
+
+Placements to_placements(const std::vector<Placement>& v) { return Placements(v.begin(), v.end()); }
+
+ReduceOp parse_reduce_op(const std::string& s) {
+  if (s == "sum") return ReduceOp::kSum;
+  if (s == "avg") return ReduceOp::kAvg;
+  if (s == "max") return ReduceOp::kMax;
+  if (s == "min") return ReduceOp::kMin;
+  DT_FAIL("Partial: reduce_op '", s, "' is not one of sum, avg, max, min");
+}
+
+// Takes any object with __dlpack__ (others through numpy.asarray) as a Tensor viewing its memory.
+Tensor tensor_from_py(nb::handle obj) {
+  nb::object src = nb::borrow(obj);
+  if (!nb::hasattr(src, "__dlpack__")) src = nb::module_::import_("numpy").attr("asarray")(src);
+  nb::object cap = src.attr("__dlpack__")();
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
+  if (managed == nullptr) throw nb::python_error();
+  Tensor t = from_dlpack(managed);  // on a throw the capsule still owns the tensor
+  // DLPack's protocol: a consumed capsule is renamed so that its destructor leaves it alone.
+  PyCapsule_SetName(cap.ptr(), "used_dltensor");
+  return t;
+}
+
+nb::dlpack::dtype dlpack_dtype(DType d) {
+  switch (d) {
+    case DType::kFloat32: return nb::dtype<float>();
+    case DType::kFloat64: return nb::dtype<double>();
+    case DType::kInt64: return nb::dtype<int64_t>();
+    case DType::kInt32: return nb::dtype<int32_t>();
+    case DType::kBool: return nb::dtype<bool>();
+    case DType::kFloat16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
+    case DType::kBFloat16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+  }
+  DT_FAIL("to numpy: unknown dtype");
+}
+
+// A numpy array viewing t's memory; the array keeps t's storage alive.
+nb::object tensor_to_numpy(const Tensor& t) {
+  DT_CHECK(t.device().is_cpu(), "to_local/full_tensor: ", t.str(),
+           " is not on the cpu; numpy arrays view host memory only");
+  DT_CHECK(t.dtype() != DType::kBFloat16, "to numpy: numpy has no bfloat16 (", t.str(), ")");
+  auto* keep = new Tensor(t);
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
+  std::vector<int64_t> strides(t.strides().begin(), t.strides().end());  // in elements, as nanobind's
+  return nb::ndarray<nb::numpy>(t.data_ptr(), shape.size(), shape.data(), owner, strides.data(),
+                                dlpack_dtype(t.dtype()))
+      .cast();
+}
+
+std::shared_ptr<Backend> current_backend(const char* op) {
+  DT_CHECK(tls_backend != nullptr, op,
+           ": no process group on this thread; call it inside dtensor.run_threads(n, fn)");
+  return tls_backend;
+}
+
+nb::tuple shape_tuple(const Shape& s) {
+  nb::list l;
+  for (int64_t v : s) l.append(v);
+  return nb::tuple(l);
+}
+
+}  // namespace
+}  // namespace dtensor::python
+
+NB_MODULE(_dtensor, m) {
+  using namespace dtensor;
+  using namespace dtensor::python;
+  m.doc() = "dtensor: tensor-parallel DTensors (torch.distributed.tensor semantics) in native code";
+
+  // Registered base first: nanobind tries the most recently registered translator first.
+  auto error = nb::exception<Error>(m, "DTensorError", PyExc_ValueError);
+  nb::exception<CommError>(m, "DTensorCommError", error.ptr());
+
+  nb::class_<Placement>(m, "Placement")
+      .def_prop_ro("dim", [](const Placement& p) -> std::optional<int> {
+        return p.is_shard() ? std::optional<int>(p.dim) : std::nullopt;
+      })
+      .def_prop_ro("reduce_op", [](const Placement& p) -> std::optional<std::string> {
+        return p.is_partial() ? std::optional<std::string>(reduce_op_name(p.reduce)) : std::nullopt;
+      })
+      .def("is_shard", [](const Placement& p, std::optional<int> dim) {
+        return dim ? p.is_shard(*dim) : p.is_shard();
+      }, "dim"_a = nb::none())
+      .def("is_replicate", &Placement::is_replicate)
+      .def("is_partial", &Placement::is_partial)
+      .def("__eq__", [](const Placement& a, const Placement& b) { return a == b; })
+      .def("__hash__", [](const Placement& p) { return std::hash<std::string>()(p.str()); })
+      .def("__repr__", &Placement::str);
+  m.def("Shard", [](int dim) { return Shard(dim); }, "dim"_a);
+  m.def("Replicate", [] { return Replicate(); });
+  m.def("Partial", [](const std::string& op) { return Partial(parse_reduce_op(op)); },
+        "reduce_op"_a = "sum");
+
+  nb::class_<World>(m, "World")
+      .def_prop_ro("rank", [](const World& w) { return w.backend->rank(); })
+      .def_prop_ro("world_size", [](const World& w) { return w.backend->world_size(); });
+
+  m.def("run_threads", [](int world_size, nb::callable fn) {
+    std::vector<nb::object> results(std::max(world_size, 0));
+    {
+      nb::gil_scoped_release release;
+      run_threads(world_size, [&](std::shared_ptr<Backend> backend) {
+        tls_backend = backend;
+        nb::gil_scoped_acquire acquire;
+        results[backend->rank()] = fn(World{backend});
+      });
+    }
+    nb::list out;
+    for (auto& r : results) out.append(r);
+    return out;
+  }, "world_size"_a, "fn"_a,
+     "Runs fn(world) on world_size thread ranks and returns their results, by rank. If a rank\n"
+     "raises, the others are aborted and the first rank's exception is raised here.");
+
+  nb::class_<Mesh>(m, "DeviceMesh")
+      .def_prop_ro("shape", [](const Mesh& m) { return shape_tuple(m.mesh->shape()); })
+      .def_prop_ro("ndim", [](const Mesh& m) { return m.mesh->ndim(); })
+      .def_prop_ro("mesh_dim_names", [](const Mesh& m) { return m.mesh->dim_names(); })
+      .def("size", [](const Mesh& m) { return m.mesh->size(); })
+      .def("get_rank", [](const Mesh& m) { return m.mesh->global_rank(); })
+      .def("get_coordinate", [](const Mesh& m) { return m.mesh->coordinate(); })
+      .def("__repr__", [](const Mesh& m) { return m.mesh->str(); });
+
+  m.def("init_device_mesh", [](const std::string& device_type, const std::vector<int64_t>& mesh_shape,
+                               std::optional<std::vector<std::string>> names) {
+    DT_CHECK(device_type == "cpu", "init_device_mesh: device_type '", device_type,
+             "' is not supported by the Python package yet; use \"cpu\"");
+    auto backend = current_backend("init_device_mesh");
+    nb::gil_scoped_release release;  // collective: every rank joins
+    return Mesh{DeviceMesh::create(backend, Shape(mesh_shape.begin(), mesh_shape.end()),
+                                   names.value_or(std::vector<std::string>{}))};
+  }, "device_type"_a, "mesh_shape"_a, "mesh_dim_names"_a = nb::none());
+
+  nb::class_<DTensor>(m, "DTensor")
+      .def_prop_ro("shape", [](const DTensor& t) { return shape_tuple(t.shape()); })
+      .def_prop_ro("ndim", &DTensor::dim)
+      .def_prop_ro("dtype", [](const DTensor& t) { return std::string(dtype_name(t.dtype())); })
+      .def_prop_ro("placements", [](const DTensor& t) {
+        nb::list l;
+        for (const Placement& p : t.placements()) l.append(nb::cast(p));
+        return nb::tuple(l);
+      })
+      .def_prop_ro("device_mesh", [](const DTensor& t) { return Mesh{t.mesh()}; })
+      .def("to_local", [](const DTensor& t) { return tensor_to_numpy(t.local_tensor()); },
+           "This rank's block as a numpy array sharing the DTensor's memory.")
+      .def("full_tensor", [](const DTensor& t) {
+        Tensor full;
+        {
+          nb::gil_scoped_release release;  // collective
+          full = t.full_tensor();
+        }
+        return tensor_to_numpy(full);
+      })
+      .def("redistribute", [](const DTensor& t, std::optional<Mesh> mesh,
+                              std::optional<std::vector<Placement>> placements) {
+        DT_CHECK(!mesh || mesh->mesh->same_as(*t.mesh()), "redistribute: to ", mesh->mesh->str(),
+                 " from ", t.mesh()->str(), ": moving to another mesh is not supported");
+        Placements target = placements ? to_placements(*placements) : t.placements();
+        nb::gil_scoped_release release;  // collective
+        return t.redistribute(target);
+      }, "device_mesh"_a = nb::none(), "placements"_a = nb::none())
+      .def_static("from_local", [](nb::handle local, const Mesh& mesh,
+                                   const std::vector<Placement>& placements,
+                                   std::optional<std::vector<int64_t>> shape) {
+        Tensor t = tensor_from_py(local);
+        std::optional<Shape> global;
+        if (shape) global = Shape(shape->begin(), shape->end());
+        nb::gil_scoped_release release;
+        return from_local(t, mesh.mesh, to_placements(placements), global);
+      }, "local_tensor"_a, "device_mesh"_a, "placements"_a, "shape"_a = nb::none())
+      .def("__repr__", &DTensor::str);
+
+  m.def("distribute_tensor", [](nb::handle tensor, const Mesh& mesh,
+                                const std::vector<Placement>& placements) {
+    Tensor t = tensor_from_py(tensor);
+    nb::gil_scoped_release release;
+    return distribute_tensor(t, mesh.mesh, to_placements(placements));
+  }, "tensor"_a, "device_mesh"_a, "placements"_a);
+
+  // Ops by ATen name, through autograd/functional.h (propagate -> redistribute -> kernel).
+  nb::module_ ops = m.def_submodule("ops", "DTensor ops by ATen name (collective over the mesh)");
+  ops.def("add", [](const DTensor& a, const DTensor& b, double alpha) {
+    nb::gil_scoped_release release;
+    return F::add(a, b, alpha);
+  }, "input"_a, "other"_a, "alpha"_a = 1.0);
+  ops.def("mul", [](const DTensor& a, const DTensor& b) {
+    nb::gil_scoped_release release;
+    return F::mul(a, b);
+  }, "input"_a, "other"_a);
+  ops.def("mm", [](const DTensor& a, const DTensor& b) {
+    nb::gil_scoped_release release;
+    return F::mm(a, b);
+  }, "input"_a, "mat2"_a);
+  ops.def("relu", [](const DTensor& a) {
+    nb::gil_scoped_release release;
+    return F::relu(a);
+  }, "input"_a);
+  ops.def("sum", [](const DTensor& a, std::vector<int64_t> dim, bool keepdim) {
+    nb::gil_scoped_release release;
+    return F::sum(a, std::move(dim), keepdim);
+  }, "input"_a, "dim"_a = std::vector<int64_t>{}, "keepdim"_a = false);
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the pinned PyPI packages of the Python package (python/) into the first python3 on PATH,
+# the interpreter that Bazel's @python_config builds the extension for and the tests run.
+# Idempotent: does nothing when every pin is already installed.
+#   DTENSOR_WITH_TORCH=1  also install torch (a ~0.5 GB wheel plus its CUDA dependencies): optional,
+#                         the tests that need it are skipped without it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python=${DTENSOR_PYTHON:-python3}
+pins=(nanobind==2.9.2 numpy==2.2.6 pytest==8.3.5)
+if [ "${DTENSOR_WITH_TORCH:-0}" = 1 ]; then pins+=(torch==2.15.0); fi
+
+# Python's headers: the extension compiles against them (Debian's python3-dev for /usr/bin/python3;
+# pyenv and other builds from source ship them already).
+include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+if [ ! -f "$include/Python.h" ]; then
+  if [ "$(id -u)" -eq 0 ]; then apt-get install -y -q python3-dev; else sudo apt-get install -y -q python3-dev; fi
+fi
+
+if ! "$python" -m pip --version >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ]; then apt-get install -y -q python3-pip; else sudo apt-get install -y -q python3-pip; fi
+fi
+# Debian's own python3 refuses pip installs outside a virtual environment (PEP 668) unless told.
+pip_flags=(--quiet --disable-pip-version-check)
+if "$python" -c 'import sys, sysconfig, os; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["stdlib"], "EXTERNALLY-MANAGED")))'; then
+  pip_flags+=(--break-system-packages)
+fi
+
+missing=()
+for pin in "${pins[@]}"; do
+  name=${pin%%==*}; version=${pin##*==}
+  have=$("$python" -c "import importlib.metadata as m; print(m.version('$name'))" 2>/dev/null || true)
+  [ "$have" = "$version" ] || missing+=("$pin")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup_python: installing ${missing[*]}"
+  "$python" -m pip install "${pip_flags[@]}" "${missing[@]}"
+fi

@@ -1,0 +1,172 @@
+# The Python package against numpy as the independent reference: every DTensor result is compared
+# with numpy computed on the same full data.
+import numpy as np
+import pytest
+
+import dtensor
+from dtensor import DTensor, Partial, Replicate, Shard
+
+rng = np.random.default_rng(0)
+
+
+def on_mesh(shape, fn, names=None):
+    """Runs fn(mesh, rank) on prod(shape) thread ranks; returns the results by rank."""
+    n = int(np.prod(shape))
+
+    def rank_fn(world):
+        mesh = dtensor.init_device_mesh("cpu", shape, mesh_dim_names=names)
+        return fn(mesh, world.rank)
+
+    return dtensor.run_threads(n, rank_fn)
+
+
+def test_placements_spell_like_torch():
+    assert repr(Shard(1)) == "S(1)" and Shard(1).dim == 1 and Shard(1).is_shard(1)
+    assert Replicate().is_replicate() and Replicate().dim is None
+    assert Partial().reduce_op == "sum" and Partial("max").reduce_op == "max"
+    assert Shard(0) == Shard(0) and Shard(0) != Shard(1)
+    with pytest.raises(dtensor.DTensorError, match="reduce_op 'prod'"):
+        Partial("prod")
+
+
+def test_mesh_shape_names_and_coordinates():
+    out = on_mesh((2, 2), lambda m, r: (m.shape, m.mesh_dim_names, m.get_coordinate(), m.get_rank()),
+                  names=("dp", "tp"))
+    for rank, (shape, names, coord, mrank) in enumerate(out):
+        assert shape == (2, 2) and names == ["dp", "tp"] and mrank == rank
+        assert coord == [rank // 2, rank % 2]
+
+
+@pytest.mark.parametrize("placements", [[Shard(0), Replicate()], [Shard(1), Shard(0)],
+                                        [Replicate(), Shard(1)], [Partial(), Shard(0)]])
+def test_distribute_then_full_tensor_is_identity(placements):
+    x = rng.standard_normal((5, 6)).astype(np.float32)  # 5 rows: uneven over 2 ranks
+
+    def fn(mesh, rank):
+        d = dtensor.distribute_tensor(x, mesh, placements)
+        assert d.shape == (5, 6) and list(d.placements) == placements
+        return d.full_tensor()
+
+    for full in on_mesh((2, 2), fn):
+        np.testing.assert_array_equal(full, x)
+
+
+def test_local_blocks_are_numpy_chunks():
+    x = rng.standard_normal((8, 4))
+    out = on_mesh((4,), lambda m, r: dtensor.distribute_tensor(x, m, [Shard(0)]).to_local())
+    for rank, local in enumerate(out):
+        np.testing.assert_array_equal(local, np.array_split(x, 4)[rank])
+        assert local.dtype == np.float64
+
+
+def test_redistribute_matches_numpy():
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+
+    def fn(mesh, rank):
+        d = dtensor.distribute_tensor(x, mesh, [Shard(0), Replicate()])
+        e = d.redistribute(mesh, [Replicate(), Shard(1)])
+        assert list(e.placements) == [Replicate(), Shard(1)]
+        return mesh.get_coordinate(), e.to_local()
+
+    for (coord, local) in on_mesh((2, 2), fn):
+        np.testing.assert_array_equal(local, np.array_split(x, 2, axis=1)[coord[1]])
+
+
+def test_from_local_shares_memory_both_ways():
+    def fn(mesh, rank):
+        block = np.full((2, 3), float(rank), dtype=np.float32)
+        d = DTensor.from_local(block, mesh, [Shard(0)])
+        assert d.shape == (4, 3)
+        view = d.to_local()
+        view[0, 0] = 100.0 + rank  # written through the DTensor's view ...
+        assert block[0, 0] == 100.0 + rank  # ... read through the caller's array
+        block[1, 2] = -1.0  # and the other way
+        assert view[1, 2] == -1.0
+        return d.full_tensor()
+
+    for full in on_mesh((2,), fn):
+        np.testing.assert_array_equal(full[:, 0], [100.0, 0.0, 101.0, 1.0])
+        np.testing.assert_array_equal(full[:, 2], [0.0, -1.0, 1.0, -1.0])
+
+
+def test_mm_of_row_sharded_and_replicated_matches_numpy():
+    a = rng.standard_normal((8, 5))
+    b = rng.standard_normal((5, 3))
+
+    def fn(mesh, rank):
+        c = dtensor.ops.mm(dtensor.distribute_tensor(a, mesh, [Shard(0)]),
+                           dtensor.distribute_tensor(b, mesh, [Replicate()]))
+        return c.placements, c.full_tensor()
+
+    for placements, full in on_mesh((4,), fn):
+        assert placements == (Shard(0),)  # no communication needed: rows stay sharded
+        np.testing.assert_allclose(full, a @ b, rtol=1e-12)
+
+
+def test_add_and_sum_match_numpy():
+    a = rng.standard_normal((4, 6)).astype(np.float32)
+    b = rng.standard_normal((4, 6)).astype(np.float32)
+
+    def fn(mesh, rank):
+        da = dtensor.distribute_tensor(a, mesh, [Shard(1)])
+        db = dtensor.distribute_tensor(b, mesh, [Shard(0)])
+        s = dtensor.ops.add(da, db, alpha=2.0)
+        return s.full_tensor(), dtensor.ops.sum(s, dim=[1]).full_tensor()
+
+    for full, rowsum in on_mesh((2,), fn):
+        np.testing.assert_allclose(full, a + 2.0 * b, rtol=1e-6)
+        np.testing.assert_allclose(rowsum, (a + 2.0 * b).sum(axis=1), rtol=1e-5)
+
+
+def test_errors_are_dtensor_errors_naming_op_and_placements():
+    a = rng.standard_normal((4, 6)).astype(np.float32)
+
+    def fn(mesh, rank):
+        da = dtensor.distribute_tensor(a, mesh, [Shard(0)])
+        dtensor.ops.mm(da, da)  # [4, 6] @ [4, 6]: inner dims differ
+
+    with pytest.raises(dtensor.DTensorError) as err:
+        on_mesh((2,), fn)
+    assert isinstance(err.value, ValueError)
+    msg = str(err.value)
+    assert msg.startswith("mm(") and "[S(0)]" in msg and "[4, 6]" in msg
+
+
+def test_bad_placement_raises():
+    def fn(mesh, rank):
+        dtensor.distribute_tensor(np.zeros((4, 4), np.float32), mesh, [Shard(5)])
+
+    with pytest.raises(dtensor.DTensorError, match="S\\(5\\)"):
+        on_mesh((2,), fn)
+
+
+def test_python_exception_in_a_rank_propagates_and_others_abort():
+    def fn(world):
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+        if world.rank == 1:
+            raise KeyError("rank 1 failed")
+        # rank 0 waits in a collective for rank 1, which never comes: the world is aborted
+        dtensor.distribute_tensor(np.ones((2, 2)), mesh, [Shard(0)]).full_tensor()
+
+    with pytest.raises(KeyError, match="rank 1 failed"):
+        dtensor.run_threads(2, fn)
+
+
+def test_init_device_mesh_outside_run_threads_raises():
+    with pytest.raises(dtensor.DTensorError, match="run_threads"):
+        dtensor.init_device_mesh("cpu", (2,))
+
+
+def test_torch_tensors_go_in_and_out_without_copy():
+    torch = pytest.importorskip("torch")
+    t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+
+    def fn(mesh, rank):
+        d = DTensor.from_local(t, mesh, [Replicate()])
+        d.to_local()[0, 0] = 42.0
+        out = torch.from_dlpack(d.to_local())  # and out again, still the same memory
+        out[1, 2] = -7.0
+        assert t[1, 2] == -7.0
+        return float(t[0, 0])
+
+    assert dtensor.run_threads(1, lambda w: fn(dtensor.init_device_mesh("cpu", (1,)), 0)) == [42.0]

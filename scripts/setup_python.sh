@@ -15,11 +15,13 @@ if [ "${DTENSOR_WITH_TORCH:-0}" = 1 ]; then pins+=(torch==2.15.0); fi
 # pyenv and other builds from source ship them already).
 include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 if [ ! -f "$include/Python.h" ]; then
-  if [ "$(id -u)" -eq 0 ]; then apt-get install -y -q python3-dev; else sudo apt-get install -y -q python3-dev; fi
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q python3-dev
 fi
 
 if ! "$python" -m pip --version >/dev/null 2>&1; then
-  if [ "$(id -u)" -eq 0 ]; then apt-get install -y -q python3-pip; else sudo apt-get install -y -q python3-pip; fi
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q python3-pip
 fi
 # Debian's own python3 refuses pip installs outside a virtual environment (PEP 668) unless told.
 pip_flags=(--quiet --disable-pip-version-check)

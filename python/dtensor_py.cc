@@ -18,6 +18,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "autograd/autograd.h"
 #include "autograd/functional.h"
 #include "dtensor/collectives/threads_backend.h"
 #include "dtensor/core/dlpack.h"
@@ -25,6 +26,7 @@
 #include "dtensor/device_mesh.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/placement.h"
+#include "ops/registry.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -54,6 +56,45 @@ ReduceOp parse_reduce_op(const std::string& s) {
   if (s == "max") return ReduceOp::kMax;
   if (s == "min") return ReduceOp::kMin;
   DT_FAIL("Partial: reduce_op '", s, "' is not one of sum, avg, max, min");
+}
+
+// A Python argument of an op call as the dispatcher takes it (ATen's argument types): a DTensor, a
+// list of DTensors, or a value (None, bool, int, float, str, list of ints or of floats).
+OpArg op_arg(nb::handle v, const std::string& op, const std::string& what) {
+  if (nb::isinstance<DTensor>(v)) return nb::cast<DTensor>(v);
+  if (v.is_none()) return IValue();
+  if (PyBool_Check(v.ptr())) return IValue(nb::cast<bool>(v));  // before int: bool is an int in Python
+  if (PyLong_Check(v.ptr())) return IValue(nb::cast<int64_t>(v));
+  if (PyFloat_Check(v.ptr())) return IValue(nb::cast<double>(v));
+  if (nb::isinstance<nb::str>(v)) return IValue(nb::cast<std::string>(v));
+  if (PyList_Check(v.ptr()) || PyTuple_Check(v.ptr())) {
+    nb::sequence seq = nb::borrow<nb::sequence>(v);
+    std::vector<DTensor> tensors;
+    std::vector<int64_t> ints;
+    std::vector<double> floats;
+    bool all_int = true;
+    for (nb::handle e : seq) {
+      if (nb::isinstance<DTensor>(e)) {
+        tensors.push_back(nb::cast<DTensor>(e));
+      } else if (PyLong_Check(e.ptr()) && !PyBool_Check(e.ptr())) {
+        ints.push_back(nb::cast<int64_t>(e));
+        floats.push_back(static_cast<double>(ints.back()));
+      } else if (PyFloat_Check(e.ptr())) {
+        all_int = false;
+        floats.push_back(nb::cast<double>(e));
+      } else {
+        DT_FAIL(op, ": ", what, " is a list holding a ", nb::type_name(e.type()).c_str(),
+                "; accepted: a list of DTensors, of ints or of floats");
+      }
+    }
+    DT_CHECK(tensors.empty() || (ints.empty() && floats.empty()), op, ": ", what,
+             " mixes DTensors and numbers; accepted: a list of DTensors, of ints or of floats");
+    if (!tensors.empty()) return tensors;
+    if (all_int) return IValue(ints);
+    return IValue(floats);
+  }
+  DT_FAIL(op, ": ", what, " is a ", nb::type_name(v.type()).c_str(),
+          "; accepted: DTensor, a list of DTensors, None, bool, int, float, str, a list of ints or floats");
 }
 
 // Takes any object with __dlpack__ (others through numpy.asarray) as a Tensor viewing its memory.
@@ -248,4 +289,27 @@ NB_MODULE(_dtensor, m) {
     nb::gil_scoped_release release;
     return F::sum(a, std::move(dim), keepdim);
   }, "input"_a, "dim"_a = std::vector<int64_t>{}, "keepdim"_a = false);
+
+  // Any registered op by its ATen name (with or without overload: a bare name picks the overload
+  // whose schema accepts the arguments, as ATen does), recorded for autograd. One output: a DTensor;
+  // several: a tuple.
+  ops.def("call", [](const std::string& name, nb::args args, nb::kwargs kwargs) -> nb::object {
+    std::vector<OpArg> pos;
+    for (size_t i = 0; i < args.size(); ++i) pos.push_back(op_arg(args[i], name, "argument " + std::to_string(i)));
+    std::vector<std::pair<std::string, OpArg>> kw;
+    for (auto [k, v] : kwargs) {
+      const std::string key = nb::cast<std::string>(k);
+      kw.emplace_back(key, op_arg(v, name, "argument '" + key + "'"));
+    }
+    std::vector<DTensor> out;
+    {
+      nb::gil_scoped_release release;  // may run collectives
+      out = ::dtensor::call(name, pos, kw);
+    }
+    if (out.size() == 1) return nb::cast(out[0]);
+    nb::list l;
+    for (const DTensor& t : out) l.append(nb::cast(t));
+    return nb::tuple(l);
+  }, "Runs the registered op `name` (an ATen name) on DTensors.");
+  ops.def("names", [] { return Registry::get().names(); }, "Every registered op's name, sorted.");
 }

@@ -34,3 +34,21 @@ __all__ = [
 # Public names print as dtensor.X (as torch's do), not as the private extension module's.
 for _name in ("DTensor", "DTensorCommError", "DTensorError", "DeviceMesh", "Placement", "World"):
     globals()[_name].__module__ = "dtensor"
+
+
+def _op_by_name(name):
+    """dtensor.ops.<aten name>: the registered op of that name, or its overloads (ops.call)."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    known = ops.names()
+    if name not in known and not any(n.startswith(name + ".") for n in known):
+        raise AttributeError(f"dtensor.ops has no op '{name}'; registered ops: dtensor.ops.names()")
+
+    def op(*args, **kwargs):
+        return ops.call(name, *args, **kwargs)
+
+    op.__name__ = op.__qualname__ = name
+    return op
+
+
+ops.__getattr__ = _op_by_name  # PEP 562: names the extension does not bind resolve here

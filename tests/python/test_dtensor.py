@@ -170,3 +170,49 @@ def test_torch_tensors_go_in_and_out_without_copy():
         return float(t[0, 0])
 
     assert dtensor.run_threads(1, lambda w: fn(dtensor.init_device_mesh("cpu", (1,)), 0)) == [42.0]
+
+
+def _softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def test_any_registered_op_by_its_aten_name_matches_numpy():
+    x = rng.standard_normal((8, 6))
+    w = rng.standard_normal((6, 4))
+
+    def fn(mesh, rank):
+        dx = dtensor.distribute_tensor(x, mesh, [Shard(0), Shard(1)])
+        dw = dtensor.distribute_tensor(w, mesh, [Replicate(), Replicate()])
+        sm = dtensor.ops.softmax(dx, 1)                      # kwargs and positionals as ATen's
+        cs = dtensor.ops.cumsum(dx, dim=1)                   # a scan over a sharded dim
+        mx = dtensor.ops.call("max.dim", dx, 1)              # an overload by full name: values, indices
+        mm = dtensor.ops.matmul(dx, dw)
+        pw = dtensor.ops.pow(dx, 2)                          # bare name: the Tensor_Scalar overload
+        return (sm.full_tensor(), cs.full_tensor(), mx[0].full_tensor(), mx[1].full_tensor(),
+                mm.full_tensor(), pw.full_tensor())
+
+    for sm, cs, mv, mi, mm, pw in on_mesh((2, 2), fn):
+        np.testing.assert_allclose(sm, _softmax(x, 1), rtol=1e-6)
+        np.testing.assert_allclose(cs, np.cumsum(x, axis=1), rtol=1e-6)
+        np.testing.assert_allclose(mv, x.max(axis=1), rtol=0)
+        np.testing.assert_array_equal(mi, x.argmax(axis=1))
+        np.testing.assert_allclose(mm, x @ w, rtol=1e-6)
+        np.testing.assert_allclose(pw, x ** 2, rtol=1e-12)
+
+
+def test_unknown_op_and_bad_arguments_are_named():
+    assert "mm" in dtensor.ops.names() and "cumsum" in dtensor.ops.names()
+    with pytest.raises(AttributeError, match="no op 'nosuchop'"):
+        dtensor.ops.nosuchop
+    x = rng.standard_normal((4, 4))
+
+    def fn(mesh, rank):
+        dx = dtensor.distribute_tensor(x, mesh, [Shard(0)])
+        with pytest.raises(dtensor.DTensorError, match="cumsum"):
+            dtensor.ops.cumsum(dx, dim=7)
+        with pytest.raises(dtensor.DTensorError, match="accepted: DTensor"):
+            dtensor.ops.cumsum(dx, dim={"a": 1})
+        return True
+
+    assert all(on_mesh((2,), fn))

@@ -258,6 +258,18 @@ NB_MODULE(_dtensor, m) {
         nb::gil_scoped_release release;
         return from_local(t, mesh.mesh, to_placements(placements), global);
       }, "local_tensor"_a, "device_mesh"_a, "placements"_a, "shape"_a = nb::none())
+      // Autograd, as torch's: leaves that require grad accumulate .grad; backward() seeds ones for a
+      // scalar root (or `gradient`, a DTensor laid out like the root).
+      .def_prop_rw("requires_grad", [](const DTensor& t) { return requires_grad(t); },
+                   [](DTensor& t, bool on) { set_requires_grad(t, on); })
+      .def("requires_grad_", [](DTensor& t, bool on) -> DTensor& { return set_requires_grad(t, on); },
+           "requires_grad"_a = true, nb::rv_policy::reference)
+      .def_prop_ro("grad", [](const DTensor& t) { return grad(t); })
+      .def("detach", [](const DTensor& t) { return detach(t); })
+      .def("backward", [](const DTensor& t, std::optional<DTensor> gradient) {
+        nb::gil_scoped_release release;  // the backward pass runs collectives
+        backward(t, std::move(gradient));
+      }, "gradient"_a = nb::none())
       .def("__repr__", &DTensor::str);
 
   m.def("distribute_tensor", [](nb::handle tensor, const Mesh& mesh,

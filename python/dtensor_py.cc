@@ -27,6 +27,7 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/placement.h"
 #include "ops/registry.h"
+#include "tools/explain.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -324,4 +325,14 @@ NB_MODULE(_dtensor, m) {
     return nb::tuple(l);
   }, "Runs the registered op `name` (an ATen name) on DTensors.");
   ops.def("names", [] { return Registry::get().names(); }, "Every registered op's name, sorted.");
+
+  // The engine's decision for one request of `dtensor explain` (tools/explain.h; the contract is
+  // docs/conformance in the shared folder), as a JSON string in and out; dtensor.explain wraps it
+  // with dicts.
+  m.def("_explain_json", [](const std::string& request, const std::string& hardware) {
+    tools::ExplainOptions opt;
+    opt.hardware = hardware;
+    nb::gil_scoped_release release;  // "run": true executes on thread ranks
+    return tools::explain_line(request, opt);
+  }, "request"_a, "hardware"_a = "h100-nvlink");
 }

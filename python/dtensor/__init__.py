@@ -11,6 +11,7 @@ if not _os.path.exists(_os.path.join(_here, "_dtensor.so")) and _os.path.isdir(_
     __path__.append(_built)  # the package's modules live in two folders: sources and build output
 
 from ._dtensor import (  # noqa: E402
+    _explain_json,
     DTensor,
     DTensorCommError,
     DTensorError,
@@ -28,7 +29,7 @@ from ._dtensor import (  # noqa: E402
 
 __all__ = [
     "DTensor", "DTensorCommError", "DTensorError", "DeviceMesh", "Partial", "Placement",
-    "Replicate", "Shard", "World", "distribute_tensor", "init_device_mesh", "ops", "run_threads",
+    "Replicate", "Shard", "World", "distribute_tensor", "explain", "init_device_mesh", "ops", "run_threads",
 ]
 
 # Public names print as dtensor.X (as torch's do), not as the private extension module's.
@@ -52,3 +53,20 @@ def _op_by_name(name):
 
 
 ops.__getattr__ = _op_by_name  # PEP 562: names the extension does not bind resolve here
+
+
+def explain(request, hardware="h100-nvlink"):
+    """The sharding engine's decision for one op call, as `dtensor explain` gives it.
+
+    request: a dict such as {"mesh": [4], "op": "mm", "args": [{"shape": [8, 16], "placements":
+    ["S(0)"]}, {"shape": [16, 8]}]} ("run": True also executes it on thread ranks and compares
+    with one device). Returns the answer as a dict: output and input placements, collectives with
+    bytes per rank, the cost model's estimate in us. Raises DTensorError with the engine's message
+    when the request is rejected.
+    """
+    import json
+
+    answer = json.loads(_explain_json(json.dumps(request), hardware))
+    if "error" in answer:
+        raise DTensorError(answer["error"])
+    return answer

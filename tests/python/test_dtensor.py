@@ -237,3 +237,18 @@ def test_backward_matches_the_analytic_gradients():
         np.testing.assert_allclose(gx, mask @ w.T, rtol=1e-10)
         np.testing.assert_allclose(gw, x.T @ mask, rtol=1e-10)
         assert placements == (Shard(0),)  # the gradient keeps the input's layout
+
+
+def test_explain_gives_the_engines_decision_as_a_dict():
+    ans = dtensor.explain({"mesh": [4], "op": "mm", "args": [{"shape": [8, 16], "placements": ["S(0)"]},
+                                                             {"shape": [16, 8], "placements": ["R"]}],
+                           "run": True})
+    assert ans["outputs"] == [{"dtype": "float32", "placements": ["S(0)"], "shape": [8, 8]}]
+    assert [i["to"] for i in ans["inputs"]] == [["S(0)"], ["R"]]
+    assert ans["collectives"] == [] and ans["run"]["match"] is True
+    # S(1) @ S(0) contracts over the sharded dim: a Partial(sum) output, no communication.
+    ans = dtensor.explain({"mesh": [4], "op": "mm", "args": [{"shape": [8, 16], "placements": ["S(1)"]},
+                                                             {"shape": [16, 8], "placements": ["S(0)"]}]})
+    assert ans["outputs"][0]["placements"] == ["P(sum)"] and ans["collectives"] == []
+    with pytest.raises(dtensor.DTensorError, match="unsupported op 'nosuchop'"):
+        dtensor.explain({"mesh": [4], "op": "nosuchop", "args": []})

@@ -7,6 +7,7 @@
 // ranks would deadlock on the GIL.
 #include <Python.h>
 
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/functional.h"
+#include "dtensor/collectives/env.h"
 #include "dtensor/collectives/threads_backend.h"
 #include "dtensor/core/dlpack.h"
 #include "dtensor/core/error.h"
@@ -138,10 +140,32 @@ nb::object tensor_to_numpy(const Tensor& t) {
       .cast();
 }
 
+// This process's backend when it is one rank of a job started by a launcher (`dtensor launch`,
+// torchrun, mpirun, srun): Gloo over the store the environment names. Guarded by the GIL.
+std::shared_ptr<Backend> g_process_backend;
+
+std::shared_ptr<Backend> init_process_backend() {
+  if (!g_process_backend) {
+    std::shared_ptr<Backend> b;
+    {
+      nb::gil_scoped_release release;  // waits for every rank to join
+      b = init_backend_from_env();
+    }
+    g_process_backend = std::move(b);
+  }
+  return g_process_backend;
+}
+
+// The rank's backend: the thread rank's inside run_threads, else the process's, started from the
+// launcher's environment on first use (as torch's init_device_mesh starts the default group).
 std::shared_ptr<Backend> current_backend(const char* op) {
-  DT_CHECK(tls_backend != nullptr, op,
-           ": no process group on this thread; call it inside dtensor.run_threads(n, fn)");
-  return tls_backend;
+  if (tls_backend != nullptr) return tls_backend;
+  if (g_process_backend != nullptr) return g_process_backend;
+  DT_CHECK(std::getenv("RANK") != nullptr || std::getenv("OMPI_COMM_WORLD_RANK") != nullptr ||
+               std::getenv("PMI_RANK") != nullptr || std::getenv("SLURM_PROCID") != nullptr,
+           op, ": no process group: call it inside dtensor.run_threads(n, fn), or run the script as ranks of a ",
+           "job (dtensor launch -n N -- python3 script.py, or torchrun)");
+  return init_process_backend();
 }
 
 nb::tuple shape_tuple(const Shape& s) {
@@ -181,6 +205,16 @@ NB_MODULE(_dtensor, m) {
   m.def("Replicate", [] { return Replicate(); });
   m.def("Partial", [](const std::string& op) { return Partial(parse_reduce_op(op)); },
         "reduce_op"_a = "sum");
+
+  m.def("init_process_group", [] { return World{init_process_backend()}; },
+        "Joins the job the launcher's environment describes (RANK, WORLD_SIZE, DTENSOR_STORE: dtensor "
+        "launch, torchrun, mpirun, srun) over Gloo; returns this rank's World. Idempotent.");
+  m.def("destroy_process_group", [] {
+    std::shared_ptr<Backend> b = std::move(g_process_backend);
+    nb::gil_scoped_release release;
+    b.reset();
+  });
+  m.def("is_initialized", [] { return g_process_backend != nullptr; });
 
   nb::class_<World>(m, "World")
       .def_prop_ro("rank", [](const World& w) { return w.backend->rank(); })

@@ -21,15 +21,19 @@ from ._dtensor import (  # noqa: E402
     Replicate,
     Shard,
     World,
+    destroy_process_group,
     distribute_tensor,
     init_device_mesh,
+    init_process_group,
+    is_initialized,
     ops,
     run_threads,
 )
 
 __all__ = [
     "DTensor", "DTensorCommError", "DTensorError", "DeviceMesh", "Partial", "Placement",
-    "Replicate", "Shard", "World", "distribute_tensor", "explain", "init_device_mesh", "ops", "run_threads",
+    "Replicate", "Shard", "World", "destroy_process_group", "distribute_tensor", "explain", "init_device_mesh", "init_process_group",
+    "is_initialized", "ops", "run_threads",
 ]
 
 # Public names print as dtensor.X (as torch's do), not as the private extension module's.
@@ -70,3 +74,9 @@ def explain(request, hardware="h100-nvlink"):
     if "error" in answer:
         raise DTensorError(answer["error"])
     return answer
+
+
+# A process rank's Gloo group is closed before the interpreter tears down the extension.
+import atexit as _atexit  # noqa: E402
+
+_atexit.register(destroy_process_group)

@@ -1,0 +1,49 @@
+# The package in process ranks: a script started by `dtensor launch -n 2` (RANK, WORLD_SIZE and
+# DTENSOR_STORE in its environment) joins over Gloo, as under torchrun, and computes sharded results
+# that equal numpy's on the same data.
+import os
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+LAUNCHER = os.path.join(ROOT, "bazel-bin", "tools", "dtensor")
+
+SCRIPT = textwrap.dedent("""
+    import numpy as np
+    import dtensor
+    from dtensor import Replicate, Shard
+
+    rng = np.random.default_rng(7)  # the same data on every rank
+    a, b = rng.standard_normal((8, 6)), rng.standard_normal((6, 5))
+    mesh = dtensor.init_device_mesh("cpu", (2,))
+    x = dtensor.distribute_tensor(a, mesh, [Shard(0)]).requires_grad_()
+    w = dtensor.distribute_tensor(b, mesh, [Replicate()])
+    y = dtensor.ops.mm(x, w)
+    np.testing.assert_allclose(y.full_tensor(), a @ b, rtol=1e-12)
+    dtensor.ops.sum(y).backward()
+    np.testing.assert_allclose(x.grad.full_tensor(), np.ones((8, 5)) @ b.T, rtol=1e-12)
+    print(f"rank {dtensor.init_process_group().rank} of {dtensor.init_process_group().world_size}: ok",
+          flush=True)
+""")
+
+
+def test_two_process_ranks_under_dtensor_launch(tmp_path):
+    assert os.path.exists(LAUNCHER), "build //tools:dtensor first (scripts/test.sh does)"
+    script = tmp_path / "ranks.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), DTENSOR_TIMEOUT="60")
+    out = subprocess.run([LAUNCHER, "launch", "-n", "2", "--", sys.executable, str(script)],
+                         env=env, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "rank 0 of 2: ok" in out.stdout and "rank 1 of 2: ok" in out.stdout, out.stdout
+
+
+def test_outside_a_job_the_error_says_how_to_start_ranks():
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "DTENSOR_STORE")}
+    env["PYTHONPATH"] = os.path.join(ROOT, "python")
+    code = ("import dtensor\n"
+            "try:\n    dtensor.init_device_mesh('cpu', (2,))\n"
+            "except dtensor.DTensorError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert "dtensor launch -n N" in out.stdout, out.stdout + out.stderr

@@ -1,5 +1,4 @@
 #include "tools/launcher.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -16,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "dtensor/core/compute_threads.h"
 #include "dtensor/core/error.h"
 
 extern char** environ;
@@ -79,6 +79,13 @@ std::vector<std::string> rank_env(const LaunchOptions& o, int rank, const std::s
       {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(o.nprocs)},
       {"DTENSOR_STORE", "file:" + store},
   };
+  // Compute threads per rank (dtensor/core/compute_threads.h): ranks share the cores, as torchrun's
+  // OMP_NUM_THREADS does; the user's own setting is passed through untouched.
+  if (compute_threads_from_env() == 0) {
+    const std::string n = std::to_string(threads_per_rank(o.nprocs));
+    ours.push_back({"OMP_NUM_THREADS", n});
+    ours.push_back({"OPENBLAS_NUM_THREADS", n});
+  }
   for (const auto& kv : o.env) ours.push_back(kv);
   std::set<std::string> names;
   for (const auto& kv : ours) names.insert(kv.first);

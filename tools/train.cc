@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "dtensor/collectives/threads_backend.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/device_dispatch.h"
 #include "nn/checkpoint.h"
 #include "nn/data.h"
@@ -154,7 +155,8 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
          << cfg.vocab << ", seq " << o.seq << ", batch " << o.batch << ", " << dtype_name(dtype) << "; mesh "
          << o.mesh << " ("
          << backend->kind() << " backend, " << device.str() << (o.sequence_parallel ? ", sequence parallel" : "")
-         << (o.loss_parallel ? ", loss parallel" : "") << ")\n";
+         << (o.loss_parallel ? ", loss parallel" : "") << "; " << kernels::blas_threads()
+         << " compute thread(s) per rank)\n";
     *out << "text: " << o.text << " (" << data.size() << " characters)\n";
     *out << "parallel plan (parameter, global shape, placements over [" << absl::StrJoin(names, ", ") << "], style):\n";
     for (auto& [path, m] : model.named_modules())

@@ -35,6 +35,9 @@ struct TrainOptions {
   // Collective timeout in seconds for every rank (0: $DTENSOR_TIMEOUT, else 300 s). A rank that stops
   // or dies is reported by the others, naming it, within this time.
   double timeout_s = 0;
+  // Compute (BLAS) threads per rank (0: $OPENBLAS_NUM_THREADS / $OMP_NUM_THREADS, else the cores
+  // divided by the ranks on this machine: dtensor/core/compute_threads.h).
+  int threads = 0;
 };
 
 struct TrainResult {

@@ -10,6 +10,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/collectives/env.h"
+#include "dtensor/core/compute_threads.h"
+#include "kernels/cpu/matmul.h"
 #include "dtensor/collectives/threads_backend.h"
 #include "tools/launcher.h"
 #include "tools/subcommands.h"
@@ -35,6 +37,7 @@ std::vector<std::string> argv_of(const TrainOptions& o) {
                                 absl::StrFormat("%.17g", o.lr), "--sample", std::to_string(o.sample_chars), "--log-every",
                                 std::to_string(o.log_every), "--seed", std::to_string(o.seed), "--device", o.device};
   if (o.timeout_s > 0) a.insert(a.end(), {"--timeout", absl::StrFormat("%.17g", o.timeout_s)});
+  if (o.threads > 0) a.insert(a.end(), {"--threads", std::to_string(o.threads)});
   if (o.sequence_parallel) a.push_back("--sequence-parallel");
   if (o.loss_parallel) a.push_back("--loss-parallel");
   if (o.check) a.push_back("--check");
@@ -62,6 +65,13 @@ void run_train(const TrainOptions& o) {
   if (o.timeout_s > 0) set_default_timeout(Timeout(std::max<int64_t>(1, std::llround(o.timeout_s * 1000))));
   default_timeout();  // a malformed $DTENSOR_TIMEOUT is found here, before any rank starts
   const int world = world_of(o);
+  // Thread ranks share this process's cores; process ranks get theirs from the launcher's
+  // OPENBLAS_NUM_THREADS (tools/launcher.h) unless --threads says otherwise.
+  if (o.threads > 0) {
+    kernels::set_blas_threads(o.threads);
+  } else if (o.backend == "threads" && compute_threads_from_env() == 0) {
+    kernels::set_blas_threads(threads_per_rank(world));
+  }
   if (o.backend == "threads") {
     TrainResult r;
     run_threads(world, [&](std::shared_ptr<Backend> b) {
@@ -119,6 +129,10 @@ void add_train_command(CLI::App& app) {
                   "collective timeout in seconds: a stopped or lost rank is reported within it "
                   "(default: $DTENSOR_TIMEOUT, else 300)")
       ->check(kPositiveFinite & CLI::Range(0.0, 86400.0));
+  sub->add_option("--threads", o->threads,
+                  "compute (BLAS) threads per rank (default: $OPENBLAS_NUM_THREADS or $OMP_NUM_THREADS, "
+                  "else the cores divided by the ranks on this machine)")
+      ->check(CLI::Range(1, 1024));
   sub->add_flag("--sequence-parallel", o->sequence_parallel, "Megatron sequence parallelism");
   sub->add_flag("--loss-parallel", o->loss_parallel, "cross-entropy over vocabulary-sharded logits");
   sub->add_flag("--check", o->check,

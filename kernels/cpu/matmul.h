@@ -24,4 +24,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bia
 // a[*ba, n, k] @ b[*bb, k, m] -> [*broadcast(ba, bb), n, m].
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// Threads OpenBLAS uses for one call of this process (dtensor/core/compute_threads.h for the policy).
+// n >= 1; applies to later calls from any thread.
+void set_blas_threads(int n);
+int blas_threads();
+
 }  // namespace dtensor::kernels

@@ -126,16 +126,8 @@ StepDef halo_backward(Pool p, int dims) {
       const int td = st.inputs[1][md].dim, k = td - lead;
       const int64_t n = c.mesh_shape()[md], L = x[td], O = out[td];
       const int64_t row = numel(block) / std::max<int64_t>(block[td], 1) * 8;
-      int64_t rows = 0;
-      for (int64_t q = 0; q < n; ++q) {
-        auto [olo, olen] = chunk_range(O, n, q);
-        auto [nlo, nhi] = needed_rows(p, a, k, olo, olo + olen, L, O);
-        for (int64_t r = 0; r < n; ++r) {
-          if (r == q) continue;
-          auto [ilo, ilen] = chunk_range(L, n, r);
-          rows += std::max<int64_t>(0, std::min(nhi, ilo + ilen) - std::max(nlo, ilo));
-        }
-      }
+      const int64_t rows =
+          halo_rows_sent(n, L, O, [&](int64_t olo, int64_t ohi) { return needed_rows(p, a, k, olo, ohi, L, O); });
       bytes += rows * row / n;
     }
     return StepTraffic{CommKind::kSendRecv, bytes, 1};

@@ -130,16 +130,8 @@ StepDef halo_exchange(Pool p, int dims) {
       const int64_t n = c.mesh_shape()[md], L = x[lead + k], O = out[lead + k];
       const int64_t bl = std::max<int64_t>(block[lead + k], 1);
       const int64_t row = numel(block) / bl * static_cast<int64_t>(itemsize(c.tensor(0).dtype));
-      int64_t rows = 0;
-      for (int64_t q2 = 0; q2 < n; ++q2) {
-        auto [olo, olen] = chunk_range(O, n, q2);
-        auto [nlo, nhi] = needed_rows(p, q, k, olo, olo + olen, L, O);
-        for (int64_t r = 0; r < n; ++r) {
-          if (r == q2) continue;
-          auto [ilo, ilen] = chunk_range(L, n, r);
-          rows += std::max<int64_t>(0, std::min(nhi, ilo + ilen) - std::max(nlo, ilo));
-        }
-      }
+      const int64_t rows = halo_rows_sent(
+          n, L, O, [&, k = k](int64_t olo, int64_t ohi) { return needed_rows(p, q, k, olo, ohi, L, O); });
       bytes += rows * row / n;
     }
     return StepTraffic{CommKind::kSendRecv, bytes, 1};

@@ -2,6 +2,9 @@
 // its ops' OpDef::steps; strategies/ refer to them by name (step_id).
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
+
 #include "dtensor/device_mesh.h"
 #include "ops/defs/common.h"
 
@@ -22,5 +25,23 @@ StepDef carry_exchange_step();
 std::pair<Tensor, Tensor> gather_candidates(Tensor values, Tensor indices, bool is_max,
                                             const std::vector<int>& mesh_dims, const DeviceMesh& mesh,
                                             Timeout timeout);
+
+// Halo exchange along one dim of `in` input rows, `out` output rows, split by torch.chunk over `n`
+// ranks: the input rows that ranks send to others in all, where `need(olo, ohi)` gives the input rows
+// [lo, hi) that output rows [olo, ohi) read. A rank's average is this / n.
+template <typename Need>
+int64_t halo_rows_sent(int64_t n, int64_t in, int64_t out, Need need) {
+  int64_t rows = 0;
+  for (int64_t q = 0; q < n; ++q) {
+    auto [olo, olen] = chunk_range(out, n, q);
+    auto [nlo, nhi] = need(olo, olo + olen);
+    for (int64_t r = 0; r < n; ++r) {
+      if (r == q) continue;
+      auto [ilo, ilen] = chunk_range(in, n, r);
+      rows += std::max<int64_t>(0, std::min(nhi, ilo + ilen) - std::max(nlo, ilo));
+    }
+  }
+  return rows;
+}
 
 }  // namespace dtensor::ops

@@ -9,8 +9,11 @@ void add_partial_passthrough(RuleList& rules, int n_out, int n_in,
   for (ReduceOp op : ops) rules.push_back(uniform(n_out, n_in, Partial(op)));
 }
 
-void add_linear_in(RuleList& rules, int n_in, int grad) {
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+namespace {
+
+// One row per op: output Partial(op), input `grad` Partial(op), the others Replicate.
+void add_partial_in(RuleList& rules, int n_in, int grad, std::initializer_list<ReduceOp> ops) {
+  for (ReduceOp op : ops) {
     Rule r;
     r.outputs.push_back(Partial(op));
     r.inputs.assign(n_in, Replicate());
@@ -19,15 +22,14 @@ void add_linear_in(RuleList& rules, int n_in, int grad) {
   }
 }
 
+}  // namespace
+
+void add_linear_in(RuleList& rules, int n_in, int grad) {
+  add_partial_in(rules, n_in, grad, {ReduceOp::kSum, ReduceOp::kAvg});
+}
+
 void add_pass_all(RuleList& rules, int n_in, int grad) {
-  add_linear_in(rules, n_in, grad);
-  for (ReduceOp op : {ReduceOp::kMax, ReduceOp::kMin}) {
-    Rule r;
-    r.outputs.push_back(Partial(op));
-    r.inputs.assign(n_in, Replicate());
-    r.inputs[grad] = Partial(op);
-    rules.push_back(r);
-  }
+  add_partial_in(rules, n_in, grad, {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin});
 }
 
 void add_alike(RuleList& rules, int n_in, const std::vector<int32_t>& dims) {

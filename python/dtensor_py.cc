@@ -7,7 +7,6 @@
 // ranks would deadlock on the GIL.
 #include <Python.h>
 
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -161,9 +160,7 @@ std::shared_ptr<Backend> init_process_backend() {
 std::shared_ptr<Backend> current_backend(const char* op) {
   if (tls_backend != nullptr) return tls_backend;
   if (g_process_backend != nullptr) return g_process_backend;
-  DT_CHECK(std::getenv("RANK") != nullptr || std::getenv("OMPI_COMM_WORLD_RANK") != nullptr ||
-               std::getenv("PMI_RANK") != nullptr || std::getenv("SLURM_PROCID") != nullptr,
-           op, ": no process group: call it inside dtensor.run_threads(n, fn), or run the script as ranks of a ",
+  DT_CHECK(launched_as_rank(), op, ": no process group: call it inside dtensor.run_threads(n, fn), or run the script as ranks of a ",
            "job (dtensor launch -n N -- python3 script.py, or torchrun)");
   return init_process_backend();
 }

@@ -60,12 +60,20 @@ struct Lookup {
   }
 };
 
+// The variables that carry a process's global rank, in the order they are read.
+const std::vector<const char*> kRankVariables = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+
 }  // namespace
+
+bool launched_as_rank() {
+  std::string name, value;
+  return Lookup().find(kRankVariables, &name, &value);
+}
 
 ProcessEnv read_process_env() {
   ProcessEnv env;
   Lookup l;
-  l.require_int({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, &env.rank);
+  l.require_int(kRankVariables, &env.rank);
   l.require_int({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"},
                 &env.world_size);
   l.optional_int({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"},

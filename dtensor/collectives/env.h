@@ -29,6 +29,10 @@ struct ProcessEnv {
 // one (not an integer, rank outside [0, world_size), negative local rank).
 ProcessEnv read_process_env();
 
+// Whether a launcher started this process as a rank: one of the rank variables above is set (and
+// not empty). Reads the environment only; never throws.
+bool launched_as_rank();
+
 // read_process_env(), then a GlooBackend on that store (device address: $DTENSOR_GLOO_HOST, else
 // 127.0.0.1), which waits up to `timeout` for all ranks to start. Throws dtensor::Error for a bad
 // or incomplete environment, dtensor::CommError when a rank does not start within `timeout` (naming

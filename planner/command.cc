@@ -15,7 +15,6 @@ namespace {
 // A graph file larger than this is not a model description (Llama-70B's graph is a few MB).
 constexpr int64_t kMaxGraphFileBytes = int64_t{256} << 20;
 
-void write_file(const std::string& path, const std::string& text) { write_file_atomic(path, text); }
 
 void list_models(std::ostream& out) {
   out << absl::StrFormat("%-14s %-12s %-9s %-11s %s\n", "model", "parameters", "layers", "batch/rank", "description");
@@ -84,7 +83,7 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
     }
   }
   if (!o.dump_graph.empty()) {
-    write_file(o.dump_graph, graph_to_json(g) + "\n");
+    write_file_atomic(o.dump_graph, graph_to_json(g) + "\n");
     err << "wrote " << o.dump_graph << " (" << g.num_vertices() << " vertices)\n";
     return;
   }
@@ -104,12 +103,12 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
   if (o.output.empty()) {
     out << report;
   } else {
-    write_file(o.output, report);
+    write_file_atomic(o.output, report);
     err << "wrote " << o.output << "\n";
   }
   if (!o.dot.empty() || !o.svg.empty()) {
     const std::string dot_path = !o.dot.empty() ? o.dot : o.svg + ".dot";
-    write_file(dot_path, report_dot(planner.cost_model(), r, o.dot_layers));
+    write_file_atomic(dot_path, report_dot(planner.cost_model(), r, o.dot_layers));
     err << "wrote " << dot_path << "\n";
     std::string svg = o.svg;
     if (svg.empty()) {

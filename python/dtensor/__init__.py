@@ -53,6 +53,7 @@ def _op_by_name(name):
         return ops.call(name, *args, **kwargs)
 
     op.__name__ = op.__qualname__ = name
+    setattr(ops, name, op)  # resolved once: later lookups find it without listing the registry
     return op
 
 

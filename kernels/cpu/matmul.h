@@ -25,7 +25,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bia
 Tensor matmul(const Tensor& a, const Tensor& b);
 
 // Threads OpenBLAS uses for one call of this process (dtensor/core/compute_threads.h for the policy).
-// n >= 1; applies to later calls from any thread.
+// Applies to later calls from any thread. Throws dtensor::Error for n < 1.
 void set_blas_threads(int n);
 int blas_threads();
 

@@ -54,6 +54,8 @@ expect 2 "--timeout"          -- launch -n 1 --timeout 1e300 -- true
 expect 1 "cannot open"        -- explain --cases "$tmp/missing.jsonl"
 expect 2 "--timeout"          -- train --timeout 0
 expect 2 "--timeout"          -- train --timeout nan
+expect 2 "--threads"          -- train --threads 0
+expect 2 "--threads"          -- train --threads 99999999999
 # DTENSOR_TIMEOUT is checked before any rank starts.
 out=$(DTENSOR_TIMEOUT=abc timeout -s KILL 60 "$bin" train --steps 1 </dev/null 2>&1)
 rc=$?

@@ -20,6 +20,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/functional.h"
+#include "dispatch/dispatch.h"
 #include "dtensor/collectives/env.h"
 #include "dtensor/collectives/threads_backend.h"
 #include "dtensor/core/dlpack.h"
@@ -355,7 +356,10 @@ NB_MODULE(_dtensor, m) {
     for (const DTensor& t : out) l.append(nb::cast(t));
     return nb::tuple(l);
   }, "Runs the registered op `name` (an ATen name) on DTensors.");
-  ops.def("names", [] { return Registry::get().names(); }, "Every registered op's name, sorted.");
+  ops.def("names", [] {
+    init_ops();  // the registry fills on first use
+    return Registry::get().names();
+  }, "Every registered op's name, sorted.");
 
   // The engine's decision for one request of `dtensor explain` (tools/explain.h; the contract is
   // docs/conformance in the shared folder), as a JSON string in and out; dtensor.explain wraps it

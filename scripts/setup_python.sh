@@ -2,14 +2,15 @@
 # Installs the pinned PyPI packages of the Python package (python/) into the first python3 on PATH,
 # the interpreter that Bazel's @python_config builds the extension for and the tests run.
 # Idempotent: does nothing when every pin is already installed.
-#   DTENSOR_WITH_TORCH=1  also install torch (a ~0.5 GB wheel plus its CUDA dependencies): optional,
-#                         the tests that need it are skipped without it.
+# torch is part of the package's tests (interop with torch.distributed.tensor, PyTorch's OpInfo
+# samples as the oracle, the side-by-side benchmarks): a ~0.5 GB wheel plus its CUDA dependencies
+# (~4 GB on disk). DTENSOR_WITH_TORCH=0 leaves it out; the tests that need it then skip, saying so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python=${DTENSOR_PYTHON:-python3}
 pins=(nanobind==2.9.2 numpy==2.2.6 pytest==8.3.5)
-if [ "${DTENSOR_WITH_TORCH:-0}" = 1 ]; then pins+=(torch==2.15.0); fi
+if [ "${DTENSOR_WITH_TORCH:-1}" != 0 ]; then pins+=(torch==2.15.0); fi
 
 # Python's headers: the extension compiles against them (Debian's python3-dev for /usr/bin/python3;
 # pyenv and other builds from source ship them already).

@@ -252,3 +252,13 @@ def test_explain_gives_the_engines_decision_as_a_dict():
     assert ans["outputs"][0]["placements"] == ["P(sum)"] and ans["collectives"] == []
     with pytest.raises(dtensor.DTensorError, match="unsupported op 'nosuchop'"):
         dtensor.explain({"mesh": [4], "op": "nosuchop", "args": []})
+
+
+def test_op_names_are_listed_before_any_op_ran():
+    # Reproducer: ops.names() was empty in a fresh interpreter (the registry filled on first call).
+    import subprocess, sys, os
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    out = subprocess.run([sys.executable, "-c", "import dtensor; print(len(dtensor.ops.names()))"],
+                         env=dict(os.environ, PYTHONPATH=os.path.join(root, "python")),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and int(out.stdout) > 50, out.stdout + out.stderr

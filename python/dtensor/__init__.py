@@ -23,17 +23,20 @@ from ._dtensor import (  # noqa: E402
     World,
     destroy_process_group,
     distribute_tensor,
+    get_array_library,
     init_device_mesh,
     init_process_group,
     is_initialized,
     ops,
     run_threads,
+    set_array_library,
 )
 
 __all__ = [
     "DTensor", "DTensorCommError", "DTensorError", "DeviceMesh", "Partial", "Placement",
-    "Replicate", "Shard", "World", "destroy_process_group", "distribute_tensor", "explain", "init_device_mesh", "init_process_group",
-    "is_initialized", "ops", "run_threads",
+    "Replicate", "Shard", "World", "destroy_process_group", "distribute_tensor", "explain",
+    "get_array_library", "init_device_mesh", "init_process_group", "is_initialized", "ops", "run_threads",
+    "set_array_library",
 ]
 
 # Public names print as dtensor.X (as torch's do), not as the private extension module's.

@@ -152,8 +152,7 @@ nb::dlpack::dtype dlpack_dtype(DType d) {
 }
 
 // An array of the array library viewing t's memory (DLPack, no copy); it keeps t's storage alive.
-nb::object tensor_to_array(const Tensor& t, const char* op) {
-  const bool torch = results_are_torch();
+nb::object tensor_to_array(const Tensor& t, const char* op, bool torch = results_are_torch()) {
   DT_CHECK(t.device().is_cpu(), op, ": ", t.str(), " is not on the cpu; the Python package returns host arrays only");
   DT_CHECK(torch || t.dtype() != DType::kBFloat16, op, ": numpy has no bfloat16 (", t.str(),
            "); call dtensor.set_array_library(\"torch\") for torch tensors");
@@ -316,6 +315,8 @@ NB_MODULE(_dtensor, m) {
       .def("to_local", [](const DTensor& t) { return tensor_to_array(t.local_tensor(), "to_local"); },
            "This rank's block as an array (numpy or torch: dtensor.set_array_library) sharing the "
            "DTensor's memory.")
+      .def("_torch_local", [](const DTensor& t) { return tensor_to_array(t.local_tensor(), "to_torch", true); },
+           "to_local() as a torch tensor whatever the array library (for dtensor.to_torch).")
       .def("full_tensor", [](const DTensor& t) {
         Tensor full;
         {

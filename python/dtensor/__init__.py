@@ -32,11 +32,13 @@ from ._dtensor import (  # noqa: E402
     set_array_library,
 )
 
+from .torch_interop import from_torch, to_torch  # noqa: E402  (torch is imported on first use)
+
 __all__ = [
     "DTensor", "DTensorCommError", "DTensorError", "DeviceMesh", "Partial", "Placement",
     "Replicate", "Shard", "World", "destroy_process_group", "distribute_tensor", "explain",
-    "get_array_library", "init_device_mesh", "init_process_group", "is_initialized", "ops", "run_threads",
-    "set_array_library",
+    "from_torch", "get_array_library", "init_device_mesh", "init_process_group", "is_initialized", "ops", "run_threads",
+    "set_array_library", "to_torch",
 ]
 
 # Public names print as dtensor.X (as torch's do), not as the private extension module's.

@@ -254,7 +254,8 @@ NB_MODULE(_dtensor, m) {
 
   m.def("init_process_group", [] { return World{init_process_backend()}; },
         "Joins the job the launcher's environment describes (RANK, WORLD_SIZE, DTENSOR_STORE: dtensor "
-        "launch, torchrun, mpirun, srun) over Gloo; returns this rank's World. Idempotent.");
+        "launch, torchrun, mpirun, srun; single-host torchrun needs no DTENSOR_STORE) over Gloo; returns "
+        "this rank's World. Idempotent.");
   m.def("destroy_process_group", [] {
     std::shared_ptr<Backend> b = std::move(g_process_backend);
     nb::gil_scoped_release release;

@@ -1,12 +1,14 @@
 // The Python extension `dtensor._dtensor` (DESIGN §1, python/): bindings over the C++ API with names
 // mirroring torch.distributed.tensor. Tensors cross through DLPack without copies: any object with
-// __dlpack__ (numpy, torch) comes in, numpy arrays viewing dtensor's storage go out.
+// __dlpack__ (numpy, torch) comes in, and arrays of the "array library" (numpy or torch, see
+// ArrayLibrary below) viewing dtensor's storage go out.
 //
 // Threads: dtensor.run_threads(n, fn) runs fn on n C++ rank threads; each takes the GIL to run
 // Python and every binding that may wait for other ranks (collectives, kernels) releases it, else the
 // ranks would deadlock on the GIL.
 #include <Python.h>
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -100,6 +102,28 @@ OpArg op_arg(nb::handle v, const std::string& op, const std::string& what) {
           "; accepted: DTensor, a list of DTensors, None, bool, int, float, str, a list of ints or floats");
 }
 
+// The library whose arrays to_local/full_tensor return. Automatic (the default): that of the most
+// recent tensor handed to distribute_tensor/from_local, so a torch user gets torch tensors back;
+// set_array_library pins one. Process-wide (thread ranks share it), hence atomic.
+enum ArrayLibrary : int { kAutoNumpy, kAutoTorch, kNumpy, kTorch };
+std::atomic<int> g_array_library{kAutoNumpy};
+
+bool results_are_torch() {
+  const int lib = g_array_library.load();
+  return lib == kAutoTorch || lib == kTorch;
+}
+
+// An input's library, remembered unless set_array_library pinned one. torch is looked up in
+// sys.modules, not imported: a torch tensor exists only where torch was imported.
+void note_input_library(nb::handle obj) {
+  nb::object torch = nb::module_::import_("sys").attr("modules").attr("get")("torch");
+  const bool is_torch = !torch.is_none() && PyObject_IsInstance(obj.ptr(), torch.attr("Tensor").ptr()) == 1;
+  int cur = g_array_library.load();
+  while ((cur == kAutoNumpy || cur == kAutoTorch) &&
+         !g_array_library.compare_exchange_weak(cur, is_torch ? kAutoTorch : kAutoNumpy)) {
+  }
+}
+
 // Takes any object with __dlpack__ (others through numpy.asarray) as a Tensor viewing its memory.
 Tensor tensor_from_py(nb::handle obj) {
   nb::object src = nb::borrow(obj);
@@ -110,6 +134,7 @@ Tensor tensor_from_py(nb::handle obj) {
   Tensor t = from_dlpack(managed);  // on a throw the capsule still owns the tensor
   // DLPack's protocol: a consumed capsule is renamed so that its destructor leaves it alone.
   PyCapsule_SetName(cap.ptr(), "used_dltensor");
+  note_input_library(obj);
   return t;
 }
 
@@ -123,18 +148,23 @@ nb::dlpack::dtype dlpack_dtype(DType d) {
     case DType::kFloat16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
     case DType::kBFloat16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
   }
-  DT_FAIL("to numpy: unknown dtype");
+  DT_FAIL("to_local/full_tensor: unknown dtype");
 }
 
-// A numpy array viewing t's memory; the array keeps t's storage alive.
-nb::object tensor_to_numpy(const Tensor& t) {
-  DT_CHECK(t.device().is_cpu(), "to_local/full_tensor: ", t.str(),
-           " is not on the cpu; numpy arrays view host memory only");
-  DT_CHECK(t.dtype() != DType::kBFloat16, "to numpy: numpy has no bfloat16 (", t.str(), ")");
+// An array of the array library viewing t's memory (DLPack, no copy); it keeps t's storage alive.
+nb::object tensor_to_array(const Tensor& t, const char* op, bool torch = results_are_torch()) {
+  DT_CHECK(t.device().is_cpu(), op, ": ", t.str(), " is not on the cpu; the Python package returns host arrays only");
+  DT_CHECK(torch || t.dtype() != DType::kBFloat16, op, ": numpy has no bfloat16 (", t.str(),
+           "); call dtensor.set_array_library(\"torch\") for torch tensors");
   auto* keep = new Tensor(t);
   nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
   std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
   std::vector<int64_t> strides(t.strides().begin(), t.strides().end());  // in elements, as nanobind's
+  if (torch) {
+    return nb::ndarray<nb::pytorch>(t.data_ptr(), shape.size(), shape.data(), owner, strides.data(),
+                                    dlpack_dtype(t.dtype()))
+        .cast();
+  }
   return nb::ndarray<nb::numpy>(t.data_ptr(), shape.size(), shape.data(), owner, strides.data(),
                                 dlpack_dtype(t.dtype()))
       .cast();
@@ -204,9 +234,28 @@ NB_MODULE(_dtensor, m) {
   m.def("Partial", [](const std::string& op) { return Partial(parse_reduce_op(op)); },
         "reduce_op"_a = "sum");
 
+  m.def("set_array_library", [](std::optional<std::string> name) {
+    if (!name) {
+      g_array_library = kAutoNumpy;
+    } else if (*name == "torch") {
+      nb::module_::import_("torch");  // an ImportError now, not at the first to_local
+      g_array_library = kTorch;
+    } else if (*name == "numpy") {
+      g_array_library = kNumpy;
+    } else {
+      DT_FAIL("set_array_library: '", *name, "' is not an array library; accepted: \"torch\", \"numpy\", "
+              "None (follow the inputs of distribute_tensor/from_local)");
+    }
+  }, "name"_a.none(),
+     "The library of the arrays to_local/full_tensor return: \"torch\" or \"numpy\"; None (the default)\n"
+     "follows the most recent tensor handed to distribute_tensor/DTensor.from_local. Process-wide.");
+  m.def("get_array_library", [] { return results_are_torch() ? "torch" : "numpy"; },
+        "The library of the arrays to_local/full_tensor return now: \"torch\" or \"numpy\".");
+
   m.def("init_process_group", [] { return World{init_process_backend()}; },
         "Joins the job the launcher's environment describes (RANK, WORLD_SIZE, DTENSOR_STORE: dtensor "
-        "launch, torchrun, mpirun, srun) over Gloo; returns this rank's World. Idempotent.");
+        "launch, torchrun, mpirun, srun; single-host torchrun needs no DTENSOR_STORE) over Gloo; returns "
+        "this rank's World. Idempotent.");
   m.def("destroy_process_group", [] {
     std::shared_ptr<Backend> b = std::move(g_process_backend);
     nb::gil_scoped_release release;
@@ -264,15 +313,18 @@ NB_MODULE(_dtensor, m) {
         return nb::tuple(l);
       })
       .def_prop_ro("device_mesh", [](const DTensor& t) { return Mesh{t.mesh()}; })
-      .def("to_local", [](const DTensor& t) { return tensor_to_numpy(t.local_tensor()); },
-           "This rank's block as a numpy array sharing the DTensor's memory.")
+      .def("to_local", [](const DTensor& t) { return tensor_to_array(t.local_tensor(), "to_local"); },
+           "This rank's block as an array (numpy or torch: dtensor.set_array_library) sharing the "
+           "DTensor's memory.")
+      .def("_torch_local", [](const DTensor& t) { return tensor_to_array(t.local_tensor(), "to_torch", true); },
+           "to_local() as a torch tensor whatever the array library (for dtensor.to_torch).")
       .def("full_tensor", [](const DTensor& t) {
         Tensor full;
         {
           nb::gil_scoped_release release;  // collective
           full = t.full_tensor();
         }
-        return tensor_to_numpy(full);
+        return tensor_to_array(full, "full_tensor");
       })
       .def("redistribute", [](const DTensor& t, std::optional<Mesh> mesh,
                               std::optional<std::vector<Placement>> placements) {

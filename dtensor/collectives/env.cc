@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -63,6 +64,32 @@ struct Lookup {
 // The variables that carry a process's global rank, in the order they are read.
 const std::vector<const char*> kRankVariables = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
 
+std::string getenv_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+bool under_torchrun() {
+  return !getenv_or_empty("TORCHELASTIC_RUN_ID").empty() && !getenv_or_empty("MASTER_ADDR").empty() &&
+         !getenv_or_empty("MASTER_PORT").empty();
+}
+
+// torchrun sets no DTENSOR_STORE; on one host its ranks share a file store named by what is the
+// same for them and differs between jobs (env.h). Empty when not a single-host torchrun job.
+std::string torchrun_default_store(const ProcessEnv& env) {
+  if (!under_torchrun() || getenv_or_empty("LOCAL_WORLD_SIZE").empty() ||
+      env.local_world_size != env.world_size) {
+    return "";
+  }
+  std::string id = absl::StrCat(getenv_or_empty("TORCHELASTIC_RUN_ID"), "-", getenv_or_empty("MASTER_PORT"),
+                                "-", getenv_or_empty("TORCHELASTIC_RESTART_COUNT"));
+  for (char& c : id) {  // --rdzv-id is free text: keep it one path component
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  }
+  std::string tmp = getenv_or_empty("TMPDIR");
+  return absl::StrCat("file:", tmp.empty() ? "/tmp" : tmp, "/dtensor-store-", id);
+}
+
 }  // namespace
 
 bool launched_as_rank() {
@@ -80,7 +107,16 @@ ProcessEnv read_process_env() {
                  &env.local_rank);
   l.optional_int({"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"},
                  &env.local_world_size);
-  l.require({"DTENSOR_STORE"}, "(file:/shared/dir or redis://host:port)", &env.store);
+  std::string name;
+  if (!l.find({"DTENSOR_STORE"}, &name, &env.store)) {
+    env.store = torchrun_default_store(env);
+    if (env.store.empty()) {
+      l.missing.push_back(under_torchrun()
+                              ? "DTENSOR_STORE (file:/shared/dir or redis://host:port; torchrun across hosts "
+                                "needs one all hosts reach, a single-host job defaults to a file store)"
+                              : "DTENSOR_STORE (file:/shared/dir or redis://host:port)");
+    }
+  }
   if (l.missing.empty() && l.malformed.empty()) {
     if (env.world_size < 1) {
       l.malformed.push_back(absl::StrCat("world size ", env.world_size, " must be >= 1"));

@@ -24,7 +24,12 @@ struct ProcessEnv {
 //   local rank:       LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID
 //                     (default 0)
 //   local world size: LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS (default 1)
-//   store:            DTENSOR_STORE
+//   store:            DTENSOR_STORE; when unset in a single-host torchrun job (TORCHELASTIC_RUN_ID,
+//                     MASTER_ADDR and MASTER_PORT set, LOCAL_WORLD_SIZE == WORLD_SIZE):
+//                     file:$TMPDIR/dtensor-store-<run id>-<master port>-<restart count> ($TMPDIR
+//                     defaults to /tmp; characters other than [A-Za-z0-9._-] become '_'). A store
+//                     must be fresh per job: torchrun --standalone draws a new run id, and a fixed
+//                     --rdzv-id must differ between jobs that reuse a master port.
 // Throws dtensor::Error listing every missing variable (with its alternatives) and every malformed
 // one (not an integer, rank outside [0, world_size), negative local rank).
 ProcessEnv read_process_env();

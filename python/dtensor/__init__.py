@@ -21,19 +21,25 @@ from ._dtensor import (  # noqa: E402
     Replicate,
     Shard,
     World,
-    destroy_process_group,
+    destroy_process_group as _destroy_process_group,
     distribute_tensor,
+    get_array_library,
     init_device_mesh,
     init_process_group,
     is_initialized,
     ops,
     run_threads,
+    set_array_library,
 )
+
+from . import torch_interop as _torch_interop  # noqa: E402  (torch is imported on first use)
+from .torch_interop import from_torch, to_torch  # noqa: E402
 
 __all__ = [
     "DTensor", "DTensorCommError", "DTensorError", "DeviceMesh", "Partial", "Placement",
-    "Replicate", "Shard", "World", "destroy_process_group", "distribute_tensor", "explain", "init_device_mesh", "init_process_group",
-    "is_initialized", "ops", "run_threads",
+    "Replicate", "Shard", "World", "destroy_process_group", "distribute_tensor", "explain",
+    "from_torch", "get_array_library", "init_device_mesh", "init_process_group", "is_initialized", "ops", "run_threads",
+    "set_array_library", "to_torch",
 ]
 
 # Public names print as dtensor.X (as torch's do), not as the private extension module's.
@@ -75,6 +81,12 @@ def explain(request, hardware="h100-nvlink"):
     if "error" in answer:
         raise DTensorError(answer["error"])
     return answer
+
+
+def destroy_process_group():
+    """Closes this process's Gloo group (a later init_device_mesh starts a new one)."""
+    _torch_interop._meshes.clear()  # from_torch's cached meshes hold the group
+    _destroy_process_group()
 
 
 # A process rank's Gloo group is closed before the interpreter tears down the extension.

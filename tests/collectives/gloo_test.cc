@@ -522,7 +522,8 @@ TEST(Env, ListsWhatIsMissing) {
                  {"PMI_RANK", nullptr},
                  {"SLURM_PROCID", nullptr},
                  {"WORLD_SIZE", "4"},
-                 {"DTENSOR_STORE", nullptr}});
+                 {"DTENSOR_STORE", nullptr},
+                 {"TORCHELASTIC_RUN_ID", nullptr}});
   try {
     read_process_env();
     FAIL() << "no error";
@@ -533,6 +534,40 @@ TEST(Env, ListsWhatIsMissing) {
     EXPECT_NE(msg.find("DTENSOR_STORE"), std::string::npos) << msg;
     EXPECT_EQ(msg.find("WORLD_SIZE"), std::string::npos) << msg;
   }
+}
+
+// torchrun sets no DTENSOR_STORE: one host gets a file store named by the job; several hosts
+// (LOCAL_WORLD_SIZE < WORLD_SIZE) keep the error, which says why.
+TEST(Env, TorchrunOnOneHostDefaultsToAFileStore) {
+  using Vars = std::vector<std::pair<std::string, const char*>>;  // one pair: not a copy of a ScopedEnv
+  ScopedEnv env({{"RANK", "1"},
+                 {"WORLD_SIZE", "4"},
+                 {"LOCAL_WORLD_SIZE", "4"},
+                 {"DTENSOR_STORE", nullptr},
+                 {"TORCHELASTIC_RUN_ID", "run/1 x"},
+                 {"TORCHELASTIC_RESTART_COUNT", "2"},
+                 {"MASTER_ADDR", "localhost"},
+                 {"MASTER_PORT", "29511"},
+                 {"TMPDIR", "/scratch"}});
+  EXPECT_EQ(read_process_env().store, "file:/scratch/dtensor-store-run_1_x-29511-2");
+  {
+    ScopedEnv explicit_store(Vars{{"DTENSOR_STORE", "redis://h:1"}});
+    EXPECT_EQ(read_process_env().store, "redis://h:1");
+  }
+  {
+    ScopedEnv two_hosts(Vars{{"LOCAL_WORLD_SIZE", "2"}});
+    try {
+      read_process_env();
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("DTENSOR_STORE (file:/shared/dir or redis://host:port; torchrun "
+                                           "across hosts"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  ScopedEnv not_torchrun(Vars{{"MASTER_PORT", nullptr}});
+  EXPECT_THROW(read_process_env(), Error);
 }
 
 TEST(Env, FallbacksAndValidation) {

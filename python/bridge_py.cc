@@ -1,0 +1,268 @@
+// dtensor._dtensor._bridge: the native half of dtensor.bridge (python/dtensor/torch_bridge.py), the
+// torch tensor subclass through which PyTorch code runs on sharded tensors (DESIGN §9). For one ATen
+// call the bridge asks this module for the engine's decision (the same cached propagate() as
+// call_op), redistributes the inputs to the chosen strategy here, and lets torch's ATen kernel
+// compute on the local shards; when the strategy carries a distributed step (DESIGN §6) the whole op
+// runs here instead (execute_strategy), since ATen has no such step.
+//
+// Local tensors cross as torch tensors through DLPack, without copies. Every entry that may wait for
+// other ranks releases the GIL (dtensor.run_threads' ranks are threads of one interpreter).
+#include <Python.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "dispatch/dispatch.h"
+#include "dtensor/core/dlpack.h"
+#include "dtensor/core/error.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/dtensor_spec.h"
+#include "dtensor/redistribute.h"
+#include "propagation/propagate.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace dtensor::python {
+namespace {
+
+// torch.from_dlpack, looked up once (never freed: it may outlive the interpreter's module teardown).
+nb::handle torch_from_dlpack() {
+  static PyObject* fn = nb::object(nb::module_::import_("torch").attr("from_dlpack")).release().ptr();
+  return fn;
+}
+
+// A torch tensor (anything with __dlpack__) as a dtensor Tensor viewing the same memory.
+Tensor import_tensor(nb::handle obj) {
+  nb::object cap = obj.attr("__dlpack__")();
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
+  if (managed == nullptr) throw nb::python_error();
+  Tensor t = from_dlpack(managed);
+  PyCapsule_SetName(cap.ptr(), "used_dltensor");  // consumed: its destructor leaves it alone
+  return t;
+}
+
+// A dtensor Tensor as a torch tensor viewing the same memory.
+nb::object export_tensor(const Tensor& t) {
+  DLManagedTensor* m = to_dlpack(t);
+  PyObject* cap = PyCapsule_New(m, "dltensor", [](PyObject* c) {
+    // Only a capsule nobody consumed still owns its tensor.
+    if (!PyCapsule_IsValid(c, "dltensor")) return;
+    auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, "dltensor"));
+    if (managed->deleter != nullptr) managed->deleter(managed);
+  });
+  if (cap == nullptr) {
+    m->deleter(m);
+    throw nb::python_error();
+  }
+  return torch_from_dlpack()(nb::steal(cap));
+}
+
+nb::tuple shape_tuple(const Shape& s) {
+  nb::list l;
+  for (int64_t v : s) l.append(v);
+  return nb::tuple(l);
+}
+
+// A plain value of an ATen call as dtensor's IValue (tensors are handled by the caller).
+IValue value_arg(nb::handle v, const std::string& op, const std::string& what) {
+  if (v.is_none()) return IValue();
+  if (PyBool_Check(v.ptr())) return IValue(nb::cast<bool>(v));  // before int: bool is an int
+  if (PyLong_Check(v.ptr())) return IValue(nb::cast<int64_t>(v));
+  if (PyFloat_Check(v.ptr())) return IValue(nb::cast<double>(v));
+  if (nb::isinstance<nb::str>(v)) return IValue(nb::cast<std::string>(v));
+  if (PyList_Check(v.ptr()) || PyTuple_Check(v.ptr())) {
+    std::vector<int64_t> ints;
+    std::vector<double> floats;
+    bool all_int = true;
+    for (nb::handle e : nb::borrow<nb::sequence>(v)) {
+      if (PyLong_Check(e.ptr()) && !PyBool_Check(e.ptr())) {
+        ints.push_back(nb::cast<int64_t>(e));
+        floats.push_back(static_cast<double>(ints.back()));
+      } else if (PyFloat_Check(e.ptr())) {
+        all_int = false;
+        floats.push_back(nb::cast<double>(e));
+      } else {
+        DT_FAIL(op, ": ", what, " is a list holding a ", nb::type_name(e.type()).c_str(),
+                "; accepted: sharded tensors, lists of them, None, bool, int, float, str, lists of ints or floats");
+      }
+    }
+    if (all_int) return IValue(ints);
+    return IValue(floats);
+  }
+  DT_FAIL(op, ": ", what, " is a ", nb::type_name(v.type()).c_str(),
+          "; accepted: sharded tensors, lists of them, None, bool, int, float, str, lists of ints or floats");
+}
+
+// The engine's decision for one ATen call, with what the bridge needs to carry it out.
+struct BridgePlan {
+  OpCall call;
+  std::shared_ptr<const ShardingDecision> decision;
+  std::vector<DTensorSpec> in_specs;  // the tensor inputs' given layouts, in the call's order
+  std::vector<DTensorSpec> out_specs;
+
+  // The inputs' locals moved to the strategy's placements; unmoved ones are returned as given.
+  nb::list redistribute(const nb::list& locals) const {
+    DT_CHECK(locals.size() == in_specs.size(), call.str(), ": ", locals.size(),
+             " local tensors given for ", in_specs.size(), " tensor inputs");
+    nb::list out;
+    for (size_t i = 0; i < in_specs.size(); ++i) {
+      const Placements& want = decision->strategy.inputs[i];
+      if (in_specs[i].placements == want) {
+        out.append(locals[i]);
+        continue;
+      }
+      Tensor local = import_tensor(locals[i]);
+      Tensor moved;
+      {
+        nb::gil_scoped_release release;  // collective
+        moved = redistribute_local(local, in_specs[i], *decision->input_plans[i], default_timeout());
+      }
+      out.append(export_tensor(moved));
+    }
+    return out;
+  }
+
+  // The whole op through dtensor (redistribution, local kernel, the strategy's distributed step).
+  nb::list run(const nb::list& locals) const {
+    DT_CHECK(locals.size() == in_specs.size(), call.str(), ": ", locals.size(),
+             " local tensors given for ", in_specs.size(), " tensor inputs");
+    std::vector<DTensor> inputs;
+    inputs.reserve(in_specs.size());
+    for (size_t i = 0; i < in_specs.size(); ++i) inputs.emplace_back(in_specs[i], import_tensor(locals[i]));
+    std::vector<DTensor> outs;
+    {
+      nb::gil_scoped_release release;  // collective
+      outs = execute_strategy(call, decision->strategy, decision->out_meta, inputs, default_timeout(),
+                              &decision->input_plans);
+    }
+    nb::list l;
+    for (const DTensor& d : outs) l.append(export_tensor(d.local_tensor()));
+    return l;
+  }
+};
+
+// Lowers one ATen argument: a DTensorSpec is a tensor input (its local travels separately), a list
+// of them a tensor list, anything else a value.
+ArgValue lower(nb::handle v, const std::string& op, const std::string& what,
+               std::vector<DTensorSpec>& specs) {
+  if (nb::isinstance<DTensorSpec>(v)) {
+    specs.push_back(nb::cast<DTensorSpec>(v));
+    return TensorRef{static_cast<int>(specs.size()) - 1};
+  }
+  if ((PyList_Check(v.ptr()) || PyTuple_Check(v.ptr())) && nb::len(v) > 0 &&
+      nb::isinstance<DTensorSpec>(nb::steal(PySequence_GetItem(v.ptr(), 0)))) {
+    TensorListRef ref;
+    for (nb::handle e : nb::borrow<nb::sequence>(v)) {
+      DT_CHECK(nb::isinstance<DTensorSpec>(e), op, ": ", what,
+               " mixes sharded tensors and other values; accepted: a list of sharded tensors");
+      specs.push_back(nb::cast<DTensorSpec>(e));
+      ref.indices.push_back(static_cast<int>(specs.size()) - 1);
+    }
+    return ref;
+  }
+  return value_arg(v, op, what);
+}
+
+BridgePlan plan_call(const std::string& name, const nb::sequence& args, const nb::dict& kwargs) {
+  init_ops();
+  std::vector<DTensorSpec> specs;
+  std::vector<ArgValue> pos;
+  size_t i = 0;
+  for (nb::handle a : args) pos.push_back(lower(a, name, "argument " + std::to_string(i++), specs));
+  std::vector<std::pair<std::string, ArgValue>> kw;
+  for (auto [k, v] : kwargs) {
+    std::string key = nb::cast<std::string>(k);
+    kw.emplace_back(key, lower(v, name, "argument '" + key + "'", specs));
+  }
+  DT_CHECK(!specs.empty(), name, ": needs at least one sharded tensor argument");
+  std::vector<TensorMeta> metas;
+  std::vector<Placements> placements;
+  for (const DTensorSpec& s : specs) {
+    DT_CHECK(s.mesh->same_as(*specs[0].mesh), name, ": inputs on different meshes: ", specs[0].str(),
+             " and ", s.str(), "; accepted: every sharded input on one mesh");
+    metas.push_back({s.shape, s.dtype});
+    placements.push_back(s.placements);
+  }
+  BridgePlan p{OpCall::bind_overload(name, pos, kw, metas, placements, specs[0].mesh->shape()), nullptr,
+               std::move(specs), {}};
+  p.decision = propagate(p.call);
+  const Strategy& s = p.decision->strategy;
+  for (size_t o = 0; o < s.outputs.size(); ++o)
+    p.out_specs.emplace_back(p.in_specs[0].mesh, s.outputs[o], p.decision->out_meta[o].shape,
+                             p.decision->out_meta[o].dtype);
+  return p;
+}
+
+}  // namespace
+
+void bind_bridge(nb::module_& m) {
+  nb::module_ b = m.def_submodule("_bridge", "native half of dtensor.bridge (torch_bridge.py)");
+
+  nb::class_<DTensorSpec>(b, "Spec", "A sharded tensor's layout: mesh, placements, global shape, dtype.")
+      .def_prop_ro("placements", [](const DTensorSpec& s) {
+        nb::list l;
+        for (const Placement& p : s.placements) l.append(nb::cast(p));
+        return nb::tuple(l);
+      })
+      .def_prop_ro("shape", [](const DTensorSpec& s) { return shape_tuple(s.shape); })
+      .def_prop_ro("local_shape", [](const DTensorSpec& s) { return shape_tuple(s.local_shape()); })
+      .def_prop_ro("dtype", [](const DTensorSpec& s) { return std::string(dtype_name(s.dtype)); })
+      .def_prop_ro("has_partial", &DTensorSpec::has_partial)
+      // The same layout with other placements, shape or dtype (e.g. a plain tensor made replicated).
+      .def("with_", [](const DTensorSpec& s, std::vector<Placement> placements, std::vector<int64_t> shape,
+                       const std::string& dtype) {
+        return DTensorSpec(s.mesh, Placements(placements.begin(), placements.end()),
+                           Shape(shape.begin(), shape.end()), dtype_from_name(dtype));
+      }, "placements"_a, "shape"_a, "dtype"_a)
+      .def("__eq__", [](const DTensorSpec& a, const DTensorSpec& c) { return a == c; })
+      .def("__repr__", &DTensorSpec::str);
+
+  b.def("spec_of", [](const DTensor& d) { return d.spec(); }, "A dtensor.DTensor's layout.");
+  b.def("local_of", [](const DTensor& d) { return export_tensor(d.local_tensor()); },
+        "A dtensor.DTensor's local block as a torch tensor sharing its memory.");
+  b.def("to_dtensor", [](const DTensorSpec& s, nb::handle local) { return DTensor(s, import_tensor(local)); },
+        "A dtensor.DTensor of this layout over a torch local block (no copy).");
+  b.def("redistribute", [](const DTensorSpec& s, nb::handle local, std::vector<Placement> placements) {
+    Tensor t = import_tensor(local);
+    Placements dst(placements.begin(), placements.end());
+    DTensorSpec out(s.mesh, dst, s.shape, s.dtype);
+    Tensor moved;
+    {
+      nb::gil_scoped_release release;  // collective
+      moved = redistribute_local(t, s, *plan_redistribute(s, out.placements), default_timeout());
+    }
+    return nb::make_tuple(out, export_tensor(moved));
+  }, "spec"_a, "local"_a, "placements"_a, "(new spec, new local): the block moved to `placements`.");
+
+  nb::class_<BridgePlan>(b, "Plan", "The engine's decision for one ATen call.")
+      .def_prop_ro("op", [](const BridgePlan& p) { return p.call.op().name(); })
+      .def_prop_ro("strategy", [](const BridgePlan& p) { return p.decision->strategy.str(); })
+      .def_prop_ro("has_step", [](const BridgePlan& p) { return p.decision->strategy.step() != 0; })
+      .def_prop_ro("outputs", [](const BridgePlan& p) { return p.out_specs; })
+      .def_prop_ro("input_placements", [](const BridgePlan& p) {
+        nb::list l;
+        for (const Placements& ps : p.decision->strategy.inputs) {
+          nb::list one;
+          for (const Placement& q : ps) one.append(nb::cast(q));
+          l.append(nb::tuple(one));
+        }
+        return l;
+      })
+      .def("redistribute", &BridgePlan::redistribute, "locals"_a,
+           "The tensor inputs' locals (torch, in the call's order) moved to the strategy's placements.")
+      .def("run", &BridgePlan::run, "locals"_a,
+           "Runs the whole op through dtensor on the given locals; returns the output locals.");
+
+  b.def("plan", &plan_call, "name"_a, "args"_a, "kwargs"_a,
+        "The engine's decision for the registered op `name` called with `args`/`kwargs`, where every "
+        "sharded tensor is given by its Spec.");
+}
+
+}  // namespace dtensor::python

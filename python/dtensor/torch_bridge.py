@@ -1,0 +1,473 @@
+"""dtensor.bridge: dtensor's sharding engine under ordinary PyTorch code (DESIGN §9).
+
+`distribute(t, mesh, placements)` gives a torch tensor subclass (`bridge.DTensor`, a wrapper
+subclass whose size is the global shape) holding this rank's local block. Every ATen op that reaches
+`__torch_dispatch__` with one of them goes through dtensor's engine: the op's rules choose the
+placements (the same cached propagation as dtensor.ops), the inputs are redistributed to them by
+dtensor's collectives, and torch's own ATen kernel computes on the local blocks; the outputs are
+wrapped with the engine's output placements. A strategy that carries dtensor's own distributed step
+(DESIGN §6: softmax over a sharded class dim, scans, selection...) runs the whole op through dtensor
+instead, since ATen has no such step. Autograd runs above dispatch, so backward ops arrive here too.
+
+An ATen op with no dtensor rule raises UnsupportedOpError naming it: nothing is replicated silently.
+See docs/PYTHON.md for the ops covered and the measured overhead.
+"""
+import torch
+from torch.autograd import Function
+
+from . import _dtensor
+from ._dtensor import DTensorError, Replicate
+
+_b = _dtensor._bridge
+aten = torch.ops.aten
+
+__all__ = ["DTensor", "UnsupportedOpError", "distribute", "from_local", "allow_replicate_fallback"]
+
+
+class UnsupportedOpError(DTensorError, NotImplementedError):
+    """An ATen op reached the bridge with no dtensor sharding rule (or bridge handler) for it."""
+
+
+def _contiguous_strides(shape):
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+_TORCH_DTYPE_NAMES = {}  # torch.dtype -> dtensor's dtype name ("float32"), filled on first sight
+
+
+def _dtype_name(dtype):
+    name = _TORCH_DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _TORCH_DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name
+
+
+class DTensor(torch.Tensor):
+    """A sharded tensor as a torch tensor: global size, this rank's block in `_local` (a plain torch
+    tensor), its layout in `_spec` (mesh, placements, global shape, dtype)."""
+
+    __slots__ = ("_local", "_spec", "_mesh")
+
+    @staticmethod
+    def __new__(cls, local, spec, mesh, requires_grad=False):
+        shape = spec.shape
+        r = torch.Tensor._make_wrapper_subclass(
+            cls, shape, strides=_contiguous_strides(shape), dtype=local.dtype, device=local.device,
+            requires_grad=requires_grad)
+        r._local = local
+        r._spec = spec
+        r._mesh = mesh
+        return r
+
+    # Torch functions decompose to ATen ops as for plain tensors; only dispatch is intercepted.
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        handler = _handlers.get(func)
+        if handler is None:
+            handler = _handlers[func] = _resolve(func)
+        return handler(func, args, kwargs or {})
+
+    def __repr__(self):
+        return (f"bridge.DTensor(shape={tuple(self.shape)}, placements={self._spec.placements}, "
+                f"dtype={self.dtype}, local={self._local!r})")
+
+    @property
+    def placements(self):
+        return self._spec.placements
+
+    @property
+    def device_mesh(self):
+        return self._mesh
+
+    def to_local(self):
+        """This rank's block (a torch tensor); differentiable: its gradient comes back with this
+        tensor's placements."""
+        return _ToLocal.apply(self)
+
+    def full_tensor(self):
+        """The whole tensor on every rank (collective: all-gather / all-reduce); differentiable."""
+        return _FullTensor.apply(self)
+
+    def redistribute(self, device_mesh=None, placements=None):
+        """This tensor moved to `placements` by dtensor's collectives (DESIGN §3); differentiable:
+        the gradient moves back (a Partial source gets a Replicate gradient, DESIGN §5)."""
+        if device_mesh is not None and device_mesh is not self._mesh:
+            raise DTensorError("bridge.DTensor.redistribute: moving to another mesh is not supported")
+        if placements is None:
+            return self
+        return _Redistribute.apply(self, tuple(placements))
+
+
+def _wrap(local, spec, mesh):
+    return DTensor(local, spec, mesh)
+
+
+def _moved(x, placements):
+    spec, local = _b.redistribute(x._spec, x._local, list(placements))
+    return DTensor(local, spec, x._mesh)
+
+
+class _ToLocal(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.spec, ctx.mesh = x._spec, x._mesh
+        return x._local.view_as(x._local)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return DTensor(grad.contiguous(), ctx.spec, ctx.mesh)
+
+
+class _FullTensor(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.spec, ctx.mesh = x._spec, x._mesh
+        _, full = _b.redistribute(x._spec, x._local, [Replicate()] * len(x._spec.placements))
+        return full
+
+    @staticmethod
+    def backward(ctx, grad):
+        spec = ctx.spec
+        rep = spec.with_([Replicate()] * len(spec.placements), list(spec.shape), _dtype_name(grad.dtype))
+        # Every rank holds the whole gradient: its block under the source placements (R -> P keeps
+        # the value on one rank of each group, so a Partial source sums back to it).
+        out_spec, local = _b.redistribute(rep, grad.contiguous(), list(spec.placements))
+        return DTensor(local, out_spec, ctx.mesh)
+
+
+class _Redistribute(Function):
+    @staticmethod
+    def forward(ctx, x, placements):
+        ctx.src = tuple(Replicate() if p.is_partial() else p for p in x._spec.placements)
+        return _moved(x, placements)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _moved(grad, ctx.src), None
+
+
+# ---- creation ----------------------------------------------------------------------------------
+
+def distribute(tensor, device_mesh, placements):
+    """`tensor` (the same on every rank) laid out over `device_mesh` as `placements`; a leaf that
+    requires grad when `tensor` does. Collective."""
+    d = _dtensor.distribute_tensor(tensor.detach().contiguous(), device_mesh, list(placements))
+    # A copy: the block must not alias the caller's tensor (in-place updates, gradient accumulation).
+    local = _b.local_of(d).clone()
+    return DTensor(local, _b.spec_of(d), device_mesh, requires_grad=tensor.requires_grad)
+
+
+def from_local(local, device_mesh, placements, shape=None):
+    """A sharded tensor from this rank's block (no copy); `shape` is the global shape, computed from
+    the blocks (collective) when not given. Not differentiable through `local`."""
+    local = local.detach()
+    d = _dtensor.DTensor.from_local(local, device_mesh, list(placements),
+                                    None if shape is None else list(shape))
+    return DTensor(local, _b.spec_of(d), device_mesh)
+
+
+_replicate_fallback = False
+
+
+class allow_replicate_fallback:
+    """`with bridge.allow_replicate_fallback():` runs ops with no dtensor rule on replicated inputs
+    (every input all-gathered / all-reduced, torch's kernel on the whole tensors, outputs
+    Replicate) instead of raising UnsupportedOpError. Costly and opt-in, by design."""
+
+    def __enter__(self):
+        global _replicate_fallback
+        self._prev, _replicate_fallback = _replicate_fallback, True
+        return self
+
+    def __exit__(self, *exc):
+        global _replicate_fallback
+        _replicate_fallback = self._prev
+        return False
+
+
+# ---- dispatch ----------------------------------------------------------------------------------
+
+_handlers = {}  # OpOverload -> handler(func, args, kwargs), resolved once per overload
+_registered = None
+
+
+def _registry():
+    global _registered
+    if _registered is None:
+        _registered = frozenset(_dtensor.ops.names())
+    return _registered
+
+
+def _first_sharded(args, kwargs):
+    for a in args:
+        if type(a) is DTensor:
+            return a
+        if isinstance(a, (list, tuple)) and a and type(a[0]) is DTensor:
+            return a[0]
+    for a in kwargs.values():
+        if type(a) is DTensor:
+            return a
+    raise DTensorError("bridge: an op reached dispatch without a sharded tensor argument")
+
+
+def _lower_tensor(t, ref, locals_):
+    locals_.append(t._local if type(t) is DTensor else t)
+    if type(t) is DTensor:
+        return t._spec
+    # A plain tensor is taken as replicated: the same value on every rank (autograd's constants).
+    return ref._spec.with_([Replicate()] * len(ref._spec.placements), list(t.shape), _dtype_name(t.dtype))
+
+
+def _lower_one(a, ref, locals_):
+    if isinstance(a, torch.Tensor):
+        return _lower_tensor(a, ref, locals_)
+    if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
+        return [_lower_tensor(t, ref, locals_) for t in a]
+    if isinstance(a, torch.dtype):
+        return _dtype_name(a)
+    return a
+
+
+def _lower(args, kwargs):
+    """The call's arguments for the engine: tensors by their Spec, plus the local blocks in the
+    engine's tensor order (positional first, then keyword, lists flattened). Module-level helpers,
+    not closures: a recursive closure is a reference cycle on every op."""
+    ref = _first_sharded(args, kwargs)
+    locals_ = []
+    sargs = [_lower_one(a, ref, locals_) for a in args]
+    skw = {k: _lower_one(v, ref, locals_) for k, v in kwargs.items()} if kwargs else kwargs
+    return sargs, skw, locals_, ref
+
+
+def _substitute_one(a, it):
+    if isinstance(a, torch.Tensor):
+        return next(it)
+    if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
+        return [next(it) for _ in a]
+    return a
+
+
+def _substitute(args, kwargs, moved):
+    """args/kwargs with every tensor replaced, in the engine's order, by the moved local blocks."""
+    it = iter(moved)
+    largs = [_substitute_one(a, it) for a in args]
+    lkw = {k: _substitute_one(v, it) for k, v in kwargs.items()} if kwargs else kwargs
+    return largs, lkw
+
+
+def _wrap_outputs(name, out, specs, mesh):
+    single = isinstance(out, torch.Tensor)
+    outs = [out] if single else list(out)
+    if len(outs) != len(specs):
+        raise DTensorError(f"bridge: {name}: torch returned {len(outs)} outputs, dtensor's op has {len(specs)}")
+    wrapped = []
+    for local, spec in zip(outs, specs):
+        if tuple(local.shape) != spec.local_shape:
+            raise DTensorError(
+                f"bridge: {name}: torch's kernel gave a local block of shape {tuple(local.shape)} where "
+                f"the engine's output {spec} has {spec.local_shape} on this rank (an argument that "
+                f"depends on the global shape is not localized for this op)")
+        if _dtype_name(local.dtype) != spec.dtype:  # torch's type promotion is authoritative
+            spec = spec.with_(list(spec.placements), list(spec.shape), _dtype_name(local.dtype))
+        wrapped.append(DTensor(local, spec, mesh))
+    if single:
+        return wrapped[0]
+    return tuple(wrapped) if isinstance(out, tuple) else wrapped
+
+
+def _engine(name, adapt=None, localize=None):
+    """Handler of an op with dtensor rules: `name` is the registered op whose rules apply; `adapt`
+    turns the lowered ATen args into that op's (dropping what its schema lacks); `localize` turns
+    global-shape arguments of torch's call into this rank's (views, expand)."""
+
+    def handler(func, args, kwargs):
+        sargs, skw, locals_, ref = _lower(args, kwargs)
+        if adapt is not None:
+            sargs, skw = adapt(sargs, skw)
+        plan = _b.plan(name, sargs, skw)
+        if plan.has_step:
+            # dtensor's own distributed step (DESIGN §6): ATen cannot run it, dtensor's kernel does.
+            outs = plan.run(locals_)
+            out = outs[0] if len(outs) == 1 else tuple(outs)
+        else:
+            largs, lkw = _substitute(args, kwargs, plan.redistribute(locals_))
+            if localize is not None:
+                largs, lkw = localize(largs, lkw, plan)
+            out = func(*largs, **lkw)
+        return _wrap_outputs(name, out, plan.outputs, ref._mesh)
+
+    return handler
+
+
+def _local_size(largs, lkw, plan):
+    # view/reshape/expand take the global size; on a block the size is the output's block shape.
+    return [largs[0], list(plan.outputs[0].local_shape)] + largs[2:], lkw
+
+
+def _drop_after(n):
+    """adapt: keep the first n positional args (the registered op's), and no kwargs."""
+    return lambda a, k: (a[:n], {})
+
+
+def _to_adapt(a, k):
+    return [a[0]], ({"dtype": k["dtype"]} if k.get("dtype") is not None else {})
+
+
+def _keep_grad_and_input(a, k):
+    # Backward of a pointwise op: (grad_output, input or output[, scalars]). Its sharding is
+    # gelu_backward's: pointwise with broadcasting, linear in the gradient only.
+    return a[:2], {}
+
+
+# ATen overloads whose registered op (or rule-equivalent op) differs from the default mapping.
+_ALIASES = {
+    "_softmax": ("softmax", _drop_after(2), None),
+    "_log_softmax": ("log_softmax", _drop_after(2), None),
+    "_unsafe_view": ("view", None, _local_size),
+    "view": ("view", None, _local_size),
+    "reshape": ("reshape", None, _local_size),
+    "expand": ("expand", _drop_after(2), _local_size),
+    "_to_copy": ("to", _to_adapt, None),
+    # Pointwise backward ops linear in the gradient and not in the other input: gelu_backward's rules.
+    "threshold_backward": ("gelu_backward", _keep_grad_and_input, None),
+    "sigmoid_backward": ("gelu_backward", _keep_grad_and_input, None),
+    "tanh_backward": ("gelu_backward", _keep_grad_and_input, None),
+    "silu_backward": ("gelu_backward", _keep_grad_and_input, None),
+}
+
+# Ops computed by torch's decomposition into ops that have rules (each goes through the engine).
+_DECOMPOSED = ("_softmax_backward_data", "_log_softmax_backward_data", "mse_loss", "mse_loss_backward")
+
+
+def _same_layout(func, args, kwargs):
+    """detach, alias, clone: metadata or copy only; the block keeps its layout."""
+    x = args[0]
+    return DTensor(func(x._local, *args[1:], **kwargs), x._spec, x._mesh)
+
+
+def _fill_like(func, args, kwargs):
+    """ones_like/zeros_like/empty_like/full_like (autograd's seed of backward): a fresh tensor of the
+    input's shape. A Partial input's block has the whole shape along that mesh dim, so the filled
+    block is laid out as Replicate there (filling Partial(sum) pieces with ones would sum to k)."""
+    x = args[0]
+    local = func(x._local, *args[1:], **kwargs)
+    spec = x._spec
+    if spec.has_partial or _dtype_name(local.dtype) != spec.dtype:
+        spec = spec.with_([Replicate() if p.is_partial() else p for p in spec.placements],
+                          list(spec.shape), _dtype_name(local.dtype))
+    return DTensor(local, spec, x._mesh)
+
+
+def _copy_(func, args, kwargs):
+    """copy_(dst, src): src moved to dst's placements, then copied block to block."""
+    dst, src = args[0], args[1]
+    if type(src) is not DTensor:
+        raise DTensorError(f"bridge: aten.copy_: copying a plain {type(src).__name__} into a sharded "
+                           f"tensor {dst._spec}; accepted: a sharded source (bridge.distribute it)")
+    if src._spec.placements != dst._spec.placements:
+        src = _moved(src, dst._spec.placements)
+    dst._local.copy_(src._local, **kwargs)
+    return dst
+
+
+def _in_place(out_of_place):
+    """x.op_(...) as x's block <- op(...) moved to x's placements (torch's add_ from AccumulateGrad)."""
+
+    def handler(func, args, kwargs):
+        r = _dispatch_on(out_of_place, args, kwargs)
+        return _copy_(None, (args[0], r), {})
+
+    return handler
+
+
+def _dispatch_on(func, args, kwargs):
+    handler = _handlers.get(func)
+    if handler is None:
+        handler = _handlers[func] = _resolve(func)
+    return handler(func, args, kwargs)
+
+
+def _unsupported(qualified):
+    def handler(func, args, kwargs):
+        if _replicate_fallback:
+            return _replicated(func, args, kwargs)
+        shapes = [(tuple(a.shape), a._spec.placements) for a in args if type(a) is DTensor]
+        raise UnsupportedOpError(
+            f"bridge: {qualified} has no sharding rule in dtensor (inputs: {shapes}); accepted: the "
+            f"ops of dtensor.ops.names() and the bridge's own (docs/PYTHON.md), or opt in to "
+            f"replication with dtensor.bridge.allow_replicate_fallback()")
+
+    return handler
+
+
+def _replicated(func, args, kwargs):
+    """allow_replicate_fallback: every sharded input made Replicate, torch's op on whole tensors."""
+    ref = next(a for a in list(args) + list(kwargs.values()) if type(a) is DTensor)
+    n = len(ref._spec.placements)
+
+    def local(a):
+        if type(a) is DTensor:
+            return _moved(a, [Replicate()] * n)._local
+        if isinstance(a, (list, tuple)) and a and type(a[0]) is DTensor:
+            return [local(e) for e in a]
+        return a
+
+    out = func(*[local(a) for a in args], **{k: local(v) for k, v in kwargs.items()})
+
+    def wrap(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        return DTensor(t, ref._spec.with_([Replicate()] * n, list(t.shape), _dtype_name(t.dtype)), ref._mesh)
+
+    if isinstance(out, (list, tuple)):
+        return type(out)(wrap(t) for t in out)
+    return wrap(out)
+
+
+_SPECIAL = {
+    "detach": _same_layout,
+    "alias": _same_layout,
+    "clone": _same_layout,
+    "ones_like": _fill_like,
+    "zeros_like": _fill_like,
+    "empty_like": _fill_like,
+    "full_like": _fill_like,
+    "copy_": _copy_,
+}
+
+
+def _resolve(func):
+    """The handler of one OpOverload (cached by the caller): bridge bookkeeping, an alias, a
+    registered op (`aten::add.Tensor` -> "add.Tensor" if registered, else "add"), the in-place form
+    of one, a decomposition, or an error naming the op."""
+    base = func._schema.name.split("::", 1)[1]
+    overload = func._overloadname
+    qualified = f"aten.{base}.{overload}"
+    if base in _SPECIAL:
+        return _SPECIAL[base]
+    if base in _ALIASES:
+        name, adapt, localize = _ALIASES[base]
+        return _engine(name, adapt, localize)
+    names = _registry()
+    dotted = base if overload == "default" else f"{base}.{overload}"
+    if dotted in names:
+        return _engine(dotted)
+    if base in names:
+        return _engine(base)
+    if base.endswith("_") and not base.endswith("__"):
+        packet = getattr(aten, base[:-1], None)
+        if packet is not None and overload in packet.overloads():
+            return _in_place(getattr(packet, overload))
+    if base in _DECOMPOSED:
+        from torch._decomp import decomposition_table
+
+        decomp = decomposition_table.get(func)
+        if decomp is not None:
+            return lambda f, args, kwargs: decomp(*args, **kwargs)
+    return _unsupported(qualified)

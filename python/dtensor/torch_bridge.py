@@ -281,18 +281,37 @@ def _wrap_outputs(name, out, specs, mesh):
     return tuple(wrapped) if isinstance(out, tuple) else wrapped
 
 
+# Registered ops whose local kernel depends on the layout (LocalContext: global offsets of the
+# block, the global count, empty blocks): mean divides a block's sum by the global count, index
+# outputs are global, embedding looks up a vocabulary shard, ... ATen on the block would compute
+# something else, so these run dtensor's kernel (the engine's decision is the same).
+_LAYOUT_DEPENDENT = frozenset("""
+    mean std var argmax argmin max.dim min.dim median median.dim nanmedian nanmedian.dim kthvalue
+    cumsum cumprod cummax cummin logcumsumexp cummaxmin_backward cumprod_backward
+    logcumsumexp_backward value_selecting_reduction_backward slice_backward select_backward
+    embedding embedding_dense_backward nll_loss nll_loss_backward cross_entropy
+    scaled_dot_product_attention _scaled_dot_product_attention_backward
+    avg_pool1d avg_pool2d avg_pool3d avg_pool1d_backward avg_pool2d_backward avg_pool3d_backward
+    max_pool1d_with_indices max_pool2d_with_indices max_pool3d_with_indices
+    max_pool1d_with_indices_backward max_pool2d_with_indices_backward max_pool3d_with_indices_backward
+    adaptive_avg_pool2d adaptive_avg_pool2d_backward
+""".split())
+
+
 def _engine(name, adapt=None, localize=None):
     """Handler of an op with dtensor rules: `name` is the registered op whose rules apply; `adapt`
     turns the lowered ATen args into that op's (dropping what its schema lacks); `localize` turns
     global-shape arguments of torch's call into this rank's (views, expand)."""
+    dtensor_kernel = name in _LAYOUT_DEPENDENT
 
     def handler(func, args, kwargs):
         sargs, skw, locals_, ref = _lower(args, kwargs)
         if adapt is not None:
             sargs, skw = adapt(sargs, skw)
         plan = _b.plan(name, sargs, skw)
-        if plan.has_step:
-            # dtensor's own distributed step (DESIGN §6): ATen cannot run it, dtensor's kernel does.
+        if dtensor_kernel or plan.has_step:
+            # dtensor's own distributed step (DESIGN §6) or a layout-dependent kernel: ATen cannot
+            # run it on the block, dtensor's kernel does.
             outs = plan.run(locals_)
             out = outs[0] if len(outs) == 1 else tuple(outs)
         else:

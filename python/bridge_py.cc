@@ -64,6 +64,16 @@ nb::object export_tensor(const Tensor& t) {
   return torch_from_dlpack()(nb::steal(cap));
 }
 
+// str(obj), e.g. "torch.float32" for a torch.dtype.
+std::string py_str(nb::handle obj) {
+  nb::object s = nb::steal(PyObject_Str(obj.ptr()));
+  if (!s.is_valid()) throw nb::python_error();
+  return nb::cast<std::string>(s);
+}
+
+// dtensor's DType of a torch dtype ("torch.float32" -> float32).
+DType torch_dtype(nb::handle dtype) { return dtype_from_name(py_str(dtype).substr(6)); }
+
 nb::tuple shape_tuple(const Shape& s) {
   nb::list l;
   for (int64_t v : s) l.append(v);
@@ -106,9 +116,11 @@ struct BridgePlan {
   std::shared_ptr<const ShardingDecision> decision;
   std::vector<DTensorSpec> in_specs;  // the tensor inputs' given layouts, in the call's order
   std::vector<DTensorSpec> out_specs;
+  nb::list locals;   // prepare(): the tensor inputs' torch blocks, in the call's order
+  nb::object mesh;   // prepare(): the Python mesh of the first sharded input (outputs keep it)
 
   // The inputs' locals moved to the strategy's placements; unmoved ones are returned as given.
-  nb::list redistribute(const nb::list& locals) const {
+  nb::list redistribute_given(const nb::list& locals) const {
     DT_CHECK(locals.size() == in_specs.size(), call.str(), ": ", locals.size(),
              " local tensors given for ", in_specs.size(), " tensor inputs");
     nb::list out;
@@ -130,7 +142,7 @@ struct BridgePlan {
   }
 
   // The whole op through dtensor (redistribution, local kernel, the strategy's distributed step).
-  nb::list run(const nb::list& locals) const {
+  nb::list run_given(const nb::list& locals) const {
     DT_CHECK(locals.size() == in_specs.size(), call.str(), ": ", locals.size(),
              " local tensors given for ", in_specs.size(), " tensor inputs");
     std::vector<DTensor> inputs;
@@ -148,56 +160,132 @@ struct BridgePlan {
   }
 };
 
-// Lowers one ATen argument: a DTensorSpec is a tensor input (its local travels separately), a list
-// of them a tensor list, anything else a value.
-ArgValue lower(nb::handle v, const std::string& op, const std::string& what,
-               std::vector<DTensorSpec>& specs) {
-  if (nb::isinstance<DTensorSpec>(v)) {
-    specs.push_back(nb::cast<DTensorSpec>(v));
-    return TensorRef{static_cast<int>(specs.size()) - 1};
-  }
-  if ((PyList_Check(v.ptr()) || PyTuple_Check(v.ptr())) && nb::len(v) > 0 &&
-      nb::isinstance<DTensorSpec>(nb::steal(PySequence_GetItem(v.ptr(), 0)))) {
-    TensorListRef ref;
-    for (nb::handle e : nb::borrow<nb::sequence>(v)) {
-      DT_CHECK(nb::isinstance<DTensorSpec>(e), op, ": ", what,
-               " mixes sharded tensors and other values; accepted: a list of sharded tensors");
-      specs.push_back(nb::cast<DTensorSpec>(e));
-      ref.indices.push_back(static_cast<int>(specs.size()) - 1);
-    }
-    return ref;
-  }
-  return value_arg(v, op, what);
-}
+// The bridge's tensor class (dtensor.bridge.DTensor), torch.Tensor and torch.dtype, set once by
+// set_types(); held for the process's life.
+PyObject* g_bridge_type = nullptr;
+PyObject* g_torch_tensor = nullptr;
+PyObject* g_torch_dtype = nullptr;
 
-BridgePlan plan_call(const std::string& name, const nb::sequence& args, const nb::dict& kwargs) {
-  init_ops();
+// Lowers one ATen argument of prepare(): a bridge tensor by its spec (its block appended to
+// `locals`), a plain torch tensor as a replicated one (its spec made once the mesh is known), a list
+// of tensors as a tensor list, a torch.dtype by dtensor's name, anything else a value.
+struct Lowering {
+  const std::string& op;
   std::vector<DTensorSpec> specs;
+  std::vector<int> plain;  // indices into specs of plain torch tensors (replicated)
+  nb::list locals;
+  nb::object first;        // the first bridge tensor
+
+  int tensor(nb::handle t) {
+    if (Py_TYPE(t.ptr()) == reinterpret_cast<PyTypeObject*>(g_bridge_type)) {
+      specs.push_back(nb::cast<DTensorSpec>(t.attr("_spec")));
+      locals.append(t.attr("_local"));
+      if (!first.is_valid()) first = nb::borrow(t);
+    } else {
+      DTensorSpec s;  // completed in finish()
+      nb::object shape = t.attr("shape");
+      for (nb::handle d : shape) s.shape.push_back(nb::cast<int64_t>(d));
+      s.dtype = torch_dtype(t.attr("dtype"));
+      plain.push_back(static_cast<int>(specs.size()));
+      specs.push_back(std::move(s));
+      locals.append(t);
+    }
+    return static_cast<int>(specs.size()) - 1;
+  }
+  static bool is_tensor(nb::handle v) { return PyObject_IsInstance(v.ptr(), g_torch_tensor) == 1; }
+
+  ArgValue arg(nb::handle v, const std::string& what) {
+    if (PyLong_Check(v.ptr()) || PyFloat_Check(v.ptr()) || v.is_none()) return value_arg(v, op, what);
+    if (is_tensor(v)) return TensorRef{tensor(v)};
+    if ((PyList_Check(v.ptr()) || PyTuple_Check(v.ptr())) && nb::len(v) > 0 &&
+        is_tensor(nb::steal(PySequence_GetItem(v.ptr(), 0)))) {
+      TensorListRef ref;
+      for (nb::handle e : nb::borrow<nb::sequence>(v)) {
+        DT_CHECK(is_tensor(e), op, ": ", what, " mixes tensors and other values; accepted: a list of tensors");
+        ref.indices.push_back(tensor(e));
+      }
+      return ref;
+    }
+    if (Py_TYPE(v.ptr()) == reinterpret_cast<PyTypeObject*>(g_torch_dtype))
+      return IValue(std::string(dtype_name(torch_dtype(v))));
+    return value_arg(v, op, what);
+  }
+
+  void finish() {
+    DT_CHECK(first.is_valid(), op, ": no sharded tensor among the arguments");
+    MeshPtr mesh;
+    for (const DTensorSpec& s : specs) {
+      if (s.mesh) {
+        mesh = s.mesh;
+        break;
+      }
+    }
+    for (int i : plain)
+      specs[i] = DTensorSpec(mesh, Placements(mesh->ndim(), Replicate()), specs[i].shape, specs[i].dtype);
+  }
+};
+
+BridgePlan prepare_call(const std::string& name, const nb::sequence& args, const nb::dict& kwargs) {
+  init_ops();
+  DT_CHECK(g_bridge_type != nullptr, "bridge: set_types() was not called");
+  Lowering low{name, {}, {}, nb::list(), nb::object()};
   std::vector<ArgValue> pos;
   size_t i = 0;
-  for (nb::handle a : args) pos.push_back(lower(a, name, "argument " + std::to_string(i++), specs));
+  for (nb::handle a : args) pos.push_back(low.arg(a, "argument " + std::to_string(i++)));
   std::vector<std::pair<std::string, ArgValue>> kw;
   for (auto [k, v] : kwargs) {
     std::string key = nb::cast<std::string>(k);
-    kw.emplace_back(key, lower(v, name, "argument '" + key + "'", specs));
+    kw.emplace_back(key, low.arg(v, "argument '" + key + "'"));
   }
-  DT_CHECK(!specs.empty(), name, ": needs at least one sharded tensor argument");
+  low.finish();
   std::vector<TensorMeta> metas;
   std::vector<Placements> placements;
-  for (const DTensorSpec& s : specs) {
-    DT_CHECK(s.mesh->same_as(*specs[0].mesh), name, ": inputs on different meshes: ", specs[0].str(),
-             " and ", s.str(), "; accepted: every sharded input on one mesh");
+  const MeshPtr mesh = low.specs[0].mesh;
+  for (const DTensorSpec& s : low.specs) {
+    DT_CHECK(s.mesh->same_as(*mesh), name, ": inputs on different meshes: ", low.specs[0].str(), " and ",
+             s.str(), "; accepted: every sharded input on one mesh");
     metas.push_back({s.shape, s.dtype});
     placements.push_back(s.placements);
   }
-  BridgePlan p{OpCall::bind_overload(name, pos, kw, metas, placements, specs[0].mesh->shape()), nullptr,
-               std::move(specs), {}};
+  BridgePlan p{OpCall::bind_overload(name, pos, kw, metas, placements, mesh->shape()), nullptr,
+               std::move(low.specs), {}, low.locals, low.first.attr("_mesh")};
   p.decision = propagate(p.call);
   const Strategy& s = p.decision->strategy;
   for (size_t o = 0; o < s.outputs.size(); ++o)
-    p.out_specs.emplace_back(p.in_specs[0].mesh, s.outputs[o], p.decision->out_meta[o].shape,
-                             p.decision->out_meta[o].dtype);
+    p.out_specs.emplace_back(mesh, s.outputs[o], p.decision->out_meta[o].shape, p.decision->out_meta[o].dtype);
   return p;
+}
+
+// Wraps torch's output blocks as bridge tensors with the plan's output specs. Checks each block's
+// shape against the engine's (a global-shape argument left unlocalized shows here); torch's dtype
+// wins over the engine's where their promotion rules differ.
+nb::object wrap_outputs(const BridgePlan& p, nb::handle out) {
+  const bool single = PyObject_IsInstance(out.ptr(), g_torch_tensor) == 1;
+  std::vector<nb::object> outs;
+  if (single) {
+    outs.push_back(nb::borrow(out));
+  } else {
+    for (nb::handle o : nb::borrow<nb::sequence>(out)) outs.push_back(nb::borrow(o));
+  }
+  DT_CHECK(outs.size() == p.out_specs.size(), "bridge: ", p.call.str(), ": torch returned ", outs.size(),
+           " outputs, dtensor's op has ", p.out_specs.size());
+  nb::handle cls(g_bridge_type);
+  nb::list wrapped;
+  for (size_t o = 0; o < outs.size(); ++o) {
+    DTensorSpec spec = p.out_specs[o];
+    const Shape local = spec.local_shape();
+    nb::object shape = outs[o].attr("shape");
+    DT_CHECK(shape.equal(shape_tuple(local)), "bridge: ", p.call.str(), ": torch's kernel gave a block of shape ",
+             py_str(shape), " where the engine's output ", spec.str(), " has ",
+             shape_str(local), " on this rank (an argument that depends on the global shape is not "
+             "localized for this op)");
+    const DType dt = torch_dtype(outs[o].attr("dtype"));
+    if (dt != spec.dtype) spec = DTensorSpec(spec.mesh, spec.placements, spec.shape, dt);
+    wrapped.append(cls(outs[o], nb::cast(std::move(spec), nb::rv_policy::move), p.mesh));
+  }
+  if (single) return wrapped[0];
+  if (PyTuple_Check(out.ptr())) return nb::tuple(wrapped);
+  return wrapped;
 }
 
 }  // namespace
@@ -255,14 +343,22 @@ void bind_bridge(nb::module_& m) {
         }
         return l;
       })
-      .def("redistribute", &BridgePlan::redistribute, "locals"_a,
-           "The tensor inputs' locals (torch, in the call's order) moved to the strategy's placements.")
-      .def("run", &BridgePlan::run, "locals"_a,
-           "Runs the whole op through dtensor on the given locals; returns the output locals.");
+      .def("redistribute", [](const BridgePlan& p) { return p.redistribute_given(p.locals); },
+           "The tensor inputs' blocks (torch, in the call's order) moved to the strategy's placements.")
+      .def("run", [](const BridgePlan& p) { return wrap_outputs(p, p.run_given(p.locals)); },
+           "Runs the whole op through dtensor (redistribution, dtensor's kernel or distributed step); "
+           "returns the outputs as bridge tensors (a list).")
+      .def("wrap", &wrap_outputs, "out"_a,
+           "torch's output block(s) as bridge tensors with the engine's output layouts.");
 
-  b.def("plan", &plan_call, "name"_a, "args"_a, "kwargs"_a,
-        "The engine's decision for the registered op `name` called with `args`/`kwargs`, where every "
-        "sharded tensor is given by its Spec.");
+  b.def("set_types", [](nb::handle bridge_tensor, nb::handle torch_tensor, nb::handle torch_dtype) {
+    g_bridge_type = nb::borrow(bridge_tensor).release().ptr();
+    g_torch_tensor = nb::borrow(torch_tensor).release().ptr();
+    g_torch_dtype = nb::borrow(torch_dtype).release().ptr();
+  }, "The bridge's tensor class, torch.Tensor and torch.dtype (once, at import).");
+  b.def("prepare", &prepare_call, "name"_a, "args"_a, "kwargs"_a,
+        "The engine's decision for the registered op `name` on an ATen call's args/kwargs (bridge "
+        "tensors, plain torch tensors taken as replicated, values).");
 }
 
 }  // namespace dtensor::python

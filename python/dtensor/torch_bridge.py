@@ -104,10 +104,6 @@ class DTensor(torch.Tensor):
         return _Redistribute.apply(self, tuple(placements))
 
 
-def _wrap(local, spec, mesh):
-    return DTensor(local, spec, mesh)
-
-
 def _moved(x, placements):
     spec, local = _b.redistribute(x._spec, x._local, list(placements))
     return DTensor(local, spec, x._mesh)
@@ -204,47 +200,6 @@ def _registry():
     return _registered
 
 
-def _first_sharded(args, kwargs):
-    for a in args:
-        if type(a) is DTensor:
-            return a
-        if isinstance(a, (list, tuple)) and a and type(a[0]) is DTensor:
-            return a[0]
-    for a in kwargs.values():
-        if type(a) is DTensor:
-            return a
-    raise DTensorError("bridge: an op reached dispatch without a sharded tensor argument")
-
-
-def _lower_tensor(t, ref, locals_):
-    locals_.append(t._local if type(t) is DTensor else t)
-    if type(t) is DTensor:
-        return t._spec
-    # A plain tensor is taken as replicated: the same value on every rank (autograd's constants).
-    return ref._spec.with_([Replicate()] * len(ref._spec.placements), list(t.shape), _dtype_name(t.dtype))
-
-
-def _lower_one(a, ref, locals_):
-    if isinstance(a, torch.Tensor):
-        return _lower_tensor(a, ref, locals_)
-    if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
-        return [_lower_tensor(t, ref, locals_) for t in a]
-    if isinstance(a, torch.dtype):
-        return _dtype_name(a)
-    return a
-
-
-def _lower(args, kwargs):
-    """The call's arguments for the engine: tensors by their Spec, plus the local blocks in the
-    engine's tensor order (positional first, then keyword, lists flattened). Module-level helpers,
-    not closures: a recursive closure is a reference cycle on every op."""
-    ref = _first_sharded(args, kwargs)
-    locals_ = []
-    sargs = [_lower_one(a, ref, locals_) for a in args]
-    skw = {k: _lower_one(v, ref, locals_) for k, v in kwargs.items()} if kwargs else kwargs
-    return sargs, skw, locals_, ref
-
-
 def _substitute_one(a, it):
     if isinstance(a, torch.Tensor):
         return next(it)
@@ -254,31 +209,12 @@ def _substitute_one(a, it):
 
 
 def _substitute(args, kwargs, moved):
-    """args/kwargs with every tensor replaced, in the engine's order, by the moved local blocks."""
+    """args/kwargs with every tensor replaced, in the engine's order (positional, then keyword,
+    lists flattened), by the moved local blocks."""
     it = iter(moved)
     largs = [_substitute_one(a, it) for a in args]
     lkw = {k: _substitute_one(v, it) for k, v in kwargs.items()} if kwargs else kwargs
     return largs, lkw
-
-
-def _wrap_outputs(name, out, specs, mesh):
-    single = isinstance(out, torch.Tensor)
-    outs = [out] if single else list(out)
-    if len(outs) != len(specs):
-        raise DTensorError(f"bridge: {name}: torch returned {len(outs)} outputs, dtensor's op has {len(specs)}")
-    wrapped = []
-    for local, spec in zip(outs, specs):
-        if tuple(local.shape) != spec.local_shape:
-            raise DTensorError(
-                f"bridge: {name}: torch's kernel gave a local block of shape {tuple(local.shape)} where "
-                f"the engine's output {spec} has {spec.local_shape} on this rank (an argument that "
-                f"depends on the global shape is not localized for this op)")
-        if _dtype_name(local.dtype) != spec.dtype:  # torch's type promotion is authoritative
-            spec = spec.with_(list(spec.placements), list(spec.shape), _dtype_name(local.dtype))
-        wrapped.append(DTensor(local, spec, mesh))
-    if single:
-        return wrapped[0]
-    return tuple(wrapped) if isinstance(out, tuple) else wrapped
 
 
 # Registered ops whose local kernel depends on the layout (LocalContext: global offsets of the
@@ -305,28 +241,27 @@ def _engine(name, adapt=None, localize=None):
     dtensor_kernel = name in _LAYOUT_DEPENDENT
 
     def handler(func, args, kwargs):
-        sargs, skw, locals_, ref = _lower(args, kwargs)
-        if adapt is not None:
-            sargs, skw = adapt(sargs, skw)
-        plan = _b.plan(name, sargs, skw)
+        # The engine's decision (C++: lowering, cached propagation); plain tensors count as replicated.
+        if adapt is None:
+            plan = _b.prepare(name, args, kwargs)
+        else:
+            plan = _b.prepare(name, *adapt(args, kwargs))
         if dtensor_kernel or plan.has_step:
             # dtensor's own distributed step (DESIGN §6) or a layout-dependent kernel: ATen cannot
             # run it on the block, dtensor's kernel does.
-            outs = plan.run(locals_)
-            out = outs[0] if len(outs) == 1 else tuple(outs)
-        else:
-            largs, lkw = _substitute(args, kwargs, plan.redistribute(locals_))
-            if localize is not None:
-                largs, lkw = localize(largs, lkw, plan)
-            out = func(*largs, **lkw)
-        return _wrap_outputs(name, out, plan.outputs, ref._mesh)
+            outs = plan.run()
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        largs, lkw = _substitute(args, kwargs, plan.redistribute())
+        if localize is not None:
+            largs, lkw = localize(largs, lkw, plan)
+        return plan.wrap(func(*largs, **lkw))
 
     return handler
 
 
 def _local_size(largs, lkw, plan):
     # view/reshape/expand take the global size; on a block the size is the output's block shape.
-    return [largs[0], list(plan.outputs[0].local_shape)] + largs[2:], lkw
+    return [largs[0], list(plan.outputs[0].local_shape)] + list(largs[2:]), lkw
 
 
 def _drop_after(n):
@@ -335,7 +270,11 @@ def _drop_after(n):
 
 
 def _to_adapt(a, k):
-    return [a[0]], ({"dtype": k["dtype"]} if k.get("dtype") is not None else {})
+    # _to_copy(x, *, dtype, layout, device, ...) -> to(x, dtype): only a dtype change has a rule.
+    if k.get("dtype") is None:
+        raise UnsupportedOpError(f"bridge: aten._to_copy without a dtype ({k}) is not supported; "
+                                 f"accepted: a dtype change on the same device")
+    return a[:1], {"dtype": k["dtype"]}
 
 
 def _keep_grad_and_input(a, k):
@@ -442,7 +381,8 @@ def _replicated(func, args, kwargs):
     def wrap(t):
         if not isinstance(t, torch.Tensor):
             return t
-        return DTensor(t, ref._spec.with_([Replicate()] * n, list(t.shape), _dtype_name(t.dtype)), ref._mesh)
+        return DTensor(t, ref._spec.with_([Replicate()] * n, list(t.shape), _dtype_name(t.dtype)),
+                       ref._mesh)
 
     if isinstance(out, (list, tuple)):
         return type(out)(wrap(t) for t in out)
@@ -459,6 +399,9 @@ _SPECIAL = {
     "full_like": _fill_like,
     "copy_": _copy_,
 }
+
+
+_b.set_types(DTensor, torch.Tensor, torch.dtype)
 
 
 def _resolve(func):

@@ -141,6 +141,10 @@ struct BridgePlan {
     return out;
   }
 
+  // The ATen call's args/kwargs with every tensor (positional, then keyword, lists flattened: the
+  // order prepare() saw them) replaced by its block moved to the strategy's placements.
+  nb::tuple local_args(nb::handle args, nb::handle kwargs) const;
+
   // The whole op through dtensor (redistribution, local kernel, the strategy's distributed step).
   nb::list run_given(const nb::list& locals) const {
     DT_CHECK(locals.size() == in_specs.size(), call.str(), ": ", locals.size(),
@@ -256,6 +260,27 @@ BridgePlan prepare_call(const std::string& name, const nb::sequence& args, const
   return p;
 }
 
+nb::object substitute(nb::handle a, const nb::list& moved, size_t& next) {
+  if (Lowering::is_tensor(a)) return moved[next++];
+  if ((PyList_Check(a.ptr()) || PyTuple_Check(a.ptr())) && nb::len(a) > 0 &&
+      Lowering::is_tensor(nb::steal(PySequence_GetItem(a.ptr(), 0)))) {
+    nb::list l;
+    for (size_t i = 0, n = nb::len(a); i < n; ++i) l.append(moved[next++]);
+    return l;
+  }
+  return nb::borrow(a);
+}
+
+nb::tuple BridgePlan::local_args(nb::handle args, nb::handle kwargs) const {
+  nb::list moved = redistribute_given(locals);
+  size_t next = 0;
+  nb::list largs;
+  for (nb::handle a : nb::borrow<nb::sequence>(args)) largs.append(substitute(a, moved, next));
+  nb::dict lkw;
+  for (auto [k, v] : nb::borrow<nb::dict>(kwargs)) lkw[k] = substitute(v, moved, next);
+  return nb::make_tuple(largs, lkw);
+}
+
 // Wraps torch's output blocks as bridge tensors with the plan's output specs. Checks each block's
 // shape against the engine's (a global-shape argument left unlocalized shows here); torch's dtype
 // wins over the engine's where their promotion rules differ.
@@ -348,6 +373,8 @@ void bind_bridge(nb::module_& m) {
       .def("run", [](const BridgePlan& p) { return wrap_outputs(p, p.run_given(p.locals)); },
            "Runs the whole op through dtensor (redistribution, dtensor's kernel or distributed step); "
            "returns the outputs as bridge tensors (a list).")
+      .def("local_args", &BridgePlan::local_args, "args"_a, "kwargs"_a,
+           "(args, kwargs) of the ATen call with every tensor replaced by its moved block.")
       .def("wrap", &wrap_outputs, "out"_a,
            "torch's output block(s) as bridge tensors with the engine's output layouts.");
 

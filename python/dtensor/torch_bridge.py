@@ -28,12 +28,20 @@ class UnsupportedOpError(DTensorError, NotImplementedError):
     """An ATen op reached the bridge with no dtensor sharding rule (or bridge handler) for it."""
 
 
+_STRIDES = {}  # global shape -> contiguous strides (wrappers are made on every op)
+
+
 def _contiguous_strides(shape):
-    strides, acc = [], 1
-    for s in reversed(shape):
-        strides.append(acc)
-        acc *= max(s, 1)
-    return tuple(reversed(strides))
+    strides = _STRIDES.get(shape)
+    if strides is None:
+        out, acc = [], 1
+        for s in reversed(shape):
+            out.append(acc)
+            acc *= max(s, 1)
+        if len(_STRIDES) > 4096:
+            _STRIDES.clear()
+        strides = _STRIDES[shape] = tuple(reversed(out))
+    return strides
 
 
 _TORCH_DTYPE_NAMES = {}  # torch.dtype -> dtensor's dtype name ("float32"), filled on first sight
@@ -200,23 +208,6 @@ def _registry():
     return _registered
 
 
-def _substitute_one(a, it):
-    if isinstance(a, torch.Tensor):
-        return next(it)
-    if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
-        return [next(it) for _ in a]
-    return a
-
-
-def _substitute(args, kwargs, moved):
-    """args/kwargs with every tensor replaced, in the engine's order (positional, then keyword,
-    lists flattened), by the moved local blocks."""
-    it = iter(moved)
-    largs = [_substitute_one(a, it) for a in args]
-    lkw = {k: _substitute_one(v, it) for k, v in kwargs.items()} if kwargs else kwargs
-    return largs, lkw
-
-
 # Registered ops whose local kernel depends on the layout (LocalContext: global offsets of the
 # block, the global count, empty blocks): mean divides a block's sum by the global count, index
 # outputs are global, embedding looks up a vocabulary shard, ... ATen on the block would compute
@@ -251,7 +242,7 @@ def _engine(name, adapt=None, localize=None):
             # run it on the block, dtensor's kernel does.
             outs = plan.run()
             return outs[0] if len(outs) == 1 else tuple(outs)
-        largs, lkw = _substitute(args, kwargs, plan.redistribute())
+        largs, lkw = plan.local_args(args, kwargs)
         if localize is not None:
             largs, lkw = localize(largs, lkw, plan)
         return plan.wrap(func(*largs, **lkw))

@@ -225,10 +225,11 @@ _LAYOUT_DEPENDENT = frozenset("""
 """.split())
 
 
-def _engine(name, adapt=None, localize=None):
+def _engine(name, adapt=None, localize=None, local_func=None):
     """Handler of an op with dtensor rules: `name` is the registered op whose rules apply; `adapt`
-    turns the lowered ATen args into that op's (dropping what its schema lacks); `localize` turns
-    global-shape arguments of torch's call into this rank's (views, expand)."""
+    turns the ATen args into that op's (dropping what its schema lacks); `localize` turns
+    global-shape arguments of torch's call into this rank's (views, expand); `local_func` replaces
+    the ATen op on the blocks."""
     dtensor_kernel = name in _LAYOUT_DEPENDENT
 
     def handler(func, args, kwargs):
@@ -245,14 +246,15 @@ def _engine(name, adapt=None, localize=None):
         largs, lkw = plan.local_args(args, kwargs)
         if localize is not None:
             largs, lkw = localize(largs, lkw, plan)
-        return plan.wrap(func(*largs, **lkw))
+        return plan.wrap((local_func or func)(*largs, **lkw))
 
     return handler
 
 
 def _local_size(largs, lkw, plan):
     # view/reshape/expand take the global size; on a block the size is the output's block shape.
-    return [largs[0], list(plan.outputs[0].local_shape)] + list(largs[2:]), lkw
+    largs[1] = list(plan.outputs[0].local_shape)
+    return largs, lkw
 
 
 def _drop_after(n):
@@ -276,18 +278,20 @@ def _keep_grad_and_input(a, k):
 
 # ATen overloads whose registered op (or rule-equivalent op) differs from the default mapping.
 _ALIASES = {
-    "_softmax": ("softmax", _drop_after(2), None),
-    "_log_softmax": ("log_softmax", _drop_after(2), None),
-    "_unsafe_view": ("view", None, _local_size),
-    "view": ("view", None, _local_size),
-    "reshape": ("reshape", None, _local_size),
-    "expand": ("expand", _drop_after(2), _local_size),
-    "_to_copy": ("to", _to_adapt, None),
+    "_softmax": ("softmax", _drop_after(2), None, None),
+    "_log_softmax": ("log_softmax", _drop_after(2), None, None),
+    # The wrapper claims contiguous global strides, so torch calls view where the block (e.g. after
+    # a transpose) may not be viewable: blocks are reshaped (a view when their strides allow it).
+    "_unsafe_view": ("view", None, _local_size, aten.reshape.default),
+    "view": ("view", None, _local_size, aten.reshape.default),
+    "reshape": ("reshape", None, _local_size, None),
+    "expand": ("expand", _drop_after(2), _local_size, None),
+    "_to_copy": ("to", _to_adapt, None, None),
     # Pointwise backward ops linear in the gradient and not in the other input: gelu_backward's rules.
-    "threshold_backward": ("gelu_backward", _keep_grad_and_input, None),
-    "sigmoid_backward": ("gelu_backward", _keep_grad_and_input, None),
-    "tanh_backward": ("gelu_backward", _keep_grad_and_input, None),
-    "silu_backward": ("gelu_backward", _keep_grad_and_input, None),
+    "threshold_backward": ("gelu_backward", _keep_grad_and_input, None, None),
+    "sigmoid_backward": ("gelu_backward", _keep_grad_and_input, None, None),
+    "tanh_backward": ("gelu_backward", _keep_grad_and_input, None, None),
+    "silu_backward": ("gelu_backward", _keep_grad_and_input, None, None),
 }
 
 # Ops computed by torch's decomposition into ops that have rules (each goes through the engine).
@@ -405,8 +409,7 @@ def _resolve(func):
     if base in _SPECIAL:
         return _SPECIAL[base]
     if base in _ALIASES:
-        name, adapt, localize = _ALIASES[base]
-        return _engine(name, adapt, localize)
+        return _engine(*_ALIASES[base])
     names = _registry()
     dotted = base if overload == "default" else f"{base}.{overload}"
     if dotted in names:

@@ -276,3 +276,92 @@ def test_plain_tensor_operand_is_replicated_and_errors_name_op():
 
     for y in on_mesh((4,), fn):
         close(y, X * 3, torch.float64)
+
+
+class _RMSNorm(nn.Module):
+    def __init__(self, d, dtype):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d, dtype=dtype))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+
+class _Block(nn.Module):
+    """A pre-norm transformer block written with plain torch modules and ops."""
+
+    def __init__(self, d, heads, dtype):
+        super().__init__()
+        self.heads = heads
+        self.n1, self.n2 = _RMSNorm(d, dtype), _RMSNorm(d, dtype)
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d, dtype=dtype) for _ in range(4))
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d, dtype=dtype), nn.Linear(4 * d, d, dtype=dtype)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.n1(x)
+        q, k, v = (m(h).view(b, t, self.heads, d // self.heads).transpose(1, 2) for m in (self.q, self.k, self.v))
+        att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // self.heads), dim=-1)
+        self.att_placements = getattr(att, "placements", None)
+        x = x + self.o((att @ v).transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(F.gelu(self.fc1(self.n2(x))))
+
+
+def test_transformer_block_megatron_layout():
+    # q/k/v/fc1 column-parallel (heads and hidden units sharded), o/fc2 row-parallel.
+    dtype = torch.float64
+    X = gen(dtype, 2, 8, 16, seed=16)
+    torch.manual_seed(0)
+    ref = _Block(16, 4, dtype)
+    state = {k: v.detach().clone() for k, v in ref.state_dict().items()}
+    x_ref = X.clone().requires_grad_()
+    out_ref = ref(x_ref)
+    out_ref.pow(2).mean().backward()
+    col, row = [Shard(0)], [Shard(1)]
+    layout = {"q": col, "k": col, "v": col, "fc1": col, "o": row, "fc2": row}
+
+    def fn(mesh):
+        block = _Block(16, 4, dtype)
+        for name, p in state.items():
+            mod, attr = name.split(".")
+            placements = layout.get(mod, [Replicate()])
+            if attr == "bias" and placements == row:
+                placements = [Replicate()]
+            setattr(getattr(block, mod), attr, nn.Parameter(bridge.distribute(p, mesh, placements)))
+        x = bridge.distribute(X.clone().requires_grad_(), mesh, [Replicate()])
+        out = block(x)
+        out.pow(2).mean().backward()
+        return (block.att_placements, full(out), full(x.grad),
+                {n: full(p.grad) for n, p in block.named_parameters()})
+
+    for att_placements, out, gx, grads in on_mesh((4,), fn):
+        assert att_placements == (Shard(1),)  # attention stays sharded by head
+        close(out, out_ref.detach(), dtype)
+        close(gx, x_ref.grad, dtype)
+        for n, p in ref.named_parameters():
+            close(grads[n], p.grad, dtype)
+
+
+def test_torch_optim_sgd_step_without_foreach():
+    dtype = torch.float64
+    W, X = gen(dtype, 8, 6, seed=17), gen(dtype, 4, 6, seed=18)
+    w_ref = W.clone().requires_grad_()
+    opt = torch.optim.SGD([w_ref], lr=0.1, momentum=0.9, foreach=False)
+    for _ in range(2):
+        opt.zero_grad()
+        F.linear(X, w_ref).pow(2).sum().backward()
+        opt.step()
+
+    def fn(mesh):
+        w = nn.Parameter(bridge.distribute(W, mesh, [Shard(0)]))
+        x = bridge.distribute(X, mesh, [Replicate()])
+        opt = torch.optim.SGD([w], lr=0.1, momentum=0.9, foreach=False)
+        for _ in range(2):
+            opt.zero_grad()
+            F.linear(x, w).pow(2).sum().backward()
+            opt.step()
+        return w.placements, full(w)
+
+    for placements, w in on_mesh((4,), fn):
+        assert placements == (Shard(0),)
+        close(w, w_ref.detach(), dtype)

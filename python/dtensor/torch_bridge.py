@@ -12,6 +12,8 @@ instead, since ATen has no such step. Autograd runs above dispatch, so backward 
 An ATen op with no dtensor rule raises UnsupportedOpError naming it: nothing is replicated silently.
 See docs/PYTHON.md for the ops covered and the measured overhead.
 """
+import threading
+
 import torch
 from torch.autograd import Function
 
@@ -176,22 +178,22 @@ def from_local(local, device_mesh, placements, shape=None):
     return DTensor(local, _b.spec_of(d), device_mesh)
 
 
-_replicate_fallback = False
+_fallback = threading.local()  # per thread: run_threads' ranks are threads of one interpreter
 
 
 class allow_replicate_fallback:
     """`with bridge.allow_replicate_fallback():` runs ops with no dtensor rule on replicated inputs
     (every input all-gathered / all-reduced, torch's kernel on the whole tensors, outputs
-    Replicate) instead of raising UnsupportedOpError. Costly and opt-in, by design."""
+    Replicate) instead of raising UnsupportedOpError. Costly and opt-in, by design; it applies to
+    the calling thread (rank) only."""
 
     def __enter__(self):
-        global _replicate_fallback
-        self._prev, _replicate_fallback = _replicate_fallback, True
+        self._prev = getattr(_fallback, "on", False)
+        _fallback.on = True
         return self
 
     def __exit__(self, *exc):
-        global _replicate_fallback
-        _replicate_fallback = self._prev
+        _fallback.on = self._prev
         return False
 
 
@@ -276,6 +278,12 @@ def _keep_grad_and_input(a, k):
     return a[:2], {}
 
 
+def _scalar_as_tensor(a, k):
+    # cmp.Scalar(x, c): dtensor has cmp(Tensor, Tensor); c as a 0-dim replicated tensor gives the
+    # same rules (it broadcasts). Torch's kernel still gets the scalar overload.
+    return (a[0], torch.tensor(a[1])), {}
+
+
 # ATen overloads whose registered op (or rule-equivalent op) differs from the default mapping.
 _ALIASES = {
     "_softmax": ("softmax", _drop_after(2), None, None),
@@ -293,6 +301,8 @@ _ALIASES = {
     "tanh_backward": ("gelu_backward", _keep_grad_and_input, None, None),
     "silu_backward": ("gelu_backward", _keep_grad_and_input, None, None),
 }
+for _cmp in ("eq", "ne", "lt", "le", "gt", "ge"):
+    _ALIASES[_cmp + ".Scalar"] = (_cmp, _scalar_as_tensor, None, None)
 
 # Ops computed by torch's decomposition into ops that have rules (each goes through the engine).
 _DECOMPOSED = ("_softmax_backward_data", "_log_softmax_backward_data", "mse_loss", "mse_loss_backward")
@@ -320,6 +330,9 @@ def _fill_like(func, args, kwargs):
 def _copy_(func, args, kwargs):
     """copy_(dst, src): src moved to dst's placements, then copied block to block."""
     dst, src = args[0], args[1]
+    if type(dst) is not DTensor:
+        raise DTensorError(f"bridge: aten.copy_: copying a sharded tensor {src._spec} into a plain "
+                           f"{type(dst).__name__}; accepted: dst.copy_(src.full_tensor())")
     if type(src) is not DTensor:
         raise DTensorError(f"bridge: aten.copy_: copying a plain {type(src).__name__} into a sharded "
                            f"tensor {dst._spec}; accepted: a sharded source (bridge.distribute it)")
@@ -346,9 +359,19 @@ def _dispatch_on(func, args, kwargs):
     return handler(func, args, kwargs)
 
 
+def _decomposed(qualified, decomp):
+    def handler(func, args, kwargs):
+        try:
+            return decomp(*args, **kwargs)
+        except UnsupportedOpError as e:
+            raise UnsupportedOpError(f"bridge: {qualified}, run as torch's decomposition: {e}") from e
+
+    return handler
+
+
 def _unsupported(qualified):
     def handler(func, args, kwargs):
-        if _replicate_fallback:
+        if getattr(_fallback, "on", False):
             return _replicated(func, args, kwargs)
         shapes = [(tuple(a.shape), a._spec.placements) for a in args if type(a) is DTensor]
         raise UnsupportedOpError(
@@ -408,8 +431,9 @@ def _resolve(func):
     qualified = f"aten.{base}.{overload}"
     if base in _SPECIAL:
         return _SPECIAL[base]
-    if base in _ALIASES:
-        return _engine(*_ALIASES[base])
+    alias = _ALIASES.get(f"{base}.{overload}") or _ALIASES.get(base)
+    if alias is not None:
+        return _engine(*alias)
     names = _registry()
     dotted = base if overload == "default" else f"{base}.{overload}"
     if dotted in names:
@@ -425,5 +449,5 @@ def _resolve(func):
 
         decomp = decomposition_table.get(func)
         if decomp is not None:
-            return lambda f, args, kwargs: decomp(*args, **kwargs)
+            return _decomposed(qualified, decomp)
     return _unsupported(qualified)

@@ -365,3 +365,46 @@ def test_torch_optim_sgd_step_without_foreach():
     for placements, w in on_mesh((4,), fn):
         assert placements == (Shard(0),)
         close(w, w_ref.detach(), dtype)
+
+
+_MISC = {
+    "to_float32": lambda x, y: x.float(),
+    "compare_scalar": lambda x, y: (x > 0).to(x.dtype),
+    "where": lambda x, y: torch.where(x > y, x, y),
+    "masked_fill": lambda x, y: x.masked_fill(x < 0, 0.0),
+    "cat": lambda x, y: torch.cat([x, y], dim=1),
+    "stack": lambda x, y: torch.stack([x, y]),
+    "split": lambda x, y: torch.split(x, 2, dim=1)[1],
+    "transpose_contiguous": lambda x, y: x.transpose(0, 1).contiguous(),
+    "unsqueeze_permute": lambda x, y: x.unsqueeze(0).permute(2, 0, 1),
+    "flatten": lambda x, y: x.flatten(),
+    "slice": lambda x, y: x[:, 1:4],
+    "select": lambda x, y: x[:, 2],
+    "max_dim": lambda x, y: x.max(dim=0).values,
+    "argmax": lambda x, y: x.argmax(dim=0),
+    "cumsum": lambda x, y: x.cumsum(0),
+    "amax": lambda x, y: x.amax(0),
+    "logsumexp": lambda x, y: x.logsumexp(1),
+    "exp_log": lambda x, y: (x.exp() + 1).log(),
+    "div": lambda x, y: x / (y.abs() + 1),
+    "neg_sub": lambda x, y: -(x - 2 * y),
+    "maximum": lambda x, y: torch.maximum(x, y),
+    "matmul": lambda x, y: x @ y.t(),
+    "var": lambda x, y: x.var(0),
+}
+
+
+@pytest.mark.parametrize("place", [Shard(0), Shard(1)])
+def test_more_ops_match_torch(place):
+    X, Y = gen(torch.float64, 8, 6, seed=19), gen(torch.float64, 8, 6, seed=20)
+
+    def fn(mesh):
+        x, y = bridge.distribute(X, mesh, [place]), bridge.distribute(Y, mesh, [place])
+        return {k: full(f(x, y)) for k, f in _MISC.items()}
+
+    for got in on_mesh((4,), fn):
+        for k, f in _MISC.items():
+            want = f(X, Y)
+            assert got[k].dtype == want.dtype, k
+            torch.testing.assert_close(got[k], want, rtol=1e-10, atol=1e-12,
+                                       msg=lambda m, k=k: f"{k}: {m}")

@@ -278,6 +278,44 @@ def _keep_grad_and_input(a, k):
     return a[:2], {}
 
 
+def _embedding_backward_adapt(a, k):
+    # embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
+    # dtensor's has no scale_grad_by_freq.
+    a = list(a) + [k[n] for n in ("padding_idx", "scale_grad_by_freq") if n in k]
+    if len(a) > 4 and a[4]:
+        raise UnsupportedOpError("bridge: aten.embedding_dense_backward with scale_grad_by_freq=True "
+                                 "has no dtensor rule; accepted: scale_grad_by_freq=False")
+    return a[:4], {}
+
+
+_REDUCTIONS = ("none", "mean", "sum")  # ATen's int reduction -> dtensor's str
+
+
+def _nll_loss_forward(func, args, kwargs):
+    """nll_loss_forward(self, target, weight, reduction, ignore_index) -> (output, total_weight):
+    output by dtensor's nll_loss (a layout-dependent kernel: global batch count), total_weight (the
+    count of non-ignored targets, used only by the backward) by the engine on the target."""
+    x, target, weight, reduction, ignore_index = (list(args) + [None] * 5)[:5]
+    if weight is not None:
+        raise UnsupportedOpError(f"bridge: aten.nll_loss_forward with class weights has no dtensor rule "
+                                 f"(input {x._spec}); accepted: weight=None")
+    plan = _b.prepare("nll_loss", (x, target), {"reduction": _REDUCTIONS[reduction],
+                                                "ignore_index": ignore_index})
+    (output,) = plan.run()
+    total = (target != ignore_index).sum().to(x.dtype)
+    return output, total
+
+
+def _nll_loss_backward_adapt(a, k):
+    # nll_loss_backward(grad, self, target, weight, reduction, ignore_index, total_weight): dtensor's
+    # takes the reduction by name and no total_weight (it counts the targets itself).
+    grad, x, target, weight, reduction, ignore_index = a[:6]
+    if weight is not None:
+        raise UnsupportedOpError("bridge: aten.nll_loss_backward with class weights has no dtensor "
+                                 "rule; accepted: weight=None")
+    return (grad, x, target), {"reduction": _REDUCTIONS[reduction], "ignore_index": ignore_index}
+
+
 def _scalar_as_tensor(a, k):
     # cmp.Scalar(x, c): dtensor has cmp(Tensor, Tensor); c as a 0-dim replicated tensor gives the
     # same rules (it broadcasts). Torch's kernel still gets the scalar overload.
@@ -300,6 +338,8 @@ _ALIASES = {
     "sigmoid_backward": ("gelu_backward", _keep_grad_and_input, None, None),
     "tanh_backward": ("gelu_backward", _keep_grad_and_input, None, None),
     "silu_backward": ("gelu_backward", _keep_grad_and_input, None, None),
+    "embedding_dense_backward": ("embedding_dense_backward", _embedding_backward_adapt, None, None),
+    "nll_loss_backward": ("nll_loss_backward", _nll_loss_backward_adapt, None, None),
 }
 for _cmp in ("eq", "ne", "lt", "le", "gt", "ge"):
     _ALIASES[_cmp + ".Scalar"] = (_cmp, _scalar_as_tensor, None, None)
@@ -416,6 +456,7 @@ _SPECIAL = {
     "empty_like": _fill_like,
     "full_like": _fill_like,
     "copy_": _copy_,
+    "nll_loss_forward": _nll_loss_forward,
 }
 
 

@@ -408,3 +408,77 @@ def test_more_ops_match_torch(place):
             assert got[k].dtype == want.dtype, k
             torch.testing.assert_close(got[k], want, rtol=1e-10, atol=1e-12,
                                        msg=lambda m, k=k: f"{k}: {m}")
+
+
+@pytest.mark.parametrize("place", [Shard(0), Shard(1), Replicate()])
+def test_embedding_and_cross_entropy(place):
+    # embedding table sharded by vocabulary (S(0)) or by feature (S(1)); cross_entropy over logits
+    # sharded by batch (S(0)) or by class (S(1): loss parallel, dtensor's distributed step).
+    dtype = torch.float64
+    E, L = gen(dtype, 16, 8, seed=21), gen(dtype, 6, 8, seed=22)
+    idx = torch.randint(0, 16, (4, 5), generator=torch.Generator().manual_seed(23))
+    tgt = torch.randint(0, 8, (6,), generator=torch.Generator().manual_seed(24))
+    e_ref, l_ref = E.clone().requires_grad_(), L.clone().requires_grad_()
+    F.embedding(idx, e_ref).pow(2).sum().backward()
+    loss_ref = F.cross_entropy(l_ref, tgt)
+    loss_ref.backward()
+
+    def fn(mesh):
+        e = bridge.distribute(E.clone().requires_grad_(), mesh, [place])
+        y = F.embedding(bridge.distribute(idx, mesh, [Replicate()]), e)
+        y.pow(2).sum().backward()
+        logits = bridge.distribute(L.clone().requires_grad_(), mesh, [place])
+        loss = F.cross_entropy(logits, bridge.distribute(tgt, mesh, [Replicate()]))
+        loss.backward()
+        return full(y), full(e.grad), full(loss), full(logits.grad)
+
+    for y, ge, loss, gl in on_mesh((4,), fn):
+        close(y, F.embedding(idx, E), dtype)
+        close(ge, e_ref.grad, dtype)
+        close(loss, loss_ref.detach(), dtype)
+        close(gl, l_ref.grad, dtype)
+
+
+def test_tiny_language_model_2d_mesh():
+    # token embedding -> transformer block -> vocabulary-parallel head -> cross_entropy, on a 2x2
+    # mesh: batch over mesh dim 0, Megatron tensor parallelism over mesh dim 1.
+    dtype, vocab, d = torch.float64, 12, 16
+    idx = torch.randint(0, vocab, (2, 8), generator=torch.Generator().manual_seed(25))
+    tgt = torch.randint(0, vocab, (2, 8), generator=torch.Generator().manual_seed(26))
+    torch.manual_seed(0)
+    ref = nn.ModuleDict({"emb": nn.Embedding(vocab, d, dtype=dtype), "block": _Block(d, 2, dtype),
+                         "head": nn.Linear(d, vocab, bias=False, dtype=dtype)})
+    state = {k: v.detach().clone() for k, v in ref.state_dict().items()}
+
+    def forward(m, i, t):
+        logits = m["head"](m["block"](m["emb"](i)))
+        return F.cross_entropy(logits.reshape(-1, vocab), t.reshape(-1))
+
+    loss_ref = forward(ref, idx, tgt)
+    loss_ref.backward()
+    col, row = [Replicate(), Shard(0)], [Replicate(), Shard(1)]
+    layout = {"q": col, "k": col, "v": col, "fc1": col, "o": row, "fc2": row, "head": col}
+
+    def fn(mesh):
+        torch.manual_seed(0)
+        m = nn.ModuleDict({"emb": nn.Embedding(vocab, d, dtype=dtype), "block": _Block(d, 2, dtype),
+                           "head": nn.Linear(d, vocab, bias=False, dtype=dtype)})
+        for name, p in state.items():
+            *path, attr = name.split(".")
+            mod = m
+            for part in path:
+                mod = mod[part] if isinstance(mod, nn.ModuleDict) else getattr(mod, part)
+            placements = layout.get(path[-1], [Replicate(), Replicate()])
+            if attr == "bias" and placements == row:
+                placements = [Replicate(), Replicate()]
+            setattr(mod, attr, nn.Parameter(bridge.distribute(p, mesh, placements)))
+        i = bridge.distribute(idx, mesh, [Shard(0), Replicate()])
+        t = bridge.distribute(tgt, mesh, [Shard(0), Replicate()])
+        loss = forward(m, i, t)
+        loss.backward()
+        return full(loss), {n: full(p.grad) for n, p in m.named_parameters()}
+
+    for loss, grads in on_mesh((2, 2), fn):
+        close(loss, loss_ref.detach(), dtype)
+        for n, p in ref.named_parameters():
+            close(grads[n], p.grad, dtype)

@@ -38,9 +38,10 @@ nb::handle torch_from_dlpack() {
   return fn;
 }
 
-// A torch tensor (anything with __dlpack__) as a dtensor Tensor viewing the same memory.
+// A torch tensor as a dtensor Tensor viewing the same memory (detached: torch refuses to export a
+// tensor that requires grad, e.g. a plain parameter passed beside bridge tensors).
 Tensor import_tensor(nb::handle obj) {
-  nb::object cap = obj.attr("__dlpack__")();
+  nb::object cap = obj.attr("detach")().attr("__dlpack__")();
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
   if (managed == nullptr) throw nb::python_error();
   Tensor t = from_dlpack(managed);

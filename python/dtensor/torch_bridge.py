@@ -23,7 +23,8 @@ from ._dtensor import DTensorError, Replicate
 _b = _dtensor._bridge
 aten = torch.ops.aten
 
-__all__ = ["DTensor", "UnsupportedOpError", "distribute", "from_local", "allow_replicate_fallback"]
+__all__ = ["DTensor", "UnsupportedOpError", "allow_replicate_fallback", "distribute", "from_dtensor",
+           "from_local"]
 
 
 class UnsupportedOpError(DTensorError, NotImplementedError):
@@ -104,6 +105,11 @@ class DTensor(torch.Tensor):
         """The whole tensor on every rank (collective: all-gather / all-reduce); differentiable."""
         return _FullTensor.apply(self)
 
+    def to_dtensor(self):
+        """The same block and layout as a dtensor.DTensor (no copy), for dtensor.ops; not
+        differentiable across the boundary."""
+        return _b.to_dtensor(self._spec, self._local)
+
     def redistribute(self, device_mesh=None, placements=None):
         """This tensor moved to `placements` by dtensor's collectives (DESIGN §3); differentiable:
         the gradient moves back (a Partial source gets a Replicate gradient, DESIGN §5)."""
@@ -176,6 +182,12 @@ def from_local(local, device_mesh, placements, shape=None):
     d = _dtensor.DTensor.from_local(local, device_mesh, list(placements),
                                     None if shape is None else list(shape))
     return DTensor(local, _b.spec_of(d), device_mesh)
+
+
+def from_dtensor(d, device_mesh):
+    """A dtensor.DTensor (e.g. a dtensor.ops result) as a bridge tensor over the same block (no
+    copy); `device_mesh` is its mesh (the Python object the bridge tensors carry)."""
+    return DTensor(_b.local_of(d), _b.spec_of(d), device_mesh)
 
 
 _fallback = threading.local()  # per thread: run_threads' ranks are threads of one interpreter

@@ -482,3 +482,24 @@ def test_tiny_language_model_2d_mesh():
         close(loss, loss_ref.detach(), dtype)
         for n, p in ref.named_parameters():
             close(grads[n], p.grad, dtype)
+
+
+def test_dtensor_interop_and_plain_parameter_operand():
+    X, W = gen(torch.float64, 8, 4, seed=27), gen(torch.float64, 4, 4, seed=28)
+    w_ref = W.clone().requires_grad_()
+    (X @ w_ref).sum().backward()
+
+    def fn(mesh):
+        x = bridge.distribute(X, mesh, [Shard(0)])
+        d = x.to_dtensor()  # a dtensor.DTensor over the same block
+        back = bridge.from_dtensor(dtensor.ops.relu(d), mesh)
+        w = W.clone().requires_grad_()  # a plain parameter: taken as replicated
+        (x @ w).sum().backward()
+        # its gradient comes back as a bridge tensor in the engine's layout (here a Partial sum)
+        return type(d).__name__, d.placements, full(back), type(w.grad), full(w.grad)
+
+    for name, placements, back, grad_type, gw in on_mesh((4,), fn):
+        assert name == "DTensor" and placements == (Shard(0),)
+        assert torch.equal(back, X.relu())
+        assert grad_type is bridge.DTensor
+        close(gw, w_ref.grad, torch.float64)

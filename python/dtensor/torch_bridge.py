@@ -276,6 +276,12 @@ def _drop_after(n):
     return lambda a, k: (a[:n], {})
 
 
+def _to_dtype_adapt(a, k):
+    # to.dtype(self, dtype, non_blocking, copy, memory_format): reaches dispatch from code run inside
+    # it (decompositions), where composite ops are not expanded by autograd first.
+    return a[:2], {}
+
+
 def _to_adapt(a, k):
     # _to_copy(x, *, dtype, layout, device, ...) -> to(x, dtype): only a dtype change has a rule.
     if k.get("dtype") is None:
@@ -328,6 +334,27 @@ def _nll_loss_backward_adapt(a, k):
     return (grad, x, target), {"reduction": _REDUCTIONS[reduction], "ignore_index": ignore_index}
 
 
+def _unbiased_adapt(a, k):
+    # var.dim/std.dim(self, dim, unbiased=True, keepdim=False) -> var(self, dim, *, correction, keepdim)
+    a = list(a) + [None] * (4 - len(a))
+    unbiased = k.get("unbiased", True if a[2] is None else a[2])
+    keepdim = k.get("keepdim", False if a[3] is None else a[3])
+    return (a[0], a[1]), {"correction": 1 if unbiased else 0, "keepdim": keepdim}
+
+
+def _var_mean(func, args, kwargs):
+    """var_mean.correction(self, dim, *, correction, keepdim) as var and mean, each through the engine
+    (torch's own decomposition reaches prims.var, which has no rule)."""
+    bound = {a.name: v for a, v in zip(func._schema.arguments, args)}
+    bound.update(kwargs)
+    x, dim, keepdim = bound["self"], bound.get("dim"), bound.get("keepdim", False)
+    correction = bound.get("correction")
+    if correction is None:  # var_mean.dim's unbiased, default True
+        correction = 1 if bound.get("unbiased", True) else 0
+    return (aten.var.correction(x, dim, correction=correction, keepdim=keepdim),
+            aten.mean.dim(x, dim, keepdim) if dim is not None else aten.mean.default(x))
+
+
 def _scalar_as_tensor(a, k):
     # cmp.Scalar(x, c): dtensor has cmp(Tensor, Tensor); c as a 0-dim replicated tensor gives the
     # same rules (it broadcasts). Torch's kernel still gets the scalar overload.
@@ -345,6 +372,8 @@ _ALIASES = {
     "reshape": ("reshape", None, _local_size, None),
     "expand": ("expand", _drop_after(2), _local_size, None),
     "_to_copy": ("to", _to_adapt, None, None),
+    "to.dtype": ("to", _to_dtype_adapt, None, None),
+    "to.dtype_layout": ("to", _to_adapt, None, None),
     # Pointwise backward ops linear in the gradient and not in the other input: gelu_backward's rules.
     "threshold_backward": ("gelu_backward", _keep_grad_and_input, None, None),
     "sigmoid_backward": ("gelu_backward", _keep_grad_and_input, None, None),
@@ -353,11 +382,14 @@ _ALIASES = {
     "embedding_dense_backward": ("embedding_dense_backward", _embedding_backward_adapt, None, None),
     "nll_loss_backward": ("nll_loss_backward", _nll_loss_backward_adapt, None, None),
 }
+_ALIASES["var.dim"] = ("var", _unbiased_adapt, None, None)
+_ALIASES["std.dim"] = ("std", _unbiased_adapt, None, None)
 for _cmp in ("eq", "ne", "lt", "le", "gt", "ge"):
     _ALIASES[_cmp + ".Scalar"] = (_cmp, _scalar_as_tensor, None, None)
 
 # Ops computed by torch's decomposition into ops that have rules (each goes through the engine).
-_DECOMPOSED = ("_softmax_backward_data", "_log_softmax_backward_data", "mse_loss", "mse_loss_backward")
+_DECOMPOSED = ("_softmax_backward_data", "_log_softmax_backward_data", "mse_loss", "mse_loss_backward",
+               "native_layer_norm", "native_layer_norm_backward")
 
 
 def _same_layout(func, args, kwargs):
@@ -469,6 +501,7 @@ _SPECIAL = {
     "full_like": _fill_like,
     "copy_": _copy_,
     "nll_loss_forward": _nll_loss_forward,
+    "var_mean": _var_mean,
 }
 
 
@@ -479,9 +512,11 @@ def _resolve(func):
     """The handler of one OpOverload (cached by the caller): bridge bookkeeping, an alias, a
     registered op (`aten::add.Tensor` -> "add.Tensor" if registered, else "add"), the in-place form
     of one, a decomposition, or an error naming the op."""
-    base = func._schema.name.split("::", 1)[1]
+    namespace, base = func._schema.name.split("::", 1)
     overload = func._overloadname
-    qualified = f"aten.{base}.{overload}"
+    qualified = f"{namespace}.{base}.{overload}"
+    if namespace != "aten":  # dtensor's ops are ATen's; prims and custom ops have no rules
+        return _unsupported(qualified)
     if base in _SPECIAL:
         return _SPECIAL[base]
     alias = _ALIASES.get(f"{base}.{overload}") or _ALIASES.get(base)

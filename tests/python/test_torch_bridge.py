@@ -503,3 +503,31 @@ def test_dtensor_interop_and_plain_parameter_operand():
         assert torch.equal(back, X.relu())
         assert grad_type is bridge.DTensor
         close(gw, w_ref.grad, torch.float64)
+
+
+@pytest.mark.parametrize("place", [Shard(0), Shard(1), Shard(2), Replicate()])
+def test_layer_norm_forward_backward(place):
+    # native_layer_norm and its backward run as torch's decompositions, each piece through the engine.
+    dtype = torch.float64
+    X, G = gen(dtype, 2, 8, 16, seed=29), gen(dtype, 2, 8, 16, seed=30)
+    ref = nn.LayerNorm(16, dtype=dtype)
+    with torch.no_grad():
+        ref.weight.copy_(gen(dtype, 16, seed=31))
+        ref.bias.copy_(gen(dtype, 16, seed=32))
+    x_ref = X.clone().requires_grad_()
+    (ref(x_ref) * G).sum().backward()
+
+    def fn(mesh):
+        ln = nn.LayerNorm(16, dtype=dtype)
+        ln.weight = nn.Parameter(bridge.distribute(ref.weight.detach(), mesh, [Replicate()]))
+        ln.bias = nn.Parameter(bridge.distribute(ref.bias.detach(), mesh, [Replicate()]))
+        x = bridge.distribute(X.clone().requires_grad_(), mesh, [place])
+        y = ln(x)
+        (y * bridge.distribute(G, mesh, [place])).sum().backward()
+        return full(y), full(x.grad), full(ln.weight.grad), full(ln.bias.grad)
+
+    for y, gx, gw, gb in on_mesh((4,), fn):
+        close(y, ref(X).detach(), dtype)
+        close(gx, x_ref.grad, dtype)
+        close(gw, ref.weight.grad, dtype)
+        close(gb, ref.bias.grad, dtype)

@@ -345,14 +345,53 @@ def _unbiased_adapt(a, k):
 def _var_mean(func, args, kwargs):
     """var_mean.correction(self, dim, *, correction, keepdim) as var and mean, each through the engine
     (torch's own decomposition reaches prims.var, which has no rule)."""
-    bound = {a.name: v for a, v in zip(func._schema.arguments, args)}
-    bound.update(kwargs)
+    bound = _bind(func, args, kwargs)
     x, dim, keepdim = bound["self"], bound.get("dim"), bound.get("keepdim", False)
     correction = bound.get("correction")
     if correction is None:  # var_mean.dim's unbiased, default True
         correction = 1 if bound.get("unbiased", True) else 0
     return (aten.var.correction(x, dim, correction=correction, keepdim=keepdim),
             aten.mean.dim(x, dim, keepdim) if dim is not None else aten.mean.default(x))
+
+
+def _bind(func, args, kwargs):
+    """An ATen call's arguments by name (its schema's), defaults left out."""
+    bound = {a.name: v for a, v in zip(func._schema.arguments, args)}
+    bound.update(kwargs)
+    return bound
+
+
+def _sdpa_flash_cpu(func, args, kwargs):
+    """_scaled_dot_product_flash_attention_for_cpu -> (output, logsumexp): output by dtensor's
+    scaled_dot_product_attention (its rules and kernel); logsumexp, which torch's autograd keeps for
+    the backward (dtensor's backward recomputes what it needs), from the scores through the engine."""
+    b = _bind(func, args, kwargs)
+    q, k, v = b["query"], b["key"], b["value"]
+    if b.get("dropout_p", 0.0):
+        raise UnsupportedOpError(f"bridge: {func} with dropout_p={b['dropout_p']} has no dtensor rule "
+                                 f"(query {q._spec}); accepted: dropout_p=0")
+    mask, causal, scale = b.get("attn_mask"), b.get("is_causal", False), b.get("scale")
+    kw = {"is_causal": causal, "scale": scale}
+    if mask is not None:
+        kw["attn_mask"] = mask
+    (out,) = _b.prepare("scaled_dot_product_attention", (q, k, v), kw).run()
+    scores = aten.matmul.default(q, aten.transpose.int(k, -2, -1))
+    scores = aten.mul.Tensor(scores, scale if scale is not None else q.shape[-1] ** -0.5)
+    if causal:
+        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+        scores = aten.masked_fill.Scalar(scores, aten.eq.Scalar(keep, False), float("-inf"))  # not keep
+    if mask is not None:  # the flash kernel takes an additive float mask (F.sdpa converts bools)
+        scores = aten.add.Tensor(scores, mask)
+    return out, aten.logsumexp.default(scores, [-1])
+
+
+def _sdpa_backward_adapt(a, k):
+    # _scaled_dot_product_flash_attention_for_cpu_backward(grad_out, q, k, v, out, logsumexp,
+    # dropout_p, is_causal, *, attn_mask, scale) -> dtensor's _scaled_dot_product_attention_backward.
+    kw = {"is_causal": a[7] if len(a) > 7 else k.get("is_causal", False), "scale": k.get("scale")}
+    if k.get("attn_mask") is not None:
+        kw["attn_mask"] = k["attn_mask"]
+    return a[:5], kw
 
 
 def _scalar_as_tensor(a, k):
@@ -381,6 +420,8 @@ _ALIASES = {
     "silu_backward": ("gelu_backward", _keep_grad_and_input, None, None),
     "embedding_dense_backward": ("embedding_dense_backward", _embedding_backward_adapt, None, None),
     "nll_loss_backward": ("nll_loss_backward", _nll_loss_backward_adapt, None, None),
+    "_scaled_dot_product_flash_attention_for_cpu_backward": (
+        "_scaled_dot_product_attention_backward", _sdpa_backward_adapt, None, None),
 }
 _ALIASES["var.dim"] = ("var", _unbiased_adapt, None, None)
 _ALIASES["std.dim"] = ("std", _unbiased_adapt, None, None)
@@ -502,6 +543,7 @@ _SPECIAL = {
     "copy_": _copy_,
     "nll_loss_forward": _nll_loss_forward,
     "var_mean": _var_mean,
+    "_scaled_dot_product_flash_attention_for_cpu": _sdpa_flash_cpu,
 }
 
 

@@ -12,6 +12,8 @@ import torch.nn.functional as F  # noqa: E402
 import dtensor  # noqa: E402
 from dtensor import Partial, Replicate, Shard, bridge  # noqa: E402
 
+aten = torch.ops.aten
+
 torch.set_num_threads(1)  # the rank threads share two cores
 
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6), torch.float64: dict(rtol=1e-10, atol=1e-12)}
@@ -531,3 +533,44 @@ def test_layer_norm_forward_backward(place):
         close(gx, x_ref.grad, dtype)
         close(gw, ref.weight.grad, dtype)
         close(gb, ref.bias.grad, dtype)
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "causal", "bool", "float"])
+@pytest.mark.parametrize("place", [Shard(0), Shard(1), Shard(2), Replicate()])
+def test_scaled_dot_product_attention(mask_kind, place):
+    # F.scaled_dot_product_attention reaches dispatch as torch's CPU flash kernel: dtensor's
+    # scaled_dot_product_attention rules and kernel compute it, backward included.
+    dtype = torch.float64
+    Q, K, V, G = (gen(dtype, 2, 4, 8, 6, seed=s) for s in (33, 34, 35, 36))
+    mask = None
+    if mask_kind == "bool":
+        mask = torch.rand(8, 8, generator=torch.Generator().manual_seed(37)) > 0.3
+        mask[:, 0] = True  # every query sees a key
+    elif mask_kind == "float":
+        mask = gen(dtype, 8, 8, seed=38)
+    kw = {"is_causal": mask_kind == "causal"}
+    # the flash kernel takes masks as additive floats (F.scaled_dot_product_attention converts)
+    fmask = mask
+    if mask_kind == "bool":
+        fmask = torch.zeros(8, 8, dtype=dtype).masked_fill(~mask, float("-inf"))
+    refs = [t.clone().requires_grad_() for t in (Q, K, V)]
+    out_ref = F.scaled_dot_product_attention(*refs, attn_mask=mask, **kw)
+    (out_ref * G).sum().backward()
+
+    def fn(mesh):
+        q, k, v = (bridge.distribute(t.clone().requires_grad_(), mesh, [place]) for t in (Q, K, V))
+        m = None if mask is None else bridge.distribute(mask, mesh, [Replicate()])
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=m, **kw)
+        (out * bridge.distribute(G, mesh, [place])).sum().backward()
+        with torch.no_grad():  # the logsumexp output the bridge computes for torch's autograd
+            fm = None if fmask is None else bridge.distribute(fmask, mesh, [Replicate()])
+            _, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, attn_mask=fm, **kw)
+        return full(out), [full(t.grad) for t in (q, k, v)], full(lse)
+
+    with torch.no_grad():
+        _, lse_ref = aten._scaled_dot_product_flash_attention_for_cpu(Q, K, V, attn_mask=fmask, **kw)
+    for out, grads, lse in on_mesh((4,), fn):
+        close(out, out_ref.detach(), dtype)
+        close(lse, lse_ref, dtype)
+        for got, want in zip(grads, refs):
+            close(got, want.grad, dtype)

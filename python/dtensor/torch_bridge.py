@@ -313,7 +313,9 @@ def _nll_loss_forward(func, args, kwargs):
     """nll_loss_forward(self, target, weight, reduction, ignore_index) -> (output, total_weight):
     output by dtensor's nll_loss (a layout-dependent kernel: global batch count), total_weight (the
     count of non-ignored targets, used only by the backward) by the engine on the target."""
-    x, target, weight, reduction, ignore_index = (list(args) + [None] * 5)[:5]
+    b = _bind(func, args, kwargs)
+    x, target, weight = b["self"], b["target"], b.get("weight")
+    reduction, ignore_index = b.get("reduction", 1), b.get("ignore_index", -100)
     if weight is not None:
         raise UnsupportedOpError(f"bridge: aten.nll_loss_forward with class weights has no dtensor rule "
                                  f"(input {x._spec}); accepted: weight=None")
@@ -452,6 +454,27 @@ def _fill_like(func, args, kwargs):
     return DTensor(local, spec, x._mesh)
 
 
+def _fill_(func, args, kwargs):
+    """zero_/fill_ (optimizer.zero_grad(set_to_none=False), initializers): every block filled; a
+    Partial tensor becomes Replicate there (c in every Partial(sum) piece would sum to k*c)."""
+    x = args[0]
+    func(x._local, *args[1:], **kwargs)
+    if x._spec.has_partial:
+        x._spec = x._spec.with_([Replicate() if p.is_partial() else p for p in x._spec.placements],
+                                list(x._spec.shape), x._spec.dtype)
+    return x
+
+
+def _new_filled(func, args, kwargs):
+    """new_zeros/new_ones/new_empty/new_full(x, size, ...): a fresh tensor of the global `size`,
+    replicated (every rank makes the whole tensor)."""
+    x = args[0]
+    local = func(x._local, *args[1:], **kwargs)
+    spec = x._spec.with_([Replicate()] * len(x._spec.placements), list(local.shape),
+                         _dtype_name(local.dtype))
+    return DTensor(local, spec, x._mesh)
+
+
 def _copy_(func, args, kwargs):
     """copy_(dst, src): src moved to dst's placements, then copied block to block."""
     dst, src = args[0], args[1]
@@ -541,6 +564,12 @@ _SPECIAL = {
     "empty_like": _fill_like,
     "full_like": _fill_like,
     "copy_": _copy_,
+    "zero_": _fill_,
+    "fill_": _fill_,
+    "new_zeros": _new_filled,
+    "new_ones": _new_filled,
+    "new_empty": _new_filled,
+    "new_full": _new_filled,
     "nll_loss_forward": _nll_loss_forward,
     "var_mean": _var_mean,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa_flash_cpu,

@@ -574,3 +574,20 @@ def test_scaled_dot_product_attention(mask_kind, place):
         close(lse, lse_ref, dtype)
         for got, want in zip(grads, refs):
             close(got, want.grad, dtype)
+
+
+def test_fill_and_new_tensors():
+    X = gen(torch.float64, 8, 4, seed=39)
+
+    def fn(mesh):
+        x = bridge.distribute(X, mesh, [Shard(0)])
+        p = bridge.distribute(X, mesh, [Replicate()]).redistribute(placements=[Partial()])
+        p.fill_(2.0)  # a Partial(sum) filled with 2 becomes Replicate, not 2 * 4
+        z = x.clone().zero_()
+        n = x.new_ones((3, 5))
+        return p.placements, full(p), full(z), n.placements, full(n)
+
+    for p_place, p, z, n_place, n in on_mesh((4,), fn):
+        assert p_place == (Replicate(),) and torch.equal(p, torch.full((8, 4), 2.0, dtype=torch.float64))
+        assert torch.equal(z, torch.zeros(8, 4, dtype=torch.float64))
+        assert n_place == (Replicate(),) and torch.equal(n, torch.ones(3, 5, dtype=torch.float64))

@@ -2,6 +2,9 @@
 # dtensor's engine choosing placements and torch's kernels computing on the blocks. Every result
 # and gradient is compared with single-device PyTorch on the same data.
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -591,3 +594,40 @@ def test_fill_and_new_tensors():
         assert p_place == (Replicate(),) and torch.equal(p, torch.full((8, 4), 2.0, dtype=torch.float64))
         assert torch.equal(z, torch.zeros(8, 4, dtype=torch.float64))
         assert n_place == (Replicate(),) and torch.equal(n, torch.ones(3, 5, dtype=torch.float64))
+
+
+PROCESS_SCRIPT = """
+import torch, torch.nn as nn, torch.nn.functional as F
+import dtensor
+from dtensor import Replicate, Shard, bridge
+
+torch.manual_seed(0)  # the same data and weights on every rank
+X = torch.randn(8, 16, dtype=torch.float64)
+ref = nn.Sequential(nn.Linear(16, 32, dtype=torch.float64), nn.GELU(), nn.Linear(32, 4, dtype=torch.float64))
+state = {k: v.detach().clone() for k, v in ref.state_dict().items()}
+ref(X).pow(2).mean().backward()
+mesh = dtensor.init_device_mesh("cpu", (2,))
+layout = {"0.weight": [Shard(0)], "0.bias": [Shard(0)], "2.weight": [Shard(1)], "2.bias": [Replicate()]}
+model = nn.Sequential(nn.Linear(16, 32, dtype=torch.float64), nn.GELU(), nn.Linear(32, 4, dtype=torch.float64))
+for name, p in state.items():
+    setattr(model[int(name[0])], name[2:], nn.Parameter(bridge.distribute(p, mesh, layout[name])))
+x = bridge.distribute(X, mesh, [Replicate()])
+model(x).pow(2).mean().backward()
+for (n, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+    torch.testing.assert_close(p.grad.full_tensor(), q.grad, rtol=1e-10, atol=1e-12)
+print(f"rank {dtensor.init_process_group().rank}: bridge ok", flush=True)
+"""
+
+
+def test_bridge_on_process_ranks(tmp_path):
+    # the same bridge over Gloo, one rank a process (dtensor launch), where ranks share no GIL
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    launcher = os.path.join(root, "bazel-bin", "tools", "dtensor")
+    assert os.path.exists(launcher), "build //tools:dtensor first (scripts/test.sh does)"
+    script = tmp_path / "bridge_ranks.py"
+    script.write_text(PROCESS_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.path.join(root, "python"), DTENSOR_TIMEOUT="60")
+    out = subprocess.run([launcher, "launch", "-n", "2", "--", sys.executable, str(script)],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "rank 0: bridge ok" in out.stdout and "rank 1: bridge ok" in out.stdout, out.stdout

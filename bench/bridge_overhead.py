@@ -3,7 +3,9 @@ through the bridge (engine decision + torch's add on the 16x64 blocks) vs plain 
 64x64 tensor and on one 16x64 block. Median of timeit repeats, per call, on rank 0.
 
     PYTHONPATH=python python3 bench/bridge_overhead.py
+    PYTHONPATH=python bazel-bin/tools/dtensor launch -n 4 -- python3 bench/bridge_overhead.py  # processes
 """
+import os
 import statistics
 import timeit
 
@@ -38,6 +40,14 @@ def rank(world, concurrent):
 
 
 if __name__ == "__main__":
+    if "RANK" in os.environ:  # a process rank of `dtensor launch`: every rank times at once, no shared GIL
+        r = rank(dtensor.init_process_group(), True)
+        if int(os.environ["RANK"]) == 0:
+            print("4 process ranks timing at once:")
+            print(f"  bridge add (S(0)+S(0), 64x64 f32): {r['bridge']:.1f} us/op (median)")
+            print(f"  torch add on the 16x64 block:      {r['torch_block']:.1f} us/op")
+            print(f"  torch add on 64x64:                {r['torch_full']:.1f} us/op")
+        raise SystemExit(0)
     for concurrent in (False, True):
         r0 = dtensor.run_threads(4, lambda w: rank(w, concurrent))[0]
         print("all 4 ranks timing at once (they share the GIL):" if concurrent else

@@ -203,12 +203,15 @@ nb::tuple shape_tuple(const Shape& s) {
 }
 
 }  // namespace
+
+void bind_bridge(nb::module_& m);  // python/bridge_py.cc
 }  // namespace dtensor::python
 
 NB_MODULE(_dtensor, m) {
   using namespace dtensor;
   using namespace dtensor::python;
   m.doc() = "dtensor: tensor-parallel DTensors (torch.distributed.tensor semantics) in native code";
+  bind_bridge(m);
 
   // Registered base first: nanobind tries the most recently registered translator first.
   auto error = nb::exception<Error>(m, "DTensorError", PyExc_ValueError);

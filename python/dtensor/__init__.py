@@ -66,6 +66,16 @@ def _op_by_name(name):
 ops.__getattr__ = _op_by_name  # PEP 562: names the extension does not bind resolve here
 
 
+def __getattr__(name):
+    """dtensor.bridge (torch_bridge.py) imports torch, so it loads on first use only."""
+    if name == "bridge":
+        from . import torch_bridge
+
+        globals()["bridge"] = torch_bridge
+        return torch_bridge
+    raise AttributeError(f"module 'dtensor' has no attribute '{name}'")
+
+
 def explain(request, hardware="h100-nvlink"):
     """The sharding engine's decision for one op call, as `dtensor explain` gives it.
 

@@ -1,0 +1,612 @@
+"""dtensor.bridge: dtensor's sharding engine under ordinary PyTorch code (DESIGN §9).
+
+`distribute(t, mesh, placements)` gives a torch tensor subclass (`bridge.DTensor`, a wrapper
+subclass whose size is the global shape) holding this rank's local block. Every ATen op that reaches
+`__torch_dispatch__` with one of them goes through dtensor's engine: the op's rules choose the
+placements (the same cached propagation as dtensor.ops), the inputs are redistributed to them by
+dtensor's collectives, and torch's own ATen kernel computes on the local blocks; the outputs are
+wrapped with the engine's output placements. A strategy that carries dtensor's own distributed step
+(DESIGN §6: softmax over a sharded class dim, scans, selection...) runs the whole op through dtensor
+instead, since ATen has no such step. Autograd runs above dispatch, so backward ops arrive here too.
+
+An ATen op with no dtensor rule raises UnsupportedOpError naming it: nothing is replicated silently.
+See docs/PYTHON.md for the ops covered and the measured overhead.
+"""
+import threading
+
+import torch
+from torch.autograd import Function
+
+from . import _dtensor
+from ._dtensor import DTensorError, Replicate
+
+_b = _dtensor._bridge
+aten = torch.ops.aten
+
+__all__ = ["DTensor", "UnsupportedOpError", "allow_replicate_fallback", "distribute", "from_dtensor",
+           "from_local"]
+
+
+class UnsupportedOpError(DTensorError, NotImplementedError):
+    """An ATen op reached the bridge with no dtensor sharding rule (or bridge handler) for it."""
+
+
+_STRIDES = {}  # global shape -> contiguous strides (wrappers are made on every op)
+
+
+def _contiguous_strides(shape):
+    strides = _STRIDES.get(shape)
+    if strides is None:
+        out, acc = [], 1
+        for s in reversed(shape):
+            out.append(acc)
+            acc *= max(s, 1)
+        if len(_STRIDES) > 4096:
+            _STRIDES.clear()
+        strides = _STRIDES[shape] = tuple(reversed(out))
+    return strides
+
+
+_TORCH_DTYPE_NAMES = {}  # torch.dtype -> dtensor's dtype name ("float32"), filled on first sight
+
+
+def _dtype_name(dtype):
+    name = _TORCH_DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _TORCH_DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name
+
+
+class DTensor(torch.Tensor):
+    """A sharded tensor as a torch tensor: global size, this rank's block in `_local` (a plain torch
+    tensor), its layout in `_spec` (mesh, placements, global shape, dtype)."""
+
+    __slots__ = ("_local", "_spec", "_mesh")
+
+    @staticmethod
+    def __new__(cls, local, spec, mesh, requires_grad=False):
+        shape = spec.shape
+        r = torch.Tensor._make_wrapper_subclass(
+            cls, shape, strides=_contiguous_strides(shape), dtype=local.dtype, device=local.device,
+            requires_grad=requires_grad)
+        r._local = local
+        r._spec = spec
+        r._mesh = mesh
+        return r
+
+    # Torch functions decompose to ATen ops as for plain tensors; only dispatch is intercepted.
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        handler = _handlers.get(func)
+        if handler is None:
+            handler = _handlers[func] = _resolve(func)
+        return handler(func, args, kwargs or {})
+
+    def __repr__(self):
+        return (f"bridge.DTensor(shape={tuple(self.shape)}, placements={self._spec.placements}, "
+                f"dtype={self.dtype}, local={self._local!r})")
+
+    @property
+    def placements(self):
+        return self._spec.placements
+
+    @property
+    def device_mesh(self):
+        return self._mesh
+
+    def to_local(self):
+        """This rank's block (a torch tensor); differentiable: its gradient comes back with this
+        tensor's placements."""
+        return _ToLocal.apply(self)
+
+    def full_tensor(self):
+        """The whole tensor on every rank (collective: all-gather / all-reduce); differentiable."""
+        return _FullTensor.apply(self)
+
+    def to_dtensor(self):
+        """The same block and layout as a dtensor.DTensor (no copy), for dtensor.ops; not
+        differentiable across the boundary."""
+        return _b.to_dtensor(self._spec, self._local)
+
+    def redistribute(self, device_mesh=None, placements=None):
+        """This tensor moved to `placements` by dtensor's collectives (DESIGN §3); differentiable:
+        the gradient moves back (a Partial source gets a Replicate gradient, DESIGN §5)."""
+        if device_mesh is not None and device_mesh is not self._mesh:
+            raise DTensorError("bridge.DTensor.redistribute: moving to another mesh is not supported")
+        if placements is None:
+            return self
+        return _Redistribute.apply(self, tuple(placements))
+
+
+def _moved(x, placements):
+    spec, local = _b.redistribute(x._spec, x._local, list(placements))
+    return DTensor(local, spec, x._mesh)
+
+
+class _ToLocal(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.spec, ctx.mesh = x._spec, x._mesh
+        return x._local.view_as(x._local)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return DTensor(grad.contiguous(), ctx.spec, ctx.mesh)
+
+
+class _FullTensor(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.spec, ctx.mesh = x._spec, x._mesh
+        _, full = _b.redistribute(x._spec, x._local, [Replicate()] * len(x._spec.placements))
+        return full
+
+    @staticmethod
+    def backward(ctx, grad):
+        spec = ctx.spec
+        rep = spec.with_([Replicate()] * len(spec.placements), list(spec.shape), _dtype_name(grad.dtype))
+        # Every rank holds the whole gradient: its block under the source placements (R -> P keeps
+        # the value on one rank of each group, so a Partial source sums back to it).
+        out_spec, local = _b.redistribute(rep, grad.contiguous(), list(spec.placements))
+        return DTensor(local, out_spec, ctx.mesh)
+
+
+class _Redistribute(Function):
+    @staticmethod
+    def forward(ctx, x, placements):
+        ctx.src = tuple(Replicate() if p.is_partial() else p for p in x._spec.placements)
+        return _moved(x, placements)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _moved(grad, ctx.src), None
+
+
+# ---- creation ----------------------------------------------------------------------------------
+
+def distribute(tensor, device_mesh, placements):
+    """`tensor` (the same on every rank) laid out over `device_mesh` as `placements`; a leaf that
+    requires grad when `tensor` does. Collective."""
+    d = _dtensor.distribute_tensor(tensor.detach().contiguous(), device_mesh, list(placements))
+    # A copy: the block must not alias the caller's tensor (in-place updates, gradient accumulation).
+    local = _b.local_of(d).clone()
+    return DTensor(local, _b.spec_of(d), device_mesh, requires_grad=tensor.requires_grad)
+
+
+def from_local(local, device_mesh, placements, shape=None):
+    """A sharded tensor from this rank's block (no copy); `shape` is the global shape, computed from
+    the blocks (collective) when not given. Not differentiable through `local`."""
+    local = local.detach()
+    d = _dtensor.DTensor.from_local(local, device_mesh, list(placements),
+                                    None if shape is None else list(shape))
+    return DTensor(local, _b.spec_of(d), device_mesh)
+
+
+def from_dtensor(d, device_mesh):
+    """A dtensor.DTensor (e.g. a dtensor.ops result) as a bridge tensor over the same block (no
+    copy); `device_mesh` is its mesh (the Python object the bridge tensors carry)."""
+    return DTensor(_b.local_of(d), _b.spec_of(d), device_mesh)
+
+
+_fallback = threading.local()  # per thread: run_threads' ranks are threads of one interpreter
+
+
+class allow_replicate_fallback:
+    """`with bridge.allow_replicate_fallback():` runs ops with no dtensor rule on replicated inputs
+    (every input all-gathered / all-reduced, torch's kernel on the whole tensors, outputs
+    Replicate) instead of raising UnsupportedOpError. Costly and opt-in, by design; it applies to
+    the calling thread (rank) only."""
+
+    def __enter__(self):
+        self._prev = getattr(_fallback, "on", False)
+        _fallback.on = True
+        return self
+
+    def __exit__(self, *exc):
+        _fallback.on = self._prev
+        return False
+
+
+# ---- dispatch ----------------------------------------------------------------------------------
+
+_handlers = {}  # OpOverload -> handler(func, args, kwargs), resolved once per overload
+_registered = None
+
+
+def _registry():
+    global _registered
+    if _registered is None:
+        _registered = frozenset(_dtensor.ops.names())
+    return _registered
+
+
+# Registered ops whose local kernel depends on the layout (LocalContext: global offsets of the
+# block, the global count, empty blocks): mean divides a block's sum by the global count, index
+# outputs are global, embedding looks up a vocabulary shard, ... ATen on the block would compute
+# something else, so these run dtensor's kernel (the engine's decision is the same).
+_LAYOUT_DEPENDENT = frozenset("""
+    mean std var argmax argmin max.dim min.dim median median.dim nanmedian nanmedian.dim kthvalue
+    cumsum cumprod cummax cummin logcumsumexp cummaxmin_backward cumprod_backward
+    logcumsumexp_backward value_selecting_reduction_backward slice_backward select_backward
+    embedding embedding_dense_backward nll_loss nll_loss_backward cross_entropy
+    scaled_dot_product_attention _scaled_dot_product_attention_backward
+    avg_pool1d avg_pool2d avg_pool3d avg_pool1d_backward avg_pool2d_backward avg_pool3d_backward
+    max_pool1d_with_indices max_pool2d_with_indices max_pool3d_with_indices
+    max_pool1d_with_indices_backward max_pool2d_with_indices_backward max_pool3d_with_indices_backward
+    adaptive_avg_pool2d adaptive_avg_pool2d_backward
+""".split())
+
+
+def _engine(name, adapt=None, localize=None, local_func=None):
+    """Handler of an op with dtensor rules: `name` is the registered op whose rules apply; `adapt`
+    turns the ATen args into that op's (dropping what its schema lacks); `localize` turns
+    global-shape arguments of torch's call into this rank's (views, expand); `local_func` replaces
+    the ATen op on the blocks."""
+    dtensor_kernel = name in _LAYOUT_DEPENDENT
+
+    def handler(func, args, kwargs):
+        # The engine's decision (C++: lowering, cached propagation); plain tensors count as replicated.
+        if adapt is None:
+            plan = _b.prepare(name, args, kwargs)
+        else:
+            plan = _b.prepare(name, *adapt(args, kwargs))
+        if dtensor_kernel or plan.has_step:
+            # dtensor's own distributed step (DESIGN §6) or a layout-dependent kernel: ATen cannot
+            # run it on the block, dtensor's kernel does.
+            outs = plan.run()
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        largs, lkw = plan.local_args(args, kwargs)
+        if localize is not None:
+            largs, lkw = localize(largs, lkw, plan)
+        return plan.wrap((local_func or func)(*largs, **lkw))
+
+    return handler
+
+
+def _local_size(largs, lkw, plan):
+    # view/reshape/expand take the global size; on a block the size is the output's block shape.
+    largs[1] = list(plan.outputs[0].local_shape)
+    return largs, lkw
+
+
+def _drop_after(n):
+    """adapt: keep the first n positional args (the registered op's), and no kwargs."""
+    return lambda a, k: (a[:n], {})
+
+
+def _to_dtype_adapt(a, k):
+    # to.dtype(self, dtype, non_blocking, copy, memory_format): reaches dispatch from code run inside
+    # it (decompositions), where composite ops are not expanded by autograd first.
+    return a[:2], {}
+
+
+def _to_adapt(a, k):
+    # _to_copy(x, *, dtype, layout, device, ...) -> to(x, dtype): only a dtype change has a rule.
+    if k.get("dtype") is None:
+        raise UnsupportedOpError(f"bridge: aten._to_copy without a dtype ({k}) is not supported; "
+                                 f"accepted: a dtype change on the same device")
+    return a[:1], {"dtype": k["dtype"]}
+
+
+def _keep_grad_and_input(a, k):
+    # Backward of a pointwise op: (grad_output, input or output[, scalars]). Its sharding is
+    # gelu_backward's: pointwise with broadcasting, linear in the gradient only.
+    return a[:2], {}
+
+
+def _embedding_backward_adapt(a, k):
+    # embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
+    # dtensor's has no scale_grad_by_freq.
+    a = list(a) + [k[n] for n in ("padding_idx", "scale_grad_by_freq") if n in k]
+    if len(a) > 4 and a[4]:
+        raise UnsupportedOpError("bridge: aten.embedding_dense_backward with scale_grad_by_freq=True "
+                                 "has no dtensor rule; accepted: scale_grad_by_freq=False")
+    return a[:4], {}
+
+
+_REDUCTIONS = ("none", "mean", "sum")  # ATen's int reduction -> dtensor's str
+
+
+def _nll_loss_forward(func, args, kwargs):
+    """nll_loss_forward(self, target, weight, reduction, ignore_index) -> (output, total_weight):
+    output by dtensor's nll_loss (a layout-dependent kernel: global batch count), total_weight (the
+    count of non-ignored targets, used only by the backward) by the engine on the target."""
+    b = _bind(func, args, kwargs)
+    x, target, weight = b["self"], b["target"], b.get("weight")
+    reduction, ignore_index = b.get("reduction", 1), b.get("ignore_index", -100)
+    if weight is not None:
+        raise UnsupportedOpError(f"bridge: aten.nll_loss_forward with class weights has no dtensor rule "
+                                 f"(input {x._spec}); accepted: weight=None")
+    plan = _b.prepare("nll_loss", (x, target), {"reduction": _REDUCTIONS[reduction],
+                                                "ignore_index": ignore_index})
+    (output,) = plan.run()
+    total = (target != ignore_index).sum().to(x.dtype)
+    return output, total
+
+
+def _nll_loss_backward_adapt(a, k):
+    # nll_loss_backward(grad, self, target, weight, reduction, ignore_index, total_weight): dtensor's
+    # takes the reduction by name and no total_weight (it counts the targets itself).
+    grad, x, target, weight, reduction, ignore_index = a[:6]
+    if weight is not None:
+        raise UnsupportedOpError("bridge: aten.nll_loss_backward with class weights has no dtensor "
+                                 "rule; accepted: weight=None")
+    return (grad, x, target), {"reduction": _REDUCTIONS[reduction], "ignore_index": ignore_index}
+
+
+def _unbiased_adapt(a, k):
+    # var.dim/std.dim(self, dim, unbiased=True, keepdim=False) -> var(self, dim, *, correction, keepdim)
+    a = list(a) + [None] * (4 - len(a))
+    unbiased = k.get("unbiased", True if a[2] is None else a[2])
+    keepdim = k.get("keepdim", False if a[3] is None else a[3])
+    return (a[0], a[1]), {"correction": 1 if unbiased else 0, "keepdim": keepdim}
+
+
+def _var_mean(func, args, kwargs):
+    """var_mean.correction(self, dim, *, correction, keepdim) as var and mean, each through the engine
+    (torch's own decomposition reaches prims.var, which has no rule)."""
+    bound = _bind(func, args, kwargs)
+    x, dim, keepdim = bound["self"], bound.get("dim"), bound.get("keepdim", False)
+    correction = bound.get("correction")
+    if correction is None:  # var_mean.dim's unbiased, default True
+        correction = 1 if bound.get("unbiased", True) else 0
+    return (aten.var.correction(x, dim, correction=correction, keepdim=keepdim),
+            aten.mean.dim(x, dim, keepdim) if dim is not None else aten.mean.default(x))
+
+
+def _bind(func, args, kwargs):
+    """An ATen call's arguments by name (its schema's), defaults left out."""
+    bound = {a.name: v for a, v in zip(func._schema.arguments, args)}
+    bound.update(kwargs)
+    return bound
+
+
+def _sdpa_flash_cpu(func, args, kwargs):
+    """_scaled_dot_product_flash_attention_for_cpu -> (output, logsumexp): output by dtensor's
+    scaled_dot_product_attention (its rules and kernel); logsumexp, which torch's autograd keeps for
+    the backward (dtensor's backward recomputes what it needs), from the scores through the engine."""
+    b = _bind(func, args, kwargs)
+    q, k, v = b["query"], b["key"], b["value"]
+    if b.get("dropout_p", 0.0):
+        raise UnsupportedOpError(f"bridge: {func} with dropout_p={b['dropout_p']} has no dtensor rule "
+                                 f"(query {q._spec}); accepted: dropout_p=0")
+    mask, causal, scale = b.get("attn_mask"), b.get("is_causal", False), b.get("scale")
+    kw = {"is_causal": causal, "scale": scale}
+    if mask is not None:
+        kw["attn_mask"] = mask
+    (out,) = _b.prepare("scaled_dot_product_attention", (q, k, v), kw).run()
+    scores = aten.matmul.default(q, aten.transpose.int(k, -2, -1))
+    scores = aten.mul.Tensor(scores, scale if scale is not None else q.shape[-1] ** -0.5)
+    if causal:
+        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+        scores = aten.masked_fill.Scalar(scores, aten.eq.Scalar(keep, False), float("-inf"))  # not keep
+    if mask is not None:  # the flash kernel takes an additive float mask (F.sdpa converts bools)
+        scores = aten.add.Tensor(scores, mask)
+    return out, aten.logsumexp.default(scores, [-1])
+
+
+def _sdpa_backward_adapt(a, k):
+    # _scaled_dot_product_flash_attention_for_cpu_backward(grad_out, q, k, v, out, logsumexp,
+    # dropout_p, is_causal, *, attn_mask, scale) -> dtensor's _scaled_dot_product_attention_backward.
+    kw = {"is_causal": a[7] if len(a) > 7 else k.get("is_causal", False), "scale": k.get("scale")}
+    if k.get("attn_mask") is not None:
+        kw["attn_mask"] = k["attn_mask"]
+    return a[:5], kw
+
+
+def _scalar_as_tensor(a, k):
+    # cmp.Scalar(x, c): dtensor has cmp(Tensor, Tensor); c as a 0-dim replicated tensor gives the
+    # same rules (it broadcasts). Torch's kernel still gets the scalar overload.
+    return (a[0], torch.tensor(a[1])), {}
+
+
+# ATen overloads whose registered op (or rule-equivalent op) differs from the default mapping.
+_ALIASES = {
+    "_softmax": ("softmax", _drop_after(2), None, None),
+    "_log_softmax": ("log_softmax", _drop_after(2), None, None),
+    # The wrapper claims contiguous global strides, so torch calls view where the block (e.g. after
+    # a transpose) may not be viewable: blocks are reshaped (a view when their strides allow it).
+    "_unsafe_view": ("view", None, _local_size, aten.reshape.default),
+    "view": ("view", None, _local_size, aten.reshape.default),
+    "reshape": ("reshape", None, _local_size, None),
+    "expand": ("expand", _drop_after(2), _local_size, None),
+    "_to_copy": ("to", _to_adapt, None, None),
+    "to.dtype": ("to", _to_dtype_adapt, None, None),
+    "to.dtype_layout": ("to", _to_adapt, None, None),
+    # Pointwise backward ops linear in the gradient and not in the other input: gelu_backward's rules.
+    "threshold_backward": ("gelu_backward", _keep_grad_and_input, None, None),
+    "sigmoid_backward": ("gelu_backward", _keep_grad_and_input, None, None),
+    "tanh_backward": ("gelu_backward", _keep_grad_and_input, None, None),
+    "silu_backward": ("gelu_backward", _keep_grad_and_input, None, None),
+    "embedding_dense_backward": ("embedding_dense_backward", _embedding_backward_adapt, None, None),
+    "nll_loss_backward": ("nll_loss_backward", _nll_loss_backward_adapt, None, None),
+    "_scaled_dot_product_flash_attention_for_cpu_backward": (
+        "_scaled_dot_product_attention_backward", _sdpa_backward_adapt, None, None),
+}
+_ALIASES["var.dim"] = ("var", _unbiased_adapt, None, None)
+_ALIASES["std.dim"] = ("std", _unbiased_adapt, None, None)
+for _cmp in ("eq", "ne", "lt", "le", "gt", "ge"):
+    _ALIASES[_cmp + ".Scalar"] = (_cmp, _scalar_as_tensor, None, None)
+
+# Ops computed by torch's decomposition into ops that have rules (each goes through the engine).
+_DECOMPOSED = ("_softmax_backward_data", "_log_softmax_backward_data", "mse_loss", "mse_loss_backward",
+               "native_layer_norm", "native_layer_norm_backward")
+
+
+def _same_layout(func, args, kwargs):
+    """detach, alias, clone: metadata or copy only; the block keeps its layout."""
+    x = args[0]
+    return DTensor(func(x._local, *args[1:], **kwargs), x._spec, x._mesh)
+
+
+def _fill_like(func, args, kwargs):
+    """ones_like/zeros_like/empty_like/full_like (autograd's seed of backward): a fresh tensor of the
+    input's shape. A Partial input's block has the whole shape along that mesh dim, so the filled
+    block is laid out as Replicate there (filling Partial(sum) pieces with ones would sum to k)."""
+    x = args[0]
+    local = func(x._local, *args[1:], **kwargs)
+    spec = x._spec
+    if spec.has_partial or _dtype_name(local.dtype) != spec.dtype:
+        spec = spec.with_([Replicate() if p.is_partial() else p for p in spec.placements],
+                          list(spec.shape), _dtype_name(local.dtype))
+    return DTensor(local, spec, x._mesh)
+
+
+def _fill_(func, args, kwargs):
+    """zero_/fill_ (optimizer.zero_grad(set_to_none=False), initializers): every block filled; a
+    Partial tensor becomes Replicate there (c in every Partial(sum) piece would sum to k*c)."""
+    x = args[0]
+    func(x._local, *args[1:], **kwargs)
+    if x._spec.has_partial:
+        x._spec = x._spec.with_([Replicate() if p.is_partial() else p for p in x._spec.placements],
+                                list(x._spec.shape), x._spec.dtype)
+    return x
+
+
+def _new_filled(func, args, kwargs):
+    """new_zeros/new_ones/new_empty/new_full(x, size, ...): a fresh tensor of the global `size`,
+    replicated (every rank makes the whole tensor)."""
+    x = args[0]
+    local = func(x._local, *args[1:], **kwargs)
+    spec = x._spec.with_([Replicate()] * len(x._spec.placements), list(local.shape),
+                         _dtype_name(local.dtype))
+    return DTensor(local, spec, x._mesh)
+
+
+def _copy_(func, args, kwargs):
+    """copy_(dst, src): src moved to dst's placements, then copied block to block."""
+    dst, src = args[0], args[1]
+    if type(dst) is not DTensor:
+        raise DTensorError(f"bridge: aten.copy_: copying a sharded tensor {src._spec} into a plain "
+                           f"{type(dst).__name__}; accepted: dst.copy_(src.full_tensor())")
+    if type(src) is not DTensor:
+        raise DTensorError(f"bridge: aten.copy_: copying a plain {type(src).__name__} into a sharded "
+                           f"tensor {dst._spec}; accepted: a sharded source (bridge.distribute it)")
+    if src._spec.placements != dst._spec.placements:
+        src = _moved(src, dst._spec.placements)
+    dst._local.copy_(src._local, **kwargs)
+    return dst
+
+
+def _in_place(out_of_place):
+    """x.op_(...) as x's block <- op(...) moved to x's placements (torch's add_ from AccumulateGrad)."""
+
+    def handler(func, args, kwargs):
+        r = _dispatch_on(out_of_place, args, kwargs)
+        return _copy_(None, (args[0], r), {})
+
+    return handler
+
+
+def _dispatch_on(func, args, kwargs):
+    handler = _handlers.get(func)
+    if handler is None:
+        handler = _handlers[func] = _resolve(func)
+    return handler(func, args, kwargs)
+
+
+def _decomposed(qualified, decomp):
+    def handler(func, args, kwargs):
+        try:
+            return decomp(*args, **kwargs)
+        except UnsupportedOpError as e:
+            raise UnsupportedOpError(f"bridge: {qualified}, run as torch's decomposition: {e}") from e
+
+    return handler
+
+
+def _unsupported(qualified):
+    def handler(func, args, kwargs):
+        if getattr(_fallback, "on", False):
+            return _replicated(func, args, kwargs)
+        shapes = [(tuple(a.shape), a._spec.placements) for a in args if type(a) is DTensor]
+        raise UnsupportedOpError(
+            f"bridge: {qualified} has no sharding rule in dtensor (inputs: {shapes}); accepted: the "
+            f"ops of dtensor.ops.names() and the bridge's own (docs/PYTHON.md), or opt in to "
+            f"replication with dtensor.bridge.allow_replicate_fallback()")
+
+    return handler
+
+
+def _replicated(func, args, kwargs):
+    """allow_replicate_fallback: every sharded input made Replicate, torch's op on whole tensors."""
+    ref = next(a for a in list(args) + list(kwargs.values()) if type(a) is DTensor)
+    n = len(ref._spec.placements)
+
+    def local(a):
+        if type(a) is DTensor:
+            return _moved(a, [Replicate()] * n)._local
+        if isinstance(a, (list, tuple)) and a and type(a[0]) is DTensor:
+            return [local(e) for e in a]
+        return a
+
+    out = func(*[local(a) for a in args], **{k: local(v) for k, v in kwargs.items()})
+
+    def wrap(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        return DTensor(t, ref._spec.with_([Replicate()] * n, list(t.shape), _dtype_name(t.dtype)),
+                       ref._mesh)
+
+    if isinstance(out, (list, tuple)):
+        return type(out)(wrap(t) for t in out)
+    return wrap(out)
+
+
+_SPECIAL = {
+    "detach": _same_layout,
+    "alias": _same_layout,
+    "clone": _same_layout,
+    "ones_like": _fill_like,
+    "zeros_like": _fill_like,
+    "empty_like": _fill_like,
+    "full_like": _fill_like,
+    "copy_": _copy_,
+    "zero_": _fill_,
+    "fill_": _fill_,
+    "new_zeros": _new_filled,
+    "new_ones": _new_filled,
+    "new_empty": _new_filled,
+    "new_full": _new_filled,
+    "nll_loss_forward": _nll_loss_forward,
+    "var_mean": _var_mean,
+    "_scaled_dot_product_flash_attention_for_cpu": _sdpa_flash_cpu,
+}
+
+
+_b.set_types(DTensor, torch.Tensor, torch.dtype)
+
+
+def _resolve(func):
+    """The handler of one OpOverload (cached by the caller): bridge bookkeeping, an alias, a
+    registered op (`aten::add.Tensor` -> "add.Tensor" if registered, else "add"), the in-place form
+    of one, a decomposition, or an error naming the op."""
+    namespace, base = func._schema.name.split("::", 1)
+    overload = func._overloadname
+    qualified = f"{namespace}.{base}.{overload}"
+    if namespace != "aten":  # dtensor's ops are ATen's; prims and custom ops have no rules
+        return _unsupported(qualified)
+    if base in _SPECIAL:
+        return _SPECIAL[base]
+    alias = _ALIASES.get(f"{base}.{overload}") or _ALIASES.get(base)
+    if alias is not None:
+        return _engine(*alias)
+    names = _registry()
+    dotted = base if overload == "default" else f"{base}.{overload}"
+    if dotted in names:
+        return _engine(dotted)
+    if base in names:
+        return _engine(base)
+    if base.endswith("_") and not base.endswith("__"):
+        packet = getattr(aten, base[:-1], None)
+        if packet is not None and overload in packet.overloads():
+            return _in_place(getattr(packet, overload))
+    if base in _DECOMPOSED:
+        from torch._decomp import decomposition_table
+
+        decomp = decomposition_table.get(func)
+        if decomp is not None:
+            return _decomposed(qualified, decomp)
+    return _unsupported(qualified)

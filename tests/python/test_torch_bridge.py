@@ -1,0 +1,633 @@
+# dtensor.bridge: plain PyTorch code (torch.nn.functional, nn modules, autograd) on sharded tensors,
+# dtensor's engine choosing placements and torch's kernels computing on the blocks. Every result
+# and gradient is compared with single-device PyTorch on the same data.
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import dtensor  # noqa: E402
+from dtensor import Partial, Replicate, Shard, bridge  # noqa: E402
+
+aten = torch.ops.aten
+
+torch.set_num_threads(1)  # the rank threads share two cores
+
+TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6), torch.float64: dict(rtol=1e-10, atol=1e-12)}
+
+
+def on_mesh(shape, fn):
+    """fn(mesh) on prod(shape) thread ranks; the results by rank."""
+
+    def rank_fn(world):
+        return fn(dtensor.init_device_mesh("cpu", shape))
+
+    return dtensor.run_threads(math.prod(shape), rank_fn)
+
+
+def full(t):
+    return t.full_tensor().detach()
+
+
+def close(got, want, dtype):
+    torch.testing.assert_close(got, want, **TOL[dtype])
+
+
+def gen(dtype, *shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("w_place,x_place,y_place", [
+    # column-parallel: the output stays sharded on its features, no collective
+    (Shard(0), Replicate(), Shard(1)),
+    # row-parallel: the contraction is sharded, the output a Partial sum
+    (Shard(1), Shard(1), Partial()),
+    # data-parallel: the batch is sharded, the weight replicated
+    (Replicate(), Shard(0), Shard(0)),
+])
+def test_linear_forward_backward(dtype, w_place, x_place, y_place):
+    X, W, B, G = gen(dtype, 8, 16, seed=1), gen(dtype, 12, 16, seed=2), gen(dtype, 12, seed=3), gen(dtype, 8, 12, seed=4)
+    x_ref, w_ref, b_ref = (t.clone().requires_grad_() for t in (X, W, B))
+    y_ref = F.linear(x_ref, w_ref, b_ref)
+    (y_ref * G).sum().backward()
+    b_place = Shard(0) if w_place.is_shard(0) else Replicate()
+
+    def fn(mesh):
+        x = bridge.distribute(X.clone().requires_grad_(), mesh, [x_place])
+        w = bridge.distribute(W.clone().requires_grad_(), mesh, [w_place])
+        b = bridge.distribute(B.clone().requires_grad_(), mesh, [b_place])
+        y = F.linear(x, w, b) if not y_place.is_partial() else F.linear(x, w)
+        placements = y.placements
+        if y_place.is_partial():
+            y = y + b  # the bias joins the Partial sum once (add's rules)
+        (y * bridge.distribute(G, mesh, [Replicate()])).sum().backward()
+        return placements, full(y), full(x.grad), full(w.grad), full(b.grad)
+
+    for placements, y, gx, gw, gb in on_mesh((4,), fn):
+        assert placements == (y_place,)
+        close(y, y_ref.detach(), dtype)
+        close(gx, x_ref.grad, dtype)
+        close(gw, w_ref.grad, dtype)
+        close(gb, b_ref.grad, dtype)
+
+
+def test_nn_linear_3d_input_sequence_sharded():
+    dtype = torch.float64
+    X = gen(dtype, 2, 8, 16, seed=5)
+    torch.manual_seed(0)
+    ref = nn.Linear(16, 12, dtype=dtype)
+    x_ref = X.clone().requires_grad_()
+    ref(x_ref).pow(2).mean().backward()
+
+    def fn(mesh):
+        lin = nn.Linear(16, 12, dtype=dtype)
+        lin.weight = nn.Parameter(bridge.distribute(ref.weight.detach(), mesh, [Shard(0)]))
+        lin.bias = nn.Parameter(bridge.distribute(ref.bias.detach(), mesh, [Shard(0)]))
+        x = bridge.distribute(X.clone().requires_grad_(), mesh, [Shard(1)])
+        y = lin(x)
+        y.pow(2).mean().backward()
+        return full(y), full(x.grad), full(lin.weight.grad), full(lin.bias.grad)
+
+    for y, gx, gw, gb in on_mesh((4,), fn):
+        close(y, ref(X).detach(), dtype)
+        close(gx, x_ref.grad, dtype)
+        close(gw, ref.weight.grad, dtype)
+        close(gb, ref.bias.grad, dtype)
+
+
+@pytest.mark.parametrize("act", [F.relu, F.gelu, torch.tanh, torch.sigmoid, F.silu])
+@pytest.mark.parametrize("place", [Shard(0), Shard(1), Replicate()])
+def test_activations_forward_backward(act, place):
+    dtype = torch.float64
+    X, G = gen(dtype, 8, 6, seed=6), gen(dtype, 8, 6, seed=7)
+    x_ref = X.clone().requires_grad_()
+    (act(x_ref) * G).sum().backward()
+
+    def fn(mesh):
+        x = bridge.distribute(X.clone().requires_grad_(), mesh, [place])
+        y = act(x)
+        (y * bridge.distribute(G, mesh, [place])).sum().backward()
+        return y.placements, full(y), full(x.grad)
+
+    for placements, y, gx in on_mesh((4,), fn):
+        assert placements == (place,)  # pointwise: no redistribution
+        close(y, act(X), dtype)
+        close(gx, x_ref.grad, dtype)
+
+
+@pytest.mark.parametrize("fn_name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dim,place", [(1, Shard(0)), (1, Shard(1)), (0, Shard(1)), (-1, Replicate())])
+def test_softmax_forward_backward(fn_name, dim, place):
+    dtype = torch.float64
+    f = getattr(F, fn_name)
+    X, G = gen(dtype, 8, 12, seed=8), gen(dtype, 8, 12, seed=9)
+    x_ref = X.clone().requires_grad_()
+    (f(x_ref, dim=dim) * G).sum().backward()
+
+    def fn(mesh):
+        x = bridge.distribute(X.clone().requires_grad_(), mesh, [place])
+        y = f(x, dim=dim)
+        (y * bridge.distribute(G, mesh, [Replicate()])).sum().backward()
+        return full(y), full(x.grad)
+
+    for y, gx in on_mesh((4,), fn):
+        close(y, f(X, dim=dim), dtype)
+        close(gx, x_ref.grad, dtype)
+
+
+@pytest.mark.parametrize("reduce", [
+    lambda t: t.sum(), lambda t: t.sum(0), lambda t: t.sum(1, keepdim=True),
+    lambda t: t.mean(), lambda t: t.mean(0), lambda t: t.mean(-1, keepdim=True),
+])
+@pytest.mark.parametrize("place", [Shard(0), Shard(1), Replicate()])
+def test_sum_mean_forward_backward(reduce, place):
+    dtype = torch.float64
+    X = gen(dtype, 10, 6, seed=10)  # 10 rows over 4 ranks: uneven blocks 3, 3, 3, 1
+    x_ref = X.clone().requires_grad_()
+    out_ref = reduce(x_ref)
+    (out_ref * out_ref).sum().backward()
+
+    def fn(mesh):
+        x = bridge.distribute(X.clone().requires_grad_(), mesh, [place])
+        out = reduce(x)
+        (out * out).sum().backward()
+        return full(out), full(x.grad)
+
+    for out, gx in on_mesh((4,), fn):
+        close(out, out_ref.detach(), dtype)
+        close(gx, x_ref.grad, dtype)
+
+
+def _mlp(dtype):
+    return nn.Sequential(nn.Linear(16, 32, dtype=dtype), nn.GELU(), nn.Linear(32, 8, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_mlp_tensor_and_data_parallel_training_step(dtype):
+    # 2x2 mesh: batch over mesh dim 0 (dp), Megatron-style column/row-parallel layers over dim 1 (tp).
+    X, Y = gen(dtype, 8, 16, seed=11), gen(dtype, 8, 8, seed=12)
+    torch.manual_seed(0)
+    ref = _mlp(dtype)
+    state = {k: v.detach().clone() for k, v in ref.state_dict().items()}
+    x_ref = X.clone().requires_grad_()
+    loss_ref = F.mse_loss(ref(x_ref) + x_ref[:, :8], Y)
+    loss_ref.backward()
+    lr = 0.1
+    with torch.no_grad():
+        stepped = {n: p - lr * p.grad for n, p in ref.named_parameters()}
+    layout = {"0.weight": [Replicate(), Shard(0)], "0.bias": [Replicate(), Shard(0)],
+              "2.weight": [Replicate(), Shard(1)], "2.bias": [Replicate(), Replicate()]}
+
+    def fn(mesh):
+        model = _mlp(dtype)
+        for name, p in state.items():
+            mod, attr = model[int(name[0])], name[2:]
+            setattr(mod, attr, nn.Parameter(bridge.distribute(p, mesh, layout[name])))
+        x = bridge.distribute(X.clone().requires_grad_(), mesh, [Shard(0), Replicate()])
+        y = bridge.distribute(Y, mesh, [Shard(0), Replicate()])
+        hidden_place = model[1](model[0](x)).placements
+        loss = F.mse_loss(model(x) + x[:, :8], y)
+        loss.backward()
+        grads = {n: full(p.grad) for n, p in model.named_parameters()}
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= lr * p.grad  # in place: aten.sub_ through the engine, kept in p's layout
+        return (hidden_place, full(loss), full(x.grad), grads,
+                {n: (full(p), p.placements) for n, p in model.named_parameters()})
+
+    for hidden_place, loss, gx, grads, params in on_mesh((2, 2), fn):
+        assert hidden_place == (Shard(0), Shard(1))  # column-parallel: hidden stays sharded
+        close(loss, loss_ref.detach(), dtype)
+        close(gx, x_ref.grad, dtype)
+        for n, p in ref.named_parameters():
+            close(grads[n], p.grad, dtype)
+            value, placements = params[n]
+            close(value, stepped[n], dtype)
+            assert list(placements) == layout[n]
+
+
+def test_unsupported_op_names_it():
+    def fn(mesh):
+        x = bridge.distribute(gen(torch.float32, 8, 4), mesh, [Shard(0)])
+        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\.sort\.default"):
+            torch.sort(x, dim=1)
+        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\._fft_r2c"):
+            torch.fft.fft(x)
+        with pytest.raises(NotImplementedError, match=r"aten\.sort"):  # also a NotImplementedError
+            x.sort()
+        return True
+
+    assert all(on_mesh((4,), fn))
+
+
+def test_replicate_fallback_is_opt_in():
+    X = gen(torch.float64, 8, 4, seed=13)
+
+    def fn(mesh):
+        x = bridge.distribute(X, mesh, [Shard(0)])
+        with bridge.allow_replicate_fallback():
+            values, indices = torch.sort(x, dim=0)
+        return values.placements, full(values), full(indices)
+
+    want_v, want_i = torch.sort(X, dim=0)
+    for placements, values, indices in on_mesh((4,), fn):
+        assert placements == (Replicate(),)
+        assert torch.equal(values, want_v) and torch.equal(indices, want_i)
+
+
+def test_creation_local_full_and_redistribute():
+    X = gen(torch.float64, 10, 3, seed=14)
+
+    def fn(mesh):
+        rank = mesh.get_rank()
+        x = bridge.distribute(X, mesh, [Shard(0)])
+        local = x.to_local()
+        again = bridge.from_local(local, mesh, [Shard(0)], shape=(10, 3))
+        moved = x.redistribute(placements=[Shard(1)])
+        # a gradient through redistribute comes back in the source layout
+        src = bridge.distribute(X.clone().requires_grad_(), mesh, [Shard(0)])
+        src.redistribute(placements=[Replicate()]).pow(2).sum().backward()
+        return (rank, type(local), local.clone(), x.shape, full(again), moved.placements,
+                moved.to_local().clone(), src.grad.placements, full(src.grad))
+
+    chunks0, chunks1 = torch.chunk(X, 4, 0), torch.chunk(X, 4, 1)
+    for rank, ltype, local, shape, again, moved_place, moved_local, gplace, grad in on_mesh((4,), fn):
+        assert ltype is torch.Tensor and shape == X.shape
+        assert torch.equal(local, chunks0[rank])
+        assert torch.equal(again, X)
+        assert moved_place == (Shard(1),)
+        assert torch.equal(moved_local, chunks1[rank] if rank < len(chunks1) else X[:, :0])
+        assert gplace == (Shard(0),)
+        close(grad, 2 * X, torch.float64)
+
+
+def test_plain_tensor_operand_is_replicated_and_errors_name_op():
+    X = gen(torch.float64, 8, 4, seed=15)
+
+    def fn(mesh):
+        x = bridge.distribute(X, mesh, [Shard(0)])
+        y = x * torch.tensor(3.0, dtype=torch.float64)  # a 0-dim plain tensor: replicated
+        with pytest.raises(dtensor.DTensorError, match="mm"):
+            torch.mm(x, x)  # [8, 4] @ [8, 4]: the engine's error names the op and shapes
+        return full(y)
+
+    for y in on_mesh((4,), fn):
+        close(y, X * 3, torch.float64)
+
+
+class _RMSNorm(nn.Module):
+    def __init__(self, d, dtype):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d, dtype=dtype))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+
+class _Block(nn.Module):
+    """A pre-norm transformer block written with plain torch modules and ops."""
+
+    def __init__(self, d, heads, dtype):
+        super().__init__()
+        self.heads = heads
+        self.n1, self.n2 = _RMSNorm(d, dtype), _RMSNorm(d, dtype)
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d, dtype=dtype) for _ in range(4))
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d, dtype=dtype), nn.Linear(4 * d, d, dtype=dtype)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.n1(x)
+        q, k, v = (m(h).view(b, t, self.heads, d // self.heads).transpose(1, 2) for m in (self.q, self.k, self.v))
+        att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // self.heads), dim=-1)
+        self.att_placements = getattr(att, "placements", None)
+        x = x + self.o((att @ v).transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(F.gelu(self.fc1(self.n2(x))))
+
+
+def test_transformer_block_megatron_layout():
+    # q/k/v/fc1 column-parallel (heads and hidden units sharded), o/fc2 row-parallel.
+    dtype = torch.float64
+    X = gen(dtype, 2, 8, 16, seed=16)
+    torch.manual_seed(0)
+    ref = _Block(16, 4, dtype)
+    state = {k: v.detach().clone() for k, v in ref.state_dict().items()}
+    x_ref = X.clone().requires_grad_()
+    out_ref = ref(x_ref)
+    out_ref.pow(2).mean().backward()
+    col, row = [Shard(0)], [Shard(1)]
+    layout = {"q": col, "k": col, "v": col, "fc1": col, "o": row, "fc2": row}
+
+    def fn(mesh):
+        block = _Block(16, 4, dtype)
+        for name, p in state.items():
+            mod, attr = name.split(".")
+            placements = layout.get(mod, [Replicate()])
+            if attr == "bias" and placements == row:
+                placements = [Replicate()]
+            setattr(getattr(block, mod), attr, nn.Parameter(bridge.distribute(p, mesh, placements)))
+        x = bridge.distribute(X.clone().requires_grad_(), mesh, [Replicate()])
+        out = block(x)
+        out.pow(2).mean().backward()
+        return (block.att_placements, full(out), full(x.grad),
+                {n: full(p.grad) for n, p in block.named_parameters()})
+
+    for att_placements, out, gx, grads in on_mesh((4,), fn):
+        assert att_placements == (Shard(1),)  # attention stays sharded by head
+        close(out, out_ref.detach(), dtype)
+        close(gx, x_ref.grad, dtype)
+        for n, p in ref.named_parameters():
+            close(grads[n], p.grad, dtype)
+
+
+def test_torch_optim_sgd_step_without_foreach():
+    dtype = torch.float64
+    W, X = gen(dtype, 8, 6, seed=17), gen(dtype, 4, 6, seed=18)
+    w_ref = W.clone().requires_grad_()
+    opt = torch.optim.SGD([w_ref], lr=0.1, momentum=0.9, foreach=False)
+    for _ in range(2):
+        opt.zero_grad()
+        F.linear(X, w_ref).pow(2).sum().backward()
+        opt.step()
+
+    def fn(mesh):
+        w = nn.Parameter(bridge.distribute(W, mesh, [Shard(0)]))
+        x = bridge.distribute(X, mesh, [Replicate()])
+        opt = torch.optim.SGD([w], lr=0.1, momentum=0.9, foreach=False)
+        for _ in range(2):
+            opt.zero_grad()
+            F.linear(x, w).pow(2).sum().backward()
+            opt.step()
+        return w.placements, full(w)
+
+    for placements, w in on_mesh((4,), fn):
+        assert placements == (Shard(0),)
+        close(w, w_ref.detach(), dtype)
+
+
+_MISC = {
+    "to_float32": lambda x, y: x.float(),
+    "compare_scalar": lambda x, y: (x > 0).to(x.dtype),
+    "where": lambda x, y: torch.where(x > y, x, y),
+    "masked_fill": lambda x, y: x.masked_fill(x < 0, 0.0),
+    "cat": lambda x, y: torch.cat([x, y], dim=1),
+    "stack": lambda x, y: torch.stack([x, y]),
+    "split": lambda x, y: torch.split(x, 2, dim=1)[1],
+    "transpose_contiguous": lambda x, y: x.transpose(0, 1).contiguous(),
+    "unsqueeze_permute": lambda x, y: x.unsqueeze(0).permute(2, 0, 1),
+    "flatten": lambda x, y: x.flatten(),
+    "slice": lambda x, y: x[:, 1:4],
+    "select": lambda x, y: x[:, 2],
+    "max_dim": lambda x, y: x.max(dim=0).values,
+    "argmax": lambda x, y: x.argmax(dim=0),
+    "cumsum": lambda x, y: x.cumsum(0),
+    "amax": lambda x, y: x.amax(0),
+    "logsumexp": lambda x, y: x.logsumexp(1),
+    "exp_log": lambda x, y: (x.exp() + 1).log(),
+    "div": lambda x, y: x / (y.abs() + 1),
+    "neg_sub": lambda x, y: -(x - 2 * y),
+    "maximum": lambda x, y: torch.maximum(x, y),
+    "matmul": lambda x, y: x @ y.t(),
+    "var": lambda x, y: x.var(0),
+}
+
+
+@pytest.mark.parametrize("place", [Shard(0), Shard(1)])
+def test_more_ops_match_torch(place):
+    X, Y = gen(torch.float64, 8, 6, seed=19), gen(torch.float64, 8, 6, seed=20)
+
+    def fn(mesh):
+        x, y = bridge.distribute(X, mesh, [place]), bridge.distribute(Y, mesh, [place])
+        return {k: full(f(x, y)) for k, f in _MISC.items()}
+
+    for got in on_mesh((4,), fn):
+        for k, f in _MISC.items():
+            want = f(X, Y)
+            assert got[k].dtype == want.dtype, k
+            torch.testing.assert_close(got[k], want, rtol=1e-10, atol=1e-12,
+                                       msg=lambda m, k=k: f"{k}: {m}")
+
+
+@pytest.mark.parametrize("place", [Shard(0), Shard(1), Replicate()])
+def test_embedding_and_cross_entropy(place):
+    # embedding table sharded by vocabulary (S(0)) or by feature (S(1)); cross_entropy over logits
+    # sharded by batch (S(0)) or by class (S(1): loss parallel, dtensor's distributed step).
+    dtype = torch.float64
+    E, L = gen(dtype, 16, 8, seed=21), gen(dtype, 6, 8, seed=22)
+    idx = torch.randint(0, 16, (4, 5), generator=torch.Generator().manual_seed(23))
+    tgt = torch.randint(0, 8, (6,), generator=torch.Generator().manual_seed(24))
+    e_ref, l_ref = E.clone().requires_grad_(), L.clone().requires_grad_()
+    F.embedding(idx, e_ref).pow(2).sum().backward()
+    loss_ref = F.cross_entropy(l_ref, tgt)
+    loss_ref.backward()
+
+    def fn(mesh):
+        e = bridge.distribute(E.clone().requires_grad_(), mesh, [place])
+        y = F.embedding(bridge.distribute(idx, mesh, [Replicate()]), e)
+        y.pow(2).sum().backward()
+        logits = bridge.distribute(L.clone().requires_grad_(), mesh, [place])
+        loss = F.cross_entropy(logits, bridge.distribute(tgt, mesh, [Replicate()]))
+        loss.backward()
+        return full(y), full(e.grad), full(loss), full(logits.grad)
+
+    for y, ge, loss, gl in on_mesh((4,), fn):
+        close(y, F.embedding(idx, E), dtype)
+        close(ge, e_ref.grad, dtype)
+        close(loss, loss_ref.detach(), dtype)
+        close(gl, l_ref.grad, dtype)
+
+
+def test_tiny_language_model_2d_mesh():
+    # token embedding -> transformer block -> vocabulary-parallel head -> cross_entropy, on a 2x2
+    # mesh: batch over mesh dim 0, Megatron tensor parallelism over mesh dim 1.
+    dtype, vocab, d = torch.float64, 12, 16
+    idx = torch.randint(0, vocab, (2, 8), generator=torch.Generator().manual_seed(25))
+    tgt = torch.randint(0, vocab, (2, 8), generator=torch.Generator().manual_seed(26))
+    torch.manual_seed(0)
+    ref = nn.ModuleDict({"emb": nn.Embedding(vocab, d, dtype=dtype), "block": _Block(d, 2, dtype),
+                         "head": nn.Linear(d, vocab, bias=False, dtype=dtype)})
+    state = {k: v.detach().clone() for k, v in ref.state_dict().items()}
+
+    def forward(m, i, t):
+        logits = m["head"](m["block"](m["emb"](i)))
+        return F.cross_entropy(logits.reshape(-1, vocab), t.reshape(-1))
+
+    loss_ref = forward(ref, idx, tgt)
+    loss_ref.backward()
+    col, row = [Replicate(), Shard(0)], [Replicate(), Shard(1)]
+    layout = {"q": col, "k": col, "v": col, "fc1": col, "o": row, "fc2": row, "head": col}
+
+    def fn(mesh):
+        torch.manual_seed(0)
+        m = nn.ModuleDict({"emb": nn.Embedding(vocab, d, dtype=dtype), "block": _Block(d, 2, dtype),
+                           "head": nn.Linear(d, vocab, bias=False, dtype=dtype)})
+        for name, p in state.items():
+            *path, attr = name.split(".")
+            mod = m
+            for part in path:
+                mod = mod[part] if isinstance(mod, nn.ModuleDict) else getattr(mod, part)
+            placements = layout.get(path[-1], [Replicate(), Replicate()])
+            if attr == "bias" and placements == row:
+                placements = [Replicate(), Replicate()]
+            setattr(mod, attr, nn.Parameter(bridge.distribute(p, mesh, placements)))
+        i = bridge.distribute(idx, mesh, [Shard(0), Replicate()])
+        t = bridge.distribute(tgt, mesh, [Shard(0), Replicate()])
+        loss = forward(m, i, t)
+        loss.backward()
+        return full(loss), {n: full(p.grad) for n, p in m.named_parameters()}
+
+    for loss, grads in on_mesh((2, 2), fn):
+        close(loss, loss_ref.detach(), dtype)
+        for n, p in ref.named_parameters():
+            close(grads[n], p.grad, dtype)
+
+
+def test_dtensor_interop_and_plain_parameter_operand():
+    X, W = gen(torch.float64, 8, 4, seed=27), gen(torch.float64, 4, 4, seed=28)
+    w_ref = W.clone().requires_grad_()
+    (X @ w_ref).sum().backward()
+
+    def fn(mesh):
+        x = bridge.distribute(X, mesh, [Shard(0)])
+        d = x.to_dtensor()  # a dtensor.DTensor over the same block
+        back = bridge.from_dtensor(dtensor.ops.relu(d), mesh)
+        w = W.clone().requires_grad_()  # a plain parameter: taken as replicated
+        (x @ w).sum().backward()
+        # its gradient comes back as a bridge tensor in the engine's layout (here a Partial sum)
+        return type(d).__name__, d.placements, full(back), type(w.grad), full(w.grad)
+
+    for name, placements, back, grad_type, gw in on_mesh((4,), fn):
+        assert name == "DTensor" and placements == (Shard(0),)
+        assert torch.equal(back, X.relu())
+        assert grad_type is bridge.DTensor
+        close(gw, w_ref.grad, torch.float64)
+
+
+@pytest.mark.parametrize("place", [Shard(0), Shard(1), Shard(2), Replicate()])
+def test_layer_norm_forward_backward(place):
+    # native_layer_norm and its backward run as torch's decompositions, each piece through the engine.
+    dtype = torch.float64
+    X, G = gen(dtype, 2, 8, 16, seed=29), gen(dtype, 2, 8, 16, seed=30)
+    ref = nn.LayerNorm(16, dtype=dtype)
+    with torch.no_grad():
+        ref.weight.copy_(gen(dtype, 16, seed=31))
+        ref.bias.copy_(gen(dtype, 16, seed=32))
+    x_ref = X.clone().requires_grad_()
+    (ref(x_ref) * G).sum().backward()
+
+    def fn(mesh):
+        ln = nn.LayerNorm(16, dtype=dtype)
+        ln.weight = nn.Parameter(bridge.distribute(ref.weight.detach(), mesh, [Replicate()]))
+        ln.bias = nn.Parameter(bridge.distribute(ref.bias.detach(), mesh, [Replicate()]))
+        x = bridge.distribute(X.clone().requires_grad_(), mesh, [place])
+        y = ln(x)
+        (y * bridge.distribute(G, mesh, [place])).sum().backward()
+        return full(y), full(x.grad), full(ln.weight.grad), full(ln.bias.grad)
+
+    for y, gx, gw, gb in on_mesh((4,), fn):
+        close(y, ref(X).detach(), dtype)
+        close(gx, x_ref.grad, dtype)
+        close(gw, ref.weight.grad, dtype)
+        close(gb, ref.bias.grad, dtype)
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "causal", "bool", "float"])
+@pytest.mark.parametrize("place", [Shard(0), Shard(1), Shard(2), Replicate()])
+def test_scaled_dot_product_attention(mask_kind, place):
+    # F.scaled_dot_product_attention reaches dispatch as torch's CPU flash kernel: dtensor's
+    # scaled_dot_product_attention rules and kernel compute it, backward included.
+    dtype = torch.float64
+    Q, K, V, G = (gen(dtype, 2, 4, 8, 6, seed=s) for s in (33, 34, 35, 36))
+    mask = None
+    if mask_kind == "bool":
+        mask = torch.rand(8, 8, generator=torch.Generator().manual_seed(37)) > 0.3
+        mask[:, 0] = True  # every query sees a key
+    elif mask_kind == "float":
+        mask = gen(dtype, 8, 8, seed=38)
+    kw = {"is_causal": mask_kind == "causal"}
+    # the flash kernel takes masks as additive floats (F.scaled_dot_product_attention converts)
+    fmask = mask
+    if mask_kind == "bool":
+        fmask = torch.zeros(8, 8, dtype=dtype).masked_fill(~mask, float("-inf"))
+    refs = [t.clone().requires_grad_() for t in (Q, K, V)]
+    out_ref = F.scaled_dot_product_attention(*refs, attn_mask=mask, **kw)
+    (out_ref * G).sum().backward()
+
+    def fn(mesh):
+        q, k, v = (bridge.distribute(t.clone().requires_grad_(), mesh, [place]) for t in (Q, K, V))
+        m = None if mask is None else bridge.distribute(mask, mesh, [Replicate()])
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=m, **kw)
+        (out * bridge.distribute(G, mesh, [place])).sum().backward()
+        with torch.no_grad():  # the logsumexp output the bridge computes for torch's autograd
+            fm = None if fmask is None else bridge.distribute(fmask, mesh, [Replicate()])
+            _, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, attn_mask=fm, **kw)
+        return full(out), [full(t.grad) for t in (q, k, v)], full(lse)
+
+    with torch.no_grad():
+        _, lse_ref = aten._scaled_dot_product_flash_attention_for_cpu(Q, K, V, attn_mask=fmask, **kw)
+    for out, grads, lse in on_mesh((4,), fn):
+        close(out, out_ref.detach(), dtype)
+        close(lse, lse_ref, dtype)
+        for got, want in zip(grads, refs):
+            close(got, want.grad, dtype)
+
+
+def test_fill_and_new_tensors():
+    X = gen(torch.float64, 8, 4, seed=39)
+
+    def fn(mesh):
+        x = bridge.distribute(X, mesh, [Shard(0)])
+        p = bridge.distribute(X, mesh, [Replicate()]).redistribute(placements=[Partial()])
+        p.fill_(2.0)  # a Partial(sum) filled with 2 becomes Replicate, not 2 * 4
+        z = x.clone().zero_()
+        n = x.new_ones((3, 5))
+        return p.placements, full(p), full(z), n.placements, full(n)
+
+    for p_place, p, z, n_place, n in on_mesh((4,), fn):
+        assert p_place == (Replicate(),) and torch.equal(p, torch.full((8, 4), 2.0, dtype=torch.float64))
+        assert torch.equal(z, torch.zeros(8, 4, dtype=torch.float64))
+        assert n_place == (Replicate(),) and torch.equal(n, torch.ones(3, 5, dtype=torch.float64))
+
+
+PROCESS_SCRIPT = """
+import torch, torch.nn as nn, torch.nn.functional as F
+import dtensor
+from dtensor import Replicate, Shard, bridge
+
+torch.manual_seed(0)  # the same data and weights on every rank
+X = torch.randn(8, 16, dtype=torch.float64)
+ref = nn.Sequential(nn.Linear(16, 32, dtype=torch.float64), nn.GELU(), nn.Linear(32, 4, dtype=torch.float64))
+state = {k: v.detach().clone() for k, v in ref.state_dict().items()}
+ref(X).pow(2).mean().backward()
+mesh = dtensor.init_device_mesh("cpu", (2,))
+layout = {"0.weight": [Shard(0)], "0.bias": [Shard(0)], "2.weight": [Shard(1)], "2.bias": [Replicate()]}
+model = nn.Sequential(nn.Linear(16, 32, dtype=torch.float64), nn.GELU(), nn.Linear(32, 4, dtype=torch.float64))
+for name, p in state.items():
+    setattr(model[int(name[0])], name[2:], nn.Parameter(bridge.distribute(p, mesh, layout[name])))
+x = bridge.distribute(X, mesh, [Replicate()])
+model(x).pow(2).mean().backward()
+for (n, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+    torch.testing.assert_close(p.grad.full_tensor(), q.grad, rtol=1e-10, atol=1e-12)
+print(f"rank {dtensor.init_process_group().rank}: bridge ok", flush=True)
+"""
+
+
+def test_bridge_on_process_ranks(tmp_path):
+    # the same bridge over Gloo, one rank a process (dtensor launch), where ranks share no GIL
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    launcher = os.path.join(root, "bazel-bin", "tools", "dtensor")
+    assert os.path.exists(launcher), "build //tools:dtensor first (scripts/test.sh does)"
+    script = tmp_path / "bridge_ranks.py"
+    script.write_text(PROCESS_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.path.join(root, "python"), DTENSOR_TIMEOUT="60")
+    out = subprocess.run([launcher, "launch", "-n", "2", "--", sys.executable, str(script)],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "rank 0: bridge ok" in out.stdout and "rank 1: bridge ok" in out.stdout, out.stdout

@@ -21,6 +21,11 @@
 //           experts [P; S(0), R] (each rank adds its experts' share); Partial [P; P, R].
 // With experts sharded, dispatch [S(1)] -> expert matmul [S(0)] is the engine's S(1) -> S(0)
 // redistribution: one all_to_all, as in expert parallelism.
+//   opaque(inputs[...], shape, dtype, aten) -> [*shape] of dtype
+//     An op the planner has no rule for, kept in an imported graph (python/dtensor/planning.py) so
+//     the plan still covers the model: no rules, so only the all-Replicate row (every input gathered
+//     to every rank, the output replicated). Priced as a copy: reads its inputs, writes its output,
+//     0 FLOPs. `aten` names the original op for reports.
 #include <mutex>
 
 #include "dispatch/dispatch.h"
@@ -212,6 +217,31 @@ void define_moe(Registry& reg) {
   }
 }
 
+void define_opaque(Registry& reg) {
+  if (reg.try_find("opaque")) return;
+  OpDef& op = reg.define("opaque(Tensor[] inputs, int[] shape, ScalarType dtype='float32', str aten='') -> Tensor",
+                         "planner");
+  op.cost = ops::cost(CostClass::kCopy);
+  op.no_backward = kPlannerOnly;
+  op.meta = [](const OpCall& c) {
+    const std::vector<int64_t> shape = c.get_int_list("shape");
+    if (static_cast<int64_t>(shape.size()) > kMaxTensorRank)
+      bad(c, absl::StrCat("shape has ", shape.size(), " dims; at most ", kMaxTensorRank, " are accepted"));
+    int64_t n = 1;
+    for (int64_t s : shape) {
+      if (s < 0) bad(c, absl::StrCat("shape sizes must be >= 0, not ", s));
+      n = checked_mul(n, s, "opaque: shape element count");  // graph.cc bounds the bytes
+    }
+    DType dt;
+    try {
+      dt = dtype_from_name(c.get_str("dtype"));
+    } catch (const std::exception& e) {
+      bad(c, e.what());
+    }
+    return std::vector<TensorMeta>{{Shape(shape.begin(), shape.end()), dt}};
+  };
+}
+
 }  // namespace
 
 void init_planner_ops() {
@@ -222,6 +252,7 @@ void init_planner_ops() {
     define_convolution(reg);
     define_batch_norm(reg);
     define_moe(reg);
+    define_opaque(reg);
   });
 }
 

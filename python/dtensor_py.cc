@@ -175,6 +175,8 @@ nb::tuple shape_tuple(const Shape& s) {
 }  // namespace
 }  // namespace dtensor::python
 
+void bind_planner(nanobind::module_& m);  // python/planner_py.cc
+
 NB_MODULE(_dtensor, m) {
   using namespace dtensor;
   using namespace dtensor::python;
@@ -183,6 +185,7 @@ NB_MODULE(_dtensor, m) {
   // Registered base first: nanobind tries the most recently registered translator first.
   auto error = nb::exception<Error>(m, "DTensorError", PyExc_ValueError);
   nb::exception<CommError>(m, "DTensorCommError", error.ptr());
+  bind_planner(m);
 
   nb::class_<Placement>(m, "Placement")
       .def_prop_ro("dim", [](const Placement& p) -> std::optional<int> {

@@ -32,8 +32,8 @@ from ._dtensor import (  # noqa: E402
 
 __all__ = [
     "DTensor", "DTensorCommError", "DTensorError", "DeviceMesh", "Partial", "Placement",
-    "Replicate", "Shard", "World", "destroy_process_group", "distribute_tensor", "explain", "init_device_mesh", "init_process_group",
-    "is_initialized", "ops", "run_threads",
+    "Replicate", "Shard", "World", "destroy_process_group", "distribute_tensor", "explain", "export_graph", "GraphImportError", "init_device_mesh", "init_process_group",
+    "is_initialized", "ops", "plan", "run_threads",
 ]
 
 # Public names print as dtensor.X (as torch's do), not as the private extension module's.
@@ -76,6 +76,8 @@ def explain(request, hardware="h100-nvlink"):
         raise DTensorError(answer["error"])
     return answer
 
+
+from .planning import GraphImportError, export_graph, plan  # noqa: E402
 
 # A process rank's Gloo group is closed before the interpreter tears down the extension.
 import atexit as _atexit  # noqa: E402

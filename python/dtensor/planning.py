@@ -1,0 +1,526 @@
+"""Plan the user's own PyTorch model: torch.export's ATen graph -> the planner's JSON graph format.
+
+    report = dtensor.plan(model, (input_ids,), mesh="dp=2,tp=4", hardware="h100-nvlink")
+    info = dtensor.export_graph(model, (input_ids,), "model.json")   # then: dtensor plan --graph
+
+The model may live on the `meta` device: export only needs shapes, so a Llama-3-8B-size config
+costs no memory. What the walk does with each ATen op (`_OPS` below):
+- mapped onto a planner op (the registry's ATen-named ops: linear, mm, sdpa, layer_norm, ...);
+- skipped as bookkeeping (getitem, detach, alias, _assert_*, sym_size): the value passes through;
+- folded into a constant when no graph input or parameter reaches it (arange, masks, rotary
+  tables): the planner materializes constants in any layout for free;
+- otherwise "unknown": kept as the planner's `opaque` op with the traced output shape, which has no
+  sharding rule, so it is planned replicated (inputs gathered to every rank) and priced as a copy
+  (reads its inputs, writes its output, 0 FLOPs). Unknown ops are listed in the report.
+"""
+import json
+import os
+import re
+import tempfile
+import time
+
+__all__ = ["export_graph", "plan", "graph_from_exported", "GraphImportError", "FLOP_OPS"]
+
+# dtype names of the planner (dtensor/core/dtype.cc).
+_DTYPES = {
+    "torch.float32": "float32", "torch.float64": "float64", "torch.float16": "float16",
+    "torch.bfloat16": "bfloat16", "torch.int64": "int64", "torch.int32": "int32",
+    "torch.int16": "int16", "torch.int8": "int8", "torch.uint8": "uint8", "torch.bool": "bool",
+}
+
+# Ops whose output is their input for planning (views of the same data, bookkeeping, identity in
+# a plan): the value passes through to the consumers.
+_PASS = {
+    "alias", "detach", "clone", "contiguous", "lift_fresh_copy", "dropout", "_to_copy", "to",
+    "copy", "type_as", "_unsafe_view_copy",
+}
+# Ops with no value to plan (assertions, shape queries); their users, if any, see static shapes.
+_SKIP = {"_assert_tensor_metadata", "_assert_scalar", "_assert_async", "sym_size", "sym_numel",
+         "sym_stride", "sym_storage_offset", "sym_constrain_range_for_size", "_assert_tensor_metadata"}
+# Creation ops: no tensor input, so always constants.
+_CREATE = {"arange", "zeros", "ones", "full", "empty", "new_ones", "new_zeros", "new_full",
+           "new_empty", "scalar_tensor", "zeros_like", "ones_like", "full_like", "empty_like",
+           "tensor", "eye", "tril_indices", "triu_indices", "rand", "randn"}
+
+# Matrix products counted as FLOPs, with torch.utils.flop_counter's convention: 2 per multiply-add,
+# bias adds not counted; scaled_dot_product_attention counts its two products (Q K^T and P V).
+FLOP_OPS = ("mm", "bmm", "addmm", "baddbmm", "linear", "matmul", "scaled_dot_product_attention")
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def _matmul_flops(name, ins, out):
+    """Forward FLOPs of a counted op (FLOP_OPS) from its tensor input and output shapes."""
+    if name == "scaled_dot_product_attention":
+        q, k, v = ins[0], ins[1], ins[2]
+        bh = _numel(q[:-2])
+        return 2 * bh * q[-2] * k[-2] * q[-1] + 2 * bh * q[-2] * k[-2] * v[-1]
+    if name in ("addmm", "baddbmm"):
+        a = ins[1]
+    else:
+        a = ins[0]
+    return 2 * _numel(out) * a[-1]
+
+
+class GraphImportError(ValueError):
+    """An exported graph the importer cannot describe (symbolic shapes, a non-tensor output...)."""
+
+
+def _module_path(node):
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    return list(stack.values())[-1][0]
+
+
+_LAYER = re.compile(r"(?:^|\.)(\d+)(?:\.|$)")
+
+
+def _layer_of(path):
+    """Index of the repeated block a module path lies in ('model.layers.3.mlp' -> 3), else -1."""
+    m = _LAYER.search(path)
+    return int(m.group(1)) if m else -1
+
+
+class _Walker:
+    def __init__(self, ep):
+        import torch
+
+        self.torch = torch
+        self.ep = ep
+        self.nodes = []          # JSON nodes
+        self.ref = {}            # fx node -> tensor name (or tuple of names / None for skipped)
+        self.const = set()       # names of constant nodes (buffers, folded values)
+        self.names = set()
+        self.unknown = {}        # aten name -> count
+        self.skipped = {}        # aten name -> count
+        self.mapped = {}
+        self.flops = 0
+        self.num_params = 0
+        self.tied = {}           # id of a parameter tensor -> its node's name
+        self.seen_layer = False
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _unique(self, name):
+        base, i = name, 1
+        while name in self.names:
+            i += 1
+            name = f"{base}_{i}"
+        self.names.add(name)
+        return name
+
+    def _meta(self, node):
+        val = node.meta.get("val")
+        if val is None:
+            val = node.meta.get("example_value")
+        return val
+
+    def _tensor_meta(self, val, where):
+        shape = []
+        for s in val.shape:
+            if not isinstance(s, int):
+                try:
+                    s = int(s)
+                except Exception:
+                    raise GraphImportError(f"{where}: symbolic size {s} in shape {tuple(val.shape)}; export "
+                                       "with static shapes (no dynamic_shapes)") from None
+            shape.append(s)
+        dtype = _DTYPES.get(str(val.dtype))
+        if dtype is None:
+            raise GraphImportError(f"{where}: dtype {val.dtype} is not one the planner knows; accepted: "
+                               + ", ".join(sorted(_DTYPES)))
+        return shape, dtype
+
+    def _place(self, node, layer):
+        path = _module_path(node)
+        layer = _layer_of(path) if layer is None else layer
+        if layer >= 0:
+            self.seen_layer = True
+            block = "layer"
+        else:
+            block = "head" if self.seen_layer else "embed"
+        return path, layer, block
+
+    def _leaf(self, kind, name, val, where, layer=-1):
+        shape, dtype = self._tensor_meta(val, where)
+        name = self._unique(name)
+        j = {"name": name, "kind": kind, "shape": shape, "dtype": dtype}
+        if layer >= 0:
+            j["layer"] = layer
+        self.nodes.append(j)
+        return name
+
+    def _is_tensor(self, a):
+        return isinstance(a, self.torch.fx.Node)
+
+    # -- the walk ---------------------------------------------------------------------------------
+    def run(self):
+        sig = self.ep.graph_signature
+        kinds = {}
+        for spec in sig.input_specs:
+            kinds[spec.arg.name] = (spec.kind.name, spec.target)
+        for node in self.ep.graph.nodes:
+            if node.op == "placeholder":
+                self._placeholder(node, kinds.get(node.name, ("USER_INPUT", None)))
+            elif node.op == "call_function":
+                self._call(node)
+            elif node.op in ("output", "get_attr"):
+                pass  # get_attr: the submodules of higher-order ops (_inline); lifted tensors are placeholders
+            else:
+                raise GraphImportError(f"node '{node.name}': unsupported FX op '{node.op}' (expected placeholder, "
+                                   "call_function, output: pass an ExportedProgram from torch.export.export)")
+
+    def _placeholder(self, node, kind_target):
+        kind, target = kind_target
+        val = self._meta(node)
+        if not isinstance(val, self.torch.Tensor):
+            self.ref[node] = None  # a non-tensor user input (int, flag): its value is baked into the graph
+            return
+        where = f"input '{node.name}'"
+        if kind == "PARAMETER":
+            path = target or node.name
+            tensor = self.ep.state_dict.get(target)
+            if tensor is not None and id(tensor) in self.tied:
+                self.ref[node] = self.tied[id(tensor)]  # a tied weight (lm_head = wte): one parameter
+                return
+            self.ref[node] = self._leaf("param", path, val, where, _layer_of(path))
+            self.num_params += val.numel()
+            if tensor is not None:
+                self.tied[id(tensor)] = self.ref[node]
+        elif kind in ("BUFFER", "CONSTANT_TENSOR"):
+            self.ref[node] = self._leaf("constant", target or node.name, val, where, _layer_of(target or ""))
+            self.const.add(self.ref[node])
+        elif kind == "USER_INPUT":
+            self.ref[node] = self._leaf("input", node.name, val, where)
+        else:
+            raise GraphImportError(f"{where}: input kind {kind} is not supported (parameters, buffers, constants and "
+                               "user inputs are)")
+
+    def _arg(self, a, where):
+        """A JSON argument: a tensor name, a list of them, or a plain value."""
+        if self._is_tensor(a):
+            r = self.ref.get(a)
+            if r is None or isinstance(r, tuple):
+                raise GraphImportError(f"{where}: argument '{a.name}' has no single tensor value")
+            return r
+        if isinstance(a, (list, tuple)):
+            return [self._arg(e, where) for e in a]
+        if isinstance(a, (bool, int, float, str)) or a is None:
+            return a
+        return str(a)
+
+    def _call(self, node):
+        torch = self.torch
+        target = node.target
+        if target is _getitem():
+            src, i = node.args
+            r = self.ref.get(src)
+            self.ref[node] = r[i] if isinstance(r, tuple) else None
+            return
+        if isinstance(target, torch._ops.HigherOrderOperator):
+            self._inline(node)
+            return
+        name = _aten_name(target)
+        val = self._meta(node)
+        tensors = [a for a in _flatten((node.args, node.kwargs)) if self._is_tensor(a)]
+        live = [a for a in tensors if isinstance(self.ref.get(a), str) and self.ref[a] not in self.const]
+        if name in FLOP_OPS:
+            self.flops += _matmul_flops(name, [tuple(self._meta(a).shape) for a in tensors[:3]],
+                                        tuple(val.shape))
+        where = f"node '{node.name}' ({name})"
+        if name in _SKIP or val is None:
+            self.skipped[name] = self.skipped.get(name, 0) + 1
+            self.ref[node] = None
+            return
+        multi = isinstance(val, (tuple, list))
+        if not live or name in _CREATE:
+            # Nothing computed from the data or the parameters reaches it: a constant.
+            if multi:
+                self.ref[node] = tuple(
+                    self._leaf("constant", f"{node.name}_{i}", v, where) if isinstance(v, torch.Tensor) else None
+                    for i, v in enumerate(val))
+            else:
+                self.ref[node] = self._leaf("constant", node.name, val, where)
+            self.const.update(r for r in _flatten(self.ref[node]) if r is not None)
+            return
+        if name in _PASS and len(tensors) >= 1 and not multi:
+            src = node.args[0]
+            dt_in = self._meta(src).dtype if self._is_tensor(src) else None
+            if dt_in is not None and dt_in != val.dtype and name in ("_to_copy", "to", "type_as"):
+                self._emit(node, "to", [self._arg(src, where), _DTYPES.get(str(val.dtype))], {}, val, where)
+            else:
+                self.skipped[name] = self.skipped.get(name, 0) + 1
+                self.ref[node] = self.ref.get(src)
+            return
+        mapped = _map(name, node, val, self, where)
+        if mapped is None:
+            self._opaque(node, name, live, val, where)
+            return
+        op, args, kwargs = mapped
+        self._emit(node, op, args, kwargs, val, where)
+
+    def _inline(self, node):
+        """Walks the body of a higher-order op that only changes modes (wrap_with_set_grad_enabled,
+        wrap_with_autocast: torch.export keeps `with torch.no_grad():` regions as these) in place: its
+        placeholders are the op's arguments after the submodule, its outputs the op's results."""
+        name = getattr(node.target, "__name__", str(node.target))
+        if name not in ("wrap_with_set_grad_enabled", "wrap_with_autocast"):
+            raise GraphImportError(f"node '{node.name}': higher-order op {name} is not supported (accepted: "
+                                   "wrap_with_set_grad_enabled, wrap_with_autocast); export without it")
+        at = next(i for i, a in enumerate(node.args) if self._is_tensor(a) and a.op == "get_attr")
+        body = getattr(self.ep.graph_module, node.args[at].target)
+        inputs = iter(node.args[at + 1:])
+        for n in body.graph.nodes:
+            if n.op == "placeholder":
+                self.ref[n] = self.ref.get(next(inputs))
+            elif n.op == "call_function":
+                self._call(n)
+            elif n.op == "output":
+                outs = n.args[0]
+                self.ref[node] = tuple(self.ref.get(o) if self._is_tensor(o) else None
+                                       for o in (outs if isinstance(outs, (tuple, list)) else [outs]))
+
+    def _emit(self, node, op, args, kwargs, val, where):
+        path, layer, block = self._place(node, None)
+        name = self._unique(f"{path}.{node.name}" if path else node.name)
+        j = {"name": name, "op": op, "args": args, "kwargs": kwargs, "block": block}
+        if layer >= 0:
+            j["layer"] = layer
+        self.nodes.append(j)
+        self.mapped[op] = self.mapped.get(op, 0) + 1
+        if isinstance(val, (tuple, list)):
+            self.ref[node] = tuple(f"{name}:{i}" for i in range(len(val)))
+        else:
+            self.ref[node] = name
+
+    def _opaque(self, node, name, live, val, where):
+        self.unknown[name] = self.unknown.get(name, 0) + 1
+        inputs = [self._arg(a, where) for a in dict.fromkeys(live)]
+        outs = val if isinstance(val, (tuple, list)) else [val]
+        names = []
+        for i, v in enumerate(outs):
+            if not isinstance(v, self.torch.Tensor):
+                names.append(None)
+                continue
+            shape, dtype = self._tensor_meta(v, where)
+            path, layer, block = self._place(node, None)
+            base = f"{path}.{node.name}" if path else node.name
+            n = self._unique(base if len(outs) == 1 else f"{base}_{i}")
+            j = {"name": n, "op": "opaque", "args": [inputs, shape, dtype, name], "kwargs": {}, "block": block}
+            if layer >= 0:
+                j["layer"] = layer
+            self.nodes.append(j)
+            names.append(n)
+        self.ref[node] = tuple(names) if isinstance(val, (tuple, list)) else names[0]
+
+
+def _getitem():
+    import operator
+    return operator.getitem
+
+
+def _aten_name(target):
+    """'aten.linear.default' -> 'linear'; 'aten.add.Tensor' -> 'add'; other callables: their name."""
+    s = getattr(target, "_opname", None) or getattr(target, "__name__", None) or str(target)
+    return s
+
+
+def _flatten(x):
+    if isinstance(x, (list, tuple)):
+        for e in x:
+            yield from _flatten(e)
+    elif isinstance(x, dict):
+        for e in x.values():
+            yield from _flatten(e)
+    else:
+        yield x
+
+
+def _map(name, node, val, w, where):
+    """(planner op, args, kwargs) for an ATen call the planner has a rule for, else None."""
+    torch = w.torch
+    args = list(node.args)
+    kw = dict(node.kwargs)
+    A = lambda a: w._arg(a, where)  # noqa: E731
+    is_t = w._is_tensor
+    overload = getattr(node.target, "_overloadname", "")
+
+    def size_of(v):
+        return [int(s) for s in v.shape]
+
+    if name in ("mm", "bmm", "matmul"):
+        return name, [A(args[0]), A(args[1])], {}
+    if name == "addmm":
+        return "addmm", [A(args[0]), A(args[1]), A(args[2])], {"beta": kw.get("beta", 1), "alpha": kw.get("alpha", 1)}
+    if name == "linear":
+        return "linear", [A(a) for a in args[:3]], {}
+    if name in ("view", "_unsafe_view", "reshape"):
+        return "reshape", [A(args[0]), size_of(val)], {}
+    if name == "expand":
+        return "expand", [A(args[0]), size_of(val)], {}
+    if name in ("transpose", "permute", "unsqueeze", "select", "flatten", "cumsum", "softmax", "log_softmax"):
+        if name in ("softmax", "log_softmax"):
+            return name, [A(args[0]), args[1]], {}
+        return name, [A(a) for a in args], {}
+    if name in ("_softmax", "_log_softmax"):
+        return name[1:], [A(args[0]), args[1]], {}
+    if name == "t":
+        return "t", [A(args[0])], {}
+    if name == "squeeze":
+        dims = args[1] if len(args) > 1 else None
+        if isinstance(dims, int):
+            dims = [dims]
+        return "squeeze", [A(args[0]), dims], {}
+    if name == "slice":
+        x = w._meta(args[0])
+        dim = args[1] if len(args) > 1 else 0
+        size = int(x.shape[dim])
+        start = args[2] if len(args) > 2 and args[2] is not None else 0
+        end = args[3] if len(args) > 3 and args[3] is not None else size
+        step = args[4] if len(args) > 4 else 1
+        # ATen clamps (end = INT64_MAX means "to the end"); the planner's schema takes the clamped range.
+        start = max(0, min(size, start + size if start < 0 else start))
+        end = max(0, min(size, end + size if end < 0 else end))
+        return "slice", [A(args[0]), dim, start, end, step], {}
+    if name == "split" and overload == "Tensor":
+        return "split", [A(args[0]), args[1], args[2] if len(args) > 2 else 0], {}
+    if name in ("cat", "stack"):
+        return name, [[A(t) for t in args[0]], args[1] if len(args) > 1 else 0], {}
+    if name == "embedding":
+        return "embedding", [A(args[0]), A(args[1])], {}
+    if name == "layer_norm":
+        eps = args[4] if len(args) > 4 else 1e-5
+        return "layer_norm", [A(args[0]), list(args[1]), A(args[2]) if len(args) > 2 else None,
+                              A(args[3]) if len(args) > 3 else None, eps], {}
+    if name == "native_layer_norm":
+        return None  # three outputs (out, mean, rstd): kept opaque; torch.export's training IR emits layer_norm
+    if name == "rms_norm":
+        eps = args[3] if len(args) > 3 else None
+        return "rms_norm", [A(args[0]), list(args[1]), A(args[2]) if len(args) > 2 else None, eps], {}
+    if name == "gelu":
+        return "gelu", [A(args[0])], {"approximate": kw.get("approximate", "none")}
+    if name in ("silu", "relu", "tanh", "sigmoid", "exp", "log", "neg", "rsqrt", "sqrt", "abs"):
+        return name, [A(args[0])], {}
+    if name in ("add", "sub", "mul", "div"):
+        a, b = args[0], args[1]
+        alpha = kw.get("alpha", 1)
+        if is_t(a) and is_t(b):
+            if name in ("add", "sub"):
+                return name, [A(a), A(b)], {"alpha": alpha}
+            if kw.get("rounding_mode") is not None:
+                return None
+            return name, [A(a), A(b)], {}
+        if is_t(a) and isinstance(b, (int, float)) and not isinstance(b, bool):
+            if name in ("add", "sub"):
+                return "add.Scalar", [A(a), (b if name == "add" else -b) * alpha], {}
+            if name == "div" and kw.get("rounding_mode") is not None:
+                return None
+            return f"{name}.Scalar", [A(a), b], {}
+        return None
+    if name == "pow" and overload == "Tensor_Scalar":
+        return "pow.Tensor_Scalar", [A(args[0]), args[1]], {}
+    if name in ("mean", "sum", "amax", "amin") and is_t(args[0]):
+        if name in ("mean", "sum") and "dtype" in kw:
+            return None
+        dims = args[1] if len(args) > 1 else None
+        if isinstance(dims, int):
+            dims = [dims]
+        return name, [A(args[0]), dims, args[2] if len(args) > 2 else kw.get("keepdim", False)], {}
+    if name in ("eq", "ne", "lt", "le", "gt", "ge", "maximum", "minimum") and all(is_t(a) for a in args[:2]):
+        return name, [A(args[0]), A(args[1])], {}
+    if name == "where" and overload == "self":
+        return "where", [A(a) for a in args[:3]], {}
+    if name == "masked_fill" and overload == "Scalar":
+        return "masked_fill", [A(args[0]), A(args[1]), args[2]], {}
+    if name == "scaled_dot_product_attention":
+        names = ["attn_mask", "dropout_p", "is_causal"]
+        out = [A(a) for a in args[:3]]
+        extra = dict(zip(names, args[3:6]))
+        extra.update({k: v for k, v in kw.items() if k in names})
+        if kw.get("enable_gqa"):
+            return None  # the planner's sdpa takes equal head counts
+        q, k = w._meta(args[0]), w._meta(args[1])
+        if tuple(q.shape[:-2]) != tuple(k.shape[:-2]):
+            return None
+        mask = extra.get("attn_mask")
+        return "scaled_dot_product_attention", out + [A(mask) if mask is not None else None,
+                                                      float(extra.get("dropout_p", 0.0)),
+                                                      bool(extra.get("is_causal", False))], (
+            {"scale": kw["scale"]} if kw.get("scale") is not None else {})
+    if name == "cross_entropy_loss":
+        reduction = {0: "none", 1: "mean", 2: "sum"}[args[3] if len(args) > 3 else kw.get("reduction", 1)]
+        x = w._meta(args[0])
+        if x.dim() != 2 or (len(args) > 2 and args[2] is not None):
+            return None  # the planner's cross_entropy takes [N, C] logits and no class weights
+        return "cross_entropy", [A(args[0]), A(args[1]), None, reduction,
+                                 args[4] if len(args) > 4 else -100,
+                                 float(args[5]) if len(args) > 5 else 0.0], {}
+    return None
+
+
+def graph_from_exported(ep, name="model", training=True, optimizer="adamw"):
+    """The planner's JSON graph (a dict, format dtensor-graph/1) of an ExportedProgram, and a summary:
+    {"parameters", "forward_flops", "unknown_ops", "skipped_ops", "mapped_ops", "nodes"}."""
+    w = _Walker(ep)
+    w.run()
+    graph = {"format": "dtensor-graph/1", "name": name,
+             "description": f"imported from torch.export ({len(w.nodes)} nodes)",
+             "training": bool(training), "optimizer": optimizer, "nodes": w.nodes}
+    summary = {"parameters": int(w.num_params), "forward_flops": int(w.flops),
+               "unknown_ops": dict(sorted(w.unknown.items())), "skipped_ops": dict(sorted(w.skipped.items())),
+               "mapped_ops": dict(sorted(w.mapped.items())), "nodes": len(w.nodes)}
+    return graph, summary
+
+
+def _export(model, example_args, example_kwargs):
+    import torch
+
+    if not isinstance(example_args, tuple):
+        example_args = (example_args,)
+    return torch.export.export(model, example_args, example_kwargs or {})
+
+
+def export_graph(model, example_args, path, example_kwargs=None, training=True, optimizer="adamw", name=None):
+    """Traces `model` on `example_args` with torch.export and writes the planner's JSON graph to `path`
+    (`dtensor plan --graph PATH --mesh ...` reads it). Returns the summary of graph_from_exported plus
+    "export_s" (tracing and walking time, seconds)."""
+    t0 = time.perf_counter()
+    ep = _export(model, example_args, example_kwargs)
+    graph, summary = graph_from_exported(ep, name or type(model).__name__, training, optimizer)
+    summary["export_s"] = time.perf_counter() - t0
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(graph, f)
+    os.replace(tmp, path)  # a reader never sees half a file
+    return summary
+
+
+def plan(model, example_args, mesh="dp=2,tp=4", hardware="h100-nvlink", example_kwargs=None, training=True,
+         optimizer="adamw", memory_limit_gb=0.0, compare=True, graph_path=None):
+    """Plans `model` (an nn.Module, on any device including `meta`) for `mesh` on `hardware`.
+
+    Returns the planner's report as a dict (the JSON of `dtensor plan --format json`: per-op
+    placements and collectives, totals, baselines) with "import" added: the graph summary
+    (parameters, forward_flops, unknown_ops planned replicated, skipped_ops, export_s) and
+    "search_s", the planner's wall time. Raises DTensorError naming the node when the planner
+    rejects the graph."""
+    from . import _dtensor
+
+    with tempfile.TemporaryDirectory(prefix="dtensor-plan-") as d:
+        path = graph_path or os.path.join(d, "graph.json")
+        summary = export_graph(model, example_args, path, example_kwargs, training, optimizer)
+        t0 = time.perf_counter()
+        text = _dtensor._plan_graph_file(path, mesh, hardware, float(memory_limit_gb), bool(compare))
+        summary["search_s"] = time.perf_counter() - t0
+    report = json.loads(text)
+    report["import"] = summary
+    if summary["unknown_ops"]:
+        report.setdefault("notes", []).append(
+            "ops without a planner rule, planned replicated and priced as copies: "
+            + ", ".join(f"{k} x{v}" for k, v in summary["unknown_ops"].items()))
+    return report

@@ -103,6 +103,8 @@ class _Walker:
         self.flops = 0
         self.num_params = 0
         self.tied = {}           # id of a parameter tensor -> its node's name
+        self.params = set()      # names of parameter nodes
+        self.path_of = {}        # op node name -> module path (for roles)
         self.seen_layer = False
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -189,6 +191,7 @@ class _Walker:
                 self.ref[node] = self.tied[id(tensor)]  # a tied weight (lm_head = wte): one parameter
                 return
             self.ref[node] = self._leaf("param", path, val, where, _layer_of(path))
+            self.params.add(self.ref[node])
             self.num_params += val.numel()
             if tensor is not None:
                 self.tied[id(tensor)] = self.ref[node]
@@ -285,13 +288,31 @@ class _Walker:
                 self.ref[node] = tuple(self.ref.get(o) if self._is_tensor(o) else None
                                        for o in (outs if isinstance(outs, (tuple, list)) else [outs]))
 
+    def _role(self, op, path, args):
+        """Megatron's role of a linear in a repeated layer, for the planner's Megatron baseline: "column"
+        when its input comes from outside its parent module (q/k/v, gate/up: fed by a norm), "row"
+        when the parent module computed it (o_proj after attention, down after the activation).
+        Only for linears in a submodule of the layer (model.layers.3.mlp.up_proj), where the parent
+        module is one Megatron block."""
+        if op != "linear" or args[1] not in self.params or "." not in path:
+            return ""
+        parent = path.rsplit(".", 1)[0]
+        if _LAYER.search(parent) is None or re.search(r"\.\d+$", parent):
+            return ""
+        src = self.path_of.get(args[0], "")
+        return "row" if src == parent or src.startswith(parent + ".") else "column"
+
     def _emit(self, node, op, args, kwargs, val, where):
         path, layer, block = self._place(node, None)
         name = self._unique(f"{path}.{node.name}" if path else node.name)
         j = {"name": name, "op": op, "args": args, "kwargs": kwargs, "block": block}
         if layer >= 0:
             j["layer"] = layer
+            role = self._role(op, path, args)
+            if role:
+                j["role"] = role
         self.nodes.append(j)
+        self.path_of[name] = path
         self.mapped[op] = self.mapped.get(op, 0) + 1
         if isinstance(val, (tuple, list)):
             self.ref[node] = tuple(f"{name}:{i}" for i in range(len(val)))
@@ -452,6 +473,10 @@ def _map(name, node, val, w, where):
                                                       float(extra.get("dropout_p", 0.0)),
                                                       bool(extra.get("is_causal", False))], (
             {"scale": kw["scale"]} if kw.get("scale") is not None else {})
+    if name in ("pad", "constant_pad_nd"):
+        mode = args[2] if name == "pad" and len(args) > 2 else kw.get("mode", "constant")
+        value = args[3] if name == "pad" and len(args) > 3 else (args[2] if len(args) > 2 else kw.get("value"))
+        return "pad", [A(args[0]), list(args[1]), mode, None if value is None else float(value)], {}
     if name == "cross_entropy_loss":
         reduction = {0: "none", 1: "mean", 2: "sum"}[args[3] if len(args) > 3 else kw.get("reduction", 1)]
         x = w._meta(args[0])

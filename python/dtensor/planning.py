@@ -125,12 +125,9 @@ class _Walker:
     def _tensor_meta(self, val, where):
         shape = []
         for s in val.shape:
-            if not isinstance(s, int):
-                try:
-                    s = int(s)
-                except Exception:
-                    raise GraphImportError(f"{where}: symbolic size {s} in shape {tuple(val.shape)}; export "
-                                       "with static shapes (no dynamic_shapes)") from None
+            if not isinstance(s, int):  # a SymInt: int() would pin it to the example's value silently
+                raise GraphImportError(f"{where}: symbolic size {s} in shape {tuple(val.shape)}; export "
+                                       "with static shapes (no dynamic_shapes)")
             shape.append(s)
         dtype = _DTYPES.get(str(val.dtype))
         if dtype is None:

@@ -4,9 +4,10 @@
     info = dtensor.export_graph(model, (input_ids,), "model.json")   # then: dtensor plan --graph
 
 The model may live on the `meta` device: export only needs shapes, so a Llama-3-8B-size config
-costs no memory. What the walk does with each ATen op (`_OPS` below):
+costs no memory. What the walk does with each ATen op (_PASS, _SKIP, _CREATE and _map below):
 - mapped onto a planner op (the registry's ATen-named ops: linear, mm, sdpa, layer_norm, ...);
-- skipped as bookkeeping (getitem, detach, alias, _assert_*, sym_size): the value passes through;
+- skipped as bookkeeping (getitem, detach, alias, clone, _assert_*, sym_size): the value passes
+  through (dropout too: a plan does not change with it; its elementwise cost is left out);
 - folded into a constant when no graph input or parameter reaches it (arange, masks, rotary
   tables): the planner materializes constants in any layout for free;
 - otherwise "unknown": kept as the planner's `opaque` op with the traced output shape, which has no
@@ -32,11 +33,11 @@ _DTYPES = {
 # a plan): the value passes through to the consumers.
 _PASS = {
     "alias", "detach", "clone", "contiguous", "lift_fresh_copy", "dropout", "_to_copy", "to",
-    "copy", "type_as", "_unsafe_view_copy",
+    "copy", "type_as",
 }
 # Ops with no value to plan (assertions, shape queries); their users, if any, see static shapes.
 _SKIP = {"_assert_tensor_metadata", "_assert_scalar", "_assert_async", "sym_size", "sym_numel",
-         "sym_stride", "sym_storage_offset", "sym_constrain_range_for_size", "_assert_tensor_metadata"}
+         "sym_stride", "sym_storage_offset", "sym_constrain_range_for_size"}
 # Creation ops: no tensor input, so always constants.
 _CREATE = {"arange", "zeros", "ones", "full", "empty", "new_ones", "new_zeros", "new_full",
            "new_empty", "scalar_tensor", "zeros_like", "ones_like", "full_like", "empty_like",
@@ -132,12 +133,12 @@ class _Walker:
         dtype = _DTYPES.get(str(val.dtype))
         if dtype is None:
             raise GraphImportError(f"{where}: dtype {val.dtype} is not one the planner knows; accepted: "
-                               + ", ".join(sorted(_DTYPES)))
+                                   + ", ".join(sorted(_DTYPES)))
         return shape, dtype
 
-    def _place(self, node, layer):
+    def _place(self, node):
         path = _module_path(node)
-        layer = _layer_of(path) if layer is None else layer
+        layer = _layer_of(path)
         if layer >= 0:
             self.seen_layer = True
             block = "layer"
@@ -172,7 +173,7 @@ class _Walker:
                 pass  # get_attr: the submodules of higher-order ops (_inline); lifted tensors are placeholders
             else:
                 raise GraphImportError(f"node '{node.name}': unsupported FX op '{node.op}' (expected placeholder, "
-                                   "call_function, output: pass an ExportedProgram from torch.export.export)")
+                                       "call_function, output: pass an ExportedProgram from torch.export.export)")
 
     def _placeholder(self, node, kind_target):
         kind, target = kind_target
@@ -199,7 +200,7 @@ class _Walker:
             self.ref[node] = self._leaf("input", node.name, val, where)
         else:
             raise GraphImportError(f"{where}: input kind {kind} is not supported (parameters, buffers, constants and "
-                               "user inputs are)")
+                                   "user inputs are)")
 
     def _arg(self, a, where):
         """A JSON argument: a tensor name, a list of them, or a plain value."""
@@ -252,7 +253,7 @@ class _Walker:
             src = node.args[0]
             dt_in = self._meta(src).dtype if self._is_tensor(src) else None
             if dt_in is not None and dt_in != val.dtype and name in ("_to_copy", "to", "type_as"):
-                self._emit(node, "to", [self._arg(src, where), _DTYPES.get(str(val.dtype))], {}, val, where)
+                self._emit(node, "to", [self._arg(src, where), self._tensor_meta(val, where)[1]], {}, val, where)
             else:
                 self.skipped[name] = self.skipped.get(name, 0) + 1
                 self.ref[node] = self.ref.get(src)
@@ -300,7 +301,7 @@ class _Walker:
         return "row" if src == parent or src.startswith(parent + ".") else "column"
 
     def _emit(self, node, op, args, kwargs, val, where):
-        path, layer, block = self._place(node, None)
+        path, layer, block = self._place(node)
         name = self._unique(f"{path}.{node.name}" if path else node.name)
         j = {"name": name, "op": op, "args": args, "kwargs": kwargs, "block": block}
         if layer >= 0:
@@ -326,13 +327,14 @@ class _Walker:
                 names.append(None)
                 continue
             shape, dtype = self._tensor_meta(v, where)
-            path, layer, block = self._place(node, None)
+            path, layer, block = self._place(node)
             base = f"{path}.{node.name}" if path else node.name
             n = self._unique(base if len(outs) == 1 else f"{base}_{i}")
             j = {"name": n, "op": "opaque", "args": [inputs, shape, dtype, name], "kwargs": {}, "block": block}
             if layer >= 0:
                 j["layer"] = layer
             self.nodes.append(j)
+            self.path_of[n] = path
             names.append(n)
         self.ref[node] = tuple(names) if isinstance(val, (tuple, list)) else names[0]
 

@@ -468,8 +468,8 @@ def _map(name, node, val, w, where):
         if tuple(q.shape[:-2]) != tuple(k.shape[:-2]):
             return None
         mask = extra.get("attn_mask")
-        return "scaled_dot_product_attention", out + [A(mask) if mask is not None else None,
-                                                      float(extra.get("dropout_p", 0.0)),
+        # dropout_p is left out, as dropout is: it does not change a plan (and the planner's sdpa has none).
+        return "scaled_dot_product_attention", out + [A(mask) if mask is not None else None, 0.0,
                                                       bool(extra.get("is_causal", False))], (
             {"scale": kw["scale"]} if kw.get("scale") is not None else {})
     if name in ("pad", "constant_pad_nd"):

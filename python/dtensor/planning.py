@@ -127,8 +127,8 @@ class _Walker:
         shape = []
         for s in val.shape:
             if not isinstance(s, int):  # a SymInt: int() would pin it to the example's value silently
-                raise GraphImportError(f"{where}: symbolic size {s} in shape {tuple(val.shape)}; export "
-                                       "with static shapes (no dynamic_shapes)")
+                raise GraphImportError(f"{where}: symbolic size {s} in shape {tuple(val.shape)} (dynamic_shapes "
+                                       "or a size that depends on the data); the planner needs static shapes")
             shape.append(s)
         dtype = _DTYPES.get(str(val.dtype))
         if dtype is None:
@@ -506,7 +506,10 @@ def _export(model, example_args, example_kwargs):
 
     if not isinstance(example_args, tuple):
         example_args = (example_args,)
-    return torch.export.export(model, example_args, example_kwargs or {})
+    try:
+        return torch.export.export(model, example_args, example_kwargs or {})
+    except Exception as e:  # torch's message says which line of the model it could not trace
+        raise GraphImportError(f"torch.export.export could not trace {type(model).__name__}: {e}") from e
 
 
 def export_graph(model, example_args, path, example_kwargs=None, training=True, optimizer="adamw", name=None):
@@ -531,8 +534,9 @@ def plan(model, example_args, mesh="dp=2,tp=4", hardware="h100-nvlink", example_
     Returns the planner's report as a dict (the JSON of `dtensor plan --format json`: per-op
     placements and collectives, totals, baselines) with "import" added: the graph summary
     (parameters, forward_flops, unknown_ops planned replicated, skipped_ops, export_s) and
-    "search_s", the planner's wall time. Raises DTensorError naming the node when the planner
-    rejects the graph."""
+    "search_s", the planner's wall time. graph_path keeps the graph file (else a temporary one).
+    Raises GraphImportError when the model cannot be traced or described, DTensorError naming the
+    node when the planner rejects the graph."""
     from . import _dtensor
 
     with tempfile.TemporaryDirectory(prefix="dtensor-plan-") as d:

@@ -54,6 +54,48 @@ def test_unknown_ops_are_listed_and_planned_replicated(tmp_path):
     assert any("flip x1" in n for n in report["notes"])
 
 
+class _Block(torch.nn.Module):
+    """A transformer block written with the ops directly: embedding, layer_norm, matmul, split, view,
+    permute, reshape, bmm, transpose, softmax, linear, gelu, mm, t, rms_norm, silu, cross_entropy."""
+
+    def __init__(self, d=32, heads=4, vocab=64):
+        super().__init__()
+        self.heads = heads
+        self.emb = torch.nn.Embedding(vocab, d)
+        self.ln = torch.nn.LayerNorm(d)
+        self.qkv = torch.nn.Parameter(torch.randn(d, 3 * d))
+        self.proj = torch.nn.Linear(d, d)
+        self.w2 = torch.nn.Parameter(torch.randn(d, d))
+        self.rms = torch.nn.RMSNorm(d)
+
+    def forward(self, ids, target):
+        x = self.emb(ids)
+        b, s, d = x.shape
+        q, k, v = torch.matmul(self.ln(x), self.qkv).split(d, dim=-1)
+
+        def heads(t):
+            return t.view(b, s, self.heads, d // self.heads).permute(0, 2, 1, 3).reshape(b * self.heads, s, -1)
+
+        a = torch.softmax(torch.bmm(heads(q), heads(k).transpose(1, 2)) * 0.5, dim=-1)
+        o = torch.bmm(a, heads(v)).reshape(b, self.heads, s, -1).transpose(1, 2).reshape(b * s, d)
+        o = torch.nn.functional.gelu(self.proj(o), approximate="tanh")
+        o = torch.nn.functional.silu(self.rms(torch.mm(o, self.w2.t())))
+        return torch.nn.functional.cross_entropy(o, target.reshape(-1), reduction="sum")
+
+
+def test_common_transformer_ops_map_onto_planner_ops(tmp_path):
+    model = _Block()
+    ids, target = torch.randint(0, 64, (2, 8)), torch.randint(0, 32, (2, 8))
+    info = dtensor.export_graph(model, (ids, target), str(tmp_path / "block.json"))
+    assert info["unknown_ops"] == {}
+    for op in ("embedding", "layer_norm", "matmul", "split", "permute", "bmm", "softmax", "linear", "gelu", "mm",
+               "t", "rms_norm", "silu", "cross_entropy"):
+        assert op in info["mapped_ops"], op
+    assert info["parameters"] == sum(p.numel() for p in model.parameters())
+    assert info["forward_flops"] == _torch_flops(model, (ids, target), {})
+    assert dtensor.plan(model, (ids, target), mesh="tp=2")["totals"]["step_time_us"] > 0
+
+
 def test_meta_model_exports_without_memory(tmp_path):
     with torch.device("meta"):
         model = _Mlp(d=8192)  # 0.5 G parameters: 2 GB if it were materialized
@@ -155,3 +197,19 @@ def test_llama3_8b_size_on_meta_plans_within_a_second():
     megatron = next(b for b in report["baselines"] if b["name"] == "megatron")
     assert megatron["valid"], megatron["note"]
     assert report["totals"]["step_time_us"] <= megatron["step_time_us"] * (1 + 1e-9)
+
+
+def test_untraceable_or_data_dependent_models_say_so():
+    class Branchy(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 if x.sum() > 0 else x  # control flow on the data: torch.export cannot trace it
+
+    with pytest.raises(dtensor.GraphImportError, match="could not trace Branchy"):
+        dtensor.plan(Branchy(), (torch.randn(8),), mesh="tp=2")
+
+    class DataDependent(torch.nn.Module):
+        def forward(self, x):
+            return x[x > 0]  # traced, but its size is known only from the data
+
+    with pytest.raises(dtensor.GraphImportError, match=r"node 'index' \(index\): symbolic size u0"):
+        dtensor.plan(DataDependent(), (torch.randn(8),), mesh="tp=2")

@@ -263,6 +263,10 @@ class _Walker:
             self._opaque(node, name, live, val, where)
             return
         op, args, kwargs = mapped
+        if name == "native_layer_norm":
+            self._emit(node, op, args, kwargs, val[0], where)
+            self.ref[node] = (self.ref[node], None, None)
+            return
         self._emit(node, op, args, kwargs, val, where)
 
     def _inline(self, node):
@@ -409,6 +413,11 @@ def _map(name, node, val, w, where):
         return "slice", [A(args[0]), dim, start, end, step], {}
     if name == "split" and overload == "Tensor":
         return "split", [A(args[0]), args[1], args[2] if len(args) > 2 else 0], {}
+    if name == "split_with_sizes":  # torch.split's chunks: equal sizes, the last possibly smaller
+        sizes = list(args[1])
+        if sizes and all(x == sizes[0] for x in sizes[:-1]) and 0 < sizes[-1] <= sizes[0]:
+            return "split", [A(args[0]), sizes[0], args[2] if len(args) > 2 else 0], {}
+        return None
     if name in ("cat", "stack"):
         return name, [[A(t) for t in args[0]], args[1] if len(args) > 1 else 0], {}
     if name == "embedding":
@@ -417,8 +426,8 @@ def _map(name, node, val, w, where):
         eps = args[4] if len(args) > 4 else 1e-5
         return "layer_norm", [A(args[0]), list(args[1]), A(args[2]) if len(args) > 2 else None,
                               A(args[3]) if len(args) > 3 else None, eps], {}
-    if name == "native_layer_norm":
-        return None  # three outputs (out, mean, rstd): kept opaque; torch.export's training IR emits layer_norm
+    if name == "native_layer_norm":  # (out, mean, rstd): _call keeps out; the statistics stay unplanned
+        return "layer_norm", [A(args[0]), list(args[1]), A(args[2]), A(args[3]), args[4]], {}
     if name == "rms_norm":
         eps = args[3] if len(args) > 3 else None
         return "rms_norm", [A(args[0]), list(args[1]), A(args[2]) if len(args) > 2 else None, eps], {}

@@ -96,6 +96,21 @@ def test_common_transformer_ops_map_onto_planner_ops(tmp_path):
     assert dtensor.plan(model, (ids, target), mesh="tp=2")["totals"]["step_time_us"] > 0
 
 
+def test_core_aten_ir_imports_too(tmp_path):
+    # run_decompositions() lowers to core ATen: linear -> addmm, layer_norm -> native_layer_norm,
+    # split -> split_with_sizes, cross_entropy -> log_softmax + gather.
+    model = _Block()
+    ids, target = torch.randint(0, 64, (2, 8)), torch.randint(0, 32, (2, 8))
+    ep = torch.export.export(model, (ids, target)).run_decompositions()
+    graph, info = dtensor.planning.graph_from_exported(ep)
+    assert info["mapped_ops"]["layer_norm"] == 1 and "split_with_sizes" not in info["unknown_ops"]
+    assert info["parameters"] == sum(p.numel() for p in model.parameters())
+    assert info["forward_flops"] == _torch_flops(model, (ids, target), {})
+    (tmp_path / "core.json").write_text(json.dumps(graph))
+    report = json.loads(dtensor._dtensor._plan_graph_file(str(tmp_path / "core.json"), "tp=2", "h100-nvlink"))
+    assert report["totals"]["step_time_us"] > 0
+
+
 def test_meta_model_exports_without_memory(tmp_path):
     with torch.device("meta"):
         model = _Mlp(d=8192)  # 0.5 G parameters: 2 GB if it were materialized

@@ -456,7 +456,7 @@ def _map(name, node, val, w, where):
     if name in ("mean", "sum", "amax", "amin") and is_t(args[0]):
         if name in ("mean", "sum") and "dtype" in kw:
             return None
-        dims = args[1] if len(args) > 1 else None
+        dims = args[1] if len(args) > 1 else ([] if name in ("amax", "amin") else None)  # the schemas' defaults
         if isinstance(dims, int):
             dims = [dims]
         return name, [A(args[0]), dims, args[2] if len(args) > 2 else kw.get("keepdim", False)], {}

@@ -79,13 +79,48 @@ def _module_path(node):
     return list(stack.values())[-1][0]
 
 
-_LAYER = re.compile(r"(?:^|\.)(\d+)(?:\.|$)")
+# Built-in leaf modules: several of them side by side (Sequential(Linear, GELU, Linear)) are not
+# repeated blocks.
+_LEAF_MODULES = re.compile(r"^torch\.nn\.modules\.(linear|activation|conv|normalization|sparse|dropout|"
+                           r"pooling|batchnorm|flatten|padding|pixelshuffle|upsampling)\.")
 
 
-def _layer_of(path):
-    """Index of the repeated block a module path lies in ('model.layers.3.mlp' -> 3), else -1."""
-    m = _LAYER.search(path)
-    return int(m.group(1)) if m else -1
+class _Layers:
+    """Repeated blocks from the module tree: a module at `container.K` (K an index) is a layer when
+    `container` holds at least two indexed modules of its class (model.layers.0..31, h.0..11).
+    Layers get one global index each, in order of first appearance, so stacks that both count from
+    0 (encoder.layers, decoder.layers) stay apart."""
+
+    def __init__(self, ep):
+        self.cls = {}
+        for node in ep.graph.nodes:
+            for path, cls in (node.meta.get("nn_module_stack") or {}).values():
+                self.cls[path] = str(cls)
+        count = {}
+        for path, cls in self.cls.items():
+            container, _, last = path.rpartition(".")
+            if last.isdigit() and not _LEAF_MODULES.match(cls):
+                count[(container, cls)] = count.get((container, cls), 0) + 1
+        self.repeated = {k for k, n in count.items() if n >= 2}
+        self.index = {}
+
+    def block_of(self, path):
+        """The path of the layer a module or parameter path lies in ('model.layers.3'), else ''."""
+        parts = path.split(".")
+        for i, part in enumerate(parts):
+            if part.isdigit():
+                block = ".".join(parts[:i + 1])
+                if (".".join(parts[:i]), self.cls.get(block)) in self.repeated:
+                    return block
+                return ""  # only the outermost index can name a layer
+        return ""
+
+    def of(self, path):
+        """The layer index of a module or parameter path, -1 outside repeated blocks."""
+        block = self.block_of(path)
+        if not block:
+            return -1
+        return self.index.setdefault(block, len(self.index))
 
 
 class _Walker:
@@ -107,6 +142,7 @@ class _Walker:
         self.params = set()      # names of parameter nodes
         self.path_of = {}        # op node name -> module path (for roles)
         self.seen_layer = False
+        self.layers = _Layers(ep)
 
     # -- helpers ----------------------------------------------------------------------------------
     def _unique(self, name):
@@ -138,7 +174,7 @@ class _Walker:
 
     def _place(self, node):
         path = _module_path(node)
-        layer = _layer_of(path)
+        layer = self.layers.of(path)
         if layer >= 0:
             self.seen_layer = True
             block = "layer"
@@ -188,13 +224,13 @@ class _Walker:
             if tensor is not None and id(tensor) in self.tied:
                 self.ref[node] = self.tied[id(tensor)]  # a tied weight (lm_head = wte): one parameter
                 return
-            self.ref[node] = self._leaf("param", path, val, where, _layer_of(path))
+            self.ref[node] = self._leaf("param", path, val, where, self.layers.of(path))
             self.params.add(self.ref[node])
             self.num_params += val.numel()
             if tensor is not None:
                 self.tied[id(tensor)] = self.ref[node]
         elif kind in ("BUFFER", "CONSTANT_TENSOR"):
-            self.ref[node] = self._leaf("constant", target or node.name, val, where, _layer_of(target or ""))
+            self.ref[node] = self._leaf("constant", target or node.name, val, where, self.layers.of(target or ""))
             self.const.add(self.ref[node])
         elif kind == "USER_INPUT":
             self.ref[node] = self._leaf("input", node.name, val, where)
@@ -299,7 +335,7 @@ class _Walker:
         if op != "linear" or args[1] not in self.params or "." not in path:
             return ""
         parent = path.rsplit(".", 1)[0]
-        if _LAYER.search(parent) is None or re.search(r"\.\d+$", parent):
+        if not self.layers.block_of(parent) or self.layers.block_of(parent) == parent:
             return ""
         src = self.path_of.get(args[0], "")
         return "row" if src == parent or src.startswith(parent + ".") else "column"

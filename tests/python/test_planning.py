@@ -228,3 +228,32 @@ def test_untraceable_or_data_dependent_models_say_so():
 
     with pytest.raises(dtensor.GraphImportError, match=r"node 'index' \(index\): symbolic size u0"):
         dtensor.plan(DataDependent(), (torch.randn(8),), mesh="tp=2")
+
+
+def test_layers_are_repeated_blocks_of_the_module_tree(tmp_path):
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.f = torch.nn.Linear(16, 16)
+
+        def forward(self, x):
+            return self.f(x).relu()
+
+    class EncDec(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = torch.nn.ModuleList([Block(), Block()])
+            self.dec = torch.nn.ModuleList([Block(), Block(), Block()])
+            self.head = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+
+        def forward(self, x):
+            for b in [*self.enc, *self.dec]:
+                x = b(x)
+            return self.head(x).sum()
+
+    dtensor.export_graph(EncDec(), (torch.randn(8, 16),), str(tmp_path / "g.json"))
+    layer = {n["name"]: n.get("layer", -1) for n in json.loads((tmp_path / "g.json").read_text())["nodes"]}
+    # Both stacks count from 0 in the module tree; each block gets its own index. The Sequential's
+    # Linear, GELU, Linear are not repeated blocks.
+    assert [layer[f"{s}.{i}.f.weight"] for s, n in (("enc", 2), ("dec", 3)) for i in range(n)] == [0, 1, 2, 3, 4]
+    assert layer["head.0.weight"] == layer["head.2.weight"] == -1

@@ -258,6 +258,7 @@ void define_opaque(Registry& reg) {
                          "planner");
   op.cost = ops::cost(CostClass::kCopy);
   op.no_backward = kPlannerOnly;
+  op.replicate_only = "an op the planner knows nothing of but its output's shape and dtype";
   op.meta = [](const OpCall& c) {
     const std::vector<int64_t> shape = c.get_int_list("shape");
     if (static_cast<int64_t>(shape.size()) > kMaxTensorRank)

@@ -23,14 +23,16 @@ def llama3_8b():
     return tf.LlamaForCausalLM(tf.LlamaConfig(
         hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
         num_key_value_heads=8, vocab_size=128256, max_position_embeddings=8192, rope_theta=500000.0,
-        use_cache=False)), (8, 8192)
+        use_cache=False))
 
 
 def gpt2_124m():
-    return tf.GPT2LMHeadModel(tf.GPT2Config(use_cache=False)), (8, 1024)
+    return tf.GPT2LMHeadModel(tf.GPT2Config(use_cache=False))
 
 
-CASES = [("Llama-3 8B", llama3_8b, "dp=8,tp=8"), ("GPT-2 124M", gpt2_124m, "dp=8,tp=8")]
+# (name, model, mesh, (batch, seq))
+CASES = [("Llama-3 8B", llama3_8b, "dp=8,tp=8", (8, 8192)), ("Llama-3 8B", llama3_8b, "tp=8", (1, 2048)),
+         ("GPT-2 124M", gpt2_124m, "dp=8,tp=8", (8, 1024))]
 
 
 def main():
@@ -39,12 +41,11 @@ def main():
     a = ap.parse_args()
     print("| model, mesh, batch x seq | export s | search s | planner ms | step ms | Megatron ms | nodes | params |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for name, build, mesh in CASES:
+    for name, build, mesh, (b, s) in CASES:
         rows = []
         for _ in range(a.rounds):
             with torch.device("meta"):
-                model, (b, s) = build()
-                model = model.to(torch.bfloat16)
+                model = build().to(torch.bfloat16)
             ids = torch.zeros(b, s, dtype=torch.long, device="meta")
             r = dtensor.plan(model, (ids,), mesh=mesh, example_kwargs={"labels": ids, "num_items_in_batch": b * s})
             meg = next(x for x in r["baselines"] if x["name"] == "megatron")

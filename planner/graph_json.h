@@ -22,6 +22,9 @@
 // string, list of numbers). Shapes of op outputs are computed, never given. "layer" (default -1)
 // marks repeated layers, which the planner solves once; "role" is the Megatron role of a matmul
 // ("column", "row", "vocab", "expert"); "fused" marks flash-attention internals.
+// An op the planner has no rule for is written as "opaque" with its output shape and dtype given:
+// {"name": "f", "op": "opaque", "args": [["x"], [8, 64], "float32", "flip"]} (planner/planner_ops.cc),
+// planned replicated and priced as a copy; python/dtensor/planning.py writes it for unknown ATen ops.
 // Errors: dtensor::Error naming the node (by index and name) and the field that is wrong, missing,
 // or refers to an unknown tensor.
 #pragma once

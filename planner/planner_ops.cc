@@ -21,6 +21,14 @@
 //           experts [P; S(0), R] (each rank adds its experts' share); Partial [P; P, R].
 // With experts sharded, dispatch [S(1)] -> expert matmul [S(0)] is the engine's S(1) -> S(0)
 // redistribution: one all_to_all, as in expert parallelism.
+//   pad(self, pad, mode, value) -> self with pad[2i], pad[2i+1] added before/after dim rank-1-i
+//     (ATen's pad; negative amounts crop). rows: [S(d); S(d)] for every dim d left unpadded.
+//   opaque(inputs[...], shape, dtype, aten) -> [*shape] of dtype
+//     An op the planner has no rule for, kept in an imported graph (python/dtensor/planning.py) so
+//     the plan still covers the model: no rules, so only the all-Replicate row (every input gathered
+//     to every rank, the output replicated). Priced as a copy: reads its inputs, writes its output,
+//     0 FLOPs. `aten` names the original op for reports.
+#include <cstdlib>
 #include <mutex>
 
 #include "dispatch/dispatch.h"
@@ -212,6 +220,64 @@ void define_moe(Registry& reg) {
   }
 }
 
+void define_pad(Registry& reg) {
+  if (reg.try_find("pad")) return;
+  OpDef& op = reg.define("pad(Tensor self, int[] pad, str mode='constant', float? value=None) -> Tensor", "planner");
+  op.cost = ops::cost(CostClass::kCopy);
+  op.no_backward = kPlannerOnly;
+  op.meta = [](const OpCall& c) {
+    Shape x = c.tensor(0).shape;
+    const std::vector<int64_t> p = c.get_int_list("pad");
+    if (p.size() % 2 != 0 || p.size() > 2 * x.size())
+      bad(c, absl::StrCat("pad needs an even number of values, at most 2 x rank ", x.size(), ", not ", p.size()));
+    for (size_t i = 0; i < p.size(); i += 2) {
+      int64_t& d = x[x.size() - 1 - i / 2];
+      // |amounts| are bounded so the sum below cannot overflow; the result is checked by the graph.
+      if (std::abs(p[i]) > kMaxTensorBytes || std::abs(p[i + 1]) > kMaxTensorBytes || d + p[i] + p[i + 1] < 0)
+        bad(c, absl::StrCat("padding (", p[i], ", ", p[i + 1], ") does not fit a dim of size ", d));
+      d += p[i] + p[i + 1];
+    }
+    return std::vector<TensorMeta>{{x, c.tensor(0).dtype}};
+  };
+  op.rules = [](const OpCall& c, const OutMeta&) {
+    const std::vector<int64_t> p = c.get_int_list("pad");
+    const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
+    RuleList rules;
+    for (int64_t d = 0; d < rank; ++d) {
+      const size_t i = static_cast<size_t>(2 * (rank - 1 - d));
+      if (i + 1 < p.size() && (p[i] != 0 || p[i + 1] != 0)) continue;
+      rules.push_back(row({Shard(static_cast<int32_t>(d))}, {Shard(static_cast<int32_t>(d))}));
+    }
+    return rules;
+  };
+}
+
+void define_opaque(Registry& reg) {
+  if (reg.try_find("opaque")) return;
+  OpDef& op = reg.define("opaque(Tensor[] inputs, int[] shape, ScalarType dtype='float32', str aten='') -> Tensor",
+                         "planner");
+  op.cost = ops::cost(CostClass::kCopy);
+  op.no_backward = kPlannerOnly;
+  op.replicate_only = "an op the planner knows nothing of but its output's shape and dtype";
+  op.meta = [](const OpCall& c) {
+    const std::vector<int64_t> shape = c.get_int_list("shape");
+    if (static_cast<int64_t>(shape.size()) > kMaxTensorRank)
+      bad(c, absl::StrCat("shape has ", shape.size(), " dims; at most ", kMaxTensorRank, " are accepted"));
+    int64_t n = 1;
+    for (int64_t s : shape) {
+      if (s < 0) bad(c, absl::StrCat("shape sizes must be >= 0, not ", s));
+      n = checked_mul(n, s, "opaque: shape element count");  // graph.cc bounds the bytes
+    }
+    DType dt;
+    try {
+      dt = dtype_from_name(c.get_str("dtype"));
+    } catch (const std::exception& e) {
+      bad(c, e.what());
+    }
+    return std::vector<TensorMeta>{{Shape(shape.begin(), shape.end()), dt}};
+  };
+}
+
 }  // namespace
 
 void init_planner_ops() {
@@ -222,6 +288,8 @@ void init_planner_ops() {
     define_convolution(reg);
     define_batch_norm(reg);
     define_moe(reg);
+    define_pad(reg);
+    define_opaque(reg);
   });
 }
 

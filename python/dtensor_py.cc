@@ -209,6 +209,8 @@ nb::tuple shape_tuple(const Shape& s) {
 void bind_bridge(nb::module_& m);  // python/bridge_py.cc
 }  // namespace dtensor::python
 
+void bind_planner(nanobind::module_& m);  // python/planner_py.cc
+
 NB_MODULE(_dtensor, m) {
   using namespace dtensor;
   using namespace dtensor::python;
@@ -218,6 +220,7 @@ NB_MODULE(_dtensor, m) {
   // Registered base first: nanobind tries the most recently registered translator first.
   auto error = nb::exception<Error>(m, "DTensorError", PyExc_ValueError);
   nb::exception<CommError>(m, "DTensorCommError", error.ptr());
+  bind_planner(m);
 
   nb::class_<Placement>(m, "Placement")
       .def_prop_ro("dim", [](const Placement& p) -> std::optional<int> {

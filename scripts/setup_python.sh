@@ -5,12 +5,14 @@
 # torch is part of the package's tests (interop with torch.distributed.tensor, PyTorch's OpInfo
 # samples as the oracle, the side-by-side benchmarks): a ~0.5 GB wheel plus its CUDA dependencies
 # (~4 GB on disk). DTENSOR_WITH_TORCH=0 leaves it out; the tests that need it then skip, saying so.
+# transformers comes with torch: dtensor.plan is tested on its GPT-2 and Llama built from configs
+# with random weights (tests/python/test_planning.py); nothing is downloaded at test time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python=${DTENSOR_PYTHON:-python3}
 pins=(nanobind==2.9.2 numpy==2.2.6 pytest==8.3.5)
-if [ "${DTENSOR_WITH_TORCH:-1}" != 0 ]; then pins+=(torch==2.15.0); fi
+if [ "${DTENSOR_WITH_TORCH:-1}" != 0 ]; then pins+=(torch==2.15.0 transformers==5.23.0); fi
 
 # Python's headers: the extension compiles against them (Debian's python3-dev for /usr/bin/python3;
 # pyenv and other builds from source ship them already).

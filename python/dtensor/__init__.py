@@ -38,8 +38,9 @@ from .torch_interop import from_torch, to_torch  # noqa: E402
 __all__ = [
     "DTensor", "DTensorCommError", "DTensorError", "DeviceMesh", "Partial", "Placement",
     "Replicate", "Shard", "World", "destroy_process_group", "distribute_tensor", "explain",
-    "from_torch", "get_array_library", "init_device_mesh", "init_process_group", "is_initialized", "ops", "run_threads",
-    "set_array_library", "to_torch",
+    "export_graph", "from_torch", "get_array_library", "GraphImportError", "init_device_mesh",
+    "init_process_group", "is_initialized", "ops", "plan", "run_threads", "set_array_library",
+    "to_torch",
 ]
 
 # Public names print as dtensor.X (as torch's do), not as the private extension module's.
@@ -98,6 +99,8 @@ def destroy_process_group():
     _torch_interop._meshes.clear()  # from_torch's cached meshes hold the group
     _destroy_process_group()
 
+
+from .planning import GraphImportError, export_graph, plan  # noqa: E402
 
 # A process rank's Gloo group is closed before the interpreter tears down the extension.
 import atexit as _atexit  # noqa: E402

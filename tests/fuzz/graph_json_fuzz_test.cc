@@ -25,9 +25,10 @@ nlohmann::json canonical(const std::string& text) {
 
 TEST(GraphJsonFuzz, EveryInputIsAGraphOrAnError) {
   std::vector<std::string> corpus = fuzz::read_corpus(
-      {"tests/fuzz/corpus/graph_gpt2.json", "tests/fuzz/corpus/graph_resnet50.json", "tests/fuzz/corpus/graph_mixtral.json"},
+      {"tests/fuzz/corpus/graph_gpt2.json", "tests/fuzz/corpus/graph_resnet50.json", "tests/fuzz/corpus/graph_mixtral.json",
+       "tests/fuzz/corpus/graph_imported.json"},
       true);
-  ASSERT_EQ(corpus.size(), 3u) << "the fuzz corpus was not found (run from Bazel's runfiles)";
+  ASSERT_EQ(corpus.size(), 4u) << "the fuzz corpus was not found (run from Bazel's runfiles)";
   for (const std::string& g : corpus) ASSERT_NO_THROW(graph_from_json(g)) << "a corpus entry must be a valid graph";
   fuzz::Mutator m(corpus, 20261124);
   fuzz::Counts c =

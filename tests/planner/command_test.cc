@@ -130,6 +130,57 @@ TEST(PlanCommand, BadGraphJsonNamesTheNode) {
   EXPECT_NE(e.find("frobnicate"), std::string::npos) << e;
 }
 
+// The ops imported graphs lean on (python/dtensor/planning.py): opaque (no rule: replicated) and
+// pad (split along unpadded dims), and what each rejects.
+TEST(PlanCommand, OpaqueAndPadOps) {
+  std::string path = temp_path("imported.json");
+  auto write = [&](const std::string& op_node) {
+    std::ofstream(path) << R"({"nodes": [{"name": "x", "kind": "input", "shape": [64, 1024], "dtype": "float32"},
+                                          {"name": "w", "kind": "param", "shape": [1024, 1024], "dtype": "float32"},
+                                          {"name": "h", "op": "linear", "args": ["x", "w"]},)"
+                        << op_node << "]}";
+  };
+  CommandOptions o;
+  o.graph_file = path;
+  o.mesh = "tp=4";
+  o.format = "json";
+  write(R"({"name": "y", "op": "opaque", "args": [["h"], [64, 1024], "float32", "flip"]})");
+  json r = json::parse(run(o));
+  bool found = false;
+  for (const json& op : r["ops"]) {
+    if (op["name"] != "y") continue;
+    found = true;
+    EXPECT_EQ(op["placements"]["outputs"], json::array({"[R]"})) << op.dump();
+    EXPECT_GT(op["compute_us"].get<double>(), 0) << op.dump();  // priced as a copy
+  }
+  EXPECT_TRUE(found);
+  // The linear's output is column-split, S(1): padding dim 0 keeps it, padding dim 1 cannot.
+  auto pad_output = [&](const std::string& amounts) {
+    write(R"({"name": "y", "op": "pad", "args": ["h", )" + amounts + "]}");
+    const json report = json::parse(run(o));
+    for (const json& op : report["ops"])
+      if (op["name"] == "y") return op["placements"]["outputs"][0].get<std::string>();
+    return std::string("missing");
+  };
+  EXPECT_EQ(pad_output("[0, 0, 1, 0]"), "[S(1)]");
+  EXPECT_EQ(pad_output("[1, 0]"), "[R]");
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"name": "y", "op": "opaque", "args": [["h"], [4, -8], "float32"]})", "shape sizes must be >= 0, not -8"},
+      {R"({"name": "y", "op": "opaque", "args": [["h"], [4194304, 4194304, 4194304, 4194304], "float32"]})",
+       "opaque: shape element count"},
+      {R"({"name": "y", "op": "opaque", "args": [["h"], [4], "complex64"]})", "complex64"},
+      {R"({"name": "y", "op": "pad", "args": ["h", [1, 2, 3]]})", "even number of values"},
+      {R"({"name": "y", "op": "pad", "args": ["h", [-600, -600]]})", "does not fit a dim of size 1024"},
+      {R"({"name": "y", "op": "pad", "args": ["h", [9223372036854775807, 1]]})", "does not fit"},
+  };
+  for (const auto& [node, want] : bad) {
+    write(node);
+    const std::string e = error_of(o);
+    EXPECT_NE(e.find(want), std::string::npos) << node << " -> " << e;
+    EXPECT_NE(e.find("'y'"), std::string::npos) << e;
+  }
+}
+
 TEST(PlanCommand, JsonReportSchema) {
   CommandOptions o = small("llama3-8b", "dp=2,tp=4");
   o.format = "json";

@@ -1,0 +1,66 @@
+"""Export and search time of dtensor.plan on Hugging Face models built on `meta` (no weights, no memory).
+
+    bazel build //python/... && PYTHONPATH=python python3 bench/plan_import.py [--rounds 3]
+
+Per model and mesh: export (torch.export.export plus the walk to the planner's JSON graph, seconds),
+search (the planner through python/planner_py.cc: JSON parse, graph build, cost model, search and
+baselines, seconds; "planner" is the report's plan_time_ms, cost model + search only), the planned
+step and the Megatron baseline by the same cost model (ms), and the graph's size. Min and max over
+--rounds. The loss is a sum (num_items_in_batch given, as the Trainer does): a mean's divisor needs
+every target, so its loss would be planned replicated over dp.
+"""
+import argparse
+
+import torch
+import transformers as tf
+
+import dtensor
+
+tf.logging.set_verbosity_error()
+
+
+def llama3_8b():
+    return tf.LlamaForCausalLM(tf.LlamaConfig(
+        hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+        num_key_value_heads=8, vocab_size=128256, max_position_embeddings=8192, rope_theta=500000.0,
+        use_cache=False))
+
+
+def gpt2_124m():
+    return tf.GPT2LMHeadModel(tf.GPT2Config(use_cache=False))
+
+
+# (name, model, mesh, (batch, seq))
+CASES = [("Llama-3 8B", llama3_8b, "dp=8,tp=8", (8, 8192)), ("Llama-3 8B", llama3_8b, "tp=8", (1, 2048)),
+         ("GPT-2 124M", gpt2_124m, "dp=8,tp=8", (8, 1024))]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    print("| model, mesh, batch x seq | export s | search s | planner ms | step ms | Megatron ms | nodes | params |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, build, mesh, (b, s) in CASES:
+        rows = []
+        for _ in range(a.rounds):
+            with torch.device("meta"):
+                model = build().to(torch.bfloat16)
+            ids = torch.zeros(b, s, dtype=torch.long, device="meta")
+            r = dtensor.plan(model, (ids,), mesh=mesh, example_kwargs={"labels": ids, "num_items_in_batch": b * s})
+            meg = next(x for x in r["baselines"] if x["name"] == "megatron")
+            rows.append((r["import"]["export_s"], r["import"]["search_s"], r["plan_time_ms"],
+                         r["totals"]["step_time_us"] / 1e3, meg["step_time_us"] / 1e3 if meg["valid"] else None,
+                         r["import"]["nodes"], r["import"]["parameters"], r["import"]["unknown_ops"]))
+
+        def span(i, fmt):
+            lo, hi = min(x[i] for x in rows), max(x[i] for x in rows)
+            return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else f"{fmt.format(lo)}–{fmt.format(hi)}"
+        meg = "n/a" if rows[0][4] is None else span(4, "{:.1f}")
+        print(f"| {name}, {mesh}, {b}x{s} | {span(0, '{:.1f}')} | {span(1, '{:.2f}')} | {span(2, '{:.0f}')} | "
+              f"{span(3, '{:.1f}')} | {meg} | {rows[0][5]} | {rows[0][6] / 1e9:.2f}B |"
+              + (f" unknown: {rows[0][7]}" if rows[0][7] else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""The ATen side of dtensor.plan's import (python/dtensor/planning.py): which ATen ops map onto
+which planner ops (_map), which are bookkeeping (_PASS, _SKIP), which create constants (_CREATE),
+and the matrix-product FLOPs counted as torch.utils.flop_counter counts them (FLOP_OPS)."""
+
+# dtype names of the planner (dtensor/core/dtype.cc).
+_DTYPES = {
+    "torch.float32": "float32", "torch.float64": "float64", "torch.float16": "float16",
+    "torch.bfloat16": "bfloat16", "torch.int64": "int64", "torch.int32": "int32",
+    "torch.int16": "int16", "torch.int8": "int8", "torch.uint8": "uint8", "torch.bool": "bool",
+}
+
+# Ops whose output is their input for planning (views of the same data, bookkeeping, identity in
+# a plan): the value passes through to the consumers.
+_PASS = {
+    "alias", "detach", "clone", "contiguous", "lift_fresh_copy", "dropout", "_to_copy", "to",
+    "copy", "type_as",
+}
+# Ops with no value to plan (assertions, shape queries); their users, if any, see static shapes.
+_SKIP = {"_assert_tensor_metadata", "_assert_scalar", "_assert_async", "sym_size", "sym_numel",
+         "sym_stride", "sym_storage_offset", "sym_constrain_range_for_size"}
+# Creation ops: no tensor input, so always constants.
+_CREATE = {"arange", "zeros", "ones", "full", "empty", "new_ones", "new_zeros", "new_full",
+           "new_empty", "scalar_tensor", "zeros_like", "ones_like", "full_like", "empty_like",
+           "tensor", "eye", "tril_indices", "triu_indices", "rand", "randn"}
+
+# Matrix products counted as FLOPs, with torch.utils.flop_counter's convention: 2 per multiply-add,
+# bias adds not counted; scaled_dot_product_attention counts its two products (Q K^T and P V).
+FLOP_OPS = ("mm", "bmm", "addmm", "baddbmm", "linear", "matmul", "scaled_dot_product_attention")
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def _matmul_flops(name, ins, out):
+    """Forward FLOPs of a counted op (FLOP_OPS) from its tensor input and output shapes."""
+    if name == "scaled_dot_product_attention":
+        q, k, v = ins[0], ins[1], ins[2]
+        bh = _numel(q[:-2])
+        return 2 * bh * q[-2] * k[-2] * q[-1] + 2 * bh * q[-2] * k[-2] * v[-1]
+    if name in ("addmm", "baddbmm"):
+        a = ins[1]
+    else:
+        a = ins[0]
+    return 2 * _numel(out) * a[-1]
+
+
+def _aten_name(target):
+    """'aten.linear.default' -> 'linear'; 'aten.add.Tensor' -> 'add'; other callables: their name."""
+    s = getattr(target, "_opname", None) or getattr(target, "__name__", None) or str(target)
+    return s
+
+
+def _flatten(x):
+    if isinstance(x, (list, tuple)):
+        for e in x:
+            yield from _flatten(e)
+    elif isinstance(x, dict):
+        for e in x.values():
+            yield from _flatten(e)
+    else:
+        yield x
+
+
+def _map(name, node, val, w, where):
+    """(planner op, args, kwargs) for an ATen call the planner has a rule for, else None. `w` is
+    the walker (planning._Walker): tensor arguments become the names of its graph's nodes."""
+    args = list(node.args)
+    kw = dict(node.kwargs)
+    A = lambda a: w._arg(a, where)  # noqa: E731
+    is_t = w._is_tensor
+    overload = getattr(node.target, "_overloadname", "")
+
+    def size_of(v):
+        return [int(s) for s in v.shape]
+
+    if name in ("mm", "bmm", "matmul"):
+        return name, [A(args[0]), A(args[1])], {}
+    if name == "addmm":
+        return "addmm", [A(args[0]), A(args[1]), A(args[2])], {"beta": kw.get("beta", 1), "alpha": kw.get("alpha", 1)}
+    if name == "linear":
+        return "linear", [A(a) for a in args[:3]], {}
+    if name in ("view", "_unsafe_view", "reshape"):
+        return "reshape", [A(args[0]), size_of(val)], {}
+    if name == "expand":
+        return "expand", [A(args[0]), size_of(val)], {}
+    if name in ("transpose", "permute", "unsqueeze", "select", "flatten", "cumsum", "softmax", "log_softmax"):
+        if name in ("softmax", "log_softmax"):
+            return name, [A(args[0]), args[1]], {}
+        return name, [A(a) for a in args], {}
+    if name in ("_softmax", "_log_softmax"):
+        return name[1:], [A(args[0]), args[1]], {}
+    if name == "t":
+        return "t", [A(args[0])], {}
+    if name == "squeeze":
+        dims = args[1] if len(args) > 1 else None
+        if isinstance(dims, int):
+            dims = [dims]
+        return "squeeze", [A(args[0]), dims], {}
+    if name == "slice":
+        x = w._meta(args[0])
+        dim = args[1] if len(args) > 1 else 0
+        size = int(x.shape[dim])
+        start = args[2] if len(args) > 2 and args[2] is not None else 0
+        end = args[3] if len(args) > 3 and args[3] is not None else size
+        step = args[4] if len(args) > 4 else 1
+        # ATen clamps (end = INT64_MAX means "to the end"); the planner's schema takes the clamped range.
+        start = max(0, min(size, start + size if start < 0 else start))
+        end = max(0, min(size, end + size if end < 0 else end))
+        return "slice", [A(args[0]), dim, start, end, step], {}
+    if name == "split" and overload == "Tensor":
+        return "split", [A(args[0]), args[1], args[2] if len(args) > 2 else 0], {}
+    if name == "split_with_sizes":  # torch.split's chunks: equal sizes, the last possibly smaller
+        sizes = list(args[1])
+        if sizes and all(x == sizes[0] for x in sizes[:-1]) and 0 < sizes[-1] <= sizes[0]:
+            return "split", [A(args[0]), sizes[0], args[2] if len(args) > 2 else 0], {}
+        return None
+    if name in ("cat", "stack"):
+        return name, [[A(t) for t in args[0]], args[1] if len(args) > 1 else 0], {}
+    if name == "embedding":
+        return "embedding", [A(args[0]), A(args[1])], {}
+    if name == "layer_norm":
+        eps = args[4] if len(args) > 4 else 1e-5
+        return "layer_norm", [A(args[0]), list(args[1]), A(args[2]) if len(args) > 2 else None,
+                              A(args[3]) if len(args) > 3 else None, eps], {}
+    if name == "native_layer_norm":  # (out, mean, rstd): _call keeps out; the statistics stay unplanned
+        return "layer_norm", [A(args[0]), list(args[1]), A(args[2]), A(args[3]), args[4]], {}
+    if name == "rms_norm":
+        eps = args[3] if len(args) > 3 else None
+        return "rms_norm", [A(args[0]), list(args[1]), A(args[2]) if len(args) > 2 else None, eps], {}
+    if name == "gelu":
+        return "gelu", [A(args[0])], {"approximate": kw.get("approximate", "none")}
+    if name in ("silu", "relu", "tanh", "sigmoid", "exp", "log", "neg", "rsqrt", "sqrt", "abs"):
+        return name, [A(args[0])], {}
+    if name in ("add", "sub", "mul", "div"):
+        a, b = args[0], args[1]
+        alpha = kw.get("alpha", 1)
+        if is_t(a) and is_t(b):
+            if name in ("add", "sub"):
+                return name, [A(a), A(b)], {"alpha": alpha}
+            if kw.get("rounding_mode") is not None:
+                return None
+            return name, [A(a), A(b)], {}
+        if is_t(a) and isinstance(b, (int, float)) and not isinstance(b, bool):
+            if name in ("add", "sub"):
+                return "add.Scalar", [A(a), (b if name == "add" else -b) * alpha], {}
+            if name == "div" and kw.get("rounding_mode") is not None:
+                return None
+            return f"{name}.Scalar", [A(a), b], {}
+        return None
+    if name == "pow" and overload == "Tensor_Scalar":
+        return "pow.Tensor_Scalar", [A(args[0]), args[1]], {}
+    if name in ("mean", "sum", "amax", "amin") and is_t(args[0]):
+        if name in ("mean", "sum") and "dtype" in kw:
+            return None
+        dims = args[1] if len(args) > 1 else ([] if name in ("amax", "amin") else None)  # the schemas' defaults
+        if isinstance(dims, int):
+            dims = [dims]
+        return name, [A(args[0]), dims, args[2] if len(args) > 2 else kw.get("keepdim", False)], {}
+    if name in ("eq", "ne", "lt", "le", "gt", "ge", "maximum", "minimum") and all(is_t(a) for a in args[:2]):
+        return name, [A(args[0]), A(args[1])], {}
+    if name == "where" and overload == "self":
+        return "where", [A(a) for a in args[:3]], {}
+    if name == "masked_fill" and overload == "Scalar":
+        return "masked_fill", [A(args[0]), A(args[1]), args[2]], {}
+    if name == "scaled_dot_product_attention":
+        names = ["attn_mask", "dropout_p", "is_causal"]
+        out = [A(a) for a in args[:3]]
+        extra = dict(zip(names, args[3:6]))
+        extra.update({k: v for k, v in kw.items() if k in names})
+        if kw.get("enable_gqa"):
+            return None  # the planner's sdpa takes equal head counts
+        q, k = w._meta(args[0]), w._meta(args[1])
+        if tuple(q.shape[:-2]) != tuple(k.shape[:-2]):
+            return None
+        mask = extra.get("attn_mask")
+        # dropout_p is left out, as dropout is: it does not change a plan (and the planner's sdpa has none).
+        return "scaled_dot_product_attention", out + [A(mask) if mask is not None else None, 0.0,
+                                                      bool(extra.get("is_causal", False))], (
+            {"scale": kw["scale"]} if kw.get("scale") is not None else {})
+    if name in ("pad", "constant_pad_nd"):
+        mode = args[2] if name == "pad" and len(args) > 2 else kw.get("mode", "constant")
+        value = args[3] if name == "pad" and len(args) > 3 else (args[2] if len(args) > 2 else kw.get("value"))
+        return "pad", [A(args[0]), list(args[1]), mode, None if value is None else float(value)], {}
+    if name == "cross_entropy_loss":
+        reduction = {0: "none", 1: "mean", 2: "sum"}[args[3] if len(args) > 3 else kw.get("reduction", 1)]
+        x = w._meta(args[0])
+        if x.dim() != 2 or (len(args) > 2 and args[2] is not None):
+            return None  # the planner's cross_entropy takes [N, C] logits and no class weights
+        return "cross_entropy", [A(args[0]), A(args[1]), None, reduction,
+                                 args[4] if len(args) > 4 else -100,
+                                 float(args[5]) if len(args) > 5 else 0.0], {}
+    return None

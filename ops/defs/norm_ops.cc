@@ -46,8 +46,10 @@ void define_norm_ops(Registry& reg) {
       return std::vector<TensorMeta>{c.tensor(0)};
     };
     op.kernel = [log](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
-      return std::vector<Tensor>{log ? kernels::log_softmax(in[0], c.get_int("dim"))
-                                     : kernels::softmax(in[0], c.get_int("dim"))};
+      // A 0-d tensor is softmaxed as the 1-element vector it holds (torch's dim 0 or -1).
+      const Tensor x = in[0].dim() == 0 ? in[0].reshape({1}) : in[0];
+      Tensor y = log ? kernels::log_softmax(x, c.get_int("dim")) : kernels::softmax(x, c.get_int("dim"));
+      return std::vector<Tensor>{in[0].dim() == 0 ? y.reshape({}) : y};
     };
     op.samples = [] {
       return std::vector<Sample>{sample({{6, 5}}, {T(0), I(1)}), sample({{5, 3, 7}}, {T(0), I(0)})};

@@ -7,6 +7,14 @@ namespace {
 
 std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
 
+// A Scalar argument as given: an int stays an int (add/sub on int64 tensors accept only an integer
+// alpha, and the default alpha=1 is one).
+Scalar scalar_arg(const OpCall& c, const std::string& name) {
+  const IValue& v = c.value(name);
+  if (const auto* i = std::get_if<int64_t>(&v)) return Scalar(*i);
+  return Scalar(c.get_double(name));
+}
+
 // Output metadata of an op broadcasting all tensor inputs; dtype from `dtype_fn`.
 MetaFn broadcast_meta(std::function<DType(const OpCall&)> dtype_fn) {
   return [dtype_fn](const OpCall& c) {
@@ -62,12 +70,12 @@ void unary(Registry& reg, const std::string& name, Tensor (*fn)(const Tensor&), 
 void define_pointwise_ops(Registry& reg) {
   binary(reg, "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
-           return one(kernels::add(in[0], in[1], Scalar(c.get_double("alpha"))));
+           return one(kernels::add(in[0], in[1], scalar_arg(c, "alpha")));
          },
          cost(CostClass::kElementwise, Keeps::kNothing));
   binary(reg, "sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
-           return one(kernels::sub(in[0], in[1], Scalar(c.get_double("alpha"))));
+           return one(kernels::sub(in[0], in[1], scalar_arg(c, "alpha")));
          },
          cost(CostClass::kElementwise, Keeps::kNothing));
   binary(reg, "mul(Tensor self, Tensor other) -> Tensor", broadcast_meta(promoted),
@@ -166,7 +174,7 @@ void define_pointwise_ops(Registry& reg) {
     op.kernel = [n](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
       const IValue& v = c.value("other");
       Scalar s = std::holds_alternative<int64_t>(v) ? Scalar(std::get<int64_t>(v)) : Scalar(c.get_double("other"));
-      if (n == "add.Scalar") return one(kernels::add(in[0], s, Scalar(c.get_double("alpha"))));
+      if (n == "add.Scalar") return one(kernels::add(in[0], s, scalar_arg(c, "alpha")));
       if (n == "mul.Scalar") return one(kernels::mul(in[0], s));
       return one(kernels::div(in[0], s));
     };

@@ -11,12 +11,14 @@ namespace {
 std::vector<int64_t> dims_of(const OpCall& c) {
   const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
   std::vector<int64_t> dims = c.get_int_list("dim");
-  std::vector<bool> seen(rank, false);
+  std::vector<bool> seen(std::max<int64_t>(rank, 1), false);  // a 0-d tensor takes dim 0 or -1
   for (int64_t& d : dims) {
     d = guard(c, [&] { return wrap_dim(d, rank, "dim"); });
     if (seen[d]) fail(c, absl::StrCat("dim ", d, " appears more than once in the list of dims"));
     seen[d] = true;
   }
+  // A 0-d tensor takes dim 0 or -1 (as torch's does) and reduces to itself: no dims to reduce.
+  if (rank == 0) dims.clear();
   return dims;
 }
 

@@ -262,3 +262,55 @@ def test_op_names_are_listed_before_any_op_ran():
                          env=dict(os.environ, PYTHONPATH=os.path.join(root, "python")),
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and int(out.stdout) > 50, out.stdout + out.stderr
+
+
+def test_int_add_and_sub_take_the_default_integer_alpha():
+    # Reproducer (OpInfo oracle): the default alpha=1 reached the kernel as a float, and int64
+    # tensors rejected it ("alpha 1 must be an integer").
+    a = rng.integers(-9, 9, (5, 4))
+    b = rng.integers(-9, 9, (4,))
+
+    def fn(mesh, rank):
+        da = dtensor.distribute_tensor(a, mesh, [Shard(0), Replicate()])
+        db = dtensor.distribute_tensor(b, mesh, [Replicate(), Shard(0)])
+        return (dtensor.ops.call("add", da, db).full_tensor(), dtensor.ops.call("sub", da, db).full_tensor(),
+                dtensor.ops.call("add", da, db, alpha=3).full_tensor(),
+                dtensor.ops.call("add.Scalar", da, 2).full_tensor())
+
+    for add, sub, add3, add_scalar in on_mesh((2, 2), fn):
+        assert add.dtype == np.int64 and add_scalar.dtype == np.int64
+        np.testing.assert_array_equal(add, a + b)
+        np.testing.assert_array_equal(sub, a - b)
+        np.testing.assert_array_equal(add3, a + 3 * b)
+        np.testing.assert_array_equal(add_scalar, a + 2)
+
+
+@pytest.mark.parametrize("op, args, kwargs, expect", [
+    ("sum", [[0]], {"keepdim": True}, lambda x: x),
+    ("mean", [[-1]], {}, lambda x: x),
+    ("amax", [[0]], {}, lambda x: x),
+    ("prod", [0], {}, lambda x: x),
+    ("logsumexp", [[0]], {"keepdim": True}, lambda x: x),
+    ("var", [[0]], {"correction": 0}, lambda x: np.zeros_like(x)),
+    ("softmax", [0], {}, lambda x: np.ones_like(x)),
+    ("log_softmax", [-1], {}, lambda x: np.zeros_like(x)),
+    ("squeeze", [[0]], {}, lambda x: x),
+    ("transpose", [0, -1], {}, lambda x: x),
+    ("max.dim", [0], {}, lambda x: (x, np.int64(0))),
+    ("median.dim", [-1], {"keepdim": True}, lambda x: (x, np.int64(0))),
+    ("kthvalue", [1], {}, lambda x: (x, np.int64(0))),
+])
+def test_a_zero_dim_tensor_takes_dim_0_and_reduces_to_itself(op, args, kwargs, expect):
+    # Reproducer (OpInfo oracle): a 0-d input with dim 0 or -1 (valid in torch) crashed the
+    # process: reductions, softmax and the selections indexed the shape they do not have.
+    x = np.array(1.75)
+
+    def fn(mesh, rank):
+        out = dtensor.ops.call(op, dtensor.distribute_tensor(x, mesh, [Replicate(), Replicate()]), *args, **kwargs)
+        return tuple(o.full_tensor() for o in out) if isinstance(out, tuple) else out.full_tensor()
+
+    want = expect(x)
+    for got in on_mesh((2, 2), fn):
+        for g, w in zip(got, want) if isinstance(want, tuple) else [(got, want)]:
+            assert g.shape == () and g.dtype == np.asarray(w).dtype
+            np.testing.assert_allclose(g, w)

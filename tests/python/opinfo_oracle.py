@@ -511,7 +511,29 @@ def _np(t):
     return np.array(t.detach().numpy(), copy=True, order="C")  # keeps 0-d (ascontiguousarray does not)
 
 
-def run_dtensor(call, mesh_shape, placements):
+def partial_pieces(block, placements, coord, mesh_shape, seed):
+    """This rank's local value of a Partial tensor whose blocks (the Replicate-on-Partial-dims
+    layout) are `block`: adversarial pieces of both signs that reduce to the block over each Partial
+    mesh dim (DESIGN §4), not the value on one rank and the identity on the others."""
+    g = np.random.default_rng(seed)  # the same draws on every rank of a group: same block shape
+    dims = [i for i, p in enumerate(placements) if p.is_partial()]
+    op = placements[dims[0]].reduce_op
+    n = int(np.prod([mesh_shape[i] for i in dims]))
+    floating = np.issubdtype(block.dtype, np.floating)
+    if op == "avg":
+        local = block.astype(np.float64)
+    elif floating:
+        local = block.astype(np.float64) / n
+    else:
+        local = block * int(all(coord[i] == 0 for i in dims))
+    for i in dims:
+        m = mesh_shape[i]
+        r = g.uniform(-2, 2, block.shape) if floating else g.integers(-5, 6, block.shape)
+        local = local + ((m - 1) if coord[i] == 0 else -1) * r  # the m pieces' offsets sum to 0
+    return np.asarray(local).astype(block.dtype)
+
+
+def run_dtensor(call, mesh_shape, placements, seed=0):
     """Runs the call on prod(mesh_shape) thread ranks; returns rank 0's outputs as numpy arrays and
     dtensor dtype names, or raises the DTensorError every rank raised."""
     arrays = [_np(t) for t in _tensors(call.args)]
@@ -519,11 +541,16 @@ def run_dtensor(call, mesh_shape, placements):
 
     def fn(world):
         mesh = dtensor.init_device_mesh("cpu", mesh_shape)
-        it = iter(zip(arrays + list(kw_arrays.values()), placements))
+        it = iter(enumerate(zip(arrays + list(kw_arrays.values()), placements)))
 
         def dist():
-            a, pl = next(it)
-            return dtensor.distribute_tensor(a, mesh, pl)
+            k, (a, pl) = next(it)
+            if not any(p.is_partial() for p in pl):
+                return dtensor.distribute_tensor(a, mesh, pl)
+            base = [Replicate() if p.is_partial() else p for p in pl]
+            block = dtensor.distribute_tensor(a, mesh, base).to_local()
+            local = partial_pieces(block, pl, mesh.get_coordinate(), mesh_shape, seed * 31 + k)
+            return dtensor.DTensor.from_local(local, mesh, pl, shape=list(a.shape))
 
         def value(v):  # a ScalarType travels by name, as `to` takes it
             return DTYPE_NAMES.get(v, str(v)) if isinstance(v, torch.dtype) else v
@@ -628,7 +655,7 @@ def run_sample(call, seed):
         return Outcome(call.op, "mismatch-local", diff)
     placements = random_placements(call, random.Random(seed))
     try:
-        sharded = run_dtensor(call, (2, 2), placements)
+        sharded = run_dtensor(call, (2, 2), placements, seed)
     except dtensor.DTensorError as e:
         return Outcome(call.op, "mismatch-sharded", f"{placements}: raises {str(e).splitlines()[0]}")
     diff = compare(sharded, want, call, local) or diff

@@ -61,7 +61,9 @@ void register_pointwise_rules(Registry& reg) {
       r.push_back(row({Partial(op)}, {Replicate(), Partial(op)}));
     }
   });
-  set(reg, "div", [](const OpCall&, RuleList& r) {
+  // Rounded quotients (rounding_mode) are not linear in the dividend: no Partial.
+  set(reg, "div", [](const OpCall& c, RuleList& r) {
+    if (c.has("rounding_mode")) return;
     for (ReduceOp op : kLinear) r.push_back(row({Partial(op)}, {Partial(op), Replicate()}));
   });
   // max(max_i a_i, max_i b_i) = max_i max(a_i, b_i), and max(max_i a_i, b) = max_i max(a_i, b).
@@ -91,6 +93,7 @@ void register_pointwise_rules(Registry& reg) {
   // x * c and x / c: linear (sum, avg); max/min pass for c >= 0 and swap for c < 0.
   for (const char* name : {"mul.Scalar", "div.Scalar"}) {
     set(reg, name, [](const OpCall& c, RuleList& r) {
+      if (c.has("rounding_mode")) return;  // rounded quotients: neither linear nor order-preserving
       add_partial_passthrough(r, 1, 1, kLinear);
       const bool neg = c.get_double("other") < 0;
       for (ReduceOp op : kOrder) r.push_back(row({Partial(neg ? swap_order(op) : op)}, {Partial(op)}));

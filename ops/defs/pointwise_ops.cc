@@ -81,10 +81,20 @@ void define_pointwise_ops(Registry& reg) {
   binary(reg, "mul(Tensor self, Tensor other) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::mul(in[0], in[1])); },
          cost(CostClass::kElementwise));
-  binary(reg, "div(Tensor self, Tensor other) -> Tensor", broadcast_meta(floating),
-         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::div(in[0], in[1])); },
+  // rounding_mode 'trunc'/'floor' keeps the promoted dtype (an int64 quotient stays int64), as torch's.
+  binary(reg, "div(Tensor self, Tensor other, *, str? rounding_mode=None) -> Tensor",
+         broadcast_meta([](const OpCall& c) { return c.has("rounding_mode") ? promoted(c) : floating(c); }),
+         [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+           return one(kernels::div(in[0], in[1], c.has("rounding_mode") ? c.get_str("rounding_mode") : ""));
+         },
          cost(CostClass::kElementwise));
   reg.mutable_find("div").make_input = positive_inputs({1});
+  reg.mutable_find("div").samples = [] {
+    std::vector<Sample> s = binary_samples();
+    s.push_back(sample({{6, 5}, {6, 5}}, {T(0), T(1)}, {{"rounding_mode", V(std::string("floor"))}}));
+    s.push_back(sample({{4, 7, 3}, {7, 1}}, {T(0), T(1)}, {{"rounding_mode", V(std::string("trunc"))}}));
+    return s;
+  };
   binary(reg, "maximum(Tensor self, Tensor other) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::maximum(in[0], in[1])); },
          cost(CostClass::kElementwise));
@@ -162,13 +172,15 @@ void define_pointwise_ops(Registry& reg) {
   for (const char* name : {"add.Scalar", "mul.Scalar", "div.Scalar"}) {
     std::string n = name;
     std::string schema = n + (n == "add.Scalar" ? "(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"
-                                                 : "(Tensor self, Scalar other) -> Tensor");
+                      : n == "div.Scalar" ? "(Tensor self, Scalar other, *, str? rounding_mode=None) -> Tensor"
+                                          : "(Tensor self, Scalar other) -> Tensor");
     OpDef& op = reg.define(schema, "pointwise");
     op.cost = cost(CostClass::kElementwise, Keeps::kNothing);
     op.meta = [n](const OpCall& c) {
       DType d = c.tensor(0).dtype;
       bool float_scalar = std::holds_alternative<double>(c.value("other"));
-      if (!is_floating(d) && (float_scalar || n == "div.Scalar")) d = DType::kFloat32;
+      const bool rounding = n == "div.Scalar" && c.has("rounding_mode");
+      if (!is_floating(d) && (float_scalar || (n == "div.Scalar" && !rounding))) d = DType::kFloat32;
       return std::vector<TensorMeta>{{c.tensor(0).shape, d}};
     };
     op.kernel = [n](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
@@ -176,7 +188,7 @@ void define_pointwise_ops(Registry& reg) {
       Scalar s = std::holds_alternative<int64_t>(v) ? Scalar(std::get<int64_t>(v)) : Scalar(c.get_double("other"));
       if (n == "add.Scalar") return one(kernels::add(in[0], s, scalar_arg(c, "alpha")));
       if (n == "mul.Scalar") return one(kernels::mul(in[0], s));
-      return one(kernels::div(in[0], s));
+      return one(kernels::div(in[0], s, c.has("rounding_mode") ? c.get_str("rounding_mode") : ""));
     };
     op.samples = [] {
       return std::vector<Sample>{sample({{6, 5}}, {T(0), V(-1.5)}), sample({{4, 7}}, {T(0), V(2.0)})};

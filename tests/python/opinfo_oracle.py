@@ -484,27 +484,31 @@ def _tensors(args):
 
 def random_placements(call, rng, mesh_ndim=2):
     """Seeded placements for each tensor input (in argument order): Shard on a dim of size >= 1,
-    Replicate, or (where the op is linear in that input) Partial sum/avg."""
+    Replicate, or Partial (not for bool tensors). Returns the placements and, per tensor, whether
+    its Partial(sum/avg) pieces may be adversarial: only where the op is linear in it (call.partial),
+    since pieces that only sum to the value up to rounding would break exact ties elsewhere;
+    Partial(max/min) pieces are exact and always adversarial."""
     tensors = list(_tensors(call.args)) + [v for v in call.kwargs.values() if isinstance(v, torch.Tensor)]
-    partial_budget = {"all": len(tensors), "one": 1}.get(call.partial, 0)
-    out = []
+    linear_budget = {"all": len(tensors), "one": 1}.get(call.partial, 0)
+    out, adversarial = [], []
     for t in tensors:
         pl = []
         # A tensor's Partial mesh dims share one reduce op (DTensorSpec); avg of ints is not exact.
-        reduce_op = rng.choice(["sum", "avg"] if t.is_floating_point() else ["sum"])
+        reduce_op = rng.choice(["sum", "avg", "max", "min"] if t.is_floating_point() else ["sum", "max", "min"])
         for _ in range(mesh_ndim):
             dims = [d for d in range(t.dim()) if t.shape[d] >= 1]
             r = rng.random()
-            if r < 0.15 and partial_budget > 0:
+            if r < 0.2 and t.dtype != torch.bool:
                 pl.append(Partial(reduce_op))
             elif r < 0.65 and dims:
                 pl.append(Shard(rng.choice(dims)))
             else:
                 pl.append(Replicate())
-        if any(p.is_partial() for p in pl):
-            partial_budget -= 1
+        linear = any(p.is_partial() for p in pl) and reduce_op in ("sum", "avg") and linear_budget > 0
+        linear_budget -= linear
         out.append(pl)
-    return out
+        adversarial.append(linear or reduce_op in ("max", "min"))
+    return out, adversarial
 
 
 def _np(t):
@@ -513,13 +517,21 @@ def _np(t):
 
 def partial_pieces(block, placements, coord, mesh_shape, seed):
     """This rank's local value of a Partial tensor whose blocks (the Replicate-on-Partial-dims
-    layout) are `block`: adversarial pieces of both signs that reduce to the block over each Partial
-    mesh dim (DESIGN §4), not the value on one rank and the identity on the others."""
+    layout) are `block`: adversarial pieces that reduce to the block over each Partial mesh dim
+    (DESIGN §4), not the value on one rank and the identity on the others. sum/avg: pieces of both
+    signs; max/min: one rank of each group (a seeded pick per element) holds the value, the others
+    a lower (max) or higher (min) one."""
     g = np.random.default_rng(seed)  # the same draws on every rank of a group: same block shape
     dims = [i for i, p in enumerate(placements) if p.is_partial()]
     op = placements[dims[0]].reduce_op
     n = int(np.prod([mesh_shape[i] for i in dims]))
     floating = np.issubdtype(block.dtype, np.floating)
+    if op in ("max", "min"):
+        keep = np.ones(block.shape, dtype=bool)
+        for i in dims:
+            keep &= g.integers(0, mesh_shape[i], block.shape) == coord[i]
+        delta = g.integers(1, 4, block.shape).astype(block.dtype)
+        return np.where(keep, block, block - delta if op == "max" else block + delta).astype(block.dtype)
     if op == "avg":
         local = block.astype(np.float64)
     elif floating:
@@ -533,7 +545,7 @@ def partial_pieces(block, placements, coord, mesh_shape, seed):
     return np.asarray(local).astype(block.dtype)
 
 
-def run_dtensor(call, mesh_shape, placements, seed=0):
+def run_dtensor(call, mesh_shape, placements, seed=0, adversarial=None):
     """Runs the call on prod(mesh_shape) thread ranks; returns rank 0's outputs as numpy arrays and
     dtensor dtype names, or raises the DTensorError every rank raised."""
     arrays = [_np(t) for t in _tensors(call.args)]
@@ -545,8 +557,8 @@ def run_dtensor(call, mesh_shape, placements, seed=0):
 
         def dist():
             k, (a, pl) = next(it)
-            if not any(p.is_partial() for p in pl):
-                return dtensor.distribute_tensor(a, mesh, pl)
+            if not any(p.is_partial() for p in pl) or not (adversarial and adversarial[k]):
+                return dtensor.distribute_tensor(a, mesh, pl)  # Partial: the value on coordinate 0
             base = [Replicate() if p.is_partial() else p for p in pl]
             block = dtensor.distribute_tensor(a, mesh, base).to_local()
             local = partial_pieces(block, pl, mesh.get_coordinate(), mesh_shape, seed * 31 + k)
@@ -653,9 +665,9 @@ def run_sample(call, seed):
     diff = compare(local, want, call)
     if diff and diff != "tie":
         return Outcome(call.op, "mismatch-local", diff)
-    placements = random_placements(call, random.Random(seed))
+    placements, adversarial = random_placements(call, random.Random(seed))
     try:
-        sharded = run_dtensor(call, (2, 2), placements, seed)
+        sharded = run_dtensor(call, (2, 2), placements, seed, adversarial)
     except dtensor.DTensorError as e:
         return Outcome(call.op, "mismatch-sharded", f"{placements}: raises {str(e).splitlines()[0]}")
     diff = compare(sharded, want, call, local) or diff

@@ -338,3 +338,21 @@ def test_div_rounding_modes_match_numpy_floor_divide_and_trunc():
         np.testing.assert_array_equal(ifloor, np.floor_divide(ai, bi))
         np.testing.assert_array_equal(itrunc, np.fix(ai / bi).astype(np.int64))
         np.testing.assert_array_equal(sfloor, np.floor_divide(ai, 4))
+
+
+@pytest.mark.parametrize("op, scalar", [("mul.Scalar", np.inf), ("mul.Scalar", -np.inf), ("div.Scalar", 0.0),
+                                        ("mul.Scalar", 2.5), ("div.Scalar", -4.0)])
+def test_partial_sum_times_a_scalar_matches_the_value_times_it(op, scalar):
+    # Reproducer (OpInfo reference inputs): P(sum) passed through x * inf, so pieces of both signs
+    # gave inf - inf = NaN where the value times inf is +-inf; likewise x / 0.
+    x = np.array([1.5, -2.0, 0.25, 3.0, -0.5])
+    r = np.array([4.0, 1.0, -3.0, 0.5, 2.0])  # adversarial pieces: x + r and -r sum to x
+
+    def fn(mesh, rank):
+        d = DTensor.from_local(x + r if rank == 0 else -r, mesh, [Partial()])
+        return dtensor.ops.call(op, d, scalar).full_tensor()
+
+    with np.errstate(divide="ignore"):
+        want = x * scalar if op == "mul.Scalar" else np.divide(x, scalar)
+    for got in on_mesh((2,), fn):
+        np.testing.assert_allclose(got, want)

@@ -461,6 +461,12 @@ def variants(call, seed):
         other = call.args[1].flatten()[0].item()
         yield "scalar", dataclasses.replace(call, op=SCALAR_OVERLOAD[call.op], partial="",
                                             args=[call.args[0], other, *call.args[2:]])
+        # OpInfo's reference inputs have non-finite scalars: a Partial input must not turn
+        # x * inf into inf - inf (they found that).
+        extreme = {"mul": float("inf"), "div": 0.0}.get(call.op)
+        if extreme is not None and call.args[0].is_floating_point() and "rounding_mode" not in call.kwargs:
+            yield "scalar-extreme", dataclasses.replace(call, op=SCALAR_OVERLOAD[call.op], partial="all",
+                                                        args=[call.args[0], extreme, *call.args[2:]])
     if call.op not in TIE_OPS or not isinstance(call.args[0], torch.Tensor):
         return
     x = call.args[0]

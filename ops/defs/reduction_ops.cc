@@ -109,13 +109,15 @@ void define_reduction_ops(Registry& reg) {
            return extreme_or(x, dims, keep, false, kernels::amin);
          },
          false);
-  define(reg, "prod(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor",
+  // dtype: the input is cast to it first, as ATen's.
+  define(reg, "prod(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
          [](const OpCall& c) {
+           if (c.has("dtype")) return guard(c, [&] { return dtype_from_name(c.get_str("dtype")); });
            DType d = c.tensor(0).dtype;
            return is_floating(d) ? d : DType::kInt64;
          },
-         [](const Tensor& x, const OpCall&, const LocalContext&, const std::vector<int64_t>& dims, bool keep) {
-           return kernels::prod(x, dims, keep);
+         [](const Tensor& x, const OpCall& c, const LocalContext&, const std::vector<int64_t>& dims, bool keep) {
+           return kernels::prod(c.has("dtype") ? x.to(dtype_from_name(c.get_str("dtype"))) : x, dims, keep);
          },
          false);
   for (const char* name : {"var", "std"}) {

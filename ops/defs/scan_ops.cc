@@ -20,9 +20,11 @@ int64_t scan_dim(const OpCall& c) {
 
 bool two_outputs(Scan s) { return s == Scan::kMax || s == Scan::kMin; }
 
-// The scanned input: cast to the call's dtype when it has one (cumsum's dtype argument).
+bool takes_dtype(Scan s) { return s == Scan::kSum || s == Scan::kProd; }
+
+// The scanned input: cast to the call's dtype when it has one (cumsum's and cumprod's dtype).
 Tensor scan_input(Scan s, const Tensor& x, const OpCall& c) {
-  return s == Scan::kSum && c.has("dtype") ? x.to(dtype_from_name(c.get_str("dtype"))) : x;
+  return takes_dtype(s) && c.has("dtype") ? x.to(dtype_from_name(c.get_str("dtype"))) : x;
 }
 
 std::vector<Tensor> local_scan(Scan s, const Tensor& x, int64_t d) {
@@ -163,8 +165,8 @@ StepDef carry_exchange(Scan s) {
 
 void define(Registry& reg, const std::string& name, Scan s) {
   std::string sig = two_outputs(s) ? " -> (Tensor values, Tensor indices)" : " -> Tensor";
-  // cumsum's dtype: the input is cast to it first, as ATen's.
-  OpDef& op = reg.define(name + (s == Scan::kSum ? "(Tensor self, int dim, *, ScalarType? dtype=None)" : "(Tensor self, int dim)") + sig,
+  // cumsum's and cumprod's dtype: the input is cast to it first, as ATen's.
+  OpDef& op = reg.define(name + (takes_dtype(s) ? "(Tensor self, int dim, *, ScalarType? dtype=None)" : "(Tensor self, int dim)") + sig,
                          "scan");
   op.cost = cost(CostClass::kOnePass);
   op.meta = [s](const OpCall& c) {
@@ -172,7 +174,7 @@ void define(Registry& reg, const std::string& name, Scan s) {
     DType dt = c.tensor(0).dtype;
     if (s == Scan::kLogSumExp && !is_floating(dt)) fail(c, "logcumsumexp needs a floating dtype");
     if ((s == Scan::kSum || s == Scan::kProd) && !is_floating(dt)) dt = DType::kInt64;
-    if (s == Scan::kSum && c.has("dtype")) dt = guard(c, [&] { return dtype_from_name(c.get_str("dtype")); });
+    if (takes_dtype(s) && c.has("dtype")) dt = guard(c, [&] { return dtype_from_name(c.get_str("dtype")); });
     std::vector<TensorMeta> out{{c.tensor(0).shape, dt}};
     if (two_outputs(s)) out.push_back({c.tensor(0).shape, DType::kInt64});
     return out;
@@ -183,7 +185,7 @@ void define(Registry& reg, const std::string& name, Scan s) {
   op.samples = [s] {
     std::vector<Sample> v{sample({{7, 5}}, {T(0), I(0)}), sample({{4, 9}}, {T(0), I(1)}),
                           sample({{3, 5, 4}}, {T(0), I(-2)})};
-    if (s == Scan::kSum) v.push_back(sample({{6, 4}}, {T(0), I(0)}, {{"dtype", V(std::string("float64"))}}));
+    if (takes_dtype(s)) v.push_back(sample({{6, 4}}, {T(0), I(0)}, {{"dtype", V(std::string("float64"))}}));
     return v;
   };
   if (s == Scan::kProd)

@@ -359,7 +359,7 @@ def test_partial_sum_times_a_scalar_matches_the_value_times_it(op, scalar):
 
 
 def test_softmax_and_cumsum_take_a_dtype_as_aten_does():
-    # softmax/log_softmax/cumsum rejected ATen's dtype argument (the OpInfo oracle's with_dtype
+    # softmax/log_softmax/cumsum/cumprod/prod rejected ATen's dtype argument (the OpInfo oracle's with_dtype
     # samples); the input is cast first, so an int64 tensor may take one. Sharded along `dim`, the
     # softmax stats step and the scan's carry exchange see the cast values too.
     x = rng.integers(-5, 6, (5, 7))
@@ -368,14 +368,18 @@ def test_softmax_and_cumsum_take_a_dtype_as_aten_does():
         d = dtensor.distribute_tensor(x, mesh, [Shard(1), Shard(0)])
         return (dtensor.ops.call("softmax", d, 1, dtype="float64"),
                 dtensor.ops.call("log_softmax", d, 1, "float32"),
-                dtensor.ops.call("cumsum", d, 1, dtype="float64"))
+                dtensor.ops.call("cumsum", d, 1, dtype="float64"),
+                dtensor.ops.call("cumprod", d, 0, dtype="float64"),
+                dtensor.ops.call("prod", d, [1], dtype="float32"))
 
     def full(out):
         return [(o.dtype, o.full_tensor()) for o in out]
 
     e = np.exp(x - x.max(axis=1, keepdims=True))
-    for (sd, s), (ld, ls), (cd, cs) in on_mesh((2, 2), lambda m, r: full(fn(m, r))):
-        assert (sd, ld, cd) == ("float64", "float32", "float64")
+    for (sd, s), (ld, ls), (cd, cs), (pd, cp), (qd, pr) in on_mesh((2, 2), lambda m, r: full(fn(m, r))):
+        assert (sd, ld, cd, pd, qd) == ("float64", "float32", "float64", "float64", "float32")
+        np.testing.assert_array_equal(cp, np.cumprod(x, axis=0).astype(np.float64))
+        np.testing.assert_allclose(pr, np.prod(x.astype(np.float64), axis=1), rtol=1e-6)
         np.testing.assert_allclose(s, e / e.sum(axis=1, keepdims=True), rtol=1e-12)
         np.testing.assert_allclose(ls, np.log(e / e.sum(axis=1, keepdims=True)), rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(cs, np.cumsum(x, axis=1).astype(np.float64))

@@ -66,7 +66,8 @@ void register_pointwise_backward() {
                  sum_to(F::where(cond, zero, g), c.inputs[2].shape())};
   });
   def("masked_fill", [](const BackwardCtx& c) {
-    return Grads{F::masked_fill(c.grad(0), c.inputs[1], 0.0), std::nullopt};
+    // self may have been broadcast to the mask's shape: its gradient is summed back.
+    return Grads{sum_to(F::masked_fill(c.grad(0), c.inputs[1], 0.0), c.inputs[0].shape()), std::nullopt};
   });
   def("add.Scalar", [](const BackwardCtx& c) { return Grads{c.grad(0)}; });
   def("mul.Scalar", [](const BackwardCtx& c) { return Grads{F::mul(c.grad(0), c.call.get_double("other"))}; });

@@ -149,22 +149,25 @@ void define_pointwise_ops(Registry& reg) {
   {
     OpDef& op = reg.define("masked_fill(Tensor self, Tensor mask, Scalar value) -> Tensor", "pointwise");
     op.cost = cost(CostClass::kElementwise);
+    // Out of place, self and mask broadcast together (ATen's masked_fill; in-place masked_fill_
+    // alone needs the mask to fit self).
     op.meta = [](const OpCall& c) {
       return guard(c, [&] {
         DT_CHECK(c.tensor(1).dtype == DType::kBool, "mask must be bool, got ", dtype_name(c.tensor(1).dtype));
         Shape b = kernels::broadcast_shapes(c.tensor(0).shape, c.tensor(1).shape);
-        DT_CHECK(b == c.tensor(0).shape, "mask ", shape_str(c.tensor(1).shape),
-                 " must broadcast to self ", shape_str(c.tensor(0).shape));
-        return std::vector<TensorMeta>{c.tensor(0)};
+        return std::vector<TensorMeta>{{b, c.tensor(0).dtype}};
       });
     };
     op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
-      return one(kernels::masked_fill(in[0], in[1], Scalar(c.get_double("value"))));
+      const Shape b = kernels::broadcast_shapes(in[0].sizes(), in[1].sizes());
+      const Tensor x = b == in[0].sizes() ? in[0] : in[0].expand(b);
+      return one(kernels::masked_fill(x, in[1], scalar_arg(c, "value")));
     };
     op.samples = [] {
       return std::vector<Sample>{
           sample({{6, 5}, {6, 5}}, {T(0), T(1), V(-1.5)}, {}, {DType::kFloat32, DType::kBool}),
-          sample({{4, 6}, {6}}, {T(0), T(1), V(0.0)}, {}, {DType::kFloat32, DType::kBool})};
+          sample({{4, 6}, {6}}, {T(0), T(1), V(0.0)}, {}, {DType::kFloat32, DType::kBool}),
+          sample({{6}, {5, 6}}, {T(0), T(1), V(2.0)}, {}, {DType::kFloat32, DType::kBool})};
     };
   }
   // Tensor-scalar arithmetic: the scalar keeps torch's promotion (a float scalar on an int tensor

@@ -383,3 +383,21 @@ def test_softmax_and_cumsum_take_a_dtype_as_aten_does():
         np.testing.assert_allclose(s, e / e.sum(axis=1, keepdims=True), rtol=1e-12)
         np.testing.assert_allclose(ls, np.log(e / e.sum(axis=1, keepdims=True)), rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(cs, np.cumsum(x, axis=1).astype(np.float64))
+
+
+def test_masked_fill_broadcasts_self_to_the_mask_and_sums_its_gradient_back():
+    # masked_fill(self [6], mask [5, 6]) is [5, 6] in ATen (out of place); dtensor rejected it
+    # (OpInfo oracle). Its gradient for self is summed back over the broadcast dim.
+    x = rng.standard_normal(6)
+    mask = rng.random((5, 6)) < 0.4
+
+    def fn(mesh, rank):
+        d = dtensor.distribute_tensor(x, mesh, [Replicate(), Shard(0)]).requires_grad_()
+        m = dtensor.distribute_tensor(mask, mesh, [Shard(0), Shard(1)])
+        out = dtensor.ops.call("masked_fill", d, m, -2.0)
+        dtensor.ops.sum(out).backward()
+        return out.full_tensor(), d.grad.full_tensor()
+
+    for out, grad in on_mesh((2, 2), fn):
+        np.testing.assert_array_equal(out, np.where(mask, -2.0, np.broadcast_to(x, (5, 6))))
+        np.testing.assert_array_equal(grad, (~mask).sum(axis=0).astype(np.float64))

@@ -276,7 +276,7 @@ def pool(kind, dims):
                                 "divisor_override"])
             if dims == 1 and kw.get("divisor_override") is not None:
                 raise Skip("avg_pool1d has no divisor_override in ATen", "avg_pool1d")
-            kw.pop("divisor_override", 0) if kw.get("divisor_override", 0) is None else None
+            drop_defaults(kw, divisor_override=None)
         for n in ("kernel_size", "stride", "padding", "dilation"):
             if n in kw:
                 kw[n] = [] if kw[n] is None else ints(kw[n], dims)
@@ -493,13 +493,18 @@ def _tensors(args):
             yield from a
 
 
+def input_tensors(call):
+    """The call's tensors in the order they are distributed: positional (lists flattened), then keyword."""
+    return list(_tensors(call.args)) + [v for v in call.kwargs.values() if isinstance(v, torch.Tensor)]
+
+
 def random_placements(call, rng, mesh_ndim=2):
     """Seeded placements for each tensor input (in argument order): Shard on a dim of size >= 1,
     Replicate, or Partial (not for bool tensors). Returns the placements and, per tensor, whether
     its Partial(sum/avg) pieces may be adversarial: only where the op is linear in it (call.partial),
     since pieces that only sum to the value up to rounding would break exact ties elsewhere;
     Partial(max/min) pieces are exact and always adversarial."""
-    tensors = list(_tensors(call.args)) + [v for v in call.kwargs.values() if isinstance(v, torch.Tensor)]
+    tensors = input_tensors(call)
     linear_budget = {"all": len(tensors), "one": 1}.get(call.partial, 0)
     out, adversarial = [], []
     for t in tensors:
@@ -669,8 +674,7 @@ def run_sample(call, seed):
     except Exception as e:  # noqa: BLE001 - torch rejects the sample: nothing to compare with
         return Outcome(call.op, "skipped", f"torch raises {type(e).__name__}")
     try:
-        local = run_dtensor(call, (1,), [[Replicate()] for _ in range(len(list(_tensors(call.args))) +
-                                                                  sum(isinstance(v, torch.Tensor) for v in call.kwargs.values()))])
+        local = run_dtensor(call, (1,), [[Replicate()] for _ in input_tensors(call)])
     except dtensor.DTensorError as e:
         return Outcome(call.op, "rejected", str(e).split("\n")[0])
     diff = compare(local, want, call)

@@ -49,7 +49,8 @@ def results():
 def table(by_op):
     head = f"{'op':34} {'samples':>7} {'local':>6} {'sharded':>7} {'tie':>4} {'rejected':>8} {'skipped':>7} {'mismatch':>8}"
     lines = [f"OpInfo oracle (tests/python/test_opinfo.py; at most {oracle.MAX_SAMPLES} samples per OpInfo entry "
-             "and dtype, plus tied/NaN inputs for index ops):", head, "-" * len(head)]
+             "and dtype, plus variants: tied inputs for index ops, NaNs in floating inputs, Python-number operands "
+             "for add/mul/div/pow):", head, "-" * len(head)]
     skipped_why = collections.Counter()
     totals = collections.Counter()
     for op in sorted(by_op):

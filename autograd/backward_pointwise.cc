@@ -26,6 +26,9 @@ void register_pointwise_backward() {
   });
   def("div", [](const BackwardCtx& c) {
     const DTensor &a = c.inputs[0], &b = c.inputs[1];
+    // A rounded quotient is piecewise constant: zero gradients, as torch's derivatives.yaml.
+    if (c.call.has("rounding_mode"))
+      return binary(c, [&](const DTensor& g) { return std::pair{F::mul(g, 0.0), F::mul(g, 0.0)}; });
     return binary(c, [&](const DTensor& g) {
       return std::pair{F::div(g, b), F::neg(F::div(F::mul(g, a), F::mul(b, b)))};
     });
@@ -63,11 +66,15 @@ void register_pointwise_backward() {
                  sum_to(F::where(cond, zero, g), c.inputs[2].shape())};
   });
   def("masked_fill", [](const BackwardCtx& c) {
-    return Grads{F::masked_fill(c.grad(0), c.inputs[1], 0.0), std::nullopt};
+    // self may have been broadcast to the mask's shape: its gradient is summed back.
+    return Grads{sum_to(F::masked_fill(c.grad(0), c.inputs[1], 0.0), c.inputs[0].shape()), std::nullopt};
   });
   def("add.Scalar", [](const BackwardCtx& c) { return Grads{c.grad(0)}; });
   def("mul.Scalar", [](const BackwardCtx& c) { return Grads{F::mul(c.grad(0), c.call.get_double("other"))}; });
-  def("div.Scalar", [](const BackwardCtx& c) { return Grads{F::div(c.grad(0), c.call.get_double("other"))}; });
+  def("div.Scalar", [](const BackwardCtx& c) {
+    if (c.call.has("rounding_mode")) return Grads{F::mul(c.grad(0), 0.0)};  // piecewise constant
+    return Grads{F::div(c.grad(0), c.call.get_double("other"))};
+  });
   def("neg", [](const BackwardCtx& c) { return Grads{F::neg(c.grad(0))}; });
   def("abs", [](const BackwardCtx& c) {
     const DTensor& x = c.inputs[0];

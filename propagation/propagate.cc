@@ -103,6 +103,18 @@ std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<Te
     DT_CHECK(static_cast<int>(r.outputs.size()) == n_out && static_cast<int>(r.inputs.size()) == n_in,
              call.name(), ": internal error: a rule has ", r.outputs.size(), " outputs and ",
              r.inputs.size(), " inputs, the op has ", n_out, " and ", n_in);
+  // A row that shards a dim its tensor lacks cannot apply: e.g. the softmax row sharding `dim` of a
+  // 0-d tensor, which takes dim 0 as torch's does.
+  auto lacks_dim = [](const Placement& p, const Shape& s) {
+    return p.is_shard() && p.dim >= static_cast<int>(s.size());
+  };
+  std::erase_if(rules, [&](const Rule& r) {
+    for (int o = 0; o < n_out; ++o)
+      if (lacks_dim(r.outputs[o], meta[o].shape)) return true;
+    for (int t = 0; t < n_in; ++t)
+      if (lacks_dim(r.inputs[t], call.tensor(t).shape)) return true;
+    return false;
+  });
   const Shape& mesh = call.mesh_shape();
   const int nd = static_cast<int>(mesh.size());
   std::vector<Strategy> out;

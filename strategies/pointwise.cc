@@ -2,6 +2,9 @@
 // maps onto it (broadcast dims stay replicated). Partial passes where the math allows: sums through
 // add/sub/where and scaling by a replicated factor; max/min through monotone non-decreasing maps (and
 // swapped through decreasing ones: neg, rsqrt).
+#include <cmath>
+#include <string>
+
 #include "strategies/common.h"
 
 namespace dtensor::strategies {
@@ -61,7 +64,9 @@ void register_pointwise_rules(Registry& reg) {
       r.push_back(row({Partial(op)}, {Replicate(), Partial(op)}));
     }
   });
-  set(reg, "div", [](const OpCall&, RuleList& r) {
+  // Rounded quotients (rounding_mode) are not linear in the dividend: no Partial.
+  set(reg, "div", [](const OpCall& c, RuleList& r) {
+    if (c.has("rounding_mode")) return;
     for (ReduceOp op : kLinear) r.push_back(row({Partial(op)}, {Partial(op), Replicate()}));
   });
   // max(max_i a_i, max_i b_i) = max_i max(a_i, b_i), and max(max_i a_i, b) = max_i max(a_i, b).
@@ -88,9 +93,14 @@ void register_pointwise_rules(Registry& reg) {
       r.push_back(row({Partial(op)}, {Partial(op), Replicate()}));
     if (c.get_double("value") == 0.0) r.push_back(row({Partial()}, {Partial(), Replicate()}));
   });
-  // x * c and x / c: linear (sum, avg); max/min pass for c >= 0 and swap for c < 0.
+  // x * c and x / c: linear (sum, avg); max/min pass for c >= 0 and swap for c < 0. Only for a
+  // finite factor: pieces times inf (or over 0) give inf - inf = NaN where the value gives +-inf.
   for (const char* name : {"mul.Scalar", "div.Scalar"}) {
-    set(reg, name, [](const OpCall& c, RuleList& r) {
+    const bool is_div = std::string(name) == "div.Scalar";
+    set(reg, name, [is_div](const OpCall& c, RuleList& r) {
+      if (c.has("rounding_mode")) return;  // rounded quotients: neither linear nor order-preserving
+      const double s = c.get_double("other");
+      if (is_div ? s == 0.0 : !std::isfinite(s)) return;
       add_partial_passthrough(r, 1, 1, kLinear);
       const bool neg = c.get_double("other") < 0;
       for (ReduceOp op : kOrder) r.push_back(row({Partial(neg ? swap_order(op) : op)}, {Partial(op)}));

@@ -15,6 +15,7 @@ enum class Kind { kSum, kMean, kMax, kMin, kWhole };
 std::vector<bool> reduced_dims(const OpCall& c, int64_t rank) {
   std::vector<int64_t> dims = c.get_int_list("dim");
   std::vector<bool> red(rank, dims.empty());
+  if (rank == 0) return red;  // a 0-d tensor's dim 0 or -1: nothing to reduce, nothing to shard
   for (int64_t d : dims) red[norm_dim(d, rank)] = true;
   return red;
 }

@@ -115,8 +115,18 @@ Tensor div_impl(const Tensor& a, const Tensor& b, DType common, const std::strin
       T q = x / y;
       if (floor_mode && x % y != 0 && ((x < 0) != (y < 0))) --q;
       return q;
+    } else if (!floor_mode) {
+      return std::trunc(x / y);
     } else {
-      return floor_mode ? std::floor(x / y) : std::trunc(x / y);
+      // torch's (and Python's) floor division goes through fmod, so that 1.0 // 0.1 is 9 (the
+      // remainder 0.0999... is kept), where floor(1.0 / 0.1) would round the quotient up to 10.
+      if (y == 0) return x / y;
+      T mod = std::fmod(x, y);
+      T q = (x - mod) / y;
+      if (mod != 0 && ((y < 0) != (mod < 0))) q -= 1;
+      if (q == 0) return std::copysign(T(0), x / y);
+      T f = std::floor(q);
+      return q - f > T(0.5) ? f + 1 : f;
     }
   });
 }

@@ -150,8 +150,16 @@ __device__ __forceinline__ T apply_binary(BinaryOp op, T x, T y, T alpha, int* e
         return x / y;
       case BinaryOp::kDivTrunc:
         return trunc(x / y);
-      case BinaryOp::kDivFloor:
-        return floor(x / y);
+      case BinaryOp::kDivFloor: {
+        // As the CPU kernel: through fmod, so that 1.0 // 0.1 is 9 (torch's and Python's rule).
+        if (y == 0) return x / y;
+        T mod = fmod(x, y);
+        T q = (x - mod) / y;
+        if (mod != 0 && ((y < 0) != (mod < 0))) q -= 1;
+        if (q == 0) return copysign(T(0), x / y);
+        T f = floor(q);
+        return q - f > T(0.5) ? f + T(1) : f;
+      }
       case BinaryOp::kMaximum:
         if (x != x) return x;
         if (y != y) return y;

@@ -38,19 +38,26 @@ std::optional<Tensor> opt(const std::vector<Tensor>& in, const OpCall& c, const 
 void define_norm_ops(Registry& reg) {
   for (const char* name : {"softmax", "log_softmax"}) {
     bool log = std::string(name) == "log_softmax";
-    OpDef& op = reg.define(std::string(name) + "(Tensor self, int dim) -> Tensor", "norm");
+    // dtype: the input is cast to it first (ATen's softmax.int), so an int64 input may take one.
+    OpDef& op = reg.define(std::string(name) + "(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", "norm");
     op.cost = cost(CostClass::kNormalization, Keeps::kOutput);
     op.meta = [](const OpCall& c) {
-      check_float(c);
+      TensorMeta out = c.tensor(0);
+      if (c.has("dtype")) out.dtype = guard(c, [&] { return dtype_from_name(c.get_str("dtype")); });
+      if (!is_floating(out.dtype)) fail(c, "accepted dtypes: float32, float64, bfloat16, float16");
       guard(c, [&] { return wrap_dim(c.get_int("dim"), static_cast<int64_t>(c.tensor(0).shape.size()), "dim"); });
-      return std::vector<TensorMeta>{c.tensor(0)};
+      return std::vector<TensorMeta>{out};
     };
-    op.kernel = [log](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
-      return std::vector<Tensor>{log ? kernels::log_softmax(in[0], c.get_int("dim"))
-                                     : kernels::softmax(in[0], c.get_int("dim"))};
+    op.kernel = [log](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
+      const Tensor cast = in[0].to(ctx.out_meta[0].dtype);
+      // A 0-d tensor is softmaxed as the 1-element vector it holds (torch's dim 0 or -1).
+      const Tensor x = cast.dim() == 0 ? cast.reshape({1}) : cast;
+      Tensor y = log ? kernels::log_softmax(x, c.get_int("dim")) : kernels::softmax(x, c.get_int("dim"));
+      return std::vector<Tensor>{in[0].dim() == 0 ? y.reshape({}) : y};
     };
     op.samples = [] {
-      return std::vector<Sample>{sample({{6, 5}}, {T(0), I(1)}), sample({{5, 3, 7}}, {T(0), I(0)})};
+      return std::vector<Sample>{sample({{6, 5}}, {T(0), I(1)}), sample({{5, 3, 7}}, {T(0), I(0)}),
+                                 sample({{4, 6}}, {T(0), I(1), V(std::string("float64"))})};
     };
   }
   {

@@ -7,6 +7,14 @@ namespace {
 
 std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
 
+// A Scalar argument as given: an int stays an int (add/sub on int64 tensors accept only an integer
+// alpha, and the default alpha=1 is one).
+Scalar scalar_arg(const OpCall& c, const std::string& name) {
+  const IValue& v = c.value(name);
+  if (const auto* i = std::get_if<int64_t>(&v)) return Scalar(*i);
+  return Scalar(c.get_double(name));
+}
+
 // Output metadata of an op broadcasting all tensor inputs; dtype from `dtype_fn`.
 MetaFn broadcast_meta(std::function<DType(const OpCall&)> dtype_fn) {
   return [dtype_fn](const OpCall& c) {
@@ -62,21 +70,31 @@ void unary(Registry& reg, const std::string& name, Tensor (*fn)(const Tensor&), 
 void define_pointwise_ops(Registry& reg) {
   binary(reg, "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
-           return one(kernels::add(in[0], in[1], Scalar(c.get_double("alpha"))));
+           return one(kernels::add(in[0], in[1], scalar_arg(c, "alpha")));
          },
          cost(CostClass::kElementwise, Keeps::kNothing));
   binary(reg, "sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
-           return one(kernels::sub(in[0], in[1], Scalar(c.get_double("alpha"))));
+           return one(kernels::sub(in[0], in[1], scalar_arg(c, "alpha")));
          },
          cost(CostClass::kElementwise, Keeps::kNothing));
   binary(reg, "mul(Tensor self, Tensor other) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::mul(in[0], in[1])); },
          cost(CostClass::kElementwise));
-  binary(reg, "div(Tensor self, Tensor other) -> Tensor", broadcast_meta(floating),
-         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::div(in[0], in[1])); },
+  // rounding_mode 'trunc'/'floor' keeps the promoted dtype (an int64 quotient stays int64), as torch's.
+  binary(reg, "div(Tensor self, Tensor other, *, str? rounding_mode=None) -> Tensor",
+         broadcast_meta([](const OpCall& c) { return c.has("rounding_mode") ? promoted(c) : floating(c); }),
+         [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+           return one(kernels::div(in[0], in[1], c.has("rounding_mode") ? c.get_str("rounding_mode") : ""));
+         },
          cost(CostClass::kElementwise));
   reg.mutable_find("div").make_input = positive_inputs({1});
+  reg.mutable_find("div").samples = [] {
+    std::vector<Sample> s = binary_samples();
+    s.push_back(sample({{6, 5}, {6, 5}}, {T(0), T(1)}, {{"rounding_mode", V(std::string("floor"))}}));
+    s.push_back(sample({{4, 7, 3}, {7, 1}}, {T(0), T(1)}, {{"rounding_mode", V(std::string("trunc"))}}));
+    return s;
+  };
   binary(reg, "maximum(Tensor self, Tensor other) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::maximum(in[0], in[1])); },
          cost(CostClass::kElementwise));
@@ -131,22 +149,25 @@ void define_pointwise_ops(Registry& reg) {
   {
     OpDef& op = reg.define("masked_fill(Tensor self, Tensor mask, Scalar value) -> Tensor", "pointwise");
     op.cost = cost(CostClass::kElementwise);
+    // Out of place, self and mask broadcast together (ATen's masked_fill; in-place masked_fill_
+    // alone needs the mask to fit self).
     op.meta = [](const OpCall& c) {
       return guard(c, [&] {
         DT_CHECK(c.tensor(1).dtype == DType::kBool, "mask must be bool, got ", dtype_name(c.tensor(1).dtype));
         Shape b = kernels::broadcast_shapes(c.tensor(0).shape, c.tensor(1).shape);
-        DT_CHECK(b == c.tensor(0).shape, "mask ", shape_str(c.tensor(1).shape),
-                 " must broadcast to self ", shape_str(c.tensor(0).shape));
-        return std::vector<TensorMeta>{c.tensor(0)};
+        return std::vector<TensorMeta>{{b, c.tensor(0).dtype}};
       });
     };
     op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
-      return one(kernels::masked_fill(in[0], in[1], Scalar(c.get_double("value"))));
+      const Shape b = kernels::broadcast_shapes(in[0].sizes(), in[1].sizes());
+      const Tensor x = b == in[0].sizes() ? in[0] : in[0].expand(b);
+      return one(kernels::masked_fill(x, in[1], scalar_arg(c, "value")));
     };
     op.samples = [] {
       return std::vector<Sample>{
           sample({{6, 5}, {6, 5}}, {T(0), T(1), V(-1.5)}, {}, {DType::kFloat32, DType::kBool}),
-          sample({{4, 6}, {6}}, {T(0), T(1), V(0.0)}, {}, {DType::kFloat32, DType::kBool})};
+          sample({{4, 6}, {6}}, {T(0), T(1), V(0.0)}, {}, {DType::kFloat32, DType::kBool}),
+          sample({{6}, {5, 6}}, {T(0), T(1), V(2.0)}, {}, {DType::kFloat32, DType::kBool})};
     };
   }
   // Tensor-scalar arithmetic: the scalar keeps torch's promotion (a float scalar on an int tensor
@@ -154,21 +175,23 @@ void define_pointwise_ops(Registry& reg) {
   for (const char* name : {"add.Scalar", "mul.Scalar", "div.Scalar"}) {
     std::string n = name;
     std::string schema = n + (n == "add.Scalar" ? "(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"
-                                                 : "(Tensor self, Scalar other) -> Tensor");
+                      : n == "div.Scalar" ? "(Tensor self, Scalar other, *, str? rounding_mode=None) -> Tensor"
+                                          : "(Tensor self, Scalar other) -> Tensor");
     OpDef& op = reg.define(schema, "pointwise");
     op.cost = cost(CostClass::kElementwise, Keeps::kNothing);
     op.meta = [n](const OpCall& c) {
       DType d = c.tensor(0).dtype;
       bool float_scalar = std::holds_alternative<double>(c.value("other"));
-      if (!is_floating(d) && (float_scalar || n == "div.Scalar")) d = DType::kFloat32;
+      const bool rounding = n == "div.Scalar" && c.has("rounding_mode");
+      if (!is_floating(d) && (float_scalar || (n == "div.Scalar" && !rounding))) d = DType::kFloat32;
       return std::vector<TensorMeta>{{c.tensor(0).shape, d}};
     };
     op.kernel = [n](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
       const IValue& v = c.value("other");
       Scalar s = std::holds_alternative<int64_t>(v) ? Scalar(std::get<int64_t>(v)) : Scalar(c.get_double("other"));
-      if (n == "add.Scalar") return one(kernels::add(in[0], s, Scalar(c.get_double("alpha"))));
+      if (n == "add.Scalar") return one(kernels::add(in[0], s, scalar_arg(c, "alpha")));
       if (n == "mul.Scalar") return one(kernels::mul(in[0], s));
-      return one(kernels::div(in[0], s));
+      return one(kernels::div(in[0], s, c.has("rounding_mode") ? c.get_str("rounding_mode") : ""));
     };
     op.samples = [] {
       return std::vector<Sample>{sample({{6, 5}}, {T(0), V(-1.5)}), sample({{4, 7}}, {T(0), V(2.0)})};

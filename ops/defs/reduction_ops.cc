@@ -11,12 +11,14 @@ namespace {
 std::vector<int64_t> dims_of(const OpCall& c) {
   const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
   std::vector<int64_t> dims = c.get_int_list("dim");
-  std::vector<bool> seen(rank, false);
+  std::vector<bool> seen(std::max<int64_t>(rank, 1), false);  // a 0-d tensor takes dim 0 or -1
   for (int64_t& d : dims) {
     d = guard(c, [&] { return wrap_dim(d, rank, "dim"); });
     if (seen[d]) fail(c, absl::StrCat("dim ", d, " appears more than once in the list of dims"));
     seen[d] = true;
   }
+  // A 0-d tensor takes dim 0 or -1 (as torch's does) and reduces to itself: no dims to reduce.
+  if (rank == 0) dims.clear();
   return dims;
 }
 
@@ -107,13 +109,15 @@ void define_reduction_ops(Registry& reg) {
            return extreme_or(x, dims, keep, false, kernels::amin);
          },
          false);
-  define(reg, "prod(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor",
+  // dtype: the input is cast to it first, as ATen's.
+  define(reg, "prod(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
          [](const OpCall& c) {
+           if (c.has("dtype")) return guard(c, [&] { return dtype_from_name(c.get_str("dtype")); });
            DType d = c.tensor(0).dtype;
            return is_floating(d) ? d : DType::kInt64;
          },
-         [](const Tensor& x, const OpCall&, const LocalContext&, const std::vector<int64_t>& dims, bool keep) {
-           return kernels::prod(x, dims, keep);
+         [](const Tensor& x, const OpCall& c, const LocalContext&, const std::vector<int64_t>& dims, bool keep) {
+           return kernels::prod(c.has("dtype") ? x.to(dtype_from_name(c.get_str("dtype"))) : x, dims, keep);
          },
          false);
   for (const char* name : {"var", "std"}) {

@@ -20,6 +20,13 @@ int64_t scan_dim(const OpCall& c) {
 
 bool two_outputs(Scan s) { return s == Scan::kMax || s == Scan::kMin; }
 
+bool takes_dtype(Scan s) { return s == Scan::kSum || s == Scan::kProd; }
+
+// The scanned input: cast to the call's dtype when it has one (cumsum's and cumprod's dtype).
+Tensor scan_input(Scan s, const Tensor& x, const OpCall& c) {
+  return takes_dtype(s) && c.has("dtype") ? x.to(dtype_from_name(c.get_str("dtype"))) : x;
+}
+
 std::vector<Tensor> local_scan(Scan s, const Tensor& x, int64_t d) {
   switch (s) {
     case Scan::kSum: return {kernels::cumsum(x, d)};
@@ -114,7 +121,7 @@ StepDef carry_exchange(Scan s) {
   step.run = [s](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx,
                  const std::vector<int>& dims, const DeviceMesh& mesh, Timeout timeout) {
     const int64_t d = scan_dim(c);
-    const Tensor& x = in[0];
+    const Tensor x = scan_input(s, in[0], c);
     ProcessGroup& g = mesh.group(dims[0]);
     const int k = g.size();
     const int64_t offset = ctx.in_block(c, 0).second[d];
@@ -158,23 +165,28 @@ StepDef carry_exchange(Scan s) {
 
 void define(Registry& reg, const std::string& name, Scan s) {
   std::string sig = two_outputs(s) ? " -> (Tensor values, Tensor indices)" : " -> Tensor";
-  OpDef& op = reg.define(name + "(Tensor self, int dim)" + sig, "scan");
+  // cumsum's and cumprod's dtype: the input is cast to it first, as ATen's.
+  OpDef& op = reg.define(name + (takes_dtype(s) ? "(Tensor self, int dim, *, ScalarType? dtype=None)" : "(Tensor self, int dim)") + sig,
+                         "scan");
   op.cost = cost(CostClass::kOnePass);
   op.meta = [s](const OpCall& c) {
     scan_dim(c);
     DType dt = c.tensor(0).dtype;
     if (s == Scan::kLogSumExp && !is_floating(dt)) fail(c, "logcumsumexp needs a floating dtype");
     if ((s == Scan::kSum || s == Scan::kProd) && !is_floating(dt)) dt = DType::kInt64;
+    if (takes_dtype(s) && c.has("dtype")) dt = guard(c, [&] { return dtype_from_name(c.get_str("dtype")); });
     std::vector<TensorMeta> out{{c.tensor(0).shape, dt}};
     if (two_outputs(s)) out.push_back({c.tensor(0).shape, DType::kInt64});
     return out;
   };
   op.kernel = [s](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
-    return local_scan(s, in[0], scan_dim(c));
+    return local_scan(s, scan_input(s, in[0], c), scan_dim(c));
   };
-  op.samples = [] {
-    return std::vector<Sample>{sample({{7, 5}}, {T(0), I(0)}), sample({{4, 9}}, {T(0), I(1)}),
-                               sample({{3, 5, 4}}, {T(0), I(-2)})};
+  op.samples = [s] {
+    std::vector<Sample> v{sample({{7, 5}}, {T(0), I(0)}), sample({{4, 9}}, {T(0), I(1)}),
+                          sample({{3, 5, 4}}, {T(0), I(-2)})};
+    if (takes_dtype(s)) v.push_back(sample({{6, 4}}, {T(0), I(0)}, {{"dtype", V(std::string("float64"))}}));
+    return v;
   };
   if (s == Scan::kProd)
     op.make_input = [](int i, const OpCall& c, uint64_t seed) {

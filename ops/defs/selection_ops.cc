@@ -17,6 +17,7 @@ int64_t sel_dim(const OpCall& c) {
 bool keepdim(const OpCall& c) { return c.get_bool("keepdim"); }
 
 Shape reduce_shape(const Shape& s, int64_t d, bool keep) {
+  if (s.empty()) return s;  // a 0-d tensor reduces to itself (dim 0 or -1), as torch's does
   Shape out = s;
   if (keep) out[d] = 1;
   else out.erase(out.begin() + d);

@@ -90,7 +90,10 @@ void define_view_ops(Registry& reg) {
             [](const OpCall& c) {
               const Shape& s = c.tensor(0).shape;
               std::vector<bool> drop(s.size(), !c.has("dim"));
-              for (int64_t d : c.get_int_list("dim")) drop[guard(c, [&] { return wrap_dim(d, rank0(c), "dim"); })] = true;
+              for (int64_t d : c.get_int_list("dim")) {
+                int64_t w = guard(c, [&] { return wrap_dim(d, rank0(c), "dim"); });
+                if (!s.empty()) drop[w] = true;  // a 0-d tensor takes dim 0 or -1 and stays 0-d
+              }
               Shape out;
               for (size_t d = 0; d < s.size(); ++d)
                 if (!(drop[d] && s[d] == 1)) out.push_back(s[d]);
@@ -110,10 +113,11 @@ void define_view_ops(Registry& reg) {
            int64_t a = guard(c, [&] { return wrap_dim(c.get_int("dim0"), rank0(c), "dim0"); });
            int64_t b = guard(c, [&] { return wrap_dim(c.get_int("dim1"), rank0(c), "dim1"); });
            Shape s = c.tensor(0).shape;
-           std::swap(s[a], s[b]);
+           if (!s.empty()) std::swap(s[a], s[b]);  // a 0-d tensor takes dims 0/-1 and stays as is
            return std::vector<TensorMeta>{{s, c.tensor(0).dtype}};
          },
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+           if (in[0].dim() == 0) return one(in[0]);
            return one(in[0].transpose(c.get_int("dim0"), c.get_int("dim1")));
          },
          [] { return std::vector<Sample>{sample({{5, 3, 4}}, {T(0), I(0), I(2)})}; });

@@ -274,3 +274,142 @@ def test_rank_threads_compute_with_their_share_of_the_cores():
     before = torch.get_num_threads()
     assert dtensor.run_threads(2, lambda w: torch.get_num_threads()) == [expected, expected]
     assert torch.get_num_threads() == before
+
+
+def test_int_add_and_sub_take_the_default_integer_alpha():
+    # Reproducer (OpInfo oracle): the default alpha=1 reached the kernel as a float, and int64
+    # tensors rejected it ("alpha 1 must be an integer").
+    a = rng.integers(-9, 9, (5, 4))
+    b = rng.integers(-9, 9, (4,))
+
+    def fn(mesh, rank):
+        da = dtensor.distribute_tensor(a, mesh, [Shard(0), Replicate()])
+        db = dtensor.distribute_tensor(b, mesh, [Replicate(), Shard(0)])
+        return (dtensor.ops.call("add", da, db).full_tensor(), dtensor.ops.call("sub", da, db).full_tensor(),
+                dtensor.ops.call("add", da, db, alpha=3).full_tensor(),
+                dtensor.ops.call("add.Scalar", da, 2).full_tensor())
+
+    for add, sub, add3, add_scalar in on_mesh((2, 2), fn):
+        assert add.dtype == np.int64 and add_scalar.dtype == np.int64
+        np.testing.assert_array_equal(add, a + b)
+        np.testing.assert_array_equal(sub, a - b)
+        np.testing.assert_array_equal(add3, a + 3 * b)
+        np.testing.assert_array_equal(add_scalar, a + 2)
+
+
+@pytest.mark.parametrize("op, args, kwargs, expect", [
+    ("sum", [[0]], {"keepdim": True}, lambda x: x),
+    ("mean", [[-1]], {}, lambda x: x),
+    ("amax", [[0]], {}, lambda x: x),
+    ("prod", [0], {}, lambda x: x),
+    ("logsumexp", [[0]], {"keepdim": True}, lambda x: x),
+    ("var", [[0]], {"correction": 0}, lambda x: np.zeros_like(x)),
+    ("softmax", [0], {}, lambda x: np.ones_like(x)),
+    ("log_softmax", [-1], {}, lambda x: np.zeros_like(x)),
+    ("squeeze", [[0]], {}, lambda x: x),
+    ("transpose", [0, -1], {}, lambda x: x),
+    ("max.dim", [0], {}, lambda x: (x, np.int64(0))),
+    ("median.dim", [-1], {"keepdim": True}, lambda x: (x, np.int64(0))),
+    ("kthvalue", [1], {}, lambda x: (x, np.int64(0))),
+])
+def test_a_zero_dim_tensor_takes_dim_0_and_reduces_to_itself(op, args, kwargs, expect):
+    # Reproducer (OpInfo oracle): a 0-d input with dim 0 or -1 (valid in torch) crashed the
+    # process: reductions, softmax and the selections indexed the shape they do not have.
+    x = np.array(1.75)
+
+    def fn(mesh, rank):
+        out = dtensor.ops.call(op, dtensor.distribute_tensor(x, mesh, [Replicate(), Replicate()]), *args, **kwargs)
+        return tuple(o.full_tensor() for o in out) if isinstance(out, tuple) else out.full_tensor()
+
+    want = expect(x)
+    for got in on_mesh((2, 2), fn):
+        for g, w in zip(got, want) if isinstance(want, tuple) else [(got, want)]:
+            assert g.shape == () and g.dtype == np.asarray(w).dtype
+            np.testing.assert_allclose(g, w)
+
+
+def test_div_rounding_modes_match_numpy_floor_divide_and_trunc():
+    # div(rounding_mode=) was not in the schema (the OpInfo oracle's div samples were rejected);
+    # floor division goes through fmod as torch's and Python's: 1.0 // 0.1 is 9, not 10.
+    a = np.array([[1.0, -1.0, 7.5, 0.0, 5.0], [2.5, -7.0, 3.0, 1e-3, -0.3]])
+    b = np.array([[0.1, 0.1, -2.5, -3.0, 2.0], [0.5, 2.0, -0.7, 7.0, 0.1]])
+    ai, bi = np.array([7, -7, 9, -9, 0]), np.array([2, 2, -4, -4, 3])
+
+    def fn(mesh, rank):
+        da = dtensor.distribute_tensor(a, mesh, [Shard(1), Replicate()])
+        db = dtensor.distribute_tensor(b, mesh, [Replicate(), Shard(0)])
+        dai, dbi = (dtensor.distribute_tensor(v, mesh, [Shard(0), Replicate()]) for v in (ai, bi))
+        return [dtensor.ops.call("div", x, y, rounding_mode=m).full_tensor()
+                for x, y in ((da, db), (dai, dbi)) for m in ("floor", "trunc")] + [
+            dtensor.ops.call("div.Scalar", dai, 4, rounding_mode="floor").full_tensor()]
+
+    for floor, trunc, ifloor, itrunc, sfloor in on_mesh((2, 2), fn):
+        np.testing.assert_array_equal(floor, np.floor_divide(a, b))
+        np.testing.assert_array_equal(trunc, np.trunc(a / b))
+        assert ifloor.dtype == np.int64 and sfloor.dtype == np.int64
+        np.testing.assert_array_equal(ifloor, np.floor_divide(ai, bi))
+        np.testing.assert_array_equal(itrunc, np.fix(ai / bi).astype(np.int64))
+        np.testing.assert_array_equal(sfloor, np.floor_divide(ai, 4))
+
+
+@pytest.mark.parametrize("op, scalar", [("mul.Scalar", np.inf), ("mul.Scalar", -np.inf), ("div.Scalar", 0.0),
+                                        ("mul.Scalar", 2.5), ("div.Scalar", -4.0)])
+def test_partial_sum_times_a_scalar_matches_the_value_times_it(op, scalar):
+    # Reproducer (OpInfo reference inputs): P(sum) passed through x * inf, so pieces of both signs
+    # gave inf - inf = NaN where the value times inf is +-inf; likewise x / 0.
+    x = np.array([1.5, -2.0, 0.25, 3.0, -0.5])
+    r = np.array([4.0, 1.0, -3.0, 0.5, 2.0])  # adversarial pieces: x + r and -r sum to x
+
+    def fn(mesh, rank):
+        d = DTensor.from_local(x + r if rank == 0 else -r, mesh, [Partial()])
+        return dtensor.ops.call(op, d, scalar).full_tensor()
+
+    with np.errstate(divide="ignore"):
+        want = x * scalar if op == "mul.Scalar" else np.divide(x, scalar)
+    for got in on_mesh((2,), fn):
+        np.testing.assert_allclose(got, want)
+
+
+def test_softmax_and_cumsum_take_a_dtype_as_aten_does():
+    # softmax/log_softmax/cumsum/cumprod/prod rejected ATen's dtype argument (the OpInfo oracle's with_dtype
+    # samples); the input is cast first, so an int64 tensor may take one. Sharded along `dim`, the
+    # softmax stats step and the scan's carry exchange see the cast values too.
+    x = rng.integers(-5, 6, (5, 7))
+
+    def fn(mesh, rank):
+        d = dtensor.distribute_tensor(x, mesh, [Shard(1), Shard(0)])
+        return (dtensor.ops.call("softmax", d, 1, dtype="float64"),
+                dtensor.ops.call("log_softmax", d, 1, "float32"),
+                dtensor.ops.call("cumsum", d, 1, dtype="float64"),
+                dtensor.ops.call("cumprod", d, 0, dtype="float64"),
+                dtensor.ops.call("prod", d, [1], dtype="float32"))
+
+    def full(out):
+        return [(o.dtype, o.full_tensor()) for o in out]
+
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    for (sd, s), (ld, ls), (cd, cs), (pd, cp), (qd, pr) in on_mesh((2, 2), lambda m, r: full(fn(m, r))):
+        assert (sd, ld, cd, pd, qd) == ("float64", "float32", "float64", "float64", "float32")
+        np.testing.assert_array_equal(cp, np.cumprod(x, axis=0).astype(np.float64))
+        np.testing.assert_allclose(pr, np.prod(x.astype(np.float64), axis=1), rtol=1e-6)
+        np.testing.assert_allclose(s, e / e.sum(axis=1, keepdims=True), rtol=1e-12)
+        np.testing.assert_allclose(ls, np.log(e / e.sum(axis=1, keepdims=True)), rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(cs, np.cumsum(x, axis=1).astype(np.float64))
+
+
+def test_masked_fill_broadcasts_self_to_the_mask_and_sums_its_gradient_back():
+    # masked_fill(self [6], mask [5, 6]) is [5, 6] in ATen (out of place); dtensor rejected it
+    # (OpInfo oracle). Its gradient for self is summed back over the broadcast dim.
+    x = rng.standard_normal(6)
+    mask = rng.random((5, 6)) < 0.4
+
+    def fn(mesh, rank):
+        d = dtensor.distribute_tensor(x, mesh, [Replicate(), Shard(0)]).requires_grad_()
+        m = dtensor.distribute_tensor(mask, mesh, [Shard(0), Shard(1)])
+        out = dtensor.ops.call("masked_fill", d, m, -2.0)
+        dtensor.ops.sum(out).backward()
+        return out.full_tensor(), d.grad.full_tensor()
+
+    for out, grad in on_mesh((2, 2), fn):
+        np.testing.assert_array_equal(out, np.where(mask, -2.0, np.broadcast_to(x, (5, 6))))
+        np.testing.assert_array_equal(grad, (~mask).sum(axis=0).astype(np.float64))

@@ -1,0 +1,722 @@
+"""PyTorch's OpInfo samples as an independent oracle for dtensor's ops (issue #11, item 4).
+
+Each OpInfo sample is translated to one ATen-style call (`Call`): the dtensor op name, the arguments
+(torch tensors, lists of them, plain values) and torch's reference function taking the same
+arguments. `run_sample` runs the call (a) on a 1-rank mesh, Replicate (dtensor's local kernel) and
+(b) on a [2, 2] thread mesh with seeded random input placements, and compares both with torch's
+result: shapes, dtypes, values (NaN positions included) and indices exactly.
+"""
+import dataclasses
+import random
+import warnings
+import zlib
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.testing._internal.common_methods_invocations import op_db
+
+import dtensor
+from dtensor import Partial, Replicate, Shard
+
+DTYPES = (torch.float32, torch.float64, torch.int64)  # dtensor's dtypes checked here
+MAX_SAMPLES = 24  # per (OpInfo entry, dtype); the pooling entries have hundreds, a seeded subset runs
+TOL = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-10, 1e-12)}  # (rtol, atol); other dtypes: exact
+
+
+class Skip(Exception):
+    """A sample the oracle cannot translate to an ATen call dtensor defines; the reason is counted
+    under `op` (the dtensor op it would call)."""
+
+    def __init__(self, reason, op=""):
+        super().__init__(reason)
+        self.op = op
+
+
+@dataclasses.dataclass
+class Call:
+    op: str                      # dtensor op name (with overload)
+    args: list                   # torch tensors, lists of tensors, values
+    kwargs: dict
+    ref: object                  # torch's function of (*args, **kwargs)
+    index_outputs: tuple = ()    # outputs holding indices: compared exactly
+    any_tied_index: bool = False  # torch leaves the index among tied values unspecified
+    partial: str = ""            # "all": Partial inputs meaningful for every tensor; "one": one tensor
+
+
+def aten(name):
+    packet = getattr(torch.ops.aten, name)  # resolves the overload from the arguments, as ATen does
+    return lambda *a, **k: packet(*a, **k)
+
+
+def ints(v, n=None):
+    """An int or int sequence as a list (an int repeated n times, as ATen's int[n] takes it)."""
+    if isinstance(v, (list, tuple, torch.Size)):
+        return [int(e) for e in v]
+    return [int(v)] * (n or 1)
+
+
+def positional(s, names):
+    """The sample's args and kwargs bound to `names` (the ATen arguments after the first)."""
+    if len(s.args) > len(names):
+        raise Skip(f"more positional arguments than ATen's {names}")
+    out = dict(zip(names, s.args))
+    for k, v in s.kwargs.items():
+        if k in out:
+            raise Skip(f"argument {k} given twice")
+        out[k] = v
+    return out
+
+
+def drop_defaults(kw, **defaults):
+    """Drops keyword arguments equal to the ATen default, which dtensor's schema may not list."""
+    for k, d in defaults.items():
+        if k in kw and (kw[k] is d or kw[k] == d):
+            del kw[k]
+    return kw
+
+
+# ---- translators: OpInfo sample -> Call ------------------------------------------------------------
+
+def unary(name, partial=""):
+    return lambda s: Call(name, [s.input], dict(s.kwargs), aten(name), partial=partial)
+
+
+def silu(s):
+    kw = drop_defaults(dict(s.kwargs), inplace=False)
+    return Call("silu", [s.input, *s.args], kw, aten("silu"))
+
+
+def gelu(s):
+    return Call("gelu", [s.input], dict(s.kwargs), aten("gelu"))
+
+
+SCALAR_OVERLOAD = {"add": "add.Scalar", "mul": "mul.Scalar", "div": "div.Scalar", "pow": "pow.Tensor_Scalar"}
+
+
+def binary(name, partial=""):
+    def tr(s):
+        other = s.args[0]
+        if isinstance(other, complex):
+            raise Skip("complex scalar")
+        op = name
+        if not isinstance(other, torch.Tensor):
+            op = SCALAR_OVERLOAD.get(name, name)  # dtensor's Scalar overload, as ATen's
+        return Call(op, [s.input, other, *s.args[1:]], dict(s.kwargs), aten(name),
+                    partial=partial if op == name else "")
+    return tr
+
+
+def where(s):
+    # OpInfo's where is (self, condition, other); ATen's where.self is (condition, self, other).
+    cond, other = s.args
+    return Call("where", [cond, s.input, other], dict(s.kwargs), aten("where"))
+
+
+def masked_fill(s):
+    mask, value = s.args
+    if isinstance(value, torch.Tensor):
+        value = value.item()  # masked_fill.Tensor with a 0-d value is masked_fill.Scalar
+    return Call("masked_fill", [s.input, mask, value], {}, aten("masked_fill"))
+
+
+def reduction(name, partial=""):
+    def tr(s):
+        kw = positional(s, ["dim", "keepdim"])
+        if kw.get("dim") is not None and not (name == "prod" and isinstance(kw["dim"], int)):
+            kw["dim"] = ints(kw["dim"])  # prod.dim_int takes one int, the others int[1]
+        if kw.get("dim", 0) is None:
+            del kw["dim"]
+        return Call(name, [s.input], kw, aten(name), partial=partial)
+    return tr
+
+
+def var_std(name):
+    def tr(s):
+        kw = positional(s, ["dim", "unbiased" if s.args and isinstance(s.args[0], bool) else "dim", "keepdim"])
+        if "unbiased" in kw:  # std(x, unbiased) is std.correction with correction 1 or 0
+            kw["correction"] = 1 if kw.pop("unbiased") else 0
+        if kw.get("dim") is not None:
+            kw["dim"] = ints(kw["dim"])
+        elif "dim" in kw:
+            del kw["dim"]
+        if kw.get("correction", 0) is None:
+            del kw["correction"]
+        return Call(name, [s.input], kw, aten(name))
+    return tr
+
+
+def with_dim(name, indices=(1,)):
+    """max.dim, min.dim, median.dim, nanmedian.dim; their whole-tensor overloads without a dim."""
+    def tr(s):
+        kw = positional(s, ["dim", "keepdim"])
+        if "dim" not in kw:
+            if name in ("max", "min"):
+                raise Skip("max()/min() over all elements: dtensor defines only max.dim/min.dim", name + ".dim")
+            return Call(name, [s.input], kw, aten(name))
+        return Call(name + ".dim", [s.input, kw.pop("dim")], kw, aten(name), index_outputs=indices)
+    return tr
+
+
+def kthvalue(s):
+    kw = positional(s, ["k", "dim", "keepdim"])
+    # torch's CPU kthvalue picks among tied values by its quickselect's order (undocumented);
+    # dtensor's breaks ties by position. Under ties any index holding the kth value is right.
+    return Call("kthvalue", [s.input, kw.pop("k")], kw, aten("kthvalue"), index_outputs=(1,),
+                any_tied_index=True)
+
+
+def argmaxmin(name):
+    def tr(s):
+        kw = positional(s, ["dim", "keepdim"])
+        if kw.get("dim", 0) is None:
+            del kw["dim"]
+        return Call(name, [s.input], kw, aten(name), index_outputs=(0,))
+    return tr
+
+
+def scan(name, indices=(), partial=""):
+    def tr(s):
+        kw = positional(s, ["dim"])
+        return Call(name, [s.input, kw.pop("dim")], kw, aten(name), index_outputs=indices, partial=partial)
+    return tr
+
+
+def softmax(name):
+    def tr(s):
+        kw = positional(s, ["dim"])
+        if kw.get("dtype", 0) is None:
+            del kw["dtype"]
+        return Call(name, [s.input, kw.pop("dim")], kw, aten(name))
+    return tr
+
+
+def norm(name, names):
+    def tr(s):
+        kw = positional(s, names)
+        ns = ints(kw.pop("normalized_shape"))
+        if name == "layer_norm":
+            kw = drop_defaults(kw, weight=None, bias=None)
+        else:
+            kw = drop_defaults(kw, weight=None, eps=None)
+        return Call(name, [s.input, ns], kw, aten(name))
+    return tr
+
+
+def matrix(name, names, partial="one"):
+    def tr(s):
+        kw = positional(s, names)
+        tensors = [kw.pop(n) for n in names if n in kw]
+        return Call(name, [s.input, *tensors], kw, aten(name), partial=partial)
+    return tr
+
+
+def linear(s):
+    kw = positional(s, ["weight", "bias"])
+    args = [s.input, kw.pop("weight")]
+    if kw.get("bias") is not None:
+        args.append(kw.pop("bias"))
+    kw.pop("bias", None)
+    return Call("linear", args, kw, aten("linear"), partial="one" if len(args) == 2 else "")
+
+
+def view_like(name, names, list_args=(), partial="all"):
+    def tr(s):
+        kw = positional(s, names)
+        for n in list_args:
+            if n in kw:
+                kw[n] = ints(kw[n])
+        args = [s.input] + [kw.pop(n) for n in names if n in kw]
+        return Call(name, args, kw, aten(name), partial=partial)
+    return tr
+
+
+def squeeze(s):
+    kw = positional(s, ["dim"])
+    args = [s.input]
+    if "dim" in kw:
+        args.append(ints(kw.pop("dim")))
+    return Call("squeeze", args, kw, aten("squeeze"), partial="all")
+
+
+def permute(s):
+    dims = s.args[0] if len(s.args) == 1 and isinstance(s.args[0], (list, tuple)) else s.args
+    return Call("permute", [s.input, ints(dims)], {}, aten("permute"), partial="all")
+
+
+def cat_stack(name):
+    def tr(s):
+        kw = positional(s, ["dim"])
+        return Call(name, [list(s.input), *([kw.pop("dim")] if "dim" in kw else [])], kw, aten(name),
+                    partial="all")
+    return tr
+
+
+def split(s):
+    kw = positional(s, ["split_size", "dim"])
+    if not isinstance(kw["split_size"], int):
+        raise Skip("split with a list of sizes (split_with_sizes): dtensor defines split(int split_size)", "split")
+    return Call("split", [s.input, kw.pop("split_size"), *([kw.pop("dim")] if "dim" in kw else [])], kw,
+                aten("split"), partial="all")
+
+
+def slice_(s):
+    kw = positional(s, ["dim", "start", "end", "step"])
+    return Call("slice", [s.input], kw, aten("slice"), partial="all")
+
+
+def pool(kind, dims):
+    """nn.functional.{max,avg}_pool{1,2,3}d -> max_pool{d}d_with_indices / avg_pool{d}d."""
+    def tr(s):
+        if kind == "max":
+            kw = positional(s, ["kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"])
+            kw.pop("return_indices", None)  # ATen's op returns both; both are compared
+        else:
+            kw = positional(s, ["kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+                                "divisor_override"])
+            if dims == 1 and kw.get("divisor_override") is not None:
+                raise Skip("avg_pool1d has no divisor_override in ATen", "avg_pool1d")
+            drop_defaults(kw, divisor_override=None)
+        for n in ("kernel_size", "stride", "padding", "dilation"):
+            if n in kw:
+                kw[n] = [] if kw[n] is None else ints(kw[n], dims)
+        args = [s.input, kw.pop("kernel_size")]
+        if kind == "max":
+            name = f"max_pool{dims}d_with_indices"
+            return Call(name, args, kw, aten(name), index_outputs=(1,))
+        name = f"avg_pool{dims}d"
+        return Call(name, args, kw, aten(name), partial="all")
+    return tr
+
+
+def adaptive_avg_pool2d(s):
+    size = s.args[0]
+    size = [size, size] if isinstance(size, int) else list(size)
+    # None keeps the input's size along that dim (F.adaptive_avg_pool2d does this before ATen).
+    size = [s.input.shape[-2 + i] if v is None else int(v) for i, v in enumerate(size)]
+    return Call("adaptive_avg_pool2d", [s.input, size], {}, aten("adaptive_avg_pool2d"), partial="all")
+
+
+def loss(name):
+    fn = {"nll_loss": F.nll_loss, "cross_entropy": F.cross_entropy}[name]
+
+    def tr(s):
+        kw = positional(s, ["target", "weight", "size_average", "ignore_index", "reduce", "reduction",
+                            "label_smoothing"])
+        if kw.get("size_average") is not None or kw.get("reduce") is not None:
+            raise Skip("legacy size_average/reduce arguments", name)
+        kw.pop("size_average", None), kw.pop("reduce", None)
+        args = [s.input, kw.pop("target")]
+        if kw.get("weight") is None:
+            kw.pop("weight", None)
+        # dtensor's losses take ATen's arguments with reduction as a string, as F's do: F is the
+        # reference (ATen's nll_loss takes the reduction as an enum int).
+        return Call(name, args, kw, fn)
+    return tr
+
+
+def embedding(s):
+    kw = positional(s, ["indices"])
+    if kw.get("max_norm") is not None:
+        raise Skip("max_norm renormalizes the weight in place before the lookup (embedding_renorm_), "
+                   "not an argument of aten.embedding", "embedding")
+    kw.pop("max_norm", None), kw.pop("norm_type", None)
+    if kw.get("padding_idx") is None:
+        kw.pop("padding_idx", None)
+    elif kw["padding_idx"] < 0:
+        kw["padding_idx"] += s.input.shape[0]  # F.embedding wraps it before calling ATen
+    return Call("embedding", [s.input, kw.pop("indices")], kw, aten("embedding"))
+
+
+def sdpa(s):
+    kw = positional(s, ["key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"])
+    if kw.get("dropout_p", 0.0) != 0.0:
+        raise Skip("dropout_p > 0 draws random numbers: no value to compare", "scaled_dot_product_attention")
+    kw = drop_defaults(kw, dropout_p=0.0, enable_gqa=False, attn_mask=None, scale=None)
+    return Call("scaled_dot_product_attention", [s.input, kw.pop("key"), kw.pop("value")], kw,
+                aten("scaled_dot_product_attention"))
+
+
+DTYPE_NAMES = {torch.float32: "float32", torch.float64: "float64", torch.int64: "int64",
+               torch.int32: "int32", torch.bool: "bool", torch.float16: "float16",
+               torch.bfloat16: "bfloat16"}
+
+
+def to(s):
+    # Tensor.to(device?, dtype | other, non_blocking, copy, memory_format): only the dtype changes
+    # values (one cpu device; layout flags do not change them), which is aten.to.dtype.
+    target = next((a.dtype if isinstance(a, torch.Tensor) else a for a in s.args
+                   if isinstance(a, (torch.dtype, torch.Tensor))), s.kwargs.get("dtype"))
+    if target is None:
+        raise Skip("Tensor.to without a dtype (device or layout only)", "to")
+    if target not in DTYPE_NAMES:
+        raise Skip(f"dtype {target} is not one of dtensor's", "to")
+    return Call("to", [s.input, DTYPE_NAMES[target]], {}, lambda x, d: x.to(target))
+
+
+# (OpInfo name, variant_test_name) -> translator. dtensor op names come from the Call.
+TRANSLATORS = {
+    **{(n, ""): unary(n) for n in ("abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid")},
+    ("neg", ""): unary("neg", partial="all"),
+    ("nn.functional.relu", ""): unary("relu"),
+    ("nn.functional.silu", ""): silu,
+    ("nn.functional.gelu", ""): gelu,
+    ("add", ""): binary("add", "all"),
+    ("sub", ""): binary("sub", "all"),
+    ("mul", ""): binary("mul", "one"),
+    ("div", "no_rounding_mode"): binary("div"),
+    ("div", "trunc_rounding"): binary("div"),
+    ("div", "floor_rounding"): binary("div"),
+    **{(n, ""): binary(n) for n in ("maximum", "minimum", "pow", "eq", "ne", "lt", "le", "gt", "ge")},
+    ("where", ""): where,
+    ("masked_fill", ""): masked_fill,
+    ("sum", ""): reduction("sum", "all"),
+    ("mean", ""): reduction("mean", "all"),
+    ("amax", ""): reduction("amax"),
+    ("amin", ""): reduction("amin"),
+    ("prod", ""): reduction("prod"),
+    ("logsumexp", ""): reduction("logsumexp"),
+    ("var", ""): var_std("var"),
+    ("var", "unbiased"): var_std("var"),
+    ("std", ""): var_std("std"),
+    ("std", "unbiased"): var_std("std"),
+    ("max", "reduction_with_dim"): with_dim("max"),
+    ("min", "reduction_with_dim"): with_dim("min"),
+    ("median", ""): with_dim("median"),
+    ("nanmedian", ""): with_dim("nanmedian"),
+    ("kthvalue", ""): kthvalue,
+    ("argmax", ""): argmaxmin("argmax"),
+    ("argmin", ""): argmaxmin("argmin"),
+    ("cumsum", ""): scan("cumsum", partial="all"),
+    ("cumprod", ""): scan("cumprod"),
+    ("logcumsumexp", ""): scan("logcumsumexp"),
+    ("cummax", ""): scan("cummax", indices=(1,)),
+    ("cummin", ""): scan("cummin", indices=(1,)),
+    ("softmax", ""): softmax("softmax"),
+    ("softmax", "with_dtype"): softmax("softmax"),
+    ("log_softmax", ""): softmax("log_softmax"),
+    ("log_softmax", "with_dtype"): softmax("log_softmax"),
+    ("nn.functional.layer_norm", ""): norm("layer_norm", ["normalized_shape", "weight", "bias", "eps"]),
+    ("nn.functional.rms_norm", ""): norm("rms_norm", ["normalized_shape", "weight", "eps"]),
+    ("mm", ""): matrix("mm", ["mat2"]),
+    ("bmm", ""): matrix("bmm", ["mat2"]),
+    ("matmul", ""): matrix("matmul", ["other"]),
+    ("addmm", ""): matrix("addmm", ["mat1", "mat2"], partial=""),
+    ("nn.functional.linear", ""): linear,
+    ("view", ""): view_like("view", ["size"], ["size"]),
+    ("reshape", ""): view_like("reshape", ["shape"], ["shape"]),
+    ("flatten", ""): view_like("flatten", ["start_dim", "end_dim"]),
+    ("squeeze", ""): squeeze,
+    ("squeeze", "multiple"): squeeze,
+    ("unsqueeze", ""): view_like("unsqueeze", ["dim"]),
+    ("transpose", ""): view_like("transpose", ["dim0", "dim1"]),
+    ("t", ""): view_like("t", []),
+    ("permute", ""): permute,
+    ("expand", ""): view_like("expand", ["size"], ["size"]),
+    ("cat", ""): cat_stack("cat"),
+    ("stack", ""): cat_stack("stack"),
+    ("split", ""): split,
+    ("split", "list_args"): split,
+    ("slice", ""): slice_,
+    ("select", ""): view_like("select", ["dim", "index"]),
+    **{(f"nn.functional.max_pool{d}d", ""): pool("max", d) for d in (1, 2, 3)},
+    **{(f"nn.functional.avg_pool{d}d", ""): pool("avg", d) for d in (1, 2, 3)},
+    ("nn.functional.adaptive_avg_pool2d", ""): adaptive_avg_pool2d,
+    ("nn.functional.nll_loss", ""): loss("nll_loss"),
+    ("nn.functional.cross_entropy", ""): loss("cross_entropy"),
+    ("nn.functional.embedding", ""): embedding,
+    ("nn.functional.scaled_dot_product_attention", ""): sdpa,
+    ("to", ""): to,
+}
+
+# Ops whose indices (or extremes) are checked again on inputs with many ties (OpInfo's random
+# floats rarely tie): the first occurrence for max/min/argmax/argmin and pooling, torch's choice for
+# the others.
+TIE_OPS = {"max.dim", "min.dim", "argmax", "argmin", "median", "median.dim", "nanmedian",
+           "nanmedian.dim", "kthvalue", "cummax", "cummin", "max_pool1d_with_indices",
+           "max_pool2d_with_indices", "max_pool3d_with_indices", "amax", "amin"}
+# Every op with a floating first input also runs with 20% NaNs in it, except these (docs/OPINFO.md):
+# torch's attention gives 0 or NaN for an all-NaN score row depending on the kernel it picks.
+NO_NAN_OPS = {"scaled_dot_product_attention"}
+
+
+def opinfo_entries():
+    """(OpInfo, translator) for every OpInfo entry that maps to dtensor ops."""
+    return [(o, TRANSLATORS[(o.name, o.variant_test_name)]) for o in op_db
+            if (o.name, o.variant_test_name) in TRANSLATORS]
+
+
+def samples(opinfo, dtype):
+    """The entry's samples for dtype, at most MAX_SAMPLES (a seeded subset where there are more)."""
+    all_samples = list(opinfo.sample_inputs("cpu", dtype))
+    if len(all_samples) > MAX_SAMPLES:
+        rng = random.Random(zlib.crc32(f"{opinfo.name}/{opinfo.variant_test_name}/{dtype}".encode()))
+        all_samples = [all_samples[i] for i in sorted(rng.sample(range(len(all_samples)), MAX_SAMPLES))]
+    return all_samples
+
+
+def variants(call, seed):
+    """The call on OpInfo's data; for TIE_OPS the same call on tied inputs; with NaNs in a floating
+    first input (tied for TIE_OPS); for a binary
+    op with a Scalar overload, the call with `other` as a Python number (OpInfo's sample_inputs
+    pass tensors only)."""
+    yield "", call
+    if call.op in SCALAR_OVERLOAD and isinstance(call.args[1], torch.Tensor) and call.args[1].numel() > 0:
+        other = call.args[1].flatten()[0].item()
+        yield "scalar", dataclasses.replace(call, op=SCALAR_OVERLOAD[call.op], partial="",
+                                            args=[call.args[0], other, *call.args[2:]])
+        # OpInfo's reference inputs have non-finite scalars: a Partial input must not turn
+        # x * inf into inf - inf (they found that).
+        extreme = {"mul": float("inf"), "div": 0.0}.get(call.op)
+        if extreme is not None and call.args[0].is_floating_point() and "rounding_mode" not in call.kwargs:
+            yield "scalar-extreme", dataclasses.replace(call, op=SCALAR_OVERLOAD[call.op], partial="all",
+                                                        args=[call.args[0], extreme, *call.args[2:]])
+    x = call.args[0]
+    if not isinstance(x, torch.Tensor):
+        return
+    g = torch.Generator().manual_seed(seed)
+    if call.op in TIE_OPS:
+        x = (x // 4) if not x.is_floating_point() else torch.round(x / 3)
+        yield "ties", dataclasses.replace(call, args=[x, *call.args[1:]])
+    if x.is_floating_point() and x.numel() > 0 and call.op not in NO_NAN_OPS:
+        nan = torch.where(torch.rand(x.shape, generator=g) < 0.2, torch.full_like(x, float("nan")), x)
+        yield "nan", dataclasses.replace(call, args=[nan, *call.args[1:]])
+
+
+# ---- running and comparing ----------------------------------------------------------------------------
+
+def _tensors(args):
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif isinstance(a, list) and a and all(isinstance(e, torch.Tensor) for e in a):
+            yield from a
+
+
+def input_tensors(call):
+    """The call's tensors in the order they are distributed: positional (lists flattened), then keyword."""
+    return list(_tensors(call.args)) + [v for v in call.kwargs.values() if isinstance(v, torch.Tensor)]
+
+
+def random_placements(call, rng, mesh_ndim=2):
+    """Seeded placements for each tensor input (in argument order): Shard on a dim of size >= 1,
+    Replicate, or Partial (not for bool tensors). Returns the placements and, per tensor, whether
+    its Partial(sum/avg) pieces may be adversarial: only where the op is linear in it (call.partial),
+    since pieces that only sum to the value up to rounding would break exact ties elsewhere;
+    Partial(max/min) pieces are exact and always adversarial."""
+    tensors = input_tensors(call)
+    linear_budget = {"all": len(tensors), "one": 1}.get(call.partial, 0)
+    out, adversarial = [], []
+    for t in tensors:
+        pl = []
+        # A tensor's Partial mesh dims share one reduce op (DTensorSpec); avg of ints is not exact.
+        reduce_op = rng.choice(["sum", "avg", "max", "min"] if t.is_floating_point() else ["sum", "max", "min"])
+        for _ in range(mesh_ndim):
+            dims = [d for d in range(t.dim()) if t.shape[d] >= 1]
+            r = rng.random()
+            if r < 0.2 and t.dtype != torch.bool:
+                pl.append(Partial(reduce_op))
+            elif r < 0.65 and dims:
+                pl.append(Shard(rng.choice(dims)))
+            else:
+                pl.append(Replicate())
+        linear = any(p.is_partial() for p in pl) and reduce_op in ("sum", "avg") and linear_budget > 0
+        linear_budget -= linear
+        out.append(pl)
+        adversarial.append(linear or reduce_op in ("max", "min"))
+    return out, adversarial
+
+
+def _np(t):
+    return np.array(t.detach().numpy(), copy=True, order="C")  # keeps 0-d (ascontiguousarray does not)
+
+
+def partial_pieces(block, placements, coord, mesh_shape, seed):
+    """This rank's local value of a Partial tensor whose blocks (the Replicate-on-Partial-dims
+    layout) are `block`: adversarial pieces that reduce to the block over each Partial mesh dim
+    (DESIGN §4), not the value on one rank and the identity on the others. sum/avg: pieces of both
+    signs; max/min: one rank of each group (a seeded pick per element) holds the value, the others
+    a lower (max) or higher (min) one."""
+    g = np.random.default_rng(seed)  # the same draws on every rank of a group: same block shape
+    dims = [i for i, p in enumerate(placements) if p.is_partial()]
+    op = placements[dims[0]].reduce_op
+    n = int(np.prod([mesh_shape[i] for i in dims]))
+    floating = np.issubdtype(block.dtype, np.floating)
+    if op in ("max", "min"):
+        keep = np.ones(block.shape, dtype=bool)
+        for i in dims:
+            keep &= g.integers(0, mesh_shape[i], block.shape) == coord[i]
+        delta = g.integers(1, 4, block.shape).astype(block.dtype)
+        return np.where(keep, block, block - delta if op == "max" else block + delta).astype(block.dtype)
+    if op == "avg":
+        local = block.astype(np.float64)
+    elif floating:
+        local = block.astype(np.float64) / n
+    else:
+        local = block * int(all(coord[i] == 0 for i in dims))
+    for i in dims:
+        m = mesh_shape[i]
+        r = g.uniform(-2, 2, block.shape) if floating else g.integers(-5, 6, block.shape)
+        local = local + ((m - 1) if coord[i] == 0 else -1) * r  # the m pieces' offsets sum to 0
+    return np.asarray(local).astype(block.dtype)
+
+
+def run_dtensor(call, mesh_shape, placements, seed=0, adversarial=None):
+    """Runs the call on prod(mesh_shape) thread ranks; returns rank 0's outputs as numpy arrays and
+    dtensor dtype names, or raises the DTensorError every rank raised."""
+    arrays = [_np(t) for t in _tensors(call.args)]
+    kw_arrays = {k: _np(v) for k, v in call.kwargs.items() if isinstance(v, torch.Tensor)}
+
+    def fn(world):
+        mesh = dtensor.init_device_mesh("cpu", mesh_shape)
+        it = iter(enumerate(zip(arrays + list(kw_arrays.values()), placements)))
+
+        def dist():
+            k, (a, pl) = next(it)
+            if not any(p.is_partial() for p in pl) or not (adversarial and adversarial[k]):
+                return dtensor.distribute_tensor(a, mesh, pl)  # Partial: the value on coordinate 0
+            base = [Replicate() if p.is_partial() else p for p in pl]
+            block = dtensor.distribute_tensor(a, mesh, base).to_local()
+            local = partial_pieces(block, pl, mesh.get_coordinate(), mesh_shape, seed * 31 + k)
+            return dtensor.DTensor.from_local(local, mesh, pl, shape=list(a.shape))
+
+        def value(v):  # a ScalarType travels by name, as `to` takes it
+            return DTYPE_NAMES.get(v, str(v)) if isinstance(v, torch.dtype) else v
+
+        args = []
+        for a in call.args:
+            if isinstance(a, torch.Tensor):
+                args.append(dist())
+            elif isinstance(a, list) and a and all(isinstance(e, torch.Tensor) for e in a):
+                args.append([dist() for _ in a])
+            else:
+                args.append(value(a))
+        kwargs = {k: (dist() if k in kw_arrays else value(v)) for k, v in call.kwargs.items()}
+        out = dtensor.ops.call(call.op, *args, **kwargs)
+        outs = list(out) if isinstance(out, tuple) else [out]
+        return [(o.full_tensor(), o.dtype, o.shape) for o in outs]
+
+    return dtensor.run_threads(int(np.prod(mesh_shape)), fn)[0]
+
+
+def reference(call):
+    with warnings.catch_warnings():  # e.g. var's "degrees of freedom <= 0": the sample means it
+        warnings.simplefilter("ignore")
+        out = call.ref(*call.args, **call.kwargs)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return [o for o in outs]
+
+
+def tied_index_ok(call, idx, values):
+    """Whether every index picks an element equal to the value returned with it (NaN too)."""
+    x = call.args[0]
+    dim = call.args[2] if len(call.args) > 2 else call.kwargs.get("dim", -1)
+    keep = call.kwargs.get("keepdim", call.args[3] if len(call.args) > 3 else False)
+    if x.dim() == 0:
+        return bool((torch.from_numpy(idx) == 0).all())
+    i = torch.from_numpy(idx)
+    picked = x.gather(dim, i if keep else i.unsqueeze(dim))
+    picked = picked if keep else picked.squeeze(dim)
+    v = torch.from_numpy(values)
+    return bool(((picked == v) | (picked.isnan() & v.isnan())).all())
+
+
+def compare(got, want, call, local=None):
+    """'' when got (dtensor's outputs) matches want (torch's), else what differs. `local`: dtensor's
+    1-rank outputs, which sharded indices must equal exactly (DESIGN §6). A call whose indices
+    differ from torch's only among tied values (any_tied_index) gives 'tie'."""
+    tie = ""
+    if len(got) != len(want):
+        return f"{len(got)} outputs, torch has {len(want)}"
+    for i, ((arr, dt, shape), w) in enumerate(zip(got, want)):
+        wn = w.detach().numpy()
+        if tuple(shape) != tuple(w.shape) or arr.shape != wn.shape:
+            return f"output {i}: shape {tuple(shape)}, torch {tuple(w.shape)}"
+        if dt != DTYPE_NAMES.get(w.dtype, str(w.dtype)):
+            return f"output {i}: dtype {dt}, torch {w.dtype}"
+        if i in call.index_outputs:
+            if not np.array_equal(arr, wn) and call.any_tied_index and tied_index_ok(call, arr, got[0][0]):
+                tie = "tie"
+            elif not np.array_equal(arr, wn):
+                bad = np.argwhere(arr != wn)[0].tolist()
+                return f"output {i} (indices): {arr[tuple(bad)]} at {bad}, torch {wn[tuple(bad)]}"
+            if local is not None and not np.array_equal(arr, local[i][0]):
+                return f"output {i} (indices): differ from the 1-rank result"
+            continue
+        if w.is_floating_point():
+            rtol, atol = TOL.get(w.dtype, (1e-3, 1e-3))
+            nan_a, nan_w = np.isnan(arr), np.isnan(wn)
+            if not np.array_equal(nan_a, nan_w):
+                bad = np.argwhere(nan_a != nan_w)[0].tolist()
+                return f"output {i}: NaN positions differ, e.g. at {bad}: {arr[tuple(bad)]} vs torch {wn[tuple(bad)]}"
+            close = np.isclose(arr, wn, rtol=rtol, atol=atol, equal_nan=True)
+            if not close.all():
+                bad = np.argwhere(~close)[0].tolist()
+                return f"output {i}: {arr[tuple(bad)]!r} at {bad}, torch {wn[tuple(bad)]!r} (rtol {rtol}, atol {atol})"
+        elif not np.array_equal(arr, wn):
+            bad = np.argwhere(arr != wn)[0].tolist()
+            return f"output {i}: {arr[tuple(bad)]!r} at {bad}, torch {wn[tuple(bad)]!r}"
+    return tie
+
+
+@dataclasses.dataclass
+class Outcome:
+    op: str
+    status: str        # "pass", "tie", "rejected", "skipped", "mismatch-local", "mismatch-sharded"
+    detail: str = ""   # reason, rejection message or mismatch
+    sharded_ok: bool = False
+
+
+def run_sample(call, seed):
+    """Runs one call (a) locally and (b) sharded; returns an Outcome."""
+    try:
+        want = reference(call)
+    except Exception as e:  # noqa: BLE001 - torch rejects the sample: nothing to compare with
+        return Outcome(call.op, "skipped", f"torch raises {type(e).__name__}")
+    try:
+        local = run_dtensor(call, (1,), [[Replicate()] for _ in input_tensors(call)])
+    except dtensor.DTensorError as e:
+        return Outcome(call.op, "rejected", str(e).split("\n")[0])
+    diff = compare(local, want, call)
+    if diff and diff != "tie":
+        return Outcome(call.op, "mismatch-local", diff)
+    placements, adversarial = random_placements(call, random.Random(seed))
+    try:
+        sharded = run_dtensor(call, (2, 2), placements, seed, adversarial)
+    except dtensor.DTensorError as e:
+        return Outcome(call.op, "mismatch-sharded", f"{placements}: raises {str(e).splitlines()[0]}")
+    diff = compare(sharded, want, call, local) or diff
+    if diff and diff != "tie":
+        return Outcome(call.op, "mismatch-sharded", f"{placements}: {diff}")
+    # "tie": both runs agree with torch up to its unspecified choice among tied values.
+    return Outcome(call.op, diff or "pass", sharded_ok=True)
+
+
+def describe(call):
+    def d(v):
+        if isinstance(v, torch.Tensor):
+            return f"T{list(v.shape)}:{DTYPE_NAMES.get(v.dtype, v.dtype)}"
+        if isinstance(v, list) and v and isinstance(v[0], torch.Tensor):
+            return "[" + ", ".join(d(e) for e in v) + "]"
+        return repr(v)
+    return f"{call.op}({', '.join([d(a) for a in call.args] + [f'{k}={d(v)}' for k, v in call.kwargs.items()])})"
+
+
+def run_all():
+    """Every translatable OpInfo sample: yields (dtensor op or OpInfo name, Outcome, description)."""
+    for opinfo, tr in opinfo_entries():
+        supported = opinfo.supported_dtypes("cpu")
+        for dtype in DTYPES:
+            entry = f"{opinfo.name}{'/' + opinfo.variant_test_name if opinfo.variant_test_name else ''}"
+            if dtype not in supported:
+                continue  # torch has no such kernel: not a dtensor sample
+            for n, s in enumerate(samples(opinfo, dtype)):
+                seed = zlib.crc32(f"{entry}/{dtype}/{n}".encode())
+                try:
+                    call = tr(s)
+                except Skip as e:
+                    yield entry, Outcome(e.op or entry, "skipped", str(e)), entry
+                    continue
+                for tag, c in variants(call, seed):
+                    o = run_sample(c, seed)
+                    yield entry, o, f"{describe(c)} [{DTYPE_NAMES[dtype]}{' ' + tag if tag else ''}]"

@@ -265,6 +265,7 @@ double max_relative_loss_difference(const TrainOptions& o, const std::vector<dou
   one.check = true;  // float64, as the run it is compared with
   one.sample_chars = 0;
   one.save.clear();
+  one.record.clear();  // the record is the sharded run's
   TrainResult ref;
   run_threads(1, [&](std::shared_ptr<Backend> b) { ref = train_rank(b, one, nullptr); });
   DT_CHECK(ref.losses.size() == losses.size(), "train --check: ", losses.size(), " losses against ",

@@ -66,8 +66,9 @@ TEST(TrainCheck, AShardingBugFailsTheCheck) {
   EXPECT_GT(worst, 1e3 * kCheckTolerance) << "inconsistent replicas went unnoticed";
 }
 
-// A run recorded on tp=2, started again on one rank from the recorded initial checkpoint (step 0:
-// else the batches would shift), gives the recorded losses; each recorded step holds its batch.
+// A run recorded on tp=2 (then checked against one rank, as --check does) holds its own losses and
+// batches; started again on one rank from the recorded initial checkpoint (step 0: else the batches
+// would shift), it gives the recorded losses.
 TEST(TrainRecord, TheRecordReplaysTheRun) {
   const char* test_tmp = std::getenv("TEST_TMPDIR");
   const std::filesystem::path base = test_tmp != nullptr ? test_tmp : std::filesystem::temp_directory_path();
@@ -77,6 +78,8 @@ TEST(TrainRecord, TheRecordReplaysTheRun) {
   o.steps = 5;
   o.record = dir;
   const std::vector<double> losses = sharded_losses(o, 2);
+  // As with --check: the one-rank comparison run must leave the sharded run's record alone.
+  EXPECT_LE(max_relative_loss_difference(o, losses), kCheckTolerance);
 
   const nn::CharDataset data = nn::CharDataset::from_file(o.text);
   std::ifstream in(dir + "/steps.jsonl");

@@ -15,7 +15,7 @@ also compares with its own one-rank run), and plain PyTorch and PyTorch DTensor 
 the run in float64; every step's loss must agree within CHECK_RTOL. Then (not with --check-only)
 the timed float32 rows, each run --runs times (median tokens/s):
   dtensor threads tp=1, 2, 4 and Gloo processes tp=2, 4 (`dtensor train`, its own thread policy)
-  plain PyTorch eager: one process, one compute thread per core
+  plain PyTorch eager: one process, one compute thread per core (and, for scale, one thread)
   PyTorch DTensor tp=1 (a 1-rank Gloo mesh) and tp=2, 4 (one process per rank, Gloo), Megatron plan
 Compute threads follow one policy everywhere: cores / ranks on this machine, at least 1 (torchrun's
 OMP_NUM_THREADS=1 when ranks >= cores; dtensor/core/compute_threads.h). Every timed row's losses
@@ -244,14 +244,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_torch(world, model, steps, record, dtype, tmp):
-    """Plain PyTorch (world 0: one process, no mesh) or PyTorch DTensor on `world` Gloo processes."""
+def run_torch(world, model, steps, record, dtype, tmp, threads=None):
+    """Plain PyTorch (world 0: one process, no mesh) or PyTorch DTensor on `world` Gloo processes,
+    with `threads` compute threads per process (default: the common policy)."""
     ranks = max(1, world)
     out = os.path.join(tmp, f"torch-{world}.json")
     if os.path.exists(out):
         os.remove(out)
     port = free_port()
-    th = threads_per_rank(ranks)
+    th = threads or threads_per_rank(ranks)
     procs = []
     for r in range(ranks):
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--steps", str(steps),
@@ -279,7 +280,7 @@ def agree(name, losses, ref, rtol):
     """The largest relative difference of `losses` from `ref`; exits with the first bad step if above rtol."""
     diffs = rel_diffs(losses, ref)
     worst = max(diffs)
-    print(f"  {name:<34} largest relative loss difference {worst:.2e} over {len(ref)} steps"
+    print(f"  {name:<40} largest relative loss difference {worst:.2e} over {len(ref)} steps"
           f" ({'ok' if worst <= rtol else f'ABOVE {rtol:g}'})", flush=True)
     if worst > rtol:
         bad = next(i for i, d in enumerate(diffs) if d > rtol)
@@ -301,39 +302,44 @@ def bench(model, steps, runs, tmp):
 
     rec = os.path.join(tmp, "bench-record")
     ref, _ = run_dtensor("threads", 1, model, steps, rec)  # the float32 reference; not timed
+    # (implementation, backend, tp, compute threads per rank). The extra one-thread plain PyTorch row
+    # separates the thread policy's effect (two threads on two busy cores can be several times
+    # slower than one) from the framework's.
     rows = [("dtensor", "threads", 1), ("dtensor", "threads", 2), ("dtensor", "threads", 4),
-            ("dtensor", "gloo", 2), ("dtensor", "gloo", 4),
-            ("PyTorch eager", "-", 1), ("PyTorch DTensor", "gloo", 1), ("PyTorch DTensor", "gloo", 2),
-            ("PyTorch DTensor", "gloo", 4)]
+            ("dtensor", "gloo", 2), ("dtensor", "gloo", 4), ("PyTorch eager", "-", 1)]
+    rows = [r + (threads_per_rank(r[2]),) for r in rows]
+    if cores() > 1:
+        rows.append(("PyTorch eager", "-", 1, 1))
+    rows += [("PyTorch DTensor", "gloo", tp, threads_per_rank(tp)) for tp in (1, 2, 4)]
     tps = {r: [] for r in rows}
     diff = {r: 0.0 for r in rows}
     print(f"timing: {model} model, {steps} steps, {runs} run(s) of each row, float32", flush=True)
     for _ in range(runs):  # rows interleaved, so that a burst of load spreads over all of them
         for r in rows:
-            impl, backend, tp = r
+            impl, backend, tp, th = r
             if impl == "dtensor":
                 losses, t = run_dtensor(backend, tp, model, steps, os.path.join(tmp, "row-record"))
             else:
-                losses, t = run_torch(0 if impl == "PyTorch eager" else tp, model, steps, rec, "float32", tmp)
-            diff[r] = max(diff[r], agree(f"{impl} {backend} tp={tp}", losses, ref, BENCH_RTOL))
+                losses, t = run_torch(0 if impl == "PyTorch eager" else tp, model, steps, rec, "float32", tmp, th)
+            diff[r] = max(diff[r], agree(f"{impl} {backend} tp={tp}, {th} thread(s)", losses, ref, BENCH_RTOL))
             tps[r].append(t)
     med = {r: statistics.median(v) for r, v in tps.items()}
-    plain = med[("PyTorch eager", "-", 1)]
+    plain = med[("PyTorch eager", "-", 1, cores())]
     # Counterparts at equal tp and backend; dtensor's thread ranks at tp=1 run in one process with no
     # communication, as the 1-rank Gloo mesh does. Thread ranks at tp > 1 have no PyTorch counterpart.
     twin = {("dtensor", "threads", 1): ("PyTorch DTensor", "gloo", 1),
             ("dtensor", "gloo", 2): ("PyTorch DTensor", "gloo", 2),
             ("dtensor", "gloo", 4): ("PyTorch DTensor", "gloo", 4)}
+    twin = {k + (threads_per_rank(k[2]),): v + (threads_per_rank(v[2]),) for k, v in twin.items()}
     cfg = MODELS[model]
     print(f"\nGPT {cfg['layers']} layers, dim {cfg['dim']}, {cfg['heads']} heads, seq {SEQ}, batch {BATCH}, "
           f"float32; {cores()} cores; {steps} steps, median of {runs}; torch {torch.__version__}\n")
     print("| run | backend | tp | threads/rank | tokens/s | dtensor / plain torch | dtensor / torch DTensor | max loss diff vs record |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        impl, backend, tp = r
+        impl, backend, tp, th = r
         ratio_plain = f"{med[r] / plain:.2f}" if impl == "dtensor" else "-"
         ratio_twin = f"{med[r] / med[twin[r]]:.2f}" if r in twin else "-"
-        th = cores() if impl == "PyTorch eager" else threads_per_rank(tp)
         print(f"| {impl} | {backend} | {tp} | {th} | {med[r]:,.0f} | {ratio_plain} | {ratio_twin} | {diff[r]:.1e} |")
 
 

@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <iomanip>
 #include <random>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "dtensor/collectives/threads_backend.h"
@@ -123,6 +125,10 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     const std::string why = nn::checkpoint_dir_write_error(o.save);
     DT_CHECK(why.empty(), "dtensor train: --save ", o.save, ": cannot write: ", why);
   }
+  if (!o.record.empty()) {
+    const std::string why = nn::checkpoint_dir_write_error(o.record + "/init");
+    DT_CHECK(why.empty(), "dtensor train: --record ", o.record, ": cannot write: ", why);
+  }
   auto mesh = DeviceMesh::create(backend, shape, names);
   const int tp = mesh->dim_index("tp");
   const bool lead = backend->rank() == 0;
@@ -166,6 +172,14 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
                << shape_str(p->shape()) << std::setw(14) << placements_str(p->placements())
                << (m->style() ? m->style()->str() : "replicated") << "\n";
   }
+  std::ofstream trace;
+  if (!o.record.empty()) {
+    nn::save_checkpoint(o.record + "/init", state, start_step);  // collective: every rank
+    if (lead) {
+      trace.open(o.record + "/steps.jsonl", std::ios::trunc);
+      DT_CHECK(trace.good(), "dtensor train: --record: cannot write ", o.record, "/steps.jsonl");
+    }
+  }
   Placements data_pl(mesh->ndim(), Replicate());
   if (mesh->ndim() == 2) data_pl[0] = Shard(0);
   TrainResult r;
@@ -175,7 +189,8 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     const int64_t step = start_step + s;
     auto t0 = std::chrono::steady_clock::now();
     CommStats before = mesh->stats();
-    Tensor tok = data.batch(o.batch, o.seq, o.seed * 7919 + static_cast<uint64_t>(step)).to(device);
+    Tensor host_tok = data.batch(o.batch, o.seq, o.seed * 7919 + static_cast<uint64_t>(step));
+    Tensor tok = host_tok.to(device);
     DTensor x = distribute_tensor(tok.narrow(1, 0, o.seq).contiguous(), mesh, data_pl);
     DTensor y = distribute_tensor(tok.narrow(1, 1, o.seq).contiguous(), mesh, data_pl);
     DTensor loss = nn::GPT::loss(model(x), y);
@@ -187,6 +202,13 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     bytes += after.bytes_sent - before.bytes_sent;
     r.losses.push_back(l);
+    if (trace.is_open()) {  // outside the timed span: recording does not slow the figures down
+      std::vector<int64_t> ids = host_tok.to_vector<int64_t>();
+      trace << "{\"step\": " << step + 1 << ", \"loss\": " << absl::StrFormat("%.17g", l) << ", \"tokens\": [";
+      for (size_t i = 0; i < ids.size(); ++i)
+        trace << (i % (o.seq + 1) == 0 ? (i ? "], [" : "[") : ", ") << ids[i];
+      trace << "]]}\n";
+    }
     if (out && (s % o.log_every == 0 || s + 1 == o.steps))
       *out << "step " << std::setw(4) << step + 1 << "  loss " << std::fixed << std::setprecision(4) << l
            << "  tokens/s " << std::setprecision(0) << (s + 1) * o.batch * o.seq / seconds << "  comm "
@@ -203,6 +225,10 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     std::vector<std::string> parts;
     for (auto& [name, n] : kernels::host_fallback_counts()) parts.push_back(absl::StrCat(name, " x", n));
     *out << "host fallbacks (all ranks): " << (parts.empty() ? "none" : absl::StrJoin(parts, ", ")) << "\n";
+  }
+  if (trace.is_open()) {
+    trace.close();
+    DT_CHECK(!trace.fail(), "dtensor train: --record: writing ", o.record, "/steps.jsonl failed");
   }
   if (!o.save.empty()) {
     nn::save_checkpoint(o.save, state, start_step + o.steps);
@@ -239,6 +265,7 @@ double max_relative_loss_difference(const TrainOptions& o, const std::vector<dou
   one.check = true;  // float64, as the run it is compared with
   one.sample_chars = 0;
   one.save.clear();
+  one.record.clear();  // the record is the sharded run's
   TrainResult ref;
   run_threads(1, [&](std::shared_ptr<Backend> b) { ref = train_rank(b, one, nullptr); });
   DT_CHECK(ref.losses.size() == losses.size(), "train --check: ", losses.size(), " losses against ",

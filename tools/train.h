@@ -29,6 +29,11 @@ struct TrainOptions {
   uint64_t seed = 1234;
   std::string save;  // checkpoint directory to write at the end
   std::string load;  // checkpoint directory to start from
+  // Directory for a record of the run that another implementation can replay exactly
+  // (bench/train_vs_torch.py): RECORD/init, a checkpoint (nn/checkpoint.h) of the parameters and
+  // optimizer state before the first step, and RECORD/steps.jsonl, one line per step from rank 0:
+  // {"step": N, "loss": L (%.17g), "tokens": [[...], ...]} with the batch's [batch, seq + 1] ids.
+  std::string record;
   // cpu, cuda (thread ranks: cuda:0; process ranks: cuda:LOCAL_RANK) or cuda:N. On a device the
   // parameters, activations and optimizer state live there and the ops run their CUDA kernels.
   std::string device = "cpu";

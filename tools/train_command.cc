@@ -43,6 +43,7 @@ std::vector<std::string> argv_of(const TrainOptions& o) {
   if (o.check) a.push_back("--check");
   if (!o.save.empty()) a.insert(a.end(), {"--save", o.save});
   if (!o.load.empty()) a.insert(a.end(), {"--load", o.load});
+  if (!o.record.empty()) a.insert(a.end(), {"--record", o.record});
   return a;
 }
 
@@ -124,6 +125,9 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--seed", o->seed)->capture_default_str();
   sub->add_option("--save", o->save, "write a sharded checkpoint to this directory at the end");
   sub->add_option("--load", o->load, "start from a checkpoint (saved on any mesh)");
+  sub->add_option("--record", o->record,
+                  "write the initial checkpoint (DIR/init) and each step's batch and loss (DIR/steps.jsonl), "
+                  "to replay the run elsewhere (bench/train_vs_torch.py)");
   sub->add_option("--device", o->device, "cpu, cuda or cuda:N (needs a CUDA build and a GPU)")->capture_default_str();
   sub->add_option("--timeout", o->timeout_s,
                   "collective timeout in seconds: a stopped or lost rank is reported within it "

@@ -1,11 +1,19 @@
 // `dtensor train --check`: the float64 comparison with one rank passes on correct tensor
 // parallelism (tp=2, tp=4, dp x tp, sequence and loss parallel) within kCheckTolerance, and fails on a
 // real sharding bug: ranks whose "replicated" inputs and parameters differ (each rank seeded
-// differently, as when ranks read different batches or initialize on their own).
+// differently, as when ranks read different batches or initialize on their own). `--record`: its
+// initial checkpoint and batches replay the run (what bench/train_vs_torch.py relies on).
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "dtensor/collectives/threads_backend.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "nn/data.h"
 #include "tools/train.h"
 
 namespace dtensor::tools {
@@ -56,6 +64,50 @@ TEST(TrainCheck, AShardingBugFailsTheCheck) {
   TrainOptions o = small("tp=2");
   const double worst = max_relative_loss_difference(o, sharded_losses(o, 2, /*seed_skew=*/1));
   EXPECT_GT(worst, 1e3 * kCheckTolerance) << "inconsistent replicas went unnoticed";
+}
+
+// A run recorded on tp=2 (then checked against one rank, as --check does) holds its own losses and
+// batches; started again on one rank from the recorded initial checkpoint (step 0: else the batches
+// would shift), it gives the recorded losses.
+TEST(TrainRecord, TheRecordReplaysTheRun) {
+  const char* test_tmp = std::getenv("TEST_TMPDIR");
+  const std::filesystem::path base = test_tmp != nullptr ? test_tmp : std::filesystem::temp_directory_path();
+  const std::string dir = (base / ("dtensor_record_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  TrainOptions o = small("tp=2");
+  o.steps = 5;
+  o.record = dir;
+  const std::vector<double> losses = sharded_losses(o, 2);
+  // As with --check: the one-rank comparison run must leave the sharded run's record alone.
+  EXPECT_LE(max_relative_loss_difference(o, losses), kCheckTolerance);
+
+  const nn::CharDataset data = nn::CharDataset::from_file(o.text);
+  std::ifstream in(dir + "/steps.jsonl");
+  std::vector<double> recorded;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    const int64_t step = static_cast<int64_t>(recorded.size());
+    EXPECT_EQ(j.at("step").get<int64_t>(), step + 1);
+    const std::vector<int64_t> want = data.batch(o.batch, o.seq, o.seed * 7919 + step).to_vector<int64_t>();
+    std::vector<int64_t> got;
+    for (const auto& row : j.at("tokens")) {
+      EXPECT_EQ(row.size(), static_cast<size_t>(o.seq + 1));
+      for (const auto& id : row) got.push_back(id.get<int64_t>());
+    }
+    EXPECT_EQ(got, want) << "step " << step + 1;
+    recorded.push_back(j.at("loss").get<double>());
+  }
+  ASSERT_EQ(recorded, losses) << "steps.jsonl holds the run's losses at full precision";
+
+  TrainOptions replay = o;
+  replay.mesh = "tp=1";
+  replay.record.clear();
+  replay.load = dir + "/init";
+  std::vector<double> again;
+  run_threads(1, [&](std::shared_ptr<Backend> b) { again = train_rank(b, replay, nullptr).losses; });
+  ASSERT_EQ(again.size(), losses.size());
+  for (size_t i = 0; i < losses.size(); ++i) EXPECT_NEAR(again[i], losses[i], kCheckTolerance * losses[i]);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

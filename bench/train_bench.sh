@@ -20,7 +20,7 @@ for backend in threads gloo; do
     out=$($bin train --backend $backend --mesh tp=$n --steps $steps --log-every 1000 --sample 0 2>&1 | grep '^done:')
     tps=$(echo "$out" | sed -E 's/.* ([0-9]+) tokens\/s.*/\1/')
     bytes=$(echo "$out" | sed -E 's/.*, ([0-9]+) bytes sent.*/\1/')
-    V=$($bin train --steps 0 --sample 0 2>&1 | sed -nE 's/.*vocab ([0-9]+),.*/\1/p')
+    V=$($bin train --steps 1 --sample 0 2>&1 | sed -nE 's/.*vocab ([0-9]+),.*/\1/p')
     formula=$(awk -v n=$n -v b=$b -v s=$s -v h=$h -v L=$L -v V=$V 'BEGIN {
       ar = 2 * (n - 1) / n; ag = (n - 1) / n; a = b * s * h * 4;
       printf "%d", L * 4 * ar * a + ar * a + ag * b * s * V * 4 + ar * a }')

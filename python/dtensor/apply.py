@@ -61,15 +61,14 @@ def parallelize_plan(report, json_form=False):
     tp, dp = _axes(report)
     names = report["mesh"].get("names") or ["tp"]
     ops = {o["name"]: o for o in report["ops"]}
-    notes = []
+    notes, dp_sharded, reduced = [], [], []
 
     def tp_of(text, where):
         parts = _split(text, where)
         if len(parts) != len(report["mesh"]["shape"]):
             raise ValueError(f"{where}: placements {text} do not match mesh {report['mesh']}")
         if dp is not None and parts[dp] != "R" and where.startswith("parameter"):
-            notes.append(f"{where}: the planner shards it over dp ({parts[dp]}); applied as Replicate on dp "
-                         "(sharding over dp is FSDP's job)")
+            dp_sharded.append(where.split(" ", 1)[1])
         return parts[tp] if tp is not None else "R"
 
     params = {o["name"]: tp_of(o["placements"]["outputs"][0], f"parameter {o['name']}")
@@ -91,6 +90,7 @@ def parallelize_plan(report, json_form=False):
         after = seen.pop() if len(seen) == 1 else out
         if after.startswith("P"):
             after = "R"  # a module boundary hands on a full value: Partial is reduced there
+            reduced.append(path)
         style = None
         if w == "R" and b in (None, "R"):
             covered.update(filter(None, (m["weight"], m["bias"])))  # replicated: nothing to apply
@@ -110,6 +110,12 @@ def parallelize_plan(report, json_form=False):
             continue
         styles[path] = {"style": style, "input_layouts": x, "output_layouts": after}
         covered.update(filter(None, (m["weight"], m["bias"])))
+    if dp_sharded:
+        notes.append(f"{len(dp_sharded)} parameters the planner shards over dp (ZeRO-style, e.g. {dp_sharded[0]}) "
+                     "are applied Replicate on dp: sharding them over dp is FSDP's job")
+    if reduced:
+        notes.append(f"{len(reduced)} modules (e.g. {reduced[0]}) hand on a Partial output that the planner reduces "
+                     "later; it is all-reduced at the module's boundary (output_layouts R)")
     explicit = {n: [p] for n, p in params.items() if n not in covered and p != "R"}
     for n, (p,) in explicit.items():
         if p.startswith("P"):

@@ -1,7 +1,8 @@
 """One rank of test_apply_plan.py (run by torchrun on Gloo CPU processes): builds a small Hugging
 Face model with random weights, applies a parallelize_plan read from a JSON file, runs forward with
 labels and backward, and compares logits and every gradient with the same model on one device.
-argv: arch (gpt2|llama), plan.json, mesh ("tp=4" or "dp=2,tp=2"), result.json (written by rank 0)."""
+argv: result.json (written by rank 0), then cases: arch (gpt2|llama), plan.json, mesh ("tp=4" or
+"dp=2,tp=2"). One process runs every case: torch's import is paid once."""
 import copy
 import json
 import sys
@@ -35,49 +36,59 @@ def full(t):
     return t.full_tensor() if isinstance(t, DTensor) else t
 
 
-def main():
-    arch, plan_path, mesh_spec, out_path = sys.argv[1:5]
-    tf.logging.set_verbosity_error()
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo")
+def case(arch, plan_path, mesh_spec):
+    """{"errors": {"logits" or parameter: relative error, the largest over the ranks}, "placements"}."""
     dims = dict(d.split("=") for d in mesh_spec.split(","))
     mesh = init_device_mesh("cpu", tuple(int(v) for v in dims.values()), mesh_dim_names=tuple(dims))
     torch.manual_seed(0)
     model = build(arch).to(DTYPE).train()
-    for m in model.modules():  # dropout would draw different masks per rank
+    for m in model.modules():  # dropout would draw different masks on each rank
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0
     ref = copy.deepcopy(model)
     ids = torch.randint(0, 128, (4, 16))
-    tokens = ids.numel()  # the loss is a sum over the global batch: dp slices add up
+    tokens = ids.numel()  # the loss is a sum over the global batch, so the dp slices' gradients add up
 
-    # One device.
-    r = ref(input_ids=ids, labels=ids, num_items_in_batch=tokens)
+    r = ref(input_ids=ids, labels=ids, num_items_in_batch=tokens)  # one device
     r.loss.backward()
 
     with open(plan_path) as f:
-        plan = json.load(f)
-    dtensor.apply_plan(model, plan, mesh)
+        dtensor.apply_plan(model, json.load(f), mesh)
     dp = int(dims.get("dp", 1))
     rows = ids.shape[0] // dp
     lo = (mesh.get_local_rank("dp") if dp > 1 else 0) * rows
-    mine = ids[lo:lo + rows]
+    mine = ids[lo:lo + rows]  # data parallel: each dp group runs its slice of the batch
     with implicit_replication():
         out = model(input_ids=mine, labels=mine, num_items_in_batch=tokens)
         out.loss.backward()
     if dp > 1:
         dtensor.allreduce_data_parallel_grads(model, mesh, "dp")
 
-    logits = full(out.logits)
-    err = {"logits": ((logits - r.logits[lo:lo + rows]).norm() / r.logits[lo:lo + rows].norm()).item()}
-    kinds = {}
-    for (name, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
-        g = full(p.grad)
-        err[name] = ((g - q.grad).norm() / q.grad.norm()).item()
-        kinds[name] = [str(pl) for pl in p.placements] if isinstance(p, DTensor) else "plain"
+    def rel(a, b):
+        return ((a - b).norm() / b.norm()).item()
+
+    names = ["logits"] + [n for n, _ in model.named_parameters()]
+    err = [rel(full(out.logits), r.logits[lo:lo + rows])]
+    err += [rel(full(p.grad), q.grad) for p, q in zip(model.parameters(), ref.parameters())]
+    worst = torch.tensor(err, dtype=torch.float64)
+    dist.all_reduce(worst, op=dist.ReduceOp.MAX)
+    placements = {n: [str(pl) for pl in p.placements] if isinstance(p, DTensor) else "plain"
+                  for n, p in model.named_parameters()}
+    return {"errors": dict(zip(names, worst.tolist())), "placements": placements}
+
+
+def main():
+    out_path, cases = sys.argv[1], sys.argv[2:]
+    tf.logging.set_verbosity_error()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    results = {}
+    for i in range(0, len(cases), 3):
+        arch, plan_path, mesh_spec = cases[i:i + 3]
+        results[f"{arch} {mesh_spec}"] = case(arch, plan_path, mesh_spec)
     if dist.get_rank() == 0:
         with open(out_path, "w") as f:
-            json.dump({"errors": err, "placements": kinds}, f)
+            json.dump(results, f)
     dist.destroy_process_group()
 
 

@@ -168,7 +168,8 @@ def apply_plan(model, plan, device_mesh):
     "tp") and the styles go on device_mesh["tp"] (each dp group runs its own batch slice: see
     allreduce_data_parallel_grads). The styles are applied with parallelize_module; explicit
     parameters become nn.Parameter(distribute_tensor(...)); every other parameter and buffer is
-    replicated over the tp mesh, so the model computes with DTensors only. The model's forward
+    replicated over the tp mesh, so the model computes with DTensors only; each gradient arrives in
+    its parameter's placements. The model's forward
     inputs are turned into DTensors with the planner's placements: pass them by keyword, full
     (the same on every tp rank). Run forward and backward inside
     torch.distributed.tensor.experimental.implicit_replication(): positions and masks the model
@@ -232,6 +233,15 @@ def apply_plan(model, plan, device_mesh):
             if b is not None and not isinstance(b, DTensor):
                 persistent = bname not in mod._non_persistent_buffers_set
                 mod.register_buffer(bname, distribute_tensor(b, mesh, [Replicate()]), persistent=persistent)
+
+    # Autograd may hand a parameter a Partial gradient (a replicated norm weight used on sharded
+    # activations) or one sharded otherwise; it is brought to the parameter's own placements, so a
+    # gradient's local block is this rank's part of the gradient (what allreduce_data_parallel_grads,
+    # clipping and optimizer state expect) and the optimizer step needs no collective.
+    for p in {id(p): p for p in model.parameters()}.values():
+        if isinstance(p, DTensor) and p.requires_grad:
+            p.register_hook(lambda g, p=p: g if g.placements == p.placements else g.redistribute(
+                g.device_mesh, p.placements))
 
     if plan["inputs"]:
         layouts = {k: Replicate() for k in plan["inputs"]}

@@ -17,6 +17,7 @@ from torch.distributed.tensor.experimental import implicit_replication
 import dtensor
 
 DTYPE = torch.float32
+LR = 1e-3
 
 
 def build(arch):
@@ -37,7 +38,9 @@ def full(t):
 
 
 def case(arch, plan_path, mesh_spec):
-    """{"errors": {"logits" or parameter: relative error, the largest over the ranks}, "placements"}."""
+    """{"errors": {"logits", parameter (its gradient): relative error; "<parameter> after AdamW": the
+    largest difference over the step size; each the largest over the ranks}, "placements",
+    "grad_placements"}."""
     dims = dict(d.split("=") for d in mesh_spec.split(","))
     mesh = init_device_mesh("cpu", tuple(int(v) for v in dims.values()), mesh_dim_names=tuple(dims))
     torch.manual_seed(0)
@@ -64,17 +67,28 @@ def case(arch, plan_path, mesh_spec):
     if dp > 1:
         dtensor.allreduce_data_parallel_grads(model, mesh, "dp")
 
+    grads = {n: [str(pl) for pl in p.grad.placements] for n, p in model.named_parameters() if isinstance(p.grad, DTensor)}
+    # One AdamW step on each: torch's optimizer takes the DTensor parameters and gradients as they are.
+    # eps 1e-4: GPT-2's key bias has a zero gradient in exact arithmetic (softmax ignores a shift
+    # along keys), and Adam turns its 1e-9 rounding noise into +-lr steps at the default eps.
+    for m in (model, ref):
+        torch.optim.AdamW(m.parameters(), lr=LR, eps=1e-4).step()
+
     def rel(a, b):
         return ((a - b).norm() / b.norm()).item()
 
     names = ["logits"] + [n for n, _ in model.named_parameters()]
     err = [rel(full(out.logits), r.logits[lo:lo + rows])]
     err += [rel(full(p.grad), q.grad) for p, q in zip(model.parameters(), ref.parameters())]
+    # After the step, in units of the step size: GPT-2's biases start at 0, so a relative error of
+    # the parameter would measure Adam's rounding of a 1e-3 step against a tiny norm.
+    names += [f"{n} after AdamW" for n, _ in model.named_parameters()]
+    err += [(full(p.detach()) - q.detach()).abs().max().item() / LR for p, q in zip(model.parameters(), ref.parameters())]
     worst = torch.tensor(err, dtype=torch.float64)
     dist.all_reduce(worst, op=dist.ReduceOp.MAX)
     placements = {n: [str(pl) for pl in p.placements] if isinstance(p, DTensor) else "plain"
                   for n, p in model.named_parameters()}
-    return {"errors": dict(zip(names, worst.tolist())), "placements": placements}
+    return {"errors": dict(zip(names, worst.tolist())), "placements": placements, "grad_placements": grads}
 
 
 def main():

@@ -138,22 +138,45 @@ def test_parallelize_plan_mapping_rules():
         dtensor.parallelize_plan({"mesh": {"shape": [4]}, "ops": []})
 
 
-def test_apply_plan_names_what_the_model_lacks():
-    from torch.distributed.device_mesh import init_device_mesh
+class _Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(16, 8)
+        self.head = torch.nn.Linear(8, 16, bias=False)
+        self.head.weight = self.emb.weight  # tied, as GPT-2's lm_head
+
+    def forward(self, ids):
+        return self.head(self.emb(ids)).sum()
+
+
+def test_apply_plan_on_one_process():
+    """Single-rank checks (a 1-process Gloo group): tied weights follow a styled module's new
+    parameter; errors name what the model lacks."""
     import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard
+    from torch.distributed.tensor.experimental import implicit_replication
 
     if not dist.is_gloo_available():
         pytest.skip("torch.distributed has no Gloo backend")
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
-    plan = {"tp": "tp", "dp": None, "styles": {"1": {"style": "ColwiseParallel", "input_layouts": "R",
-                                                     "output_layouts": "S(1)"}}, "params": {}, "inputs": {}}
-    store = dist.HashStore()
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
         mesh = init_device_mesh("cpu", (1,), mesh_dim_names=("tp",))
+        model = _Tied()
+        col = {"style": "ColwiseParallel", "input_layouts": "R", "output_layouts": "S(1)"}
+        plan = {"tp": "tp", "dp": None, "styles": {"emb": col}, "params": {}, "inputs": {"ids": "R"}}
+        dtensor.apply_plan(model, plan, mesh)
+        assert model.head.weight is model.emb.weight and isinstance(model.emb.weight, DTensor)
+        assert model.emb.weight.placements == (Shard(1),)
+        with implicit_replication():
+            model(ids=torch.arange(4)).backward()
+        assert model.emb.weight.grad.placements == (Shard(1),)
+
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+        plan = {"tp": "tp", "dp": None, "styles": {"1": col}, "params": {}, "inputs": {}}
         with pytest.raises(ValueError, match="module 1 is a ReLU; Colwise/RowwiseParallel accept nn.Linear"):
             dtensor.apply_plan(model, plan, mesh)
-        plan["styles"] = {"2": plan["styles"]["1"]}
+        plan["styles"] = {"2": col}
         with pytest.raises(ValueError, match=r"the plan names \['2'\], which Sequential does not have"):
             dtensor.apply_plan(model, plan, mesh)
     finally:

@@ -31,18 +31,19 @@ def _split(text, where):
 
 
 def _axes(report):
-    """(tp axis index, dp axis index or None) of the report's mesh. Any other axis is refused."""
+    """(axis names, tp axis index, dp axis index or None) of the report's mesh; others are refused."""
     names = list(report["mesh"].get("names") or [])
     shape = list(report["mesh"]["shape"])
     if not names:
         names = ["tp"] if len(shape) == 1 else ["dp", "tp"][:len(shape)]
+    if names == ["dp"]:
+        raise ValueError(f"mesh dp={shape[0]}: a plan with no tp axis is plain data parallelism (torch's DDP or "
+                         "FSDP applies it); parallelize_plan applies 'tp=N' and 'dp=M,tp=N'")
     other = [n for n in names if n not in ("tp", "dp")]
     if other or len(names) > 2 or (len(names) == 2 and set(names) != {"dp", "tp"}):
         raise ValueError(f"mesh {dict(zip(names, shape))}: parallelize_plan applies meshes 'tp=N' or 'dp=M,tp=N' "
                          f"(dp is data parallel of the batch); axes {other or names} are not supported")
-    if names == ["dp"]:
-        return None, 0
-    return names.index("tp"), (names.index("dp") if "dp" in names else None)
+    return names, names.index("tp"), (names.index("dp") if "dp" in names else None)
 
 
 def parallelize_plan(report, json_form=False):
@@ -58,8 +59,7 @@ def parallelize_plan(report, json_form=False):
     if "import" not in report or "modules" not in report["import"]:
         raise ValueError("parallelize_plan needs a report from dtensor.plan (its 'import' lists the model's modules); "
                          "a `dtensor plan --graph` report lacks it")
-    tp, dp = _axes(report)
-    names = report["mesh"].get("names") or ["tp"]
+    names, tp, dp = _axes(report)
     ops = {o["name"]: o for o in report["ops"]}
     notes, dp_sharded, reduced = [], [], []
 
@@ -69,7 +69,7 @@ def parallelize_plan(report, json_form=False):
             raise ValueError(f"{where}: placements {text} do not match mesh {report['mesh']}")
         if dp is not None and parts[dp] != "R" and where.startswith("parameter"):
             dp_sharded.append(where.split(" ", 1)[1])
-        return parts[tp] if tp is not None else "R"
+        return parts[tp]
 
     params = {o["name"]: tp_of(o["placements"]["outputs"][0], f"parameter {o['name']}")
               for o in report["ops"] if o["op"] == "param"}
@@ -88,9 +88,6 @@ def parallelize_plan(report, json_form=False):
         seen = {tp_of(ops[c]["placements"]["inputs"][i], f"op {c}") for c, i in m["consumers"]
                 if c in ops and i < len(ops[c]["placements"]["inputs"])}
         after = seen.pop() if len(seen) == 1 else out
-        if after.startswith("P"):
-            after = "R"  # a module boundary hands on a full value: Partial is reduced there
-            reduced.append(path)
         style = None
         if w == "R" and b in (None, "R"):
             covered.update(filter(None, (m["weight"], m["bias"])))  # replicated: nothing to apply
@@ -108,6 +105,9 @@ def parallelize_plan(report, json_form=False):
                          "(Colwise: weight S(0), input R; Rowwise: weight S(1), input S(-1); embedding: weight "
                          "S(1) or S(0), ids R); its parameters get explicit placements")
             continue
+        if after.startswith("P"):
+            after = "R"  # a module boundary hands on a full value: Partial is reduced there
+            reduced.append(path)
         styles[path] = {"style": style, "input_layouts": x, "output_layouts": after}
         covered.update(filter(None, (m["weight"], m["bias"])))
     if dp_sharded:
@@ -120,7 +120,7 @@ def parallelize_plan(report, json_form=False):
     for n, (p,) in explicit.items():
         if p.startswith("P"):
             raise ValueError(f"parameter {n}: the planner placed it {p}; a parameter must be R or S(dim)")
-    plan = {"tp": names[tp] if tp is not None else None, "dp": names[dp] if dp is not None else None,
+    plan = {"tp": names[tp], "dp": names[dp] if dp is not None else None,
             "styles": styles, "params": explicit, "inputs": inputs, "notes": notes}
     return plan if json_form else _to_torch(plan)
 

@@ -134,6 +134,8 @@ def test_parallelize_plan_mapping_rules():
                for n in plan["notes"])
     with pytest.raises(ValueError, match=r"axes \['pp'\] are not supported"):
         dtensor.parallelize_plan(_report("[R]", "[R]", mesh=("pp", 4)))
+    with pytest.raises(ValueError, match="plain data parallelism"):
+        dtensor.parallelize_plan(_report("[R]", "[S(0)]", mesh=("dp", 4)))
     with pytest.raises(ValueError, match="needs a report from dtensor.plan"):
         dtensor.parallelize_plan({"mesh": {"shape": [4]}, "ops": []})
 

@@ -169,9 +169,9 @@ def apply_plan(model, plan, device_mesh):
     allreduce_data_parallel_grads). The styles are applied with parallelize_module; explicit
     parameters become nn.Parameter(distribute_tensor(...)); every other parameter and buffer is
     replicated over the tp mesh, so the model computes with DTensors only; each gradient arrives in
-    its parameter's placements. The model's forward
-    inputs are turned into DTensors with the planner's placements: pass them by keyword, full
-    (the same on every tp rank). Run forward and backward inside
+    its parameter's placements. The model's forward inputs are turned into DTensors with the
+    planner's placements: pass them by keyword, full (the same on every tp rank). Run forward and
+    backward inside
     torch.distributed.tensor.experimental.implicit_replication(): positions and masks the model
     creates itself are the same on every rank. Returns the model.
     """

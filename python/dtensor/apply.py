@@ -9,8 +9,9 @@
 Mapping (docs/PYTHON.md "Applying a plan"): a module whose linear or embedding is its own single
 call gets ColwiseParallel / RowwiseParallel when the planner's placements of its weight, bias and
 input are that style's; its output_layouts are the placement the planner gives the output's
-consumers. Every other parameter the planner shards is listed with explicit placements; the rest
-is replicated. Values flow between modules as DTensors (use_local_output=False), so torch's
+consumers; a module with replicated parameters whose ops are all sharded on one dim (a norm on a
+sequence-sharded stream) gets SequenceParallel. Every other parameter the planner shards is listed
+with explicit placements; the rest is replicated. Values flow between modules as DTensors (use_local_output=False), so torch's
 sharding propagation keeps the model's own code (reshapes to heads, rotary, residuals) correct
 whatever the boundary placements are.
 """
@@ -49,7 +50,8 @@ def _axes(report):
 def parallelize_plan(report, json_form=False):
     """The planner's report (dtensor.plan) as what torch's parallelize_module applies.
 
-    Returns {"tp": mesh dim name, "dp": name or None, "styles": {module FQN: ParallelStyle},
+    Returns {"tp": mesh dim name, "dp": name or None, "styles": {module FQN: ParallelStyle}
+    (ColwiseParallel, RowwiseParallel, SequenceParallel),
     "params": {parameter FQN: [Placement]} (explicit placements on the tp mesh, for parameters no
     style covers), "inputs": {model input name: Placement} (the planner's tp placement of each
     forward input, passed by keyword), "notes": [str]}. json_form=True gives the same with styles as
@@ -110,6 +112,23 @@ def parallelize_plan(report, json_form=False):
             reduced.append(path)
         styles[path] = {"style": style, "input_layouts": x, "output_layouts": after}
         covered.update(filter(None, (m["weight"], m["bias"])))
+    # A module with only replicated parameters whose ops the planner runs all on one sharded dim
+    # (a norm on a sequence-sharded residual stream) is SequenceParallel on that dim.
+    owned, inside = {}, {}
+    for o in report["ops"]:
+        if o.get("kind") == "param":
+            owned.setdefault(o["name"].rsplit(".", 1)[0], []).append(o["name"])
+        elif o.get("kind") == "op" and "." in o["name"]:
+            inside.setdefault(o["name"].rsplit(".", 1)[0], []).append(o)
+    for path, names_ in sorted(owned.items()):
+        if path in report["import"]["modules"] or any(params[n] != "R" for n in names_) or not inside.get(path):
+            continue
+        where = [tp_of(p, f"op {o['name']}") for o in inside[path] for p in o["placements"]["outputs"]]
+        where += [x for o in inside[path] for x in (tp_of(p, f"op {o['name']}") for p in o["placements"]["inputs"])
+                  if x != "R"]
+        if len(set(where)) == 1 and where[0].startswith("S("):
+            styles[path] = {"style": "SequenceParallel", "sequence_dim": int(where[0][2:-1])}
+            covered.update(names_)
     if dp_sharded:
         notes.append(f"{len(dp_sharded)} parameters the planner shards over dp (ZeRO-style, e.g. {dp_sharded[0]}) "
                      "are applied Replicate on dp: sharding them over dp is FSDP's job")
@@ -141,13 +160,16 @@ def _placement(text):
 
 
 def _style(spec):
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel
 
     if not isinstance(spec, dict):
         return spec  # already a ParallelStyle
+    if spec["style"] == "SequenceParallel":
+        return SequenceParallel(sequence_dim=spec["sequence_dim"], use_local_output=False)
     cls = {"ColwiseParallel": ColwiseParallel, "RowwiseParallel": RowwiseParallel}.get(spec["style"])
     if cls is None:
-        raise ValueError(f"style '{spec['style']}' is not one apply_plan makes (ColwiseParallel, RowwiseParallel)")
+        raise ValueError(f"style '{spec['style']}' is not one apply_plan makes (ColwiseParallel, RowwiseParallel, "
+                         "SequenceParallel)")
     # DTensors between modules: the code between them runs with torch's sharding propagation.
     return cls(input_layouts=_placement(spec["input_layouts"]), output_layouts=_placement(spec["output_layouts"]),
                use_local_output=False)
@@ -201,9 +223,9 @@ def apply_plan(model, plan, device_mesh):
     if missing:
         raise ValueError(f"apply_plan: the plan names {missing}, which {type(model).__name__} does not have "
                          "(was it planned from another model?)")
-    for path in plan["styles"]:
+    for path, style in plan["styles"].items():
         kind = type(modules[path])
-        if kind not in (torch.nn.Linear, torch.nn.Embedding):
+        if kind not in (torch.nn.Linear, torch.nn.Embedding) and type(style).__name__ != "SequenceParallel":
             raise ValueError(f"apply_plan: module {path} is a {kind.__name__}; Colwise/RowwiseParallel accept "
                              "nn.Linear and nn.Embedding")
 

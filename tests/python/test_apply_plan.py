@@ -81,7 +81,8 @@ def test_applied_plan_matches_one_device(case, applied, reports):
     assert plan["styles"] or plan["params"]
     for name in plan["params"]:
         assert result["placements"][name] == plan["params"][name], name  # torch prints Shard(1) as S(1)
-    assert len(sharded) >= len(plan["params"]) + len(plan["styles"])
+    split = [m for m, st in plan["styles"].items() if st["style"] != "SequenceParallel"]  # SP: weights replicated
+    assert len(sharded) >= len(plan["params"]) + len(split)
 
 
 def test_llama_tp4_styles(reports):
@@ -90,16 +91,20 @@ def test_llama_tp4_styles(reports):
     styles = {path.split(".", 3)[-1]: s["style"] for path, s in plan["styles"].items() if ".layers.0." in path}
     # Megatron's MLP and attention output; q/k/v are row-parallel (see docs/PYTHON.md "Applying a
     # plan": the residual stream is sequence-sharded, q/k/v's partial sums are reduce-scattered onto
-    # heads, and the cost model prices that at or below Megatron's column-parallel q/k/v).
+    # heads, and the cost model prices that at or below Megatron's column-parallel q/k/v). The norm
+    # before the MLP runs on the sequence-sharded stream; the one before attention has its weight
+    # sharded (explicit placements).
     assert styles == {"mlp.gate_proj": "ColwiseParallel", "mlp.up_proj": "ColwiseParallel",
                       "mlp.down_proj": "RowwiseParallel", "self_attn.o_proj": "RowwiseParallel",
                       "self_attn.q_proj": "RowwiseParallel", "self_attn.k_proj": "RowwiseParallel",
-                      "self_attn.v_proj": "RowwiseParallel"}
+                      "self_attn.v_proj": "RowwiseParallel", "post_attention_layernorm": "SequenceParallel"}
     megatron = next(b for b in report["baselines"] if b["name"] == "megatron")
     assert megatron["valid"] and report["totals"]["step_time_us"] <= megatron["step_time_us"] * (1 + 1e-9)
     assert plan["styles"]["model.layers.0.mlp.gate_proj"] == {"style": "ColwiseParallel", "input_layouts": "R",
                                                              "output_layouts": "S(2)"}
     assert plan["inputs"] == {"input_ids": "S(1)", "labels": "R"}
+    assert plan["styles"]["model.norm"] == {"style": "SequenceParallel", "sequence_dim": 1}
+    assert plan["params"] == {f"model.layers.{i}.input_layernorm.weight": ["S(0)"] for i in (0, 1)}
 
 
 def _report(w, x, bias=None, mesh=("tp", 4)):

@@ -11,9 +11,9 @@ call gets ColwiseParallel / RowwiseParallel when the planner's placements of its
 input are that style's; its output_layouts are the placement the planner gives the output's
 consumers; a module with replicated parameters whose ops are all sharded on one dim (a norm on a
 sequence-sharded stream) gets SequenceParallel. Every other parameter the planner shards is listed
-with explicit placements; the rest is replicated. Values flow between modules as DTensors (use_local_output=False), so torch's
-sharding propagation keeps the model's own code (reshapes to heads, rotary, residuals) correct
-whatever the boundary placements are.
+with explicit placements; the rest is replicated. Values flow between modules as DTensors
+(use_local_output=False), so torch's sharding propagation keeps the model's own code (reshapes to
+heads, rotary, residuals) correct whatever the boundary placements are.
 """
 import re
 

@@ -67,7 +67,8 @@ def case(arch, plan_path, mesh_spec):
     if dp > 1:
         dtensor.allreduce_data_parallel_grads(model, mesh, "dp")
 
-    grads = {n: [str(pl) for pl in p.grad.placements] for n, p in model.named_parameters() if isinstance(p.grad, DTensor)}
+    grads = {n: [str(pl) for pl in p.grad.placements]
+             for n, p in model.named_parameters() if isinstance(p.grad, DTensor)}
     # One AdamW step on each: torch's optimizer takes the DTensor parameters and gradients as they are.
     # eps 1e-4: GPT-2's key bias has a zero gradient in exact arithmetic (softmax ignores a shift
     # along keys), and Adam turns its 1e-9 rounding noise into +-lr steps at the default eps.
@@ -83,7 +84,8 @@ def case(arch, plan_path, mesh_spec):
     # After the step, in units of the step size: GPT-2's biases start at 0, so a relative error of
     # the parameter would measure Adam's rounding of a 1e-3 step against a tiny norm.
     names += [f"{n} after AdamW" for n, _ in model.named_parameters()]
-    err += [(full(p.detach()) - q.detach()).abs().max().item() / LR for p, q in zip(model.parameters(), ref.parameters())]
+    err += [(full(p.detach()) - q.detach()).abs().max().item() / LR
+            for p, q in zip(model.parameters(), ref.parameters())]
     worst = torch.tensor(err, dtype=torch.float64)
     dist.all_reduce(worst, op=dist.ReduceOp.MAX)
     placements = {n: [str(pl) for pl in p.placements] if isinstance(p, DTensor) else "plain"

@@ -37,10 +37,10 @@ from .torch_interop import from_torch, to_torch  # noqa: E402
 
 __all__ = [
     "DTensor", "DTensorCommError", "DTensorError", "DeviceMesh", "Partial", "Placement",
-    "Replicate", "Shard", "World", "destroy_process_group", "distribute_tensor", "explain",
-    "export_graph", "from_torch", "get_array_library", "GraphImportError", "init_device_mesh",
-    "init_process_group", "is_initialized", "ops", "plan", "run_threads", "set_array_library",
-    "to_torch",
+    "Replicate", "Shard", "World", "allreduce_data_parallel_grads", "apply_plan", "destroy_process_group",
+    "distribute_tensor", "explain", "export_graph", "from_torch", "get_array_library", "GraphImportError",
+    "init_device_mesh", "init_process_group", "is_initialized", "ops", "parallelize_plan", "plan",
+    "run_threads", "set_array_library", "to_torch",
 ]
 
 # Public names print as dtensor.X (as torch's do), not as the private extension module's.
@@ -101,6 +101,7 @@ def destroy_process_group():
 
 
 from .planning import GraphImportError, export_graph, plan  # noqa: E402
+from .apply import allreduce_data_parallel_grads, apply_plan, parallelize_plan  # noqa: E402  (torch on first use)
 
 # A process rank's Gloo group is closed before the interpreter tears down the extension.
 import atexit as _atexit  # noqa: E402

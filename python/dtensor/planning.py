@@ -22,7 +22,7 @@ import time
 
 from ._aten_ops import _CREATE, _DTYPES, _PASS, _SKIP, FLOP_OPS, _aten_name, _flatten, _map, _matmul_flops
 
-__all__ = ["export_graph", "plan", "graph_from_exported", "GraphImportError", "FLOP_OPS"]
+__all__ = ["export_graph", "plan", "graph_from_exported", "module_ops", "GraphImportError", "FLOP_OPS"]
 
 class GraphImportError(ValueError):
     """An exported graph the importer cannot describe (symbolic shapes, a non-tensor output...)."""
@@ -354,6 +354,44 @@ def graph_from_exported(ep, name="model", training=True, optimizer="adamw"):
     return graph, summary
 
 
+def module_ops(graph):
+    """The linears and embeddings that are one module's own call, for dtensor.parallelize_plan:
+    {module path: {"kind": "linear"|"embedding", "op", "weight", "bias", "input", "consumers"}} where
+    "input" is the data argument's index among the op's tensor arguments and "consumers" lists
+    [op name, tensor argument index] for each use of the output. A module is listed only when its
+    weight is the parameter `<path>.weight` and the op lies in the module (so a tied lm_head, whose
+    weight is the embedding's, is not) and it is called once."""
+    nodes = graph["nodes"]
+    names = {n["name"] for n in nodes}
+    params = {n["name"] for n in nodes if n.get("kind") == "param"}
+
+    def tensors(node):
+        return [a for a in _flatten(node.get("args", [])) if isinstance(a, str) and a.split(":")[0] in names]
+
+    consumers, found, calls = {}, {}, {}
+    for n in nodes:
+        if "op" not in n:
+            continue
+        for i, a in enumerate(tensors(n)):
+            consumers.setdefault(a, []).append([n["name"], i])
+        if n["op"] not in ("linear", "embedding"):
+            continue
+        args = n["args"]
+        weight = args[1] if n["op"] == "linear" else args[0]
+        if weight not in params or not weight.endswith(".weight"):
+            continue
+        path = weight[:-len(".weight")]
+        if not n["name"].startswith(path + "."):
+            continue
+        calls[path] = calls.get(path, 0) + 1
+        bias = args[2] if n["op"] == "linear" and len(args) > 2 and args[2] in params else None
+        found[path] = {"kind": n["op"], "op": n["name"], "weight": weight, "bias": bias,
+                       "input": 0 if n["op"] == "linear" else 1}
+    for path, m in found.items():
+        m["consumers"] = consumers.get(m["op"], [])
+    return {p: m for p, m in found.items() if calls[p] == 1}
+
+
 def _export(model, example_args, example_kwargs):
     import torch
 
@@ -395,6 +433,8 @@ def plan(model, example_args, mesh="dp=2,tp=4", hardware="h100-nvlink", example_
     with tempfile.TemporaryDirectory(prefix="dtensor-plan-") as d:
         path = graph_path or os.path.join(d, "graph.json")
         summary = export_graph(model, example_args, path, example_kwargs, training, optimizer)
+        with open(path) as f:
+            summary["modules"] = module_ops(json.load(f))
         t0 = time.perf_counter()
         text = _dtensor._plan_graph_file(path, mesh, hardware, float(memory_limit_gb), bool(compare))
         summary["search_s"] = time.perf_counter() - t0

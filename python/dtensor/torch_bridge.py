@@ -12,6 +12,7 @@ instead, since ATen has no such step. Autograd runs above dispatch, so backward 
 An ATen op with no dtensor rule raises UnsupportedOpError naming it: nothing is replicated silently.
 See docs/PYTHON.md for the ops covered and the measured overhead.
 """
+import atexit
 import threading
 
 import torch
@@ -262,6 +263,8 @@ def _engine(name, adapt=None, localize=None, local_func=None):
             largs, lkw = localize(largs, lkw, plan)
         return plan.wrap((local_func or func)(*largs, **lkw))
 
+    if adapt is None and localize is None and local_func is None:
+        handler.native = (name, dtensor_kernel)  # the native dispatch runs it without this handler
     return handler
 
 
@@ -576,7 +579,42 @@ _SPECIAL = {
 }
 
 
-_b.set_types(DTensor, torch.Tensor, torch.dtype)
+def _native_entry(func):
+    """What the native __torch_dispatch__ keeps for one OpOverload (asked once per overload): a plain
+    engine op as (registered name, layout-dependent kernel?, the overload's callable), anything else
+    as its Python handler."""
+    handler = _handlers.get(func)
+    if handler is None:
+        handler = _handlers[func] = _resolve(func)
+    native = getattr(handler, "native", None)
+    if native is None:
+        return handler
+    # OpOverload.__call__ is a Python frame around `_op` (the C++ callable) unless a Python
+    # dispatcher is attached to the overload.
+    call = func._op if getattr(func, "_pyobj_dispatcher", None) is None and hasattr(func, "_op") else func
+    return native + (call,)
+
+
+_b.set_types(DTensor, torch.Tensor, torch.dtype, _native_entry)
+_py_torch_dispatch = DTensor.__dict__["__torch_dispatch__"]  # the Python path (tests compare)
+_native_torch_dispatch = classmethod(_b.torch_dispatch)
+
+
+def _use_native_dispatch(on=True):
+    """Selects DTensor.__torch_dispatch__: the native one (the default) or the all-Python one;
+    both give the same results and placements (tests/python/test_torch_bridge.py checks)."""
+    DTensor.__torch_dispatch__ = _native_torch_dispatch if on else _py_torch_dispatch
+
+
+_use_native_dispatch(True)
+
+
+@atexit.register
+def _release_native():
+    # The class (held by the native module) must not keep the native function, nor its caches their
+    # Python objects, past the interpreter's teardown (nanobind reports them as leaks).
+    _use_native_dispatch(False)
+    _b.release_caches()
 
 
 def _resolve(func):

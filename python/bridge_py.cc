@@ -10,6 +10,7 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -152,25 +153,32 @@ struct OutLayout {
 };
 using OutLayouts = std::vector<OutLayout>;
 
-// The engine's decision for one ATen call, with what the bridge needs to carry it out.
-struct BridgePlan {
+// The engine's decision for one ATen call: what depends on the inputs' layouts and the values only,
+// so the native dispatch may reuse it for a call with the same spec objects and values.
+struct Prepared {
   OpCall call;
   std::shared_ptr<const ShardingDecision> decision;
   std::vector<DTensorSpec> in_specs;  // the tensor inputs' given layouts, in the call's order
   std::vector<DTensorSpec> out_specs;
-  nb::list locals;   // prepare(): the tensor inputs' torch blocks, in the call's order
-  nb::object mesh;   // prepare(): the Python mesh of the first sharded input (outputs keep it)
   std::shared_ptr<const OutLayouts> layouts;  // out_specs as wrapped, cached per (decision, mesh)
+  bool moves = false;  // an input is redistributed
+};
+
+// A Prepared decision with this call's blocks, carried out by the bridge.
+struct BridgePlan {
+  std::shared_ptr<const Prepared> prep;
+  nb::list locals;   // the tensor inputs' torch blocks, in the call's order
+  nb::object mesh;   // the Python mesh of the first sharded input (outputs keep it)
 
   // The inputs' locals moved to the strategy's placements; unmoved ones are returned as given.
   nb::list redistribute_given(const nb::list& locals) const {
-    DT_CHECK(locals.size() == in_specs.size(), call.str(), ": ", locals.size(),
-             " local tensors given for ", in_specs.size(), " tensor inputs");
+    DT_CHECK(locals.size() == prep->in_specs.size(), prep->call.str(), ": ", locals.size(),
+             " local tensors given for ", prep->in_specs.size(), " tensor inputs");
     if (!needs_moves()) return locals;  // the common case: no list built
     nb::list out;
-    for (size_t i = 0; i < in_specs.size(); ++i) {
-      const Placements& want = decision->strategy.inputs[i];
-      if (in_specs[i].placements == want) {
+    for (size_t i = 0; i < prep->in_specs.size(); ++i) {
+      const Placements& want = prep->decision->strategy.inputs[i];
+      if (prep->in_specs[i].placements == want) {
         out.append(locals[i]);
         continue;
       }
@@ -178,18 +186,14 @@ struct BridgePlan {
       Tensor moved;
       {
         nb::gil_scoped_release release;  // collective
-        moved = redistribute_local(local, in_specs[i], *decision->input_plans[i], default_timeout());
+        moved = redistribute_local(local, prep->in_specs[i], *prep->decision->input_plans[i], default_timeout());
       }
       out.append(export_tensor(moved));
     }
     return out;
   }
 
-  bool needs_moves() const {
-    for (size_t i = 0; i < in_specs.size(); ++i)
-      if (!(in_specs[i].placements == decision->strategy.inputs[i])) return true;
-    return false;
-  }
+  bool needs_moves() const { return prep->moves; }
 
   // The ATen call's args/kwargs with every tensor (positional, then keyword, lists flattened: the
   // order prepare() saw them) replaced by its block moved to the strategy's placements.
@@ -197,16 +201,16 @@ struct BridgePlan {
 
   // The whole op through dtensor (redistribution, local kernel, the strategy's distributed step).
   nb::list run_given(const nb::list& locals) const {
-    DT_CHECK(locals.size() == in_specs.size(), call.str(), ": ", locals.size(),
-             " local tensors given for ", in_specs.size(), " tensor inputs");
+    DT_CHECK(locals.size() == prep->in_specs.size(), prep->call.str(), ": ", locals.size(),
+             " local tensors given for ", prep->in_specs.size(), " tensor inputs");
     std::vector<DTensor> inputs;
-    inputs.reserve(in_specs.size());
-    for (size_t i = 0; i < in_specs.size(); ++i) inputs.emplace_back(in_specs[i], import_tensor(locals[i]));
+    inputs.reserve(prep->in_specs.size());
+    for (size_t i = 0; i < prep->in_specs.size(); ++i) inputs.emplace_back(prep->in_specs[i], import_tensor(locals[i]));
     std::vector<DTensor> outs;
     {
       nb::gil_scoped_release release;  // collective
-      outs = execute_strategy(call, decision->strategy, decision->out_meta, inputs, default_timeout(),
-                              &decision->input_plans);
+      outs = execute_strategy(prep->call, prep->decision->strategy, prep->decision->out_meta, inputs, default_timeout(),
+                              &prep->decision->input_plans);
     }
     nb::list l;
     for (const DTensor& d : outs) l.append(export_tensor(d.local_tensor()));
@@ -355,12 +359,15 @@ BridgePlan prepare_call(const std::string& name, const nb::sequence& args, const
     metas.push_back({s.shape, s.dtype});
     placements.push_back(s.placements);
   }
-  BridgePlan p{OpCall::bind_overload(name, pos, kw, metas, placements, mesh->shape()), nullptr,
-               std::move(low.specs), {}, low.locals, get(low.first, g_names.mesh), nullptr};
-  p.decision = propagate(p.call);
-  p.layouts = out_layouts(p.decision, mesh);
-  for (const OutLayout& l : *p.layouts) p.out_specs.push_back(nb::cast<const DTensorSpec&>(l.spec));
-  return p;
+  auto prep = std::make_shared<Prepared>();
+  prep->call = OpCall::bind_overload(name, pos, kw, metas, placements, mesh->shape());
+  prep->decision = propagate(prep->call);
+  prep->in_specs = std::move(low.specs);
+  prep->layouts = out_layouts(prep->decision, mesh);
+  for (const OutLayout& l : *prep->layouts) prep->out_specs.push_back(nb::cast<const DTensorSpec&>(l.spec));
+  for (size_t t = 0; t < prep->in_specs.size(); ++t)
+    prep->moves |= !(prep->in_specs[t].placements == prep->decision->strategy.inputs[t]);
+  return BridgePlan{std::move(prep), low.locals, get(low.first, g_names.mesh)};
 }
 
 nb::object substitute(nb::handle a, const nb::list& moved, size_t& next) {
@@ -429,8 +436,8 @@ nb::object wrap_outputs(const BridgePlan& p, nb::handle out) {
     items = PySequence_Fast_ITEMS(seq.ptr());
     n = static_cast<size_t>(PySequence_Fast_GET_SIZE(seq.ptr()));
   }
-  const OutLayouts& layouts = *p.layouts;
-  DT_CHECK(n == layouts.size(), "bridge: ", p.call.str(), ": torch returned ", n,
+  const OutLayouts& layouts = *p.prep->layouts;
+  DT_CHECK(n == layouts.size(), "bridge: ", p.prep->call.str(), ": torch returned ", n,
            " outputs, dtensor's op has ", layouts.size());
   nb::object first;
   nb::object wrapped = single ? nb::object() : nb::steal(PyTuple_New(static_cast<Py_ssize_t>(n)));
@@ -438,15 +445,15 @@ nb::object wrap_outputs(const BridgePlan& p, nb::handle out) {
     nb::handle block(items[o]);
     const OutLayout& l = layouts[o];
     nb::object shape = get(block, g_names.shape);
-    DT_CHECK(same_shape(shape, l.local), "bridge: ", p.call.str(), ": torch's kernel gave a block of shape ",
-             py_str(shape), " where the engine's output ", p.out_specs[o].str(), " has ",
+    DT_CHECK(same_shape(shape, l.local), "bridge: ", p.prep->call.str(), ": torch's kernel gave a block of shape ",
+             py_str(shape), " where the engine's output ", p.prep->out_specs[o].str(), " has ",
              shape_str(l.local), " on this rank (an argument that depends on the global shape is not "
              "localized for this op)");
     nb::object dtype = get(block, g_names.dtype);
     const DType dt = torch_dtype(dtype);
     nb::object spec = l.spec;
     if (dt != l.dtype) {
-      const DTensorSpec& s = p.out_specs[o];
+      const DTensorSpec& s = p.prep->out_specs[o];
       spec = nb::cast(DTensorSpec(s.mesh, s.placements, s.shape, dt), nb::rv_policy::move);
     }
     nb::object w = make_wrapper(block, spec, l.shape, l.strides, dtype, p.mesh);
@@ -493,6 +500,75 @@ const OpEntry& op_entry(nb::handle func) {
   return ops->emplace(func.ptr(), std::move(e)).first->second;  // a nested resolve may have added it
 }
 
+// A call whose decision the native dispatch reuses: the overload, then per positional argument a
+// bridge tensor's spec object or a plain scalar's value (no keywords). Specs are immutable and the
+// cache holds the ones in its keys, so an address stands for one layout while it is cached.
+struct CallKey {
+  std::vector<uint64_t> words;
+  bool operator==(const CallKey& o) const { return words == o.words; }
+};
+struct CallKeyHash {
+  size_t operator()(const CallKey& k) const {
+    size_t h = 0;
+    for (uint64_t w : k.words) h = (h * 1000003) ^ std::hash<uint64_t>()(w);
+    return h;
+  }
+};
+struct CachedCall {
+  std::vector<nb::object> held;  // the key's spec objects
+  std::shared_ptr<const Prepared> prep;
+};
+
+// prepare_call(), skipped when the same overload saw the same spec objects and values before: in a
+// loop, outputs carry the cached layouts' spec objects, so a program's ops hit after one pass.
+BridgePlan prepare_cached(const OpEntry& e, nb::handle func, const nb::sequence& a, const nb::dict& kw) {
+  // Emptied by release_caches() at exit (its Python objects must go before the interpreter).
+  static auto* cache = new std::unordered_map<CallKey, CachedCall, CallKeyHash>();
+  static bool hooked = (g_release.push_back([] { cache->clear(); }), true);
+  (void)hooked;
+  if (kw.size() != 0 || !PyTuple_Check(a.ptr())) return prepare_call(e.name, a, kw);
+  const Py_ssize_t n = PyTuple_GET_SIZE(a.ptr());
+  CallKey key;
+  key.words.reserve(1 + 2 * static_cast<size_t>(n));
+  key.words.push_back(reinterpret_cast<uint64_t>(func.ptr()));
+  nb::list locals;
+  std::vector<nb::object> specs;
+  PyObject* first = nullptr;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* v = PyTuple_GET_ITEM(a.ptr(), i);
+    if (reinterpret_cast<PyObject*>(Py_TYPE(v)) == g_bridge_type) {
+      nb::object spec = get(v, g_names.spec);
+      key.words.insert(key.words.end(), {0, reinterpret_cast<uint64_t>(spec.ptr())});
+      specs.push_back(std::move(spec));
+      locals.append(get(v, g_names.local));
+      if (first == nullptr) first = v;
+    } else if (PyBool_Check(v)) {
+      key.words.insert(key.words.end(), {1, v == Py_True ? 1u : 0u});
+    } else if (PyLong_CheckExact(v)) {
+      int overflow = 0;
+      const long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+      if (overflow != 0) return prepare_call(e.name, a, kw);
+      key.words.insert(key.words.end(), {2, static_cast<uint64_t>(x)});
+    } else if (PyFloat_CheckExact(v)) {
+      const double x = PyFloat_AS_DOUBLE(v);
+      uint64_t bits;
+      std::memcpy(&bits, &x, sizeof bits);
+      key.words.insert(key.words.end(), {3, bits});
+    } else if (v == Py_None) {
+      key.words.insert(key.words.end(), {4, 0});
+    } else {
+      return prepare_call(e.name, a, kw);  // plain tensors, lists, dtypes...: lowered every time
+    }
+  }
+  if (first == nullptr) return prepare_call(e.name, a, kw);  // raises, naming the op
+  auto it = cache->find(key);
+  if (it != cache->end()) return BridgePlan{it->second.prep, std::move(locals), get(first, g_names.mesh)};
+  BridgePlan p = prepare_call(e.name, a, kw);
+  if (cache->size() >= 8192) cache->clear();  // a bound; a steady program holds far fewer
+  cache->emplace(std::move(key), CachedCall{std::move(specs), p.prep});
+  return p;
+}
+
 // dtensor.bridge.DTensor.__torch_dispatch__ (installed as a classmethod): one native call per ATen
 // op on the common path (lowering, cached propagation, redistribution, torch's kernel on the blocks
 // through the Python C API, output wrappers); Python handlers for the rest.
@@ -503,8 +579,8 @@ nb::object torch_dispatch(nb::handle /*cls*/, nb::handle func, nb::handle /*type
   nb::dict kw = kwargs.is_none() ? nb::dict() : nb::borrow<nb::dict>(kwargs);
   nb::sequence a = nb::borrow<nb::sequence>(args.is_none() ? nb::tuple() : nb::borrow(args));
   if (e.handler.is_valid()) return e.handler(func, a, kw);
-  BridgePlan p = prepare_call(e.name, a, kw);
-  if (e.dtensor_kernel || p.decision->strategy.step() != 0) {
+  BridgePlan p = prepare_cached(e, func, a, kw);
+  if (e.dtensor_kernel || p.prep->decision->strategy.step() != 0) {
     // dtensor's own distributed step (DESIGN §6) or a layout-dependent kernel: ATen cannot run it
     // on the block, dtensor's kernel does.
     nb::list outs = nb::borrow<nb::list>(wrap_outputs(p, p.run_given(p.locals)));
@@ -570,13 +646,13 @@ void bind_bridge(nb::module_& m) {
   }, "spec"_a, "local"_a, "placements"_a, "(new spec, new local): the block moved to `placements`.");
 
   nb::class_<BridgePlan>(b, "Plan", "The engine's decision for one ATen call.")
-      .def_prop_ro("op", [](const BridgePlan& p) { return p.call.op().name(); })
-      .def_prop_ro("strategy", [](const BridgePlan& p) { return p.decision->strategy.str(); })
-      .def_prop_ro("has_step", [](const BridgePlan& p) { return p.decision->strategy.step() != 0; })
-      .def_prop_ro("outputs", [](const BridgePlan& p) { return p.out_specs; })
+      .def_prop_ro("op", [](const BridgePlan& p) { return p.prep->call.op().name(); })
+      .def_prop_ro("strategy", [](const BridgePlan& p) { return p.prep->decision->strategy.str(); })
+      .def_prop_ro("has_step", [](const BridgePlan& p) { return p.prep->decision->strategy.step() != 0; })
+      .def_prop_ro("outputs", [](const BridgePlan& p) { return p.prep->out_specs; })
       .def_prop_ro("input_placements", [](const BridgePlan& p) {
         nb::list l;
-        for (const Placements& ps : p.decision->strategy.inputs) {
+        for (const Placements& ps : p.prep->decision->strategy.inputs) {
           nb::list one;
           for (const Placement& q : ps) one.append(nb::cast(q));
           l.append(nb::tuple(one));

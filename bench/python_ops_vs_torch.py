@@ -11,6 +11,7 @@ local kernel on a 16x64 block). Rows:
   dtensor ops.<name>      dtensor from Python on 4 thread ranks (rank 0 times, the others wait)
   dtensor ops.call        the same op through the by-name path (argument parsing by schema)
   dtensor bridge          ordinary torch code on dtensor's torch subclass, when dtensor.bridge exists
+                          (its native __torch_dispatch__, then the all-Python one it replaced)
 Each figure is the median over --rounds rounds of --reps calls, in microseconds per call (wall time,
 or with --clock thread the timing thread's CPU time, for machines shared with other load).
 """
@@ -96,6 +97,15 @@ def dtensor_rows(torch, a, b, reps, rounds):
                 bw = bridge.distribute(tb, mesh, [Replicate()])
                 rows[("add", "dtensor bridge (torch.add)")] = per_call_us(lambda: torch.add(ba, bb), reps, rounds)
                 rows[("mm", "dtensor bridge (torch.mm)")] = per_call_us(lambda: torch.mm(ba, bw), reps, rounds)
+                if hasattr(bridge, "_use_native_dispatch"):  # the all-Python dispatch, for comparison
+                    bridge._use_native_dispatch(False)
+                    try:
+                        rows[("add", "dtensor bridge, Python dispatch")] = per_call_us(
+                            lambda: torch.add(ba, bb), reps, rounds)
+                        rows[("mm", "dtensor bridge, Python dispatch")] = per_call_us(
+                            lambda: torch.mm(ba, bw), reps, rounds)
+                    finally:
+                        bridge._use_native_dispatch(True)
         finally:
             done.set()
 

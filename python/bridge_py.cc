@@ -3,7 +3,9 @@
 // call the bridge asks this module for the engine's decision (the same cached propagate() as
 // call_op), redistributes the inputs to the chosen strategy here, and lets torch's ATen kernel
 // compute on the local shards; when the strategy carries a distributed step (DESIGN §6) the whole op
-// runs here instead (execute_strategy), since ATen has no such step.
+// runs here instead (execute_strategy), since ATen has no such step. torch_dispatch() is the
+// bridge's __torch_dispatch__ itself: the common path (a plain engine op) is one native call per op,
+// with the Python handlers of torch_bridge.py called for the rest.
 //
 // Local tensors cross as torch tensors through DLPack, without copies. Every entry that may wait for
 // other ranks releases the GIL (dtensor.run_threads' ranks are threads of one interpreter).

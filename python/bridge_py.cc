@@ -475,7 +475,9 @@ struct OpEntry {
   nb::object handler;  // valid: the Python handler runs the op
   std::string name;
   bool dtensor_kernel = false;  // a layout-dependent kernel: dtensor's runs the whole op
-  nb::object call;
+  nb::object call;              // run on the blocks (the overload's, or a replacement such as reshape)
+  int keep = -1;                // >= 0: the engine sees the first `keep` positional args, no keywords
+  bool local_size = false;      // args[1] is a global size: the output's block shape replaces it
 };
 
 PyObject* g_resolve = nullptr;  // torch_bridge._native_entry, set by set_types()
@@ -496,6 +498,8 @@ const OpEntry& op_entry(nb::handle func) {
     e.name = nb::cast<std::string>(r[0]);
     e.dtensor_kernel = nb::cast<bool>(r[1]);
     e.call = r[2];
+    e.keep = nb::cast<int>(r[3]);
+    e.local_size = nb::cast<bool>(r[4]);
   } else {
     e.handler = r;
   }
@@ -581,7 +585,13 @@ nb::object torch_dispatch(nb::handle /*cls*/, nb::handle func, nb::handle /*type
   nb::dict kw = kwargs.is_none() ? nb::dict() : nb::borrow<nb::dict>(kwargs);
   nb::sequence a = nb::borrow<nb::sequence>(args.is_none() ? nb::tuple() : nb::borrow(args));
   if (e.handler.is_valid()) return e.handler(func, a, kw);
-  BridgePlan p = prepare_cached(e, func, a, kw);
+  nb::object kept;  // the engine's args where the ATen op has more (softmax's half_to_float)
+  if (e.keep >= 0) {
+    kept = nb::steal(PySequence_GetSlice(a.ptr(), 0, e.keep));
+    if (!kept.is_valid()) throw nb::python_error();
+  }
+  BridgePlan p = e.keep < 0 ? prepare_cached(e, func, a, kw)
+                            : prepare_cached(e, func, nb::borrow<nb::sequence>(kept), nb::dict());
   if (e.dtensor_kernel || p.prep->decision->strategy.step() != 0) {
     // dtensor's own distributed step (DESIGN §6) or a layout-dependent kernel: ATen cannot run it
     // on the block, dtensor's kernel does.
@@ -593,8 +603,15 @@ nb::object torch_dispatch(nb::handle /*cls*/, nb::handle func, nb::handle /*type
   size_t next = 0;
   const size_t n = nb::len(a);
   nb::object largs = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(n)));
-  for (size_t i = 0; i < n; ++i)
-    PyTuple_SET_ITEM(largs.ptr(), static_cast<Py_ssize_t>(i), substitute(a[i], moved, next).release().ptr());
+  for (size_t i = 0; i < n; ++i) {
+    nb::object v = substitute(a[i], moved, next);
+    if (i == 1 && e.local_size) {  // view/reshape/expand: on a block the size is the output's block shape
+      nb::list local;
+      for (int64_t d : (*p.prep->layouts)[0].local) local.append(d);
+      v = std::move(local);
+    }
+    PyTuple_SET_ITEM(largs.ptr(), static_cast<Py_ssize_t>(i), v.release().ptr());
+  }
   nb::object lkw;
   if (kw.size() > 0) {
     nb::dict d;

@@ -263,8 +263,11 @@ def _engine(name, adapt=None, localize=None, local_func=None):
             largs, lkw = localize(largs, lkw, plan)
         return plan.wrap((local_func or func)(*largs, **lkw))
 
-    if adapt is None and localize is None and local_func is None:
-        handler.native = (name, dtensor_kernel)  # the native dispatch runs it without this handler
+    # The native dispatch runs it without this handler where the adaptation is data: keeping the
+    # first n positional args, the output's block shape as the size argument, another ATen op.
+    keep = -1 if adapt is None else getattr(adapt, "keep", None)
+    if keep is not None and localize in (None, _local_size):
+        handler.native = (name, dtensor_kernel, keep, localize is _local_size, local_func)
     return handler
 
 
@@ -276,7 +279,9 @@ def _local_size(largs, lkw, plan):
 
 def _drop_after(n):
     """adapt: keep the first n positional args (the registered op's), and no kwargs."""
-    return lambda a, k: (a[:n], {})
+    adapt = lambda a, k: (a[:n], {})  # noqa: E731
+    adapt.keep = n  # what the native dispatch does instead
+    return adapt
 
 
 def _to_dtype_adapt(a, k):
@@ -580,19 +585,22 @@ _SPECIAL = {
 
 
 def _native_entry(func):
-    """What the native __torch_dispatch__ keeps for one OpOverload (asked once per overload): a plain
-    engine op as (registered name, layout-dependent kernel?, the overload's callable), anything else
-    as its Python handler."""
+    """What the native __torch_dispatch__ keeps for one OpOverload (asked once per overload): an
+    engine op whose adaptation is data as (registered name, layout-dependent kernel?, the callable
+    run on the blocks, positional args kept for the engine or -1, size argument localized?),
+    anything else as its Python handler."""
     handler = _handlers.get(func)
     if handler is None:
         handler = _handlers[func] = _resolve(func)
     native = getattr(handler, "native", None)
     if native is None:
         return handler
+    name, dtensor_kernel, keep, local_size, local_func = native
+    op = local_func or func
     # OpOverload.__call__ is a Python frame around `_op` (the C++ callable) unless a Python
     # dispatcher is attached to the overload.
-    call = func._op if getattr(func, "_pyobj_dispatcher", None) is None and hasattr(func, "_op") else func
-    return native + (call,)
+    call = op._op if getattr(op, "_pyobj_dispatcher", None) is None and hasattr(op, "_op") else op
+    return name, dtensor_kernel, call, keep, local_size
 
 
 _b.set_types(DTensor, torch.Tensor, torch.dtype, _native_entry)

@@ -650,7 +650,10 @@ def _dispatch_program(mesh):
         "split": torch.split(x, 3, dim=1),             # a tuple of outputs
         "softmax_step": torch.softmax(x, dim=0),       # dtensor's distributed step over S(0)
         "mean": x.mean(0),                             # a layout-dependent kernel
-        "view": x.view(8, 3, 2).transpose(0, 1),       # a Python handler (localize)
+        "view": x.view(8, 3, 2).transpose(0, 1),       # native: the size argument localized
+        "reshape": x.reshape(4, 12),
+        "expand": r.sum(0, keepdim=True).expand(8, 6),  # native: args dropped, size localized
+        "softmax_local": torch.softmax(x, dim=1),      # native: _softmax's half_to_float dropped
     }
     y = torch.tanh(torch.mm(x, w)).sum()
     y.backward()
@@ -668,6 +671,12 @@ def _dispatch_program(mesh):
 def test_native_dispatch_is_installed_and_matches_python_dispatch():
     native = bridge.DTensor.__dict__["__torch_dispatch__"]
     assert native.__func__ is dtensor._dtensor._bridge.torch_dispatch
+    # which overloads run natively: plain engine ops and data-only adaptations; the rest in Python
+    from dtensor import torch_bridge as tb
+    assert tb._native_entry(aten.add.Tensor)[:2] == ("add", False)
+    assert tb._native_entry(aten.view.default)[3:] == (-1, True)
+    assert tb._native_entry(aten._softmax.default)[3:] == (2, False)
+    assert callable(tb._native_entry(aten.add_.Tensor))  # in place: a Python handler
     try:
         bridge._use_native_dispatch(False)
         want = on_mesh((4,), _dispatch_program)

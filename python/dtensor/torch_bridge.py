@@ -290,6 +290,9 @@ def _to_dtype_adapt(a, k):
     return a[:2], {}
 
 
+_to_dtype_adapt.keep = 2
+
+
 def _to_adapt(a, k):
     # _to_copy(x, *, dtype, layout, device, ...) -> to(x, dtype): only a dtype change has a rule.
     if k.get("dtype") is None:
@@ -302,6 +305,9 @@ def _keep_grad_and_input(a, k):
     # Backward of a pointwise op: (grad_output, input or output[, scalars]). Its sharding is
     # gelu_backward's: pointwise with broadcasting, linear in the gradient only.
     return a[:2], {}
+
+
+_keep_grad_and_input.keep = 2  # the native dispatch keeps the first 2 args itself
 
 
 def _embedding_backward_adapt(a, k):

@@ -655,7 +655,7 @@ def _dispatch_program(mesh):
         "expand": r.sum(0, keepdim=True).expand(8, 6),  # native: args dropped, size localized
         "softmax_local": torch.softmax(x, dim=1),      # native: _softmax's half_to_float dropped
     }
-    y = torch.tanh(torch.mm(x, w)).sum()
+    y = (torch.tanh(torch.mm(x, w)) + torch.relu(torch.mm(x, w))).sum()  # tanh/threshold_backward
     y.backward()
     outs["grad"] = w.grad
     z = x.clone()
@@ -676,6 +676,7 @@ def test_native_dispatch_is_installed_and_matches_python_dispatch():
     assert tb._native_entry(aten.add.Tensor)[:2] == ("add", False)
     assert tb._native_entry(aten.view.default)[3:] == (-1, True)
     assert tb._native_entry(aten._softmax.default)[3:] == (2, False)
+    assert tb._native_entry(aten.threshold_backward.default)[0] == "gelu_backward"
     assert callable(tb._native_entry(aten.add_.Tensor))  # in place: a Python handler
     try:
         bridge._use_native_dispatch(False)

@@ -11,7 +11,9 @@ local kernel on a 16x64 block). Rows:
   dtensor ops.<name>      dtensor from Python on 4 thread ranks (rank 0 times, the others wait)
   dtensor ops.call        the same op through the by-name path (argument parsing by schema)
   dtensor bridge          ordinary torch code on dtensor's torch subclass, when dtensor.bridge exists
-Each figure is the median over --rounds rounds of --reps calls, in microseconds per call.
+                          (its native __torch_dispatch__, then the all-Python one it replaced)
+Each figure is the median over --rounds rounds of --reps calls, in microseconds per call (wall time,
+or with --clock thread the timing thread's CPU time, for machines shared with other load).
 """
 import argparse
 import statistics
@@ -24,14 +26,17 @@ import dtensor
 from dtensor import Replicate, Shard
 
 
+CLOCK = time.perf_counter  # --clock thread: the timing thread's CPU time (time.thread_time)
+
+
 def per_call_us(fn, reps, rounds):
     fn()  # warm: caches, first-touch allocations
     times = []
     for _ in range(rounds):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         for _ in range(reps):
             fn()
-        times.append((time.perf_counter() - t0) / reps * 1e6)
+        times.append((CLOCK() - t0) / reps * 1e6)
     return statistics.median(times)
 
 
@@ -92,6 +97,15 @@ def dtensor_rows(torch, a, b, reps, rounds):
                 bw = bridge.distribute(tb, mesh, [Replicate()])
                 rows[("add", "dtensor bridge (torch.add)")] = per_call_us(lambda: torch.add(ba, bb), reps, rounds)
                 rows[("mm", "dtensor bridge (torch.mm)")] = per_call_us(lambda: torch.mm(ba, bw), reps, rounds)
+                if hasattr(bridge, "_use_native_dispatch"):  # the all-Python dispatch, for comparison
+                    bridge._use_native_dispatch(False)
+                    try:
+                        rows[("add", "dtensor bridge, Python dispatch")] = per_call_us(
+                            lambda: torch.add(ba, bb), reps, rounds)
+                        rows[("mm", "dtensor bridge, Python dispatch")] = per_call_us(
+                            lambda: torch.mm(ba, bw), reps, rounds)
+                    finally:
+                        bridge._use_native_dispatch(True)
         finally:
             done.set()
 
@@ -103,7 +117,12 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--reps", type=int, default=2000, help="calls per round")
     p.add_argument("--rounds", type=int, default=7, help="rounds; the median is reported")
+    p.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                   help="wall: elapsed time; thread: the timing thread's CPU time, which leaves out "
+                        "time the thread spends preempted (steadier on a shared, loaded machine)")
     args = p.parse_args()
+    global CLOCK
+    CLOCK = time.thread_time if args.clock == "thread" else time.perf_counter
     if args.reps < 1 or args.rounds < 1:
         p.error("--reps and --rounds must be >= 1")
 

@@ -3,14 +3,19 @@
 // call the bridge asks this module for the engine's decision (the same cached propagate() as
 // call_op), redistributes the inputs to the chosen strategy here, and lets torch's ATen kernel
 // compute on the local shards; when the strategy carries a distributed step (DESIGN §6) the whole op
-// runs here instead (execute_strategy), since ATen has no such step.
+// runs here instead (execute_strategy), since ATen has no such step. torch_dispatch() is the
+// bridge's __torch_dispatch__ itself: the common path (a plain engine op) is one native call per op,
+// with the Python handlers of torch_bridge.py called for the rest.
 //
 // Local tensors cross as torch tensors through DLPack, without copies. Every entry that may wait for
 // other ranks releases the GIL (dtensor.run_threads' ranks are threads of one interpreter).
 #include <Python.h>
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -72,8 +77,28 @@ std::string py_str(nb::handle obj) {
   return nb::cast<std::string>(s);
 }
 
-// dtensor's DType of a torch dtype ("torch.float32" -> float32).
-DType torch_dtype(nb::handle dtype) { return dtype_from_name(py_str(dtype).substr(6)); }
+// dtensor's DType of a torch dtype ("torch.float32" -> float32). torch.dtype objects are
+// singletons, so the name is parsed once per dtype (the map is touched under the GIL only).
+DType torch_dtype(nb::handle dtype) {
+  static auto* seen = new std::unordered_map<PyObject*, DType>();  // never freed: outlives teardown
+  auto it = seen->find(dtype.ptr());
+  if (it != seen->end()) return it->second;
+  const DType d = dtype_from_name(py_str(dtype).substr(6));
+  seen->emplace(nb::borrow(dtype).release().ptr(), d);
+  return d;
+}
+
+// Attribute names the per-op path reads, interned once by set_types() (no string made per lookup).
+struct Names {
+  PyObject *spec, *local, *mesh, *shape, *dtype, *device;
+};
+Names g_names{};
+
+nb::object get(nb::handle obj, PyObject* name) {
+  PyObject* r = PyObject_GetAttr(obj.ptr(), name);
+  if (r == nullptr) throw nb::python_error();
+  return nb::steal(r);
+}
 
 nb::tuple shape_tuple(const Shape& s) {
   nb::list l;
@@ -81,8 +106,15 @@ nb::tuple shape_tuple(const Shape& s) {
   return nb::tuple(l);
 }
 
+// Which argument of the call a value is, spelled out only for an error message.
+struct ArgName {
+  size_t index;
+  const std::string* key;  // a keyword argument's name, else null
+  std::string str() const { return key ? "argument '" + *key + "'" : "argument " + std::to_string(index); }
+};
+
 // A plain value of an ATen call as dtensor's IValue (tensors are handled by the caller).
-IValue value_arg(nb::handle v, const std::string& op, const std::string& what) {
+IValue value_arg(nb::handle v, const std::string& op, const ArgName& what) {
   if (v.is_none()) return IValue();
   if (PyBool_Check(v.ptr())) return IValue(nb::cast<bool>(v));  // before int: bool is an int
   if (PyLong_Check(v.ptr())) return IValue(nb::cast<int64_t>(v));
@@ -100,34 +132,55 @@ IValue value_arg(nb::handle v, const std::string& op, const std::string& what) {
         all_int = false;
         floats.push_back(nb::cast<double>(e));
       } else {
-        DT_FAIL(op, ": ", what, " is a list holding a ", nb::type_name(e.type()).c_str(),
+        DT_FAIL(op, ": ", what.str(), " is a list holding a ", nb::type_name(e.type()).c_str(),
                 "; accepted: sharded tensors, lists of them, None, bool, int, float, str, lists of ints or floats");
       }
     }
     if (all_int) return IValue(ints);
     return IValue(floats);
   }
-  DT_FAIL(op, ": ", what, " is a ", nb::type_name(v.type()).c_str(),
+  DT_FAIL(op, ": ", what.str(), " is a ", nb::type_name(v.type()).c_str(),
           "; accepted: sharded tensors, lists of them, None, bool, int, float, str, lists of ints or floats");
 }
 
-// The engine's decision for one ATen call, with what the bridge needs to carry it out.
-struct BridgePlan {
+// One output of a decision as the bridge wraps it: its spec as a Python object (shared by every
+// output made with it: specs are immutable), the wrapper's global size and contiguous strides, and
+// the block shape torch's kernel must give on this rank.
+struct OutLayout {
+  nb::object spec;
+  nb::object shape;
+  nb::object strides;
+  Shape local;
+  DType dtype;
+};
+using OutLayouts = std::vector<OutLayout>;
+
+// The engine's decision for one ATen call: what depends on the inputs' layouts and the values only,
+// so the native dispatch may reuse it for a call with the same spec objects and values.
+struct Prepared {
   OpCall call;
   std::shared_ptr<const ShardingDecision> decision;
   std::vector<DTensorSpec> in_specs;  // the tensor inputs' given layouts, in the call's order
   std::vector<DTensorSpec> out_specs;
-  nb::list locals;   // prepare(): the tensor inputs' torch blocks, in the call's order
-  nb::object mesh;   // prepare(): the Python mesh of the first sharded input (outputs keep it)
+  std::shared_ptr<const OutLayouts> layouts;  // out_specs as wrapped, cached per (decision, mesh)
+  bool moves = false;  // an input is redistributed
+};
+
+// A Prepared decision with this call's blocks, carried out by the bridge.
+struct BridgePlan {
+  std::shared_ptr<const Prepared> prep;
+  nb::list locals;   // the tensor inputs' torch blocks, in the call's order
+  nb::object mesh;   // the Python mesh of the first sharded input (outputs keep it)
 
   // The inputs' locals moved to the strategy's placements; unmoved ones are returned as given.
   nb::list redistribute_given(const nb::list& locals) const {
-    DT_CHECK(locals.size() == in_specs.size(), call.str(), ": ", locals.size(),
-             " local tensors given for ", in_specs.size(), " tensor inputs");
+    DT_CHECK(locals.size() == prep->in_specs.size(), prep->call.str(), ": ", locals.size(),
+             " local tensors given for ", prep->in_specs.size(), " tensor inputs");
+    if (!needs_moves()) return locals;  // the common case: no list built
     nb::list out;
-    for (size_t i = 0; i < in_specs.size(); ++i) {
-      const Placements& want = decision->strategy.inputs[i];
-      if (in_specs[i].placements == want) {
+    for (size_t i = 0; i < prep->in_specs.size(); ++i) {
+      const Placements& want = prep->decision->strategy.inputs[i];
+      if (prep->in_specs[i].placements == want) {
         out.append(locals[i]);
         continue;
       }
@@ -135,12 +188,14 @@ struct BridgePlan {
       Tensor moved;
       {
         nb::gil_scoped_release release;  // collective
-        moved = redistribute_local(local, in_specs[i], *decision->input_plans[i], default_timeout());
+        moved = redistribute_local(local, prep->in_specs[i], *prep->decision->input_plans[i], default_timeout());
       }
       out.append(export_tensor(moved));
     }
     return out;
   }
+
+  bool needs_moves() const { return prep->moves; }
 
   // The ATen call's args/kwargs with every tensor (positional, then keyword, lists flattened: the
   // order prepare() saw them) replaced by its block moved to the strategy's placements.
@@ -148,16 +203,16 @@ struct BridgePlan {
 
   // The whole op through dtensor (redistribution, local kernel, the strategy's distributed step).
   nb::list run_given(const nb::list& locals) const {
-    DT_CHECK(locals.size() == in_specs.size(), call.str(), ": ", locals.size(),
-             " local tensors given for ", in_specs.size(), " tensor inputs");
+    DT_CHECK(locals.size() == prep->in_specs.size(), prep->call.str(), ": ", locals.size(),
+             " local tensors given for ", prep->in_specs.size(), " tensor inputs");
     std::vector<DTensor> inputs;
-    inputs.reserve(in_specs.size());
-    for (size_t i = 0; i < in_specs.size(); ++i) inputs.emplace_back(in_specs[i], import_tensor(locals[i]));
+    inputs.reserve(prep->in_specs.size());
+    for (size_t i = 0; i < prep->in_specs.size(); ++i) inputs.emplace_back(prep->in_specs[i], import_tensor(locals[i]));
     std::vector<DTensor> outs;
     {
       nb::gil_scoped_release release;  // collective
-      outs = execute_strategy(call, decision->strategy, decision->out_meta, inputs, default_timeout(),
-                              &decision->input_plans);
+      outs = execute_strategy(prep->call, prep->decision->strategy, prep->decision->out_meta, inputs, default_timeout(),
+                              &prep->decision->input_plans);
     }
     nb::list l;
     for (const DTensor& d : outs) l.append(export_tensor(d.local_tensor()));
@@ -183,30 +238,33 @@ struct Lowering {
 
   int tensor(nb::handle t) {
     if (Py_TYPE(t.ptr()) == reinterpret_cast<PyTypeObject*>(g_bridge_type)) {
-      specs.push_back(nb::cast<DTensorSpec>(t.attr("_spec")));
-      locals.append(t.attr("_local"));
+      specs.push_back(nb::cast<const DTensorSpec&>(get(t, g_names.spec)));
+      locals.append(get(t, g_names.local));
       if (!first.is_valid()) first = nb::borrow(t);
     } else {
       DTensorSpec s;  // completed in finish()
-      nb::object shape = t.attr("shape");
+      nb::object shape = get(t, g_names.shape);
       for (nb::handle d : shape) s.shape.push_back(nb::cast<int64_t>(d));
-      s.dtype = torch_dtype(t.attr("dtype"));
+      s.dtype = torch_dtype(get(t, g_names.dtype));
       plain.push_back(static_cast<int>(specs.size()));
       specs.push_back(std::move(s));
       locals.append(t);
     }
     return static_cast<int>(specs.size()) - 1;
   }
-  static bool is_tensor(nb::handle v) { return PyObject_IsInstance(v.ptr(), g_torch_tensor) == 1; }
+  static bool is_tensor(nb::handle v) {
+    PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(v.ptr()));
+    return t == g_bridge_type || t == g_torch_tensor || PyObject_IsInstance(v.ptr(), g_torch_tensor) == 1;
+  }
 
-  ArgValue arg(nb::handle v, const std::string& what) {
+  ArgValue arg(nb::handle v, const ArgName& what) {
     if (PyLong_Check(v.ptr()) || PyFloat_Check(v.ptr()) || v.is_none()) return value_arg(v, op, what);
     if (is_tensor(v)) return TensorRef{tensor(v)};
     if ((PyList_Check(v.ptr()) || PyTuple_Check(v.ptr())) && nb::len(v) > 0 &&
         is_tensor(nb::steal(PySequence_GetItem(v.ptr(), 0)))) {
       TensorListRef ref;
       for (nb::handle e : nb::borrow<nb::sequence>(v)) {
-        DT_CHECK(is_tensor(e), op, ": ", what, " mixes tensors and other values; accepted: a list of tensors");
+        DT_CHECK(is_tensor(e), op, ": ", what.str(), " mixes tensors and other values; accepted: a list of tensors");
         ref.indices.push_back(tensor(e));
       }
       return ref;
@@ -230,17 +288,68 @@ struct Lowering {
   }
 };
 
+// Empties the native caches' Python references (release_caches(), at interpreter exit).
+std::vector<void (*)()> g_release;
+
+// Contiguous strides of a global shape (the wrapper claims them; torch never reads its storage).
+nb::tuple contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size());
+  int64_t acc = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = acc;
+    acc *= std::max<int64_t>(shape[d], 1);
+  }
+  return shape_tuple(strides);
+}
+
+// The outputs of a decision on one mesh, made once: repeated ops reuse the spec objects and size
+// tuples. Keyed by the decision and the mesh (decisions are shared by meshes of one shape; the
+// entry holds both, so neither address is reused while it lives). Touched under the GIL only.
+std::shared_ptr<const OutLayouts> out_layouts(const std::shared_ptr<const ShardingDecision>& decision,
+                                              const MeshPtr& mesh) {
+  struct Entry {
+    std::shared_ptr<const ShardingDecision> decision;
+    MeshPtr mesh;
+    std::shared_ptr<const OutLayouts> layouts;
+  };
+  struct Hash {
+    size_t operator()(const std::pair<const void*, const void*>& k) const {
+      return std::hash<const void*>()(k.first) * 31 + std::hash<const void*>()(k.second);
+    }
+  };
+  // Emptied by release_caches() at exit (its Python objects must go before the interpreter).
+  static auto* cache = new std::unordered_map<std::pair<const void*, const void*>, Entry, Hash>();
+  static bool hooked = (g_release.push_back([] { cache->clear(); }), true);
+  (void)hooked;
+  const std::pair<const void*, const void*> key{decision.get(), mesh.get()};
+  auto it = cache->find(key);
+  if (it != cache->end()) return it->second.layouts;
+  auto layouts = std::make_shared<OutLayouts>();
+  const Strategy& s = decision->strategy;
+  for (size_t o = 0; o < s.outputs.size(); ++o) {
+    const TensorMeta& m = decision->out_meta[o];
+    DTensorSpec spec(mesh, s.outputs[o], m.shape, m.dtype);
+    Shape local = spec.local_shape();
+    layouts->push_back({nb::cast(std::move(spec), nb::rv_policy::move), shape_tuple(m.shape),
+                        contiguous_strides(m.shape), std::move(local), m.dtype});
+  }
+  if (cache->size() >= 4096) cache->clear();  // a bound; the propagation cache keeps decisions
+  cache->emplace(key, Entry{decision, mesh, layouts});
+  return layouts;
+}
+
 BridgePlan prepare_call(const std::string& name, const nb::sequence& args, const nb::dict& kwargs) {
   init_ops();
   DT_CHECK(g_bridge_type != nullptr, "bridge: set_types() was not called");
   Lowering low{name, {}, {}, nb::list(), nb::object()};
   std::vector<ArgValue> pos;
   size_t i = 0;
-  for (nb::handle a : args) pos.push_back(low.arg(a, "argument " + std::to_string(i++)));
+  for (nb::handle a : args) pos.push_back(low.arg(a, ArgName{i++, nullptr}));
   std::vector<std::pair<std::string, ArgValue>> kw;
   for (auto [k, v] : kwargs) {
     std::string key = nb::cast<std::string>(k);
-    kw.emplace_back(key, low.arg(v, "argument '" + key + "'"));
+    ArgValue value = low.arg(v, ArgName{0, &key});
+    kw.emplace_back(std::move(key), std::move(value));
   }
   low.finish();
   std::vector<TensorMeta> metas;
@@ -252,13 +361,15 @@ BridgePlan prepare_call(const std::string& name, const nb::sequence& args, const
     metas.push_back({s.shape, s.dtype});
     placements.push_back(s.placements);
   }
-  BridgePlan p{OpCall::bind_overload(name, pos, kw, metas, placements, mesh->shape()), nullptr,
-               std::move(low.specs), {}, low.locals, low.first.attr("_mesh")};
-  p.decision = propagate(p.call);
-  const Strategy& s = p.decision->strategy;
-  for (size_t o = 0; o < s.outputs.size(); ++o)
-    p.out_specs.emplace_back(mesh, s.outputs[o], p.decision->out_meta[o].shape, p.decision->out_meta[o].dtype);
-  return p;
+  auto prep = std::make_shared<Prepared>();
+  prep->call = OpCall::bind_overload(name, pos, kw, metas, placements, mesh->shape());
+  prep->decision = propagate(prep->call);
+  prep->in_specs = std::move(low.specs);
+  prep->layouts = out_layouts(prep->decision, mesh);
+  for (const OutLayout& l : *prep->layouts) prep->out_specs.push_back(nb::cast<const DTensorSpec&>(l.spec));
+  for (size_t t = 0; t < prep->in_specs.size(); ++t)
+    prep->moves |= !(prep->in_specs[t].placements == prep->decision->strategy.inputs[t]);
+  return BridgePlan{std::move(prep), low.locals, get(low.first, g_names.mesh)};
 }
 
 nb::object substitute(nb::handle a, const nb::list& moved, size_t& next) {
@@ -282,36 +393,234 @@ nb::tuple BridgePlan::local_args(nb::handle args, nb::handle kwargs) const {
   return nb::make_tuple(largs, lkw);
 }
 
+// torch.Tensor._make_wrapper_subclass and torch.strided (set_types()); the hot path calls the
+// former directly instead of going through the class's Python __new__.
+PyObject* g_make_wrapper = nullptr;
+PyObject* g_strided = nullptr;
+
+// A bridge tensor over `local` (no autograd history: dispatch runs below autograd). Positional
+// arguments of _make_wrapper_subclass: cls, size, strides, storage_offset, memory_format, dtype,
+// layout, device, pin_memory, requires_grad.
+nb::object make_wrapper(nb::handle local, nb::handle spec, nb::handle shape, nb::handle strides,
+                        nb::handle dtype, nb::handle mesh) {
+  nb::object device = get(local, g_names.device);
+  PyObject* argv[] = {g_bridge_type, shape.ptr(), strides.ptr(), Py_None, Py_None, dtype.ptr(),
+                      g_strided, device.ptr(), Py_False, Py_False};
+  nb::object r = nb::steal(PyObject_Vectorcall(g_make_wrapper, argv, 10, nullptr));
+  if (!r.is_valid() || PyObject_SetAttr(r.ptr(), g_names.local, local.ptr()) != 0 ||
+      PyObject_SetAttr(r.ptr(), g_names.spec, spec.ptr()) != 0 ||
+      PyObject_SetAttr(r.ptr(), g_names.mesh, mesh.ptr()) != 0)
+    throw nb::python_error();
+  return r;
+}
+
+// Whether torch's block shape (a torch.Size, a tuple) is `want`.
+bool same_shape(nb::handle size, const Shape& want) {
+  if (!PyTuple_Check(size.ptr()) || PyTuple_GET_SIZE(size.ptr()) != static_cast<Py_ssize_t>(want.size()))
+    return false;
+  for (size_t d = 0; d < want.size(); ++d)
+    if (PyLong_AsLongLong(PyTuple_GET_ITEM(size.ptr(), d)) != want[d]) return false;
+  return true;
+}
+
 // Wraps torch's output blocks as bridge tensors with the plan's output specs. Checks each block's
 // shape against the engine's (a global-shape argument left unlocalized shows here); torch's dtype
 // wins over the engine's where their promotion rules differ.
 nb::object wrap_outputs(const BridgePlan& p, nb::handle out) {
-  const bool single = PyObject_IsInstance(out.ptr(), g_torch_tensor) == 1;
-  std::vector<nb::object> outs;
-  if (single) {
-    outs.push_back(nb::borrow(out));
-  } else {
-    for (nb::handle o : nb::borrow<nb::sequence>(out)) outs.push_back(nb::borrow(o));
+  const bool single = Lowering::is_tensor(out);
+  PyObject* one[1] = {out.ptr()};
+  nb::object seq;  // a tuple/list result, as a fast sequence
+  PyObject** items = one;
+  size_t n = 1;
+  if (!single) {
+    seq = nb::steal(PySequence_Fast(out.ptr(), "bridge: torch's kernel returned neither a tensor nor a sequence"));
+    if (!seq.is_valid()) throw nb::python_error();
+    items = PySequence_Fast_ITEMS(seq.ptr());
+    n = static_cast<size_t>(PySequence_Fast_GET_SIZE(seq.ptr()));
   }
-  DT_CHECK(outs.size() == p.out_specs.size(), "bridge: ", p.call.str(), ": torch returned ", outs.size(),
-           " outputs, dtensor's op has ", p.out_specs.size());
-  nb::handle cls(g_bridge_type);
-  nb::list wrapped;
-  for (size_t o = 0; o < outs.size(); ++o) {
-    DTensorSpec spec = p.out_specs[o];
-    const Shape local = spec.local_shape();
-    nb::object shape = outs[o].attr("shape");
-    DT_CHECK(shape.equal(shape_tuple(local)), "bridge: ", p.call.str(), ": torch's kernel gave a block of shape ",
-             py_str(shape), " where the engine's output ", spec.str(), " has ",
-             shape_str(local), " on this rank (an argument that depends on the global shape is not "
+  const OutLayouts& layouts = *p.prep->layouts;
+  DT_CHECK(n == layouts.size(), "bridge: ", p.prep->call.str(), ": torch returned ", n,
+           " outputs, dtensor's op has ", layouts.size());
+  nb::object first;
+  nb::object wrapped = single ? nb::object() : nb::steal(PyTuple_New(static_cast<Py_ssize_t>(n)));
+  for (size_t o = 0; o < n; ++o) {
+    nb::handle block(items[o]);
+    const OutLayout& l = layouts[o];
+    nb::object shape = get(block, g_names.shape);
+    DT_CHECK(same_shape(shape, l.local), "bridge: ", p.prep->call.str(), ": torch's kernel gave a block of shape ",
+             py_str(shape), " where the engine's output ", p.prep->out_specs[o].str(), " has ",
+             shape_str(l.local), " on this rank (an argument that depends on the global shape is not "
              "localized for this op)");
-    const DType dt = torch_dtype(outs[o].attr("dtype"));
-    if (dt != spec.dtype) spec = DTensorSpec(spec.mesh, spec.placements, spec.shape, dt);
-    wrapped.append(cls(outs[o], nb::cast(std::move(spec), nb::rv_policy::move), p.mesh));
+    nb::object dtype = get(block, g_names.dtype);
+    const DType dt = torch_dtype(dtype);
+    nb::object spec = l.spec;
+    if (dt != l.dtype) {
+      const DTensorSpec& s = p.prep->out_specs[o];
+      spec = nb::cast(DTensorSpec(s.mesh, s.placements, s.shape, dt), nb::rv_policy::move);
+    }
+    nb::object w = make_wrapper(block, spec, l.shape, l.strides, dtype, p.mesh);
+    if (single) return w;
+    PyTuple_SET_ITEM(wrapped.ptr(), static_cast<Py_ssize_t>(o), w.release().ptr());
   }
-  if (single) return wrapped[0];
-  if (PyTuple_Check(out.ptr())) return nb::tuple(wrapped);
-  return wrapped;
+  if (PyTuple_Check(out.ptr())) return wrapped;
+  return nb::steal(PySequence_List(wrapped.ptr()));
+}
+
+// One OpOverload as the native __torch_dispatch__ runs it, resolved once by torch_bridge's
+// _native_entry(func): either an engine op torch's kernel computes (`name`, the registered op; `call`,
+// the overload's C++ callable) or a Python handler for everything else (adapt, localize, bridge
+// bookkeeping, decompositions, errors).
+struct OpEntry {
+  nb::object func;     // held: the map is keyed by its address
+  nb::object handler;  // valid: the Python handler runs the op
+  std::string name;
+  bool dtensor_kernel = false;  // a layout-dependent kernel: dtensor's runs the whole op
+  nb::object call;              // run on the blocks (the overload's, or a replacement such as reshape)
+  int keep = -1;                // >= 0: the engine sees the first `keep` positional args, no keywords
+  bool local_size = false;      // args[1] is a global size: the output's block shape replaces it
+};
+
+PyObject* g_resolve = nullptr;  // torch_bridge._native_entry, set by set_types()
+
+const OpEntry& op_entry(nb::handle func) {
+  // Never erased while the bridge runs (OpOverloads live as long as torch): references stay
+  // valid; emptied by release_caches() at exit.
+  static auto* ops = new std::unordered_map<PyObject*, OpEntry>();
+  static bool hooked = (g_release.push_back([] { ops->clear(); }), true);
+  (void)hooked;
+  auto it = ops->find(func.ptr());
+  if (it != ops->end()) return it->second;
+  nb::object r = nb::steal(PyObject_CallOneArg(g_resolve, func.ptr()));
+  if (!r.is_valid()) throw nb::python_error();
+  OpEntry e;
+  e.func = nb::borrow(func);
+  if (PyTuple_Check(r.ptr())) {
+    e.name = nb::cast<std::string>(r[0]);
+    e.dtensor_kernel = nb::cast<bool>(r[1]);
+    e.call = r[2];
+    e.keep = nb::cast<int>(r[3]);
+    e.local_size = nb::cast<bool>(r[4]);
+  } else {
+    e.handler = r;
+  }
+  return ops->emplace(func.ptr(), std::move(e)).first->second;  // a nested resolve may have added it
+}
+
+// A call whose decision the native dispatch reuses: the overload, then per positional argument a
+// bridge tensor's spec object or a plain scalar's value (no keywords). Specs are immutable and the
+// cache holds the ones in its keys, so an address stands for one layout while it is cached.
+struct CallKey {
+  std::vector<uint64_t> words;
+  bool operator==(const CallKey& o) const { return words == o.words; }
+};
+struct CallKeyHash {
+  size_t operator()(const CallKey& k) const {
+    size_t h = 0;
+    for (uint64_t w : k.words) h = (h * 1000003) ^ std::hash<uint64_t>()(w);
+    return h;
+  }
+};
+struct CachedCall {
+  std::vector<nb::object> held;  // the key's spec objects
+  std::shared_ptr<const Prepared> prep;
+};
+
+// prepare_call(), skipped when the same overload saw the same spec objects and values before: in a
+// loop, outputs carry the cached layouts' spec objects, so a program's ops hit after one pass.
+BridgePlan prepare_cached(const OpEntry& e, nb::handle func, const nb::sequence& a, const nb::dict& kw) {
+  // Emptied by release_caches() at exit (its Python objects must go before the interpreter).
+  static auto* cache = new std::unordered_map<CallKey, CachedCall, CallKeyHash>();
+  static bool hooked = (g_release.push_back([] { cache->clear(); }), true);
+  (void)hooked;
+  if (kw.size() != 0 || !PyTuple_Check(a.ptr())) return prepare_call(e.name, a, kw);
+  const Py_ssize_t n = PyTuple_GET_SIZE(a.ptr());
+  CallKey key;
+  key.words.reserve(1 + 2 * static_cast<size_t>(n));
+  key.words.push_back(reinterpret_cast<uint64_t>(func.ptr()));
+  nb::list locals;
+  std::vector<nb::object> specs;
+  PyObject* first = nullptr;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* v = PyTuple_GET_ITEM(a.ptr(), i);
+    if (reinterpret_cast<PyObject*>(Py_TYPE(v)) == g_bridge_type) {
+      nb::object spec = get(v, g_names.spec);
+      key.words.insert(key.words.end(), {0, reinterpret_cast<uint64_t>(spec.ptr())});
+      specs.push_back(std::move(spec));
+      locals.append(get(v, g_names.local));
+      if (first == nullptr) first = v;
+    } else if (PyBool_Check(v)) {
+      key.words.insert(key.words.end(), {1, v == Py_True ? 1u : 0u});
+    } else if (PyLong_CheckExact(v)) {
+      int overflow = 0;
+      const long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+      if (overflow != 0) return prepare_call(e.name, a, kw);
+      key.words.insert(key.words.end(), {2, static_cast<uint64_t>(x)});
+    } else if (PyFloat_CheckExact(v)) {
+      const double x = PyFloat_AS_DOUBLE(v);
+      uint64_t bits;
+      std::memcpy(&bits, &x, sizeof bits);
+      key.words.insert(key.words.end(), {3, bits});
+    } else if (v == Py_None) {
+      key.words.insert(key.words.end(), {4, 0});
+    } else {
+      return prepare_call(e.name, a, kw);  // plain tensors, lists, dtypes...: lowered every time
+    }
+  }
+  if (first == nullptr) return prepare_call(e.name, a, kw);  // raises, naming the op
+  auto it = cache->find(key);
+  if (it != cache->end()) return BridgePlan{it->second.prep, std::move(locals), get(first, g_names.mesh)};
+  BridgePlan p = prepare_call(e.name, a, kw);
+  if (cache->size() >= 8192) cache->clear();  // a bound; a steady program holds far fewer
+  cache->emplace(std::move(key), CachedCall{std::move(specs), p.prep});
+  return p;
+}
+
+// dtensor.bridge.DTensor.__torch_dispatch__ (installed as a classmethod): one native call per ATen
+// op on the common path (lowering, cached propagation, redistribution, torch's kernel on the blocks
+// through the Python C API, output wrappers); Python handlers for the rest.
+nb::object torch_dispatch(nb::handle /*cls*/, nb::handle func, nb::handle /*types*/, nb::handle args,
+                          nb::handle kwargs) {
+  DT_CHECK(g_resolve != nullptr, "bridge: set_types() was not called");
+  const OpEntry& e = op_entry(func);
+  nb::dict kw = kwargs.is_none() ? nb::dict() : nb::borrow<nb::dict>(kwargs);
+  nb::sequence a = nb::borrow<nb::sequence>(args.is_none() ? nb::tuple() : nb::borrow(args));
+  if (e.handler.is_valid()) return e.handler(func, a, kw);
+  nb::object kept;  // the engine's args where the ATen op has more (softmax's half_to_float)
+  if (e.keep >= 0) {
+    kept = nb::steal(PySequence_GetSlice(a.ptr(), 0, e.keep));
+    if (!kept.is_valid()) throw nb::python_error();
+  }
+  BridgePlan p = e.keep < 0 ? prepare_cached(e, func, a, kw)
+                            : prepare_cached(e, func, nb::borrow<nb::sequence>(kept), nb::dict());
+  if (e.dtensor_kernel || p.prep->decision->strategy.step() != 0) {
+    // dtensor's own distributed step (DESIGN §6) or a layout-dependent kernel: ATen cannot run it
+    // on the block, dtensor's kernel does.
+    nb::list outs = nb::borrow<nb::list>(wrap_outputs(p, p.run_given(p.locals)));
+    if (outs.size() == 1) return outs[0];
+    return nb::tuple(outs);
+  }
+  nb::list moved = p.redistribute_given(p.locals);
+  size_t next = 0;
+  const size_t n = nb::len(a);
+  nb::object largs = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(n)));
+  for (size_t i = 0; i < n; ++i) {
+    nb::object v = substitute(a[i], moved, next);
+    if (i == 1 && e.local_size) {  // view/reshape/expand: on a block the size is the output's block shape
+      nb::list local;
+      for (int64_t d : (*p.prep->layouts)[0].local) local.append(d);
+      v = std::move(local);
+    }
+    PyTuple_SET_ITEM(largs.ptr(), static_cast<Py_ssize_t>(i), v.release().ptr());
+  }
+  nb::object lkw;
+  if (kw.size() > 0) {
+    nb::dict d;
+    for (auto [k, v] : kw) d[k] = substitute(v, moved, next);
+    lkw = d;
+  }
+  nb::object out = nb::steal(PyObject_Call(e.call.ptr(), largs.ptr(), lkw.is_valid() ? lkw.ptr() : nullptr));
+  if (!out.is_valid()) throw nb::python_error();
+  return wrap_outputs(p, out);
 }
 
 }  // namespace
@@ -356,13 +665,13 @@ void bind_bridge(nb::module_& m) {
   }, "spec"_a, "local"_a, "placements"_a, "(new spec, new local): the block moved to `placements`.");
 
   nb::class_<BridgePlan>(b, "Plan", "The engine's decision for one ATen call.")
-      .def_prop_ro("op", [](const BridgePlan& p) { return p.call.op().name(); })
-      .def_prop_ro("strategy", [](const BridgePlan& p) { return p.decision->strategy.str(); })
-      .def_prop_ro("has_step", [](const BridgePlan& p) { return p.decision->strategy.step() != 0; })
-      .def_prop_ro("outputs", [](const BridgePlan& p) { return p.out_specs; })
+      .def_prop_ro("op", [](const BridgePlan& p) { return p.prep->call.op().name(); })
+      .def_prop_ro("strategy", [](const BridgePlan& p) { return p.prep->decision->strategy.str(); })
+      .def_prop_ro("has_step", [](const BridgePlan& p) { return p.prep->decision->strategy.step() != 0; })
+      .def_prop_ro("outputs", [](const BridgePlan& p) { return p.prep->out_specs; })
       .def_prop_ro("input_placements", [](const BridgePlan& p) {
         nb::list l;
-        for (const Placements& ps : p.decision->strategy.inputs) {
+        for (const Placements& ps : p.prep->decision->strategy.inputs) {
           nb::list one;
           for (const Placement& q : ps) one.append(nb::cast(q));
           l.append(nb::tuple(one));
@@ -379,11 +688,27 @@ void bind_bridge(nb::module_& m) {
       .def("wrap", &wrap_outputs, "out"_a,
            "torch's output block(s) as bridge tensors with the engine's output layouts.");
 
-  b.def("set_types", [](nb::handle bridge_tensor, nb::handle torch_tensor, nb::handle torch_dtype) {
+  b.def("set_types", [](nb::handle bridge_tensor, nb::handle torch_tensor, nb::handle torch_dtype,
+                        nb::handle resolve) {
     g_bridge_type = nb::borrow(bridge_tensor).release().ptr();
     g_torch_tensor = nb::borrow(torch_tensor).release().ptr();
     g_torch_dtype = nb::borrow(torch_dtype).release().ptr();
-  }, "The bridge's tensor class, torch.Tensor and torch.dtype (once, at import).");
+    g_resolve = nb::borrow(resolve).release().ptr();
+    g_make_wrapper = nb::getattr(torch_tensor, "_make_wrapper_subclass").release().ptr();
+    g_strided = nb::object(nb::module_::import_("torch").attr("strided")).release().ptr();
+    g_names = {PyUnicode_InternFromString("_spec"), PyUnicode_InternFromString("_local"),
+               PyUnicode_InternFromString("_mesh"), PyUnicode_InternFromString("shape"),
+               PyUnicode_InternFromString("dtype"), PyUnicode_InternFromString("device")};
+  }, "bridge_tensor"_a, "torch_tensor"_a, "torch_dtype"_a, "resolve"_a,
+     "The bridge's tensor class, torch.Tensor, torch.dtype and the per-OpOverload resolver of the "
+     "native __torch_dispatch__ (once, at import).");
+  b.def("release_caches", [] {
+    for (auto release : g_release) release();
+  }, "Drops the native dispatch's cached Python objects (at interpreter exit; they refill on use).");
+  b.def("torch_dispatch", &torch_dispatch, "cls"_a, "func"_a, "types"_a, "args"_a = nb::none(),
+        "kwargs"_a = nb::none(),
+        "dtensor.bridge.DTensor.__torch_dispatch__ (as a classmethod): the engine's common path "
+        "natively, Python handlers for the rest.");
   b.def("prepare", &prepare_call, "name"_a, "args"_a, "kwargs"_a,
         "The engine's decision for the registered op `name` on an ATen call's args/kwargs (bridge "
         "tensors, plain torch tensors taken as replicated, values).");

@@ -12,6 +12,7 @@ instead, since ATen has no such step. Autograd runs above dispatch, so backward 
 An ATen op with no dtensor rule raises UnsupportedOpError naming it: nothing is replicated silently.
 See docs/PYTHON.md for the ops covered and the measured overhead.
 """
+import atexit
 import threading
 
 import torch
@@ -262,6 +263,11 @@ def _engine(name, adapt=None, localize=None, local_func=None):
             largs, lkw = localize(largs, lkw, plan)
         return plan.wrap((local_func or func)(*largs, **lkw))
 
+    # The native dispatch runs it without this handler where the adaptation is data: keeping the
+    # first n positional args, the output's block shape as the size argument, another ATen op.
+    keep = -1 if adapt is None else getattr(adapt, "keep", None)
+    if keep is not None and localize in (None, _local_size):
+        handler.native = (name, dtensor_kernel, keep, localize is _local_size, local_func)
     return handler
 
 
@@ -273,13 +279,18 @@ def _local_size(largs, lkw, plan):
 
 def _drop_after(n):
     """adapt: keep the first n positional args (the registered op's), and no kwargs."""
-    return lambda a, k: (a[:n], {})
+    adapt = lambda a, k: (a[:n], {})  # noqa: E731
+    adapt.keep = n  # what the native dispatch does instead
+    return adapt
 
 
 def _to_dtype_adapt(a, k):
     # to.dtype(self, dtype, non_blocking, copy, memory_format): reaches dispatch from code run inside
     # it (decompositions), where composite ops are not expanded by autograd first.
     return a[:2], {}
+
+
+_to_dtype_adapt.keep = 2
 
 
 def _to_adapt(a, k):
@@ -294,6 +305,9 @@ def _keep_grad_and_input(a, k):
     # Backward of a pointwise op: (grad_output, input or output[, scalars]). Its sharding is
     # gelu_backward's: pointwise with broadcasting, linear in the gradient only.
     return a[:2], {}
+
+
+_keep_grad_and_input.keep = 2  # the native dispatch keeps the first 2 args itself
 
 
 def _embedding_backward_adapt(a, k):
@@ -576,7 +590,45 @@ _SPECIAL = {
 }
 
 
-_b.set_types(DTensor, torch.Tensor, torch.dtype)
+def _native_entry(func):
+    """What the native __torch_dispatch__ keeps for one OpOverload (asked once per overload): an
+    engine op whose adaptation is data as (registered name, layout-dependent kernel?, the callable
+    run on the blocks, positional args kept for the engine or -1, size argument localized?),
+    anything else as its Python handler."""
+    handler = _handlers.get(func)
+    if handler is None:
+        handler = _handlers[func] = _resolve(func)
+    native = getattr(handler, "native", None)
+    if native is None:
+        return handler
+    name, dtensor_kernel, keep, local_size, local_func = native
+    op = local_func or func
+    # OpOverload.__call__ is a Python frame around `_op` (the C++ callable) unless a Python
+    # dispatcher is attached to the overload.
+    call = op._op if getattr(op, "_pyobj_dispatcher", None) is None and hasattr(op, "_op") else op
+    return name, dtensor_kernel, call, keep, local_size
+
+
+_b.set_types(DTensor, torch.Tensor, torch.dtype, _native_entry)
+_py_torch_dispatch = DTensor.__dict__["__torch_dispatch__"]  # the Python path (tests compare)
+_native_torch_dispatch = classmethod(_b.torch_dispatch)
+
+
+def _use_native_dispatch(on=True):
+    """Selects DTensor.__torch_dispatch__: the native one (the default) or the all-Python one;
+    both give the same results and placements (tests/python/test_torch_bridge.py checks)."""
+    DTensor.__torch_dispatch__ = _native_torch_dispatch if on else _py_torch_dispatch
+
+
+_use_native_dispatch(True)
+
+
+@atexit.register
+def _release_native():
+    # The class (held by the native module) must not keep the native function, nor its caches their
+    # Python objects, past the interpreter's teardown (nanobind reports them as leaks).
+    _use_native_dispatch(False)
+    _b.release_caches()
 
 
 def _resolve(func):

@@ -631,3 +631,105 @@ def test_bridge_on_process_ranks(tmp_path):
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "rank 0: bridge ok" in out.stdout and "rank 1: bridge ok" in out.stdout, out.stdout
+
+
+# ---- the native __torch_dispatch__ (bridge_py.cc) against the all-Python one ----------------------
+
+def _dispatch_program(mesh):
+    """Ops of every kind the dispatch routes: the native common path with and without
+    redistribution, torch's dtype promotion, a tuple output, dtensor's distributed step, a
+    layout-dependent kernel, Python handlers (view, in-place, bookkeeping), and autograd."""
+    x = bridge.distribute(gen(torch.float64, 8, 6, seed=31), mesh, [Shard(0)])
+    w = bridge.distribute(gen(torch.float64, 6, 4, seed=32), mesh, [Shard(0)]).requires_grad_()
+    r = bridge.distribute(gen(torch.float64, 8, 6, seed=33), mesh, [Replicate()])
+    outs = {
+        "add": x + r,                                  # no move
+        "mm_moved": torch.mm(x, w),                    # w's S(0) -> the strategy's placements
+        "promote": x + r.to(torch.float32),            # float64 + float32: torch's dtype
+        "scalar": x * 2.5,
+        "split": torch.split(x, 3, dim=1),             # a tuple of outputs
+        "softmax_step": torch.softmax(x, dim=0),       # dtensor's distributed step over S(0)
+        "mean": x.mean(0),                             # a layout-dependent kernel
+        "view": x.view(8, 3, 2).transpose(0, 1),       # native: the size argument localized
+        "reshape": x.reshape(4, 12),
+        "expand": r.sum(0, keepdim=True).expand(8, 6),  # native: args dropped, size localized
+        "softmax_local": torch.softmax(x, dim=1),      # native: _softmax's half_to_float dropped
+    }
+    y = (torch.tanh(torch.mm(x, w)) + torch.relu(torch.mm(x, w))).sum()  # tanh/threshold_backward
+    y.backward()
+    outs["grad"] = w.grad
+    z = x.clone()
+    z.add_(r)                                          # in-place: a Python handler
+    outs["in_place"] = z
+    flat = {}
+    for k, v in outs.items():
+        for i, t in enumerate(v if isinstance(v, tuple) else (v,)):
+            flat[f"{k}{i}"] = (full(t), t.placements, t.dtype, type(v).__name__)
+    return flat
+
+
+def test_native_dispatch_is_installed_and_matches_python_dispatch():
+    native = bridge.DTensor.__dict__["__torch_dispatch__"]
+    assert native.__func__ is dtensor._dtensor._bridge.torch_dispatch
+    # which overloads run natively: plain engine ops and data-only adaptations; the rest in Python
+    from dtensor import torch_bridge as tb
+    assert tb._native_entry(aten.add.Tensor)[:2] == ("add", False)
+    assert tb._native_entry(aten.view.default)[3:] == (-1, True)
+    assert tb._native_entry(aten._softmax.default)[3:] == (2, False)
+    assert tb._native_entry(aten.threshold_backward.default)[0] == "gelu_backward"
+    assert callable(tb._native_entry(aten.add_.Tensor))  # in place: a Python handler
+    try:
+        bridge._use_native_dispatch(False)
+        want = on_mesh((4,), _dispatch_program)
+    finally:
+        bridge._use_native_dispatch(True)
+    got = on_mesh((4,), _dispatch_program)
+    for g, w in zip(got, want):
+        assert g.keys() == w.keys()
+        for k in g:
+            assert g[k][1:] == w[k][1:], k  # placements, dtype, container type
+            torch.testing.assert_close(g[k][0], w[k][0], rtol=0, atol=0, msg=lambda m, k=k: f"{k}: {m}")
+
+
+def test_native_dispatch_errors_name_op_shapes_and_placements():
+    def fn(mesh):
+        x = bridge.distribute(gen(torch.float32, 8, 4), mesh, [Shard(0)])
+        y = bridge.distribute(gen(torch.float32, 8, 6), mesh, [Shard(1)])
+        with pytest.raises(dtensor.DTensorError, match=r"add.*\[8, 4\].*\[8, 6\]"):
+            torch.add(x, y)  # no broadcast: raised in C++ by the engine
+        with pytest.raises(dtensor.DTensorError, match=r"add: argument 'alpha' is a complex; accepted"):
+            aten.add.Tensor(x, x, alpha=1j)  # lowering's error names the op and the argument
+        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\.sort\.default"):
+            torch.sort(x, dim=0)  # a Python handler's error, through the native dispatch
+        return True
+
+    assert all(on_mesh((2,), fn))
+
+
+def test_native_decision_cache_keys_on_values_and_layouts():
+    # The native dispatch reuses a decision for the same overload, spec objects and scalar values:
+    # other values, other layouts and in-place layout changes must each get their own.
+    X = gen(torch.float64, 8, 6, seed=34)
+
+    def fn(mesh):
+        x = bridge.distribute(X, mesh, [Shard(0)])
+        xr = bridge.distribute(X, mesh, [Replicate()])
+        got = []
+        for _ in range(2):  # the second pass hits the cache
+            got.append([full(x * 2), full(x * 3), full(x * 2.5), full(x * True), full(x * False),
+                        full(torch.pow(x, 2)), full(torch.pow(x, 3)), (x + xr).placements,
+                        (xr + xr).placements, full(torch.mm(x, xr.t())), torch.mm(x, xr.t()).placements])
+        p = bridge.distribute(X, mesh, [Shard(0)]).redistribute(placements=[Partial()])
+        before = (p + p).placements
+        p.zero_()  # in place: the Partial tensor becomes Replicate (a new spec object)
+        after = (p + p).placements
+        return got, before, after
+
+    for got, before, after in on_mesh((2,), fn):
+        for g in got:
+            for t, want in zip(g[:7], (X * 2, X * 3, X * 2.5, X, X * 0, X ** 2, X ** 3)):
+                close(t, want, torch.float64)
+            assert g[7] == (Shard(0),) and g[8] == (Replicate(),)
+            close(g[9], X @ X.t(), torch.float64)
+            assert g[10] == (Shard(0),)
+        assert before == (Partial(),) and after == (Replicate(),)

@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -179,7 +182,33 @@ std::string describe_exit(const RankExit& r) {
 
 }  // namespace
 
-LaunchResult run_ranks(const LaunchOptions& o) {
+// torch.distributed's env:// rendezvous (MASTER_ADDR, MASTER_PORT), as torchrun --standalone sets
+// it, so that a script which also starts torch's process group runs under `dtensor launch` as under
+// torchrun. The user's own values pass through. The port is one the kernel reports free now; a
+// process that takes it before rank 0 binds would make torch's init fail with its own error.
+void add_torch_rendezvous(LaunchOptions* o) {
+  for (const auto& kv : o->env) {
+    if (kv.first == "MASTER_ADDR" || kv.first == "MASTER_PORT") return;
+  }
+  if (getenv("MASTER_ADDR") != nullptr || getenv("MASTER_PORT") != nullptr) return;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;  // torch is then told nothing, as before; dtensor's own store needs no port
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    o->env.insert(o->env.begin(), {{"MASTER_ADDR", "127.0.0.1"},
+                                   {"MASTER_PORT", std::to_string(ntohs(addr.sin_port))}});
+  }
+  close(fd);
+}
+
+LaunchResult run_ranks(const LaunchOptions& options) {
+  LaunchOptions o = options;
+  add_torch_rendezvous(&o);
   DT_CHECK(o.nprocs >= 1 && o.nprocs <= kMaxLocalRanks, "dtensor launch: -n ", o.nprocs, "; accepted: 1 to ",
            kMaxLocalRanks);
   DT_CHECK(!o.command.empty(), "dtensor launch: no command to run");

@@ -5,6 +5,8 @@
 //   RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE   (RANK == LOCAL_RANK: one machine)
 //   DTENSOR_STORE=file:<dir>                         (a fresh temporary directory, removed at the
 //   end)
+//   MASTER_ADDR=127.0.0.1, MASTER_PORT=<a free port>  (torch.distributed's env:// rendezvous, as
+//   torchrun --standalone gives it; only when neither is set already)
 // and its stdin, stdout and stderr inherited. Each rank runs in its own process group, so signals
 // reach everything it starts; a rank also gets SIGKILL if the launcher dies (PR_SET_PDEATHSIG).
 //

@@ -47,3 +47,23 @@ def test_outside_a_job_the_error_says_how_to_start_ranks():
             "except dtensor.DTensorError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert "dtensor launch -n N" in out.stdout, out.stdout + out.stderr
+
+
+def test_launch_gives_torch_a_rendezvous_and_keeps_the_users(tmp_path):
+    # dtensor launch sets MASTER_ADDR/MASTER_PORT as torchrun --standalone does (one port for every
+    # rank), unless the user set them.
+    script = tmp_path / "env.py"
+    script.write_text("import os; print('rdzv', os.environ['RANK'], os.environ['MASTER_ADDR'], "
+                      "os.environ['MASTER_PORT'], flush=True)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
+    out = subprocess.run([LAUNCHER, "launch", "-n", "3", "--", sys.executable, str(script)],
+                         env=env, capture_output=True, text=True, timeout=60)
+    lines = sorted(l.split() for l in out.stdout.splitlines() if l.startswith("rdzv"))
+    assert out.returncode == 0 and len(lines) == 3, out.stdout + out.stderr
+    assert {l[2] for l in lines} == {"127.0.0.1"} and len({l[3] for l in lines}) == 1
+    assert 1024 <= int(lines[0][3]) <= 65535
+    env["MASTER_PORT"] = "29555"
+    out = subprocess.run([LAUNCHER, "launch", "-n", "1", "--", sys.executable, "-c",
+                          "import os; print(os.environ.get('MASTER_ADDR'), os.environ['MASTER_PORT'])"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["None", "29555"], out.stdout + out.stderr

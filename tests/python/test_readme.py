@@ -20,18 +20,31 @@ def test_readme_has_tested_examples():
     assert len(readme_blocks()) >= 2
 
 
-@pytest.mark.parametrize("index", range(len(readme_blocks())))
-def test_readme_example_runs(index, tmp_path):
+def runs():
+    for index, (marker, _) in enumerate(readme_blocks()):
+        launchers = [l for l in ("dtensor launch", "torchrun") if l in marker]
+        for launcher in launchers or ["python3"]:
+            yield index, launcher
+
+
+@pytest.mark.parametrize("index,launcher", list(runs()))
+def test_readme_example_runs(index, launcher, tmp_path):
     marker, code = readme_blocks()[index]
     script = tmp_path / "example.py"
     script.write_text(code)
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), DTENSOR_TIMEOUT="60",
                TMPDIR=str(tmp_path))
-    if "torchrun" in marker:
+    for var in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "DTENSOR_STORE"):
+        env.pop(var, None)  # the launcher under test sets them
+    if launcher == "torchrun":
         pytest.importorskip("torch")
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
                "4", str(script)]
+    elif launcher == "dtensor launch":
+        pytest.importorskip("torch")
+        cmd = [os.path.join(ROOT, "bazel-bin", "tools", "dtensor"), "launch", "-n", "4", "--",
+               sys.executable, str(script)]
     else:
         cmd = [sys.executable, str(script)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
-    assert out.returncode == 0, f"README example {index} ({marker.strip()}):\n{out.stdout}\n{out.stderr}"
+    assert out.returncode == 0, f"README example {index} under {launcher}:\n{out.stdout}\n{out.stderr}"

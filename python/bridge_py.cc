@@ -30,6 +30,7 @@
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/redistribute.h"
 #include "propagation/propagate.h"
+#include "python/py_values.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -125,13 +126,7 @@ IValue value_arg(nb::handle v, const std::string& op, const ArgName& what) {
     std::vector<double> floats;
     bool all_int = true;
     for (nb::handle e : nb::borrow<nb::sequence>(v)) {
-      if (PyLong_Check(e.ptr()) && !PyBool_Check(e.ptr())) {
-        ints.push_back(nb::cast<int64_t>(e));
-        floats.push_back(static_cast<double>(ints.back()));
-      } else if (PyFloat_Check(e.ptr())) {
-        all_int = false;
-        floats.push_back(nb::cast<double>(e));
-      } else {
+      if (!append_number(e, &ints, &floats, &all_int)) {
         DT_FAIL(op, ": ", what.str(), " is a list holding a ", nb::type_name(e.type()).c_str(),
                 "; accepted: sharded tensors, lists of them, None, bool, int, float, str, lists of ints or floats");
       }

@@ -34,6 +34,7 @@
 #include "kernels/cpu/matmul.h"
 #include "ops/registry.h"
 #include "tools/explain.h"
+#include "python/py_values.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -83,13 +84,7 @@ OpArg op_arg(nb::handle v, const std::string& op, const std::string& what) {
     for (nb::handle e : seq) {
       if (nb::isinstance<DTensor>(e)) {
         tensors.push_back(nb::cast<DTensor>(e));
-      } else if (PyLong_Check(e.ptr()) && !PyBool_Check(e.ptr())) {
-        ints.push_back(nb::cast<int64_t>(e));
-        floats.push_back(static_cast<double>(ints.back()));
-      } else if (PyFloat_Check(e.ptr())) {
-        all_int = false;
-        floats.push_back(nb::cast<double>(e));
-      } else {
+      } else if (!append_number(e, &ints, &floats, &all_int)) {
         DT_FAIL(op, ": ", what, " is a list holding a ", nb::type_name(e.type()).c_str(),
                 "; accepted: a list of DTensors, of ints or of floats");
       }

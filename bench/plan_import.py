@@ -26,22 +26,35 @@ def llama3_8b():
         use_cache=False))
 
 
+def llama3_70b():
+    return tf.LlamaForCausalLM(tf.LlamaConfig(
+        hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
+        num_key_value_heads=8, vocab_size=128256, max_position_embeddings=8192, rope_theta=500000.0,
+        use_cache=False))
+
+
 def gpt2_124m():
     return tf.GPT2LMHeadModel(tf.GPT2Config(use_cache=False))
 
 
 # (name, model, mesh, (batch, seq))
 CASES = [("Llama-3 8B", llama3_8b, "dp=8,tp=8", (8, 8192)), ("Llama-3 8B", llama3_8b, "tp=8", (1, 2048)),
+         ("Llama-3 8B", llama3_8b, "dp=4,fsdp=4,tp=8", (16, 8192)),
+         ("Llama-3 70B", llama3_70b, "dp=8,tp=8", (8, 8192)),
+         ("Llama-3 70B", llama3_70b, "dp=4,fsdp=4,tp=8", (16, 8192)),
          ("GPT-2 124M", gpt2_124m, "dp=8,tp=8", (8, 1024))]
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default="", help="run the cases whose 'model, mesh' contains this text")
     a = ap.parse_args()
     print("| model, mesh, batch x seq | export s | search s | planner ms | step ms | Megatron ms | nodes | params |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, build, mesh, (b, s) in CASES:
+        if a.only not in f"{name}, {mesh}":
+            continue
         rows = []
         for _ in range(a.rounds):
             with torch.device("meta"):

@@ -15,6 +15,8 @@ void add_plan_command(CLI::App& app) {
       "plan", "Plan a whole model's sharding offline: a strategy per op minimizing step time under a memory limit");
   sub->add_option("--model", o->model, "model of the zoo (--list-models)");
   sub->add_option("--graph", o->graph_file, "model graph JSON file (format: planner/graph_json.h)");
+  sub->add_option("--onnx", o->onnx_file, "ONNX model file (static shapes; planner/onnx_import.h)");
+  sub->add_option("--onnx-dim", o->onnx_dims, "bind a symbolic ONNX input dim, NAME=SIZE (repeatable)");
   sub->add_option("--mesh", o->mesh, "named mesh, 1 to 3 dims, e.g. dp=8,tp=8");
   sub->add_option("--hardware", o->hardware, "hardware profile (--list-hardware)")->capture_default_str();
   sub->add_option("--batch", o->batch, "global batch (sequences or images); default: batch/rank x data-parallel dims")

@@ -43,14 +43,16 @@ struct Meta {
 void check_shape(const Shape& s, DType dt, const std::string& value) {
   DT_CHECK(static_cast<int64_t>(s.size()) <= kMaxTensorRank, "ONNX value '", value, "' has ", s.size(),
            " dims; at most ", kMaxTensorRank, " are accepted");
+  const int64_t max_elems = kMaxTensorBytes / static_cast<int64_t>(itemsize(dt));
   int64_t n = 1;
+  bool fits = true;
   for (int64_t d : s) {
     DT_CHECK(d >= 0, "ONNX value '", value, "' has a negative dim ", d);
-    n = checked_mul(n, d, "ONNX value element count");
+    if (d > 0 && n > max_elems / d) fits = false;  // checked before multiplying: no overflow
+    else n *= d;
   }
-  DT_CHECK(n <= kMaxTensorBytes / static_cast<int64_t>(itemsize(dt)), "ONNX value '", value, "': shape [",
-           absl::StrJoin(s, ", "), "] of ", dtype_name(dt), " is above the ", kMaxTensorBytes,
-           "-byte limit on one tensor");
+  DT_CHECK(fits, "ONNX value '", value, "': shape [", absl::StrJoin(s, ", "), "] of ", dtype_name(dt),
+           " is above the ", kMaxTensorBytes, "-byte limit on one tensor");
 }
 
 class Importer {

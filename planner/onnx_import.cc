@@ -294,7 +294,7 @@ class Importer {
     std::string why;
     try {
       if (map_node(n)) return;
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // the registry's check (dtensor::Error) or a bad attribute
       why = e.what();
     }
     make_opaque(n, why);
@@ -569,7 +569,13 @@ OnnxImport import_onnx(const std::string& bytes, const std::string& name, const 
   DT_CHECK(m.ParseFromString(bytes), "not an ONNX model: the file does not parse as an onnx.ModelProto (",
            bytes.size(), " bytes)");
   DT_CHECK(m.has_graph(), "ONNX model: no graph");
-  return Importer(m, name, o).run();
+  try {
+    return Importer(m, name, o).run();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // from the ONNX library on a malformed model
+    DT_FAIL("ONNX model: ", e.what());
+  }
 }
 
 void parse_onnx_dim(const std::string& text, std::map<std::string, int64_t>* dims) {

@@ -90,7 +90,7 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
       g = std::move(imp.graph);
       if (!imp.opaque.empty())
         onnx_notes.push_back(absl::StrCat("ONNX import: ", imp.opaque.size(),
-                                          " ops planned opaque (replicated, priced as copies): ",
+                                          imp.opaque.size() == 1 ? " op" : " ops", " planned opaque (replicated, priced as copies): ",
                                           absl::StrJoin(imp.opaque, "; ")));
     } catch (const Error& e) {
       DT_FAIL("dtensor plan --onnx ", o.onnx_file, ": ", e.what());

@@ -1,10 +1,12 @@
 // `dtensor plan`: the offline whole-model sharding planner (planner/command.h).
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "dtensor/core/error.h"
 #include "planner/command.h"
 #include "planner/mesh.h"
+#include "planner/onnx_import.h"
 #include "tools/subcommands.h"
 
 namespace dtensor::tools {
@@ -50,6 +52,14 @@ void add_plan_command(CLI::App& app) {
         planner::MeshSpec::parse(o->mesh);
       } catch (const Error& e) {  // a mesh that is not accepted: a usage error (exit 2)
         throw CLI::ValidationError("--mesh", e.what());
+      }
+    }
+    for (const std::string& d : o->onnx_dims) {
+      std::map<std::string, int64_t> dims;
+      try {
+        planner::parse_onnx_dim(d, &dims);
+      } catch (const Error& e) {  // a usage error (exit 2), like a bad mesh
+        throw CLI::ValidationError("--onnx-dim", e.what());
       }
     }
     try {

@@ -192,9 +192,19 @@ class Importer {
     }
   }
 
-  static bool is_param(const onnx::TensorProto& t) {
+  // Element count of an initializer, saturated at kMaxTensorBytes + 1 (meta() rejects those);
+  // 0 for a negative dim.
+  static int64_t numel_of(const onnx::TensorProto& t) {
     int64_t n = 1;
-    for (int64_t d : t.dims()) n = d > 0 && n <= kMaxTensorBytes ? n * d : 0;
+    for (int64_t d : t.dims()) {
+      if (d < 0) return 0;
+      n = d == 0 ? 0 : n > kMaxTensorBytes / d ? kMaxTensorBytes + 1 : n * d;
+    }
+    return n;
+  }
+
+  static bool is_param(const onnx::TensorProto& t) {
+    const int64_t n = numel_of(t);
     const int dt = t.data_type();
     return n > 1 && (dt == onnx::TensorProto::FLOAT || dt == onnx::TensorProto::DOUBLE ||
                      dt == onnx::TensorProto::FLOAT16 || dt == onnx::TensorProto::BFLOAT16);
@@ -224,6 +234,9 @@ class Importer {
   TensorId data(const std::string& v) {
     if (auto it = tensors_.find(v); it != tensors_.end()) return it->second;
     if (auto a = aliases_.find(v); a != aliases_.end()) return data(a->second);
+    DT_CHECK(inits_.count(v) || statics_.count(v), "ONNX value '", v,
+             "' is an extra output of a mapped node (e.g. LayerNormalization's Mean); the planner does not "
+             "produce it");
     Meta mt = meta(v);
     TensorId t;
     if (auto it = inits_.find(v); it != inits_.end() && is_param(*it->second)) {
@@ -243,9 +256,8 @@ class Importer {
     return it != inits_.end() && tensor_ints(*it->second, out);
   }
   static bool tensor_ints(const onnx::TensorProto& t, std::vector<int64_t>* out) {
-    int64_t n = 1;
-    for (int64_t d : t.dims()) n = d >= 0 && n <= 4096 ? n * d : 1 << 20;
-    if (n > 4096) return false;
+    const int64_t n = numel_of(t);
+    if (n > 4096 || (n == 0 && t.dims_size() > 0)) return false;
     out->clear();
     if (t.data_type() == onnx::TensorProto::INT64) {
       if (t.has_raw_data()) {
@@ -344,7 +356,8 @@ class Importer {
     static const std::unordered_map<std::string, std::string> kBinary = {
         {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Pow", "pow"},
         {"Max", "maximum"}, {"Min", "minimum"}};
-    // Erf has no registry op: it is priced as tanh, the same transcendental pointwise class.
+    // Erf and Reciprocal have no registry op: they are priced as tanh and rsqrt, pointwise ops of
+    // the same cost class (what the planner needs is the cost and the shardings, not the values).
     static const std::unordered_map<std::string, std::string> kUnary = {
         {"Relu", "relu"}, {"Tanh", "tanh"}, {"Sigmoid", "sigmoid"}, {"Sqrt", "sqrt"}, {"Erf", "tanh"},
         {"Exp", "exp"}, {"Log", "log"}, {"Neg", "neg"}, {"Abs", "abs"}, {"Reciprocal", "rsqrt"}};

@@ -112,11 +112,14 @@ class Importer {
       return {s, dt};
     }
     auto it = types_.find(value);
-    DT_CHECK(it != types_.end() && it->second->has_tensor_type(), "ONNX value '", value,
-             "' has no tensor type after shape inference (a sequence, a map, or an op inference does not cover)");
+    auto by = producer_op_.find(value);
+    const std::string from = by == producer_op_.end() ? "" : " (output of a " + by->second + " node)";
+    DT_CHECK(it != types_.end() && it->second->has_tensor_type() && it->second->tensor_type().has_shape(),
+             "ONNX value '", value, "'", from,
+             " has no tensor shape after ONNX shape inference (an op it does not know, or a sequence or map); "
+             "the planner needs one: give the value a value_info with its shape");
     const auto& tt = it->second->tensor_type();
     DType dt = onnx_dtype(tt.elem_type(), value);
-    DT_CHECK(tt.has_shape(), "ONNX value '", value, "' has no shape after shape inference");
     DT_CHECK(tt.shape().dim_size() <= kMaxTensorRank, "ONNX value '", value, "' has ", tt.shape().dim_size(),
              " dims; at most ", kMaxTensorRank, " are accepted");
     Shape s;
@@ -142,6 +145,7 @@ class Importer {
         DT_CHECK(!producer.count(out) && !inits_.count(out) && !tensors_.count(out), "ONNX model: value '", out,
                  "' is defined twice (node ", i, " '", g_.node(i).name(), "')");
         producer[out] = i;
+        producer_op_[out] = g_.node(i).op_type();
       }
     std::vector<int> pending(n, 0);
     std::vector<std::vector<int>> users(n);
@@ -567,6 +571,7 @@ class Importer {
   std::unordered_map<std::string, const onnx::TensorProto*> inits_;
   std::unordered_map<std::string, TensorId> tensors_;
   std::unordered_map<std::string, std::string> aliases_;
+  std::unordered_map<std::string, std::string> producer_op_;  // value -> op type (for messages)
   std::unordered_map<std::string, std::vector<int64_t>> const_ints_;
   std::unordered_map<std::string, bool> split_;  // split by a column linear (for the next one's role)
   std::unordered_set<std::string> statics_, transposed_;

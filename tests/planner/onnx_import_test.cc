@@ -208,6 +208,30 @@ TEST(OnnxImport, UnknownOpsAreOpaqueAndListed) {
   EXPECT_NE(imp.opaque[0].find("Cos 'c'"), std::string::npos) << imp.opaque[0];
   EXPECT_EQ(named(imp.graph, "c").op, "opaque");
   EXPECT_EQ(named(imp.graph, "r").outputs[0].shape, (Shape{8, 64}));
+  // An op ONNX does not know has no inferred shape: opaque needs one, so it is an error saying how.
+  Builder c;
+  c.input("x", {8, 64});
+  c.node("MyCustomOp", {"x"}, {"y"})->set_domain("com.example");
+  auto* custom = c.m.add_opset_import();
+  custom->set_domain("com.example");
+  custom->set_version(1);
+  c.node("Relu", {"y"}, {"r"});
+  std::string e;
+  try {
+    c.import();
+  } catch (const Error& err) {
+    e = err.what();
+  }
+  EXPECT_NE(e.find("'y' (output of a MyCustomOp node) has no tensor shape"), std::string::npos) << e;
+  EXPECT_NE(e.find("value_info"), std::string::npos) << e;
+  // With a value_info it is planned opaque.
+  auto* vi = c.g->add_value_info();
+  vi->set_name("y");
+  vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {8, 32}) vi->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  OnnxImport ci = c.import();
+  ASSERT_EQ(ci.opaque.size(), 1u);
+  EXPECT_EQ(named(ci.graph, "r").outputs[0].shape, (Shape{8, 32}));
 }
 
 std::string error_of(Builder& b, const OnnxImportOptions& o = {}) {

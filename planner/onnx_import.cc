@@ -183,7 +183,7 @@ class Importer {
     for (const auto& n : g_.node()) {
       const bool gemm_b = n.op_type() == "Gemm" && attr_int(n, "transB", 0) == 0;
       for (int i = 0; i < n.input_size(); ++i) {
-        const std::string& in = n.input(i);
+        const std::string& in = input_of(n, i);
         if (!inits_.count(in)) continue;
         if (i == 1 && (n.op_type() == "MatMul" || gemm_b)) transposed_.insert(in);
         else ++other_uses[in];
@@ -212,6 +212,14 @@ class Importer {
     const int dt = t.data_type();
     return n > 1 && (dt == onnx::TensorProto::FLOAT || dt == onnx::TensorProto::DOUBLE ||
                      dt == onnx::TensorProto::FLOAT16 || dt == onnx::TensorProto::BFLOAT16);
+  }
+
+  // Input i of node n: a hostile node may have fewer inputs than its op needs (protobuf does not
+  // bounds-check in release builds).
+  static const std::string& input_of(const onnx::NodeProto& n, int i) {
+    DT_CHECK(i >= 0 && i < n.input_size(), "node '", n.name(), "' (", n.op_type(), ") has ", n.input_size(),
+             " inputs; input ", i, " is needed");
+    return n.input(i);
   }
 
   static const onnx::AttributeProto* attr(const onnx::NodeProto& n, const char* name) {
@@ -299,17 +307,20 @@ class Importer {
       return fold(n);
     }
     if (op == "Identity" || op == "Dropout") {
-      if (is_static(n.input(0))) return fold(n);
-      aliases_[out] = n.input(0);
+      if (is_static(input_of(n, 0))) return fold(n);
+      aliases_[out] = input_of(n, 0);
       ++folded_;
       return;
     }
     bool all_static = true;
     for (const std::string& in : n.input()) all_static &= is_static(in);
     if (op == "Shape" || op == "Size" || op == "ConstantOfShape" || all_static) return fold(n);
+    // Ops of other domains are someone else's (Microsoft's Gelu is ONNX's later Gelu).
+    const bool standard = n.domain().empty() || n.domain() == "ai.onnx" ||
+                          (n.domain() == "com.microsoft" && op == "Gelu");
     std::string why;
     try {
-      if (map_node(n)) return;
+      if (standard && map_node(n)) return;
     } catch (const std::exception& e) {  // the registry's check (dtensor::Error) or a bad attribute
       why = e.what();
     }
@@ -335,7 +346,8 @@ class Importer {
                             IValue(std::string(dtype_name(mt.dtype))), IValue(n.op_type())});
       split_[o] = false;
     }
-    opaque_.push_back(absl::StrCat(n.op_type(), " '", n.output(0), "'", why.empty() ? "" : " (", why,
+    const bool standard = n.domain().empty() || n.domain() == "ai.onnx";
+    opaque_.push_back(absl::StrCat(standard ? "" : n.domain() + ".", n.op_type(), " '", n.output(0), "'", why.empty() ? "" : " (", why,
                                    why.empty() ? "" : ")"));
   }
 
@@ -355,8 +367,8 @@ class Importer {
   bool map_node(const onnx::NodeProto& n) {
     const std::string& op = n.op_type();
     const std::string& out = n.output(0);
-    auto in = [&](int i) { return data(n.input(i)); };
-    auto has = [&](int i) { return n.input_size() > i && !n.input(i).empty(); };
+    auto in = [&](int i) { return data(input_of(n, i)); };
+    auto has = [&](int i) { return n.input_size() > i && !input_of(n, i).empty(); };
     static const std::unordered_map<std::string, std::string> kBinary = {
         {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Pow", "pow"},
         {"Max", "maximum"}, {"Min", "minimum"}};
@@ -389,7 +401,7 @@ class Importer {
     }
     if (op == "MatMul" || op == "Gemm") return map_matmul(n);
     if (op == "LayerNormalization") {
-      const Shape x = meta(n.input(0)).shape;
+      const Shape x = meta(input_of(n, 0)).shape;
       const int64_t axis = wrap(attr_int(n, "axis", -1), x.size());
       DT_CHECK(axis >= 0 && axis < static_cast<int64_t>(x.size()), "axis out of range");
       const auto* eps = attr(n, "epsilon");
@@ -408,7 +420,7 @@ class Importer {
     if (op == "Transpose") {
       std::vector<int64_t> perm = attr_ints(n, "perm");
       if (perm.empty())
-        for (int64_t d = static_cast<int64_t>(meta(n.input(0)).shape.size()) - 1; d >= 0; --d) perm.push_back(d);
+        for (int64_t d = static_cast<int64_t>(meta(input_of(n, 0)).shape.size()) - 1; d >= 0; --d) perm.push_back(d);
       emit(n, "permute", {in(0), IValue(perm)});
       return true;
     }
@@ -422,7 +434,7 @@ class Importer {
     if (op == "Slice") return map_slice(n);
     if (op == "Gather") {
       // An embedding lookup: rows of a weight initializer picked by token ids.
-      auto it = inits_.find(n.input(0));
+      auto it = inits_.find(input_of(n, 0));
       if (it == inits_.end() || !is_param(*it->second) || it->second->dims_size() != 2 || attr_int(n, "axis", 0) != 0)
         return false;
       emit(n, "embedding", {in(0), in(1)}, {}, "");
@@ -431,7 +443,7 @@ class Importer {
     }
     if (op == "ReduceMean" || op == "ReduceSum") {
       std::vector<int64_t> axes = attr_ints(n, "axes");
-      if (has(1) && !ints_of(n.input(1), &axes)) return false;
+      if (has(1) && !ints_of(input_of(n, 1), &axes)) return false;
       const bool keep = attr_int(n, "keepdims", 1) != 0;
       emit(n, op == "ReduceMean" ? "mean" : "sum",
            {in(0), axes.empty() ? IValue() : IValue(axes), IValue(keep)});
@@ -451,7 +463,7 @@ class Importer {
   bool map_matmul(const onnx::NodeProto& n) {
     const bool gemm = n.op_type() == "Gemm";
     DT_CHECK(n.input_size() >= 2, "needs 2 inputs");
-    const std::string &a_name = n.input(0), &w_name = n.input(1);
+    const std::string &a_name = input_of(n, 0), &w_name = input_of(n, 1);
     TensorId a = data(a_name);
     if (gemm && attr_int(n, "transA", 0) != 0) a = b_.op1(n.output(0) + ".transA", "t", {a});
     const bool weight = inits_.count(w_name) && is_param(*inits_.at(w_name)) && inits_.at(w_name)->dims_size() == 2 &&
@@ -461,11 +473,11 @@ class Importer {
     if (!weight) {
       TensorId w = data(w_name);
       if (gemm && attr_int(n, "transB", 0) != 0) w = b_.op1(out + ".transB", "t", {w});
-      const std::string mm = gemm && n.input_size() > 2 && !n.input(2).empty() ? out + ".mm" : out;
+      const std::string mm = gemm && n.input_size() > 2 && !input_of(n, 2).empty() ? out + ".mm" : out;
       tensors_[mm] = b_.op1(mm, "matmul", {a, w});
       split_[mm] = a_split || (split_.count(w_name) && split_[w_name]);
       if (mm != out) {
-        tensors_[out] = b_.op1(out, "add", {tensors_[mm], data(n.input(2))});
+        tensors_[out] = b_.op1(out, "add", {tensors_[mm], data(input_of(n, 2))});
         split_[out] = split_[mm];
       }
       return true;
@@ -473,25 +485,25 @@ class Importer {
     const std::string role = a_split ? "row" : "column";
     BuildArg bias = IValue();
     bool bias_after = false;
-    if (gemm && n.input_size() > 2 && !n.input(2).empty()) {
-      const Shape c = meta(n.input(2)).shape;
+    if (gemm && n.input_size() > 2 && !input_of(n, 2).empty()) {
+      const Shape c = meta(input_of(n, 2)).shape;
       const Shape w = meta(w_name).shape;
       const int64_t n_out = transposed_.count(w_name) ? w[1] : w[0];
-      if (c == Shape{n_out}) bias = data(n.input(2));
+      if (c == Shape{n_out}) bias = data(input_of(n, 2));
       else bias_after = true;
     }
     const std::string lin = bias_after ? out + ".linear" : out;
     tensors_[lin] = b_.op1(lin, "linear", {a, data(w_name), bias}, {}, role);
     split_[lin] = role == "column";
     if (bias_after) {
-      tensors_[out] = b_.op1(out, "add", {tensors_[lin], data(n.input(2))});
+      tensors_[out] = b_.op1(out, "add", {tensors_[lin], data(input_of(n, 2))});
       split_[out] = split_[lin];
     }
     return true;
   }
 
   bool map_split(const onnx::NodeProto& n) {
-    const Shape x = meta(n.input(0)).shape;
+    const Shape x = meta(input_of(n, 0)).shape;
     const int64_t axis = wrap(attr_int(n, "axis", 0), x.size());
     if (axis < 0 || axis >= static_cast<int64_t>(x.size())) return false;
     std::vector<int64_t> sizes;
@@ -503,9 +515,9 @@ class Importer {
     for (size_t i = 0; i + 1 < sizes.size(); ++i)
       if (sizes[i] != sizes[0]) return false;
     if (sizes.empty() || sizes[0] <= 0 || sizes.back() > sizes[0]) return false;
-    std::vector<TensorId> outs = b_.op(n.output(0), "split", {data(n.input(0)), IValue(sizes[0]), IValue(axis)});
+    std::vector<TensorId> outs = b_.op(n.output(0), "split", {data(input_of(n, 0)), IValue(sizes[0]), IValue(axis)});
     if (outs.size() != sizes.size()) DT_FAIL("split made ", outs.size(), " parts, ONNX has ", sizes.size());
-    const bool split = split_.count(n.input(0)) && split_[n.input(0)];
+    const bool split = split_.count(input_of(n, 0)) && split_[input_of(n, 0)];
     for (size_t i = 0; i < outs.size(); ++i) {
       tensors_[n.output(i)] = outs[i];
       split_[n.output(i)] = split;
@@ -515,15 +527,15 @@ class Importer {
 
   bool map_slice(const onnx::NodeProto& n) {
     std::vector<int64_t> starts, ends, axes, steps;
-    if (n.input_size() < 3 || !ints_of(n.input(1), &starts) || !ints_of(n.input(2), &ends)) return false;
-    if (n.input_size() > 3 && !n.input(3).empty() && !ints_of(n.input(3), &axes)) return false;
-    if (n.input_size() > 4 && !n.input(4).empty() && !ints_of(n.input(4), &steps)) return false;
+    if (n.input_size() < 3 || !ints_of(input_of(n, 1), &starts) || !ints_of(input_of(n, 2), &ends)) return false;
+    if (n.input_size() > 3 && !input_of(n, 3).empty() && !ints_of(input_of(n, 3), &axes)) return false;
+    if (n.input_size() > 4 && !input_of(n, 4).empty() && !ints_of(input_of(n, 4), &steps)) return false;
     if (axes.empty())
       for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
     if (steps.empty()) steps.assign(starts.size(), 1);
     if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) return false;
-    const Shape x = meta(n.input(0)).shape;
-    TensorId t = data(n.input(0));
+    const Shape x = meta(input_of(n, 0)).shape;
+    TensorId t = data(input_of(n, 0));
     for (size_t i = 0; i < starts.size(); ++i) {
       const int64_t ax = wrap(axes[i], x.size());
       if (ax < 0 || ax >= static_cast<int64_t>(x.size()) || steps[i] < 1) return false;
@@ -534,14 +546,14 @@ class Importer {
       t = b_.op1(name, "slice", {t, IValue(ax), IValue(clamp(starts[i])), IValue(clamp(ends[i])), IValue(steps[i])});
     }
     tensors_[n.output(0)] = t;
-    split_[n.output(0)] = split_.count(n.input(0)) && split_[n.input(0)];
+    split_[n.output(0)] = split_.count(input_of(n, 0)) && split_[input_of(n, 0)];
     return true;
   }
 
   bool map_conv(const onnx::NodeProto& n) {
     const auto* pad_mode = attr(n, "auto_pad");
     if (pad_mode && pad_mode->s() != "NOTSET") return false;
-    const Shape w = meta(n.input(1)).shape;
+    const Shape w = meta(input_of(n, 1)).shape;
     if (w.size() < 3) return false;
     const size_t sd = w.size() - 2;
     std::vector<int64_t> pads = attr_ints(n, "pads"), stride = attr_ints(n, "strides"),
@@ -554,9 +566,9 @@ class Importer {
     for (size_t i = 0; i < sd; ++i)
       if (pads[i] != pads[i + sd]) return false;
     pads.resize(sd);
-    const bool bias = n.input_size() > 2 && !n.input(2).empty();
+    const bool bias = n.input_size() > 2 && !input_of(n, 2).empty();
     emit(n, "convolution",
-         {data(n.input(0)), data(n.input(1)), bias ? BuildArg(data(n.input(2))) : IValue(), IValue(stride),
+         {data(input_of(n, 0)), data(input_of(n, 1)), bias ? BuildArg(data(input_of(n, 2))) : IValue(), IValue(stride),
           IValue(pads), IValue(dil), IValue(false), IValue(std::vector<int64_t>(sd, 0)),
           IValue(attr_int(n, "group", 1))});
     split_[n.output(0)] = false;

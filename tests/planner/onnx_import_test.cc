@@ -299,6 +299,28 @@ TEST(OnnxImport, BrokenModelsAreErrors) {
     std::string e = error_of(b);
     EXPECT_NE(e.find("element type STRING"), std::string::npos) << e;
   }
+  for (const char* op : {"Identity", "MatMul", "Softmax"}) {
+    Builder b;  // too few inputs (ONNX's inference says so first; the importer checks too)
+    b.input("x", {4, 4});
+    b.node(op, {}, {"i"});
+    std::string e = error_of(b);
+    EXPECT_NE(e.find("Input 0 is out of bounds"), std::string::npos) << e;
+  }
+  {
+    Builder b;  // a custom domain's "MatMul" is not ONNX's: opaque (with the shape it is given)
+    b.input("x", {4, 4});
+    auto* d = b.m.add_opset_import();
+    d->set_domain("com.example");
+    d->set_version(1);
+    b.node("MatMul", {"x"}, {"m"})->set_domain("com.example");
+    auto* vi = b.g->add_value_info();
+    vi->set_name("m");
+    vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    vi->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(4);
+    OnnxImport r = b.import();
+    ASSERT_EQ(r.opaque.size(), 1u);
+    EXPECT_EQ(r.opaque[0], "com.example.MatMul 'm'");
+  }
   {
     Builder b;
     b.input("x", {4, 4});

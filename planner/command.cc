@@ -2,11 +2,13 @@
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/core/file_io.h"
 #include "planner/graph_json.h"
 #include "planner/models/zoo.h"
+#include "planner/onnx_import.h"
 #include "planner/report.h"
 
 namespace dtensor::planner {
@@ -60,13 +62,15 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
     }
     return;
   }
-  DT_CHECK(o.model.empty() != o.graph_file.empty(),
-           "dtensor plan: give one of --model NAME (dtensor plan --list-models) or --graph FILE.json");
+  DT_CHECK(o.model.empty() + o.graph_file.empty() + o.onnx_file.empty() == 2,
+           "dtensor plan: give one of --model NAME (dtensor plan --list-models), --graph FILE.json or --onnx FILE.onnx");
+  DT_CHECK(o.onnx_dims.empty() || !o.onnx_file.empty(), "dtensor plan: --onnx-dim needs --onnx FILE.onnx");
   DT_CHECK(o.format == "table" || o.format == "json", "dtensor plan: --format '", o.format,
            "' is not supported; accepted: table, json");
   MeshSpec mesh = MeshSpec::parse(o.mesh.empty() && !o.dump_graph.empty() ? "1" : o.mesh);
   const HardwareProfile& hw = hardware_profile(o.hardware);  // throws listing the profiles
   ModelGraph g;
+  std::vector<std::string> onnx_notes;
   if (!o.model.empty()) {
     models::ModelOptions mo;
     mo.batch = o.batch;
@@ -75,6 +79,22 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
     mo.training = !o.inference;
     mo.optimizer = o.optimizer;
     g = models::build_model(o.model, mo, mesh);
+  } else if (!o.onnx_file.empty()) {
+    OnnxImportOptions io;
+    io.training = !o.inference;
+    io.optimizer = o.optimizer;
+    for (const std::string& d : o.onnx_dims) parse_onnx_dim(d, &io.dims);
+    try {
+      std::string base = o.onnx_file.substr(o.onnx_file.find_last_of('/') + 1);
+      OnnxImport imp = import_onnx(read_file(o.onnx_file, kMaxGraphFileBytes), base, io);
+      g = std::move(imp.graph);
+      if (!imp.opaque.empty())
+        onnx_notes.push_back(absl::StrCat("ONNX import: ", imp.opaque.size(),
+                                          imp.opaque.size() == 1 ? " op" : " ops", " planned opaque (replicated, priced as copies): ",
+                                          absl::StrJoin(imp.opaque, "; ")));
+    } catch (const Error& e) {
+      DT_FAIL("dtensor plan --onnx ", o.onnx_file, ": ", e.what());
+    }
   } else {
     try {
       g = graph_from_json(read_file(o.graph_file, kMaxGraphFileBytes));
@@ -98,6 +118,7 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
            "' is not a dim of the mesh ", mesh.str());
   Planner planner(g, mesh, hw, po);
   PlanResult r = planner.run();
+  r.notes.insert(r.notes.end(), onnx_notes.begin(), onnx_notes.end());
   const std::string report = o.format == "json" ? report_json(planner.cost_model(), r) + "\n"
                                                 : report_table(planner.cost_model(), r, ReportOptions{o.ops});
   if (o.output.empty()) {

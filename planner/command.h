@@ -6,6 +6,7 @@
 //                [--format table|json] [--ops] [--output FILE] [--dot FILE.dot] [--svg FILE.svg]
 //                [--dot-layers N] [--no-compare] [--tp-dim NAME]
 //   dtensor plan --graph my_model.json --mesh tp=4        (planner/graph_json.h)
+//   dtensor plan --onnx model.onnx --mesh tp=4 [--onnx-dim batch=8]   (planner/onnx_import.h)
 //   dtensor plan --model gpt2 --dump-graph gpt2.json      (writes the model graph, plans nothing)
 //   dtensor plan --list-models | --list-hardware | --list-ops
 //
@@ -15,11 +16,12 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace dtensor::planner {
 
 struct CommandOptions {
-  std::string model, graph_file, mesh, hardware = "h100-nvlink";
+  std::string model, graph_file, onnx_file, mesh, hardware = "h100-nvlink";
   int64_t batch = 0, seq = 0;
   int layers = 0;
   double memory_limit_gb = 0;  // 0: the hardware's memory
@@ -31,6 +33,7 @@ struct CommandOptions {
   int dot_layers = 1;
   bool compare = true;
   std::string tp_dim;
+  std::vector<std::string> onnx_dims;  // NAME=SIZE: symbolic ONNX input dims
   bool list_models = false, list_hardware = false, list_ops = false;
 };
 

@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 python=${DTENSOR_PYTHON:-python3}
 pins=(nanobind==2.9.2 numpy==2.2.6 pytest==8.3.5)
 # expecttest: torch's OpInfo database (torch.testing._internal) imports it.
-if [ "${DTENSOR_WITH_TORCH:-1}" != 0 ]; then pins+=(torch==2.15.0 expecttest==0.3.0 transformers==5.23.0); fi
+# onnx: torch.onnx.export's TorchScript exporter needs it (tests/python/test_onnx_import.py).
+if [ "${DTENSOR_WITH_TORCH:-1}" != 0 ]; then pins+=(torch==2.15.0 expecttest==0.3.0 transformers==5.23.0 onnx==1.19.1); fi
 
 # Python's headers: the extension compiles against them (Debian's python3-dev for /usr/bin/python3;
 # pyenv and other builds from source ship them already).

@@ -1,10 +1,12 @@
 // `dtensor plan`: the offline whole-model sharding planner (planner/command.h).
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "dtensor/core/error.h"
 #include "planner/command.h"
 #include "planner/mesh.h"
+#include "planner/onnx_import.h"
 #include "tools/subcommands.h"
 
 namespace dtensor::tools {
@@ -15,6 +17,8 @@ void add_plan_command(CLI::App& app) {
       "plan", "Plan a whole model's sharding offline: a strategy per op minimizing step time under a memory limit");
   sub->add_option("--model", o->model, "model of the zoo (--list-models)");
   sub->add_option("--graph", o->graph_file, "model graph JSON file (format: planner/graph_json.h)");
+  sub->add_option("--onnx", o->onnx_file, "ONNX model file (static shapes; planner/onnx_import.h)");
+  sub->add_option("--onnx-dim", o->onnx_dims, "bind a symbolic ONNX input dim, NAME=SIZE (repeatable)");
   sub->add_option("--mesh", o->mesh, "named mesh, 1 to 3 dims, e.g. dp=8,tp=8");
   sub->add_option("--hardware", o->hardware, "hardware profile (--list-hardware)")->capture_default_str();
   sub->add_option("--batch", o->batch, "global batch (sequences or images); default: batch/rank x data-parallel dims")
@@ -48,6 +52,14 @@ void add_plan_command(CLI::App& app) {
         planner::MeshSpec::parse(o->mesh);
       } catch (const Error& e) {  // a mesh that is not accepted: a usage error (exit 2)
         throw CLI::ValidationError("--mesh", e.what());
+      }
+    }
+    for (const std::string& d : o->onnx_dims) {
+      std::map<std::string, int64_t> dims;
+      try {
+        planner::parse_onnx_dim(d, &dims);
+      } catch (const Error& e) {  // a usage error (exit 2), like a bad mesh
+        throw CLI::ValidationError("--onnx-dim", e.what());
       }
     }
     try {

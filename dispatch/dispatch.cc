@@ -38,6 +38,16 @@ std::vector<Tensor> run_on_device(const OpCall& call, std::vector<Tensor> locals
   return outs;
 }
 
+// True when every step of `plan` runs on a mesh dim of size 1: each collective over one rank (and a
+// local narrow to the one chunk) leaves the block as it is, so the input goes to the kernel as is,
+// strides included, instead of through redistribute_local's contiguous copy (at tp=1 that copied
+// every transposed matmul operand).
+bool is_identity_plan(const RedistributePlan& plan, const Shape& mesh_shape) {
+  for (const RedistributeStep& s : plan.steps)
+    if (mesh_shape[s.mesh_dim] != 1) return false;
+  return true;
+}
+
 }  // namespace
 
 std::vector<DTensor> execute_strategy(
@@ -54,6 +64,10 @@ std::vector<DTensor> execute_strategy(
       continue;
     }
     auto plan = plans ? (*plans)[t] : plan_redistribute(x.spec(), strategy.inputs[t]);
+    if (is_identity_plan(*plan, mesh->shape())) {
+      locals.push_back(x.local_tensor());
+      continue;
+    }
     locals.push_back(redistribute_local(x.local_tensor(), x.spec(), *plan, timeout));
   }
   LocalContext ctx;

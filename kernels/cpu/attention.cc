@@ -159,8 +159,6 @@ int64_t probabilities(const Inputs<T>& x, int64_t b, int64_t i0, int64_t r, T* P
   for (int64_t rr = 0; rr < r; ++rr) {
     T* row = P + rr * n;
     const int64_t i = i0 + rr;
-    if (x.causal)
-      for (int64_t j = std::max<int64_t>(x.query_offset + i + 1, 0); j < n; ++j) row[j] = kNegInf;
     if (x.mask.active()) {
       const int64_t at = x.mask.base[b] + i * x.mask.rs;
       if (x.mask.bits) {
@@ -170,19 +168,24 @@ int64_t probabilities(const Inputs<T>& x, int64_t b, int64_t i0, int64_t r, T* P
         for (int64_t j = 0; j < n; ++j) row[j] += x.mask.add[at + j * x.mask.cs];
       }
     }
+    // Keys past the causal limit are -inf: they add nothing to the max and exp() makes them 0
+    // exactly, so the row's softmax runs over [0, lim) and the rest is zeroed (the same values,
+    // without half the exp calls).
+    const int64_t lim = x.causal ? std::clamp<int64_t>(x.query_offset + i + 1, 0, n) : n;
+    std::fill(row + lim, row + n, T(0));
     T mx = kNegInf;
-    for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
+    for (int64_t j = 0; j < lim; ++j) mx = row[j] > mx ? row[j] : mx;
     if (mx == kNegInf) {  // every key masked: a zero row
-      std::fill(row, row + n, T(0));
+      std::fill(row, row + lim, T(0));
       continue;
     }
     T sum = 0;
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = 0; j < lim; ++j) {
       row[j] = std::exp(row[j] - mx);
       sum += row[j];
     }
     const T inv = T(1) / sum;
-    for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+    for (int64_t j = 0; j < lim; ++j) row[j] *= inv;
   }
   return n;
 }

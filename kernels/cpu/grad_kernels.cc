@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/pointwise.h"
+#include "kernels/cpu/tanh_exp.h"
 
 namespace dtensor::kernels {
 
@@ -33,7 +34,7 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& app
       const T kappa = static_cast<T>(0.044715);
       detail::map<T, T>(o, in, [=](T g, T v) {
         const T v2 = v * v;
-        const T t = std::tanh(k * (v + kappa * v2 * v));
+        const T t = detail::tanh_exp(k * (v + kappa * v2 * v));
         const T d = T(0.5) * (1 + t) + T(0.5) * v * (1 - t * t) * k * (1 + 3 * kappa * v2);
         return g * d;
       });

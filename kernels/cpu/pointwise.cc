@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/tanh_exp.h"
 
 namespace dtensor::kernels {
 
@@ -385,7 +386,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
     return unary_float("gelu", x, false, [](auto v) {
       using T = decltype(v);
       const T k = static_cast<T>(std::sqrt(2 / std::numbers::pi));
-      return T(0.5) * v * (1 + std::tanh(k * (v + T(0.044715) * v * v * v)));
+      return T(0.5) * v * (1 + detail::tanh_exp(k * (v + T(0.044715) * v * v * v)));
     });
   }
   return unary_float("gelu", x, false, [](auto v) {

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "kernels/cpu/loops.h"
 
@@ -89,10 +90,42 @@ double row_var(const double* p, int64_t n, double correction) {
   return ss / std::max(0.0, static_cast<double>(n) - correction);
 }
 
+// sum of a contiguous float32 x over its leading dims only (bias gradients: [B, T, C] -> [C]).
+// reduce() would first copy x transposed into float64; adding row after row into float64
+// accumulators does the same additions in the same order without that copy. Empty when x is not
+// of that form.
+std::optional<Tensor> sum_leading_dims(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
+  const int64_t nd = x.dim();
+  int64_t k = 0;
+  while (k < nd && mask[k]) ++k;
+  for (int64_t d = k; d < nd; ++d)
+    if (mask[d]) return std::nullopt;
+  if (k == 0 || k == nd || x.dtype() != DType::kFloat32 || !x.is_contiguous() || x.numel() == 0)
+    return std::nullopt;
+  Shape out_shape;
+  int64_t rows = 1, cols = 1;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (d < k) {
+      rows *= x.size(d);
+      if (keepdim) out_shape.push_back(1);
+    } else {
+      cols *= x.size(d);
+      out_shape.push_back(x.size(d));
+    }
+  }
+  Tensor acc = Tensor::zeros(out_shape, DType::kFloat64);
+  double* a = acc.data<double>();
+  const float* p = x.data<float>();
+  for (int64_t r = 0; r < rows; ++r, p += cols)
+    for (int64_t j = 0; j < cols; ++j) a[j] += p[j];
+  return acc.to(DType::kFloat32);
+}
+
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   DT_KERNEL_ON_DEVICE(sum, x, dims, keepdim);
+  if (auto fast = sum_leading_dims(x, detail::reduction_mask("sum", x.sizes(), dims), keepdim)) return *fast;
   return reduce_any("sum", x, dims, keepdim, is_floating(x.dtype()) ? x.dtype() : DType::kInt64,
                     [](const auto* p, int64_t n) {
                       std::remove_cvref_t<decltype(*p)> s = 0;

@@ -6,8 +6,7 @@ import subprocess
 import sys
 import textwrap
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-LAUNCHER = os.path.join(ROOT, "bazel-bin", "tools", "dtensor")
+from launching import LAUNCHER, ROOT, dtensor_launch, run_job
 
 SCRIPT = textwrap.dedent("""
     import numpy as np
@@ -29,12 +28,9 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_two_process_ranks_under_dtensor_launch(tmp_path):
-    assert os.path.exists(LAUNCHER), "build //tools:dtensor first (scripts/test.sh does)"
     script = tmp_path / "ranks.py"
     script.write_text(SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), DTENSOR_TIMEOUT="60")
-    out = subprocess.run([LAUNCHER, "launch", "-n", "2", "--", sys.executable, str(script)],
-                         env=env, capture_output=True, text=True, timeout=180)
+    out = run_job(dtensor_launch(2, str(script)), timeout=180)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "rank 0 of 2: ok" in out.stdout and "rank 1 of 2: ok" in out.stdout, out.stdout
 
@@ -55,15 +51,11 @@ def test_launch_gives_torch_a_rendezvous_and_keeps_the_users(tmp_path):
     script = tmp_path / "env.py"
     script.write_text("import os; print('rdzv', os.environ['RANK'], os.environ['MASTER_ADDR'], "
                       "os.environ['MASTER_PORT'], flush=True)\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
-    out = subprocess.run([LAUNCHER, "launch", "-n", "3", "--", sys.executable, str(script)],
-                         env=env, capture_output=True, text=True, timeout=60)
+    out = run_job(dtensor_launch(3, str(script)), timeout=60, drop=("MASTER_ADDR", "MASTER_PORT"))
     lines = sorted(l.split() for l in out.stdout.splitlines() if l.startswith("rdzv"))
     assert out.returncode == 0 and len(lines) == 3, out.stdout + out.stderr
     assert {l[2] for l in lines} == {"127.0.0.1"} and len({l[3] for l in lines}) == 1
     assert 1024 <= int(lines[0][3]) <= 65535
-    env["MASTER_PORT"] = "29555"
-    out = subprocess.run([LAUNCHER, "launch", "-n", "1", "--", sys.executable, "-c",
-                          "import os; print(os.environ.get('MASTER_ADDR'), os.environ['MASTER_PORT'])"],
-                         env=env, capture_output=True, text=True, timeout=60)
+    out = run_job(dtensor_launch(1, "-c", "import os; print(os.environ.get('MASTER_ADDR'), os.environ['MASTER_PORT'])"),
+                  timeout=60, drop=("MASTER_ADDR",), MASTER_PORT="29555")
     assert out.stdout.split() == ["None", "29555"], out.stdout + out.stderr

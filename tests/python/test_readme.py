@@ -3,12 +3,11 @@
 # commands a newcomer copies cannot drift from the package.
 import os
 import re
-import subprocess
 import sys
 
 import pytest
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+from launching import ROOT, dtensor_launch, run_job, torchrun
 
 
 def readme_blocks():
@@ -32,19 +31,15 @@ def test_readme_example_runs(index, launcher, tmp_path):
     marker, code = readme_blocks()[index]
     script = tmp_path / "example.py"
     script.write_text(code)
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), DTENSOR_TIMEOUT="60",
-               TMPDIR=str(tmp_path))
-    for var in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "DTENSOR_STORE"):
-        env.pop(var, None)  # the launcher under test sets them
     if launcher == "torchrun":
         pytest.importorskip("torch")
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-               "4", str(script)]
+        cmd = torchrun(4, str(script))
     elif launcher == "dtensor launch":
         pytest.importorskip("torch")
-        cmd = [os.path.join(ROOT, "bazel-bin", "tools", "dtensor"), "launch", "-n", "4", "--",
-               sys.executable, str(script)]
+        cmd = dtensor_launch(4, str(script))
     else:
         cmd = [sys.executable, str(script)]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    # The launcher under test sets the rank and rendezvous variables.
+    out = run_job(cmd, timeout=240, drop=("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "DTENSOR_STORE"),
+                  TMPDIR=str(tmp_path))
     assert out.returncode == 0, f"README example {index} under {launcher}:\n{out.stdout}\n{out.stderr}"

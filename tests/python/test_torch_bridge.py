@@ -2,9 +2,6 @@
 # dtensor's engine choosing placements and torch's kernels computing on the blocks. Every result
 # and gradient is compared with single-device PyTorch on the same data.
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -14,6 +11,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import dtensor  # noqa: E402
 from dtensor import Partial, Replicate, Shard, bridge  # noqa: E402
+from launching import dtensor_launch, run_job  # noqa: E402
 
 aten = torch.ops.aten
 
@@ -621,14 +619,9 @@ print(f"rank {dtensor.init_process_group().rank}: bridge ok", flush=True)
 
 def test_bridge_on_process_ranks(tmp_path):
     # the same bridge over Gloo, one rank a process (dtensor launch), where ranks share no GIL
-    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-    launcher = os.path.join(root, "bazel-bin", "tools", "dtensor")
-    assert os.path.exists(launcher), "build //tools:dtensor first (scripts/test.sh does)"
     script = tmp_path / "bridge_ranks.py"
     script.write_text(PROCESS_SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.path.join(root, "python"), DTENSOR_TIMEOUT="60")
-    out = subprocess.run([launcher, "launch", "-n", "2", "--", sys.executable, str(script)],
-                         env=env, capture_output=True, text=True, timeout=300)
+    out = run_job(dtensor_launch(2, str(script)), timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "rank 0: bridge ok" in out.stdout and "rank 1: bridge ok" in out.stdout, out.stdout
 

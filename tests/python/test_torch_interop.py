@@ -2,39 +2,31 @@
 # torchrun, whose environment has no DTENSOR_STORE (a single-host job defaults to a file store), and
 # under `dtensor launch`, where torch joins through a file in the job's store folder.
 import os
-import subprocess
-import sys
-
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed: from_torch/to_torch are untested")
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.join(HERE, "..", "..")
-SCRIPT = os.path.join(HERE, "torch_interop_ranks.py")
-LAUNCHER = os.path.join(ROOT, "bazel-bin", "tools", "dtensor")
+from launching import dtensor_launch, run_job, torchrun  # noqa: E402
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_interop_ranks.py")
 
 
 def run_ranks(cmd, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("DTENSOR_STORE", "RANK", "WORLD_SIZE")}
     # TMPDIR: torchrun's default store folder (and its logs) go to the test's folder, not /tmp.
-    env.update(PYTHONPATH=os.path.join(ROOT, "python"), DTENSOR_TIMEOUT="60", OMP_NUM_THREADS="1",
-               TMPDIR=str(tmp_path))
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    out = run_job(cmd, timeout=240, drop=("DTENSOR_STORE", "RANK", "WORLD_SIZE"), OMP_NUM_THREADS="1",
+                  TMPDIR=str(tmp_path))
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-8000:]
     for rank in range(4):
         assert f"rank {rank}: " in out.stdout and "cases ok" in out.stdout, out.stdout
 
 
 def test_torch_dtensors_round_trip_under_torchrun(tmp_path):
-    run_ranks([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4", SCRIPT],
-              tmp_path)
+    run_ranks(torchrun(4, SCRIPT), tmp_path)
     assert [p.name for p in tmp_path.glob("dtensor-store-*")], "the default store is not where env.h says"
 
 
 def test_torch_dtensors_round_trip_under_dtensor_launch(tmp_path):
-    assert os.path.exists(LAUNCHER), "build //tools:dtensor first (scripts/test.sh does)"
-    run_ranks([LAUNCHER, "launch", "-n", "4", "--", sys.executable, SCRIPT], tmp_path)
+    run_ranks(dtensor_launch(4, SCRIPT), tmp_path)
 
 
 def test_from_torch_outside_a_job_names_what_it_accepts():

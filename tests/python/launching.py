@@ -1,0 +1,27 @@
+# Starting a script as ranks of a job from the Python tests: the checkout's paths, and one way to run
+# a command under `dtensor launch` or torchrun with the package importable and a bounded timeout.
+import os
+import subprocess
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+LAUNCHER = os.path.join(ROOT, "bazel-bin", "tools", "dtensor")
+
+
+def dtensor_launch(n, *args):
+    """argv of `dtensor launch -n N -- python3 ARGS...` (the launcher must be built)."""
+    assert os.path.exists(LAUNCHER), "build //tools:dtensor first (scripts/test.sh does)"
+    return [LAUNCHER, "launch", "-n", str(n), "--", sys.executable, *args]
+
+
+def torchrun(n, *args):
+    """argv of `torchrun --standalone --nproc-per-node N ARGS...`."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(n), *args]
+
+
+def run_job(cmd, timeout, drop=(), **env_extra):
+    """Runs cmd with python/ on PYTHONPATH and a 60 s collective timeout, minus the variables in
+    `drop`, plus env_extra; returns the CompletedProcess (text output)."""
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(PYTHONPATH=os.path.join(ROOT, "python"), DTENSOR_TIMEOUT="60", **env_extra)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "dtensor/core/error.h"
 #include "tests/fuzz/mutator.h"
 
 namespace dtensor::fuzz {
@@ -27,6 +28,20 @@ struct Counts {
   double slowest_ms = 0;
   std::string first_failure;
 };
+
+// For targets whose contract is "accept the input, or throw dtensor::Error saying what is wrong":
+// runs `accept` (kAccepted, or kFailed with `why` from a check of its own), counting a
+// dtensor::Error as kRejected and any other exception as a failure.
+inline Outcome accept_or_error(const std::function<Outcome(std::string* why)>& accept, std::string* why) {
+  try {
+    return accept(why);
+  } catch (const Error&) {
+    return Outcome::kRejected;
+  } catch (const std::exception& e) {
+    *why = std::string("not a dtensor::Error: ") + e.what();
+    return Outcome::kFailed;
+  }
+}
 
 // Inputs per run: $DTENSOR_FUZZ_RUNS, else `fallback`.
 inline int64_t fuzz_runs(int64_t fallback) {

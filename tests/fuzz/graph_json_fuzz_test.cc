@@ -33,20 +33,14 @@ TEST(GraphJsonFuzz, EveryInputIsAGraphOrAnError) {
   fuzz::Mutator m(corpus, 20261124);
   fuzz::Counts c =
       fuzz::run_fuzz("graph_json", m, fuzz::fuzz_runs(20000), [](const std::string& in, std::string* why) {
-        try {
-          ModelGraph g = graph_from_json(in);
-          const std::string back = graph_to_json(g);
+        return fuzz::accept_or_error([&](std::string* bad) {
+          const std::string back = graph_to_json(graph_from_json(in));
           if (canonical(graph_to_json(graph_from_json(back))) != canonical(back)) {
-            *why = "writing the graph back and reading it again gives another graph";
+            *bad = "writing the graph back and reading it again gives another graph";
             return fuzz::Outcome::kFailed;
           }
           return fuzz::Outcome::kAccepted;
-        } catch (const Error&) {
-          return fuzz::Outcome::kRejected;
-        } catch (const std::exception& e) {
-          *why = std::string("not a dtensor::Error: ") + e.what();
-          return fuzz::Outcome::kFailed;
-        }
+        }, why);
       });
   EXPECT_EQ(c.failed, 0) << c.first_failure;
   EXPECT_GT(c.accepted, 0) << "no input got past the checks: the mutations are too coarse to test anything";

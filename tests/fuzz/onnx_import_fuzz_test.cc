@@ -108,15 +108,10 @@ TEST(OnnxImportFuzz, EveryInputIsAGraphOrAnError) {
   EXPECT_EQ(b.graph.node(b.graph.find("c")).op, "convolution");
   fuzz::Mutator m(corpus, 20261124);
   fuzz::Counts c = fuzz::run_fuzz("onnx_import", m, fuzz::fuzz_runs(20000), [](const std::string& in, std::string* why) {
-    try {
-      OnnxImport r = import_onnx(in, "fuzz", {});
+    return fuzz::accept_or_error([&](std::string*) {
+      import_onnx(in, "fuzz", {});
       return fuzz::Outcome::kAccepted;
-    } catch (const Error&) {
-      return fuzz::Outcome::kRejected;
-    } catch (const std::exception& e) {
-      *why = std::string("not a dtensor::Error: ") + e.what();
-      return fuzz::Outcome::kFailed;
-    }
+    }, why);
   });
   EXPECT_EQ(c.failed, 0) << c.first_failure;
   EXPECT_GT(c.accepted, 0) << "no input got past the checks: the mutations are too coarse to test anything";

@@ -277,8 +277,9 @@ NB_MODULE(_dtensor, m) {
     // $OPENBLAS_NUM_THREADS says otherwise. torch's OpenMP thread count is per calling thread, so
     // each rank thread sets its own (else every rank thread starts a pool of all the cores: a 16x64
     // mm took 4 ms instead of 3 us); both are restored afterwards.
-    const bool from_env = compute_threads_from_env() > 0;
-    const int threads = from_env ? compute_threads_from_env() : threads_per_rank(world_size);
+    const int env_threads = compute_threads_from_env();
+    const bool from_env = env_threads > 0;
+    const int threads = from_env ? env_threads : threads_per_rank(world_size);
     nb::dict modules = nb::borrow<nb::dict>(nb::module_::import_("sys").attr("modules"));
     nb::object torch = modules.contains("torch") ? nb::object(modules["torch"]) : nb::none();
     const int blas_before = kernels::blas_threads();

@@ -1,6 +1,7 @@
 """The ATen side of dtensor.plan's import (python/dtensor/planning.py): which ATen ops map onto
 which planner ops (_map), which are bookkeeping (_PASS, _SKIP), which create constants (_CREATE),
-and the matrix-product FLOPs counted as torch.utils.flop_counter counts them (FLOP_OPS)."""
+and the matrix-product and convolution FLOPs counted as torch.utils.flop_counter counts them
+(FLOP_OPS)."""
 
 # dtype names of the planner (dtensor/core/dtype.cc).
 _DTYPES = {
@@ -23,9 +24,30 @@ _CREATE = {"arange", "zeros", "ones", "full", "empty", "new_ones", "new_zeros", 
            "new_empty", "scalar_tensor", "zeros_like", "ones_like", "full_like", "empty_like",
            "tensor", "eye", "tril_indices", "triu_indices", "rand", "randn"}
 
-# Matrix products counted as FLOPs, with torch.utils.flop_counter's convention: 2 per multiply-add,
-# bias adds not counted; scaled_dot_product_attention counts its two products (Q K^T and P V).
-FLOP_OPS = ("mm", "bmm", "addmm", "baddbmm", "linear", "matmul", "scaled_dot_product_attention")
+# Matrix products and convolutions counted as FLOPs, with torch.utils.flop_counter's convention: 2
+# per multiply-add, bias adds not counted; scaled_dot_product_attention counts its two products
+# (Q K^T and P V); a convolution 2 x (output elements) x (weight elements per output channel).
+# Normalization, pooling and pointwise ops count 0, as there.
+CONV_OPS = ("convolution", "_convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+            "conv_transpose3d")
+FLOP_OPS = ("mm", "bmm", "addmm", "baddbmm", "linear", "matmul", "scaled_dot_product_attention") + CONV_OPS
+
+# ATen ops returning (out, statistics...) planned as the planner op's single output; the statistics
+# (saved mean and rstd, updated running stats) are for the backward and the buffers, not planned.
+_FIRST_OF = {"native_layer_norm", "native_batch_norm", "_native_batch_norm_legit",
+             "_native_batch_norm_legit_functional", "_native_batch_norm_legit_no_training"}
+# ATen ops returning the values only, planned as the planner's op returning (values, indices).
+_VALUES_OF = {"max_pool1d", "max_pool2d", "max_pool3d"}
+
+
+def _functional(name, target):
+    """The out-of-place name of an in-place ATen op (relu_ -> relu, add_ -> add), else `name`.
+    torch.export's graph refers to the in-place op's result node from then on, so planning the
+    out-of-place form gives every later use the new value (the same shape and dtype)."""
+    schema = getattr(target, "_schema", None)
+    if name.endswith("_") and not name.endswith("__") and schema is not None and schema.is_mutable:
+        return name[:-1]
+    return name
 
 
 def _numel(shape):
@@ -35,12 +57,19 @@ def _numel(shape):
     return n
 
 
-def _matmul_flops(name, ins, out):
-    """Forward FLOPs of a counted op (FLOP_OPS) from its tensor input and output shapes."""
+def _matmul_flops(name, ins, out, transposed=False):
+    """Forward FLOPs of a counted op (FLOP_OPS) from its tensor input and output shapes (`transposed`:
+    the flag of aten.convolution)."""
     if name == "scaled_dot_product_attention":
         q, k, v = ins[0], ins[1], ins[2]
         bh = _numel(q[:-2])
         return 2 * bh * q[-2] * k[-2] * q[-1] + 2 * bh * q[-2] * k[-2] * v[-1]
+    if name in CONV_OPS:
+        x, w = ins[0], ins[1]
+        if transposed or name.startswith("conv_transpose"):
+            # flop_counter's transposed convolution: the input's positions, each times every weight.
+            return 2 * x[0] * _numel(x[2:]) * _numel(w)
+        return 2 * _numel(out) * (_numel(w) // w[0])
     if name in ("addmm", "baddbmm"):
         a = ins[1]
     else:
@@ -65,6 +94,55 @@ def _flatten(x):
         yield x
 
 
+# Argument names of ATen's batch-norm forms (native_functions.yaml) by position: torch.export's
+# graph has batch_norm, run_decompositions() the _native_batch_norm_legit* forms.
+_BN = ("input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps")
+_BATCH_NORM_ARGS = {"batch_norm": _BN, "native_batch_norm": _BN, "_native_batch_norm_legit": _BN,
+                    "_native_batch_norm_legit_functional": _BN,
+                    "_native_batch_norm_legit_no_training": _BN[:5] + _BN[6:]}
+# Pooling ops the engine registers with ATen's schemas (ops/defs/pooling_ops.cc): max pooling as
+# max_pool*d_with_indices (values and indices; _VALUES_OF), _adaptive_avg_pool2d is the core-ATen form.
+_POOLING = {**{f"avg_pool{d}d": f"avg_pool{d}d" for d in (1, 2, 3)},
+            **{f"max_pool{d}d": f"max_pool{d}d_with_indices" for d in (1, 2, 3)},
+            **{f"max_pool{d}d_with_indices": f"max_pool{d}d_with_indices" for d in (1, 2, 3)},
+            "adaptive_avg_pool2d": "adaptive_avg_pool2d", "_adaptive_avg_pool2d": "adaptive_avg_pool2d"}
+
+
+def _convolution(name, args, kw, w, A):
+    """The planner's convolution (ATen's convolution schema, planner/planner_ops.cc) for ATen's
+    convNd / convolution / _convolution, or None: transposed, unbatched, or padding='same' that ATen
+    would pad unevenly (the planner's padding is symmetric)."""
+    x, wt = w._meta(args[0]), w._meta(args[1])
+    sd = wt.dim() - 2
+    if x.dim() != wt.dim() or name.startswith("conv_transpose"):
+        return None
+    if name in ("convolution", "_convolution"):
+        stride, padding, dilation, transposed, _, groups = args[3:9]
+        if transposed:
+            return None
+    else:
+        a = dict(zip(("input", "weight", "bias", "stride", "padding", "dilation", "groups"), args))
+        a.update(kw)
+        stride, padding, dilation, groups = (a.get("stride", 1), a.get("padding", 0), a.get("dilation", 1),
+                                             a.get("groups", 1))
+
+    def per_dim(v):
+        v = [v] if isinstance(v, int) else list(v)
+        return v * sd if len(v) == 1 else v
+
+    dilation = per_dim(dilation)
+    if padding == "valid":
+        padding = 0
+    elif padding == "same":
+        total = [d * (k - 1) for d, k in zip(dilation, wt.shape[2:])]
+        if any(t % 2 for t in total):
+            return None
+        padding = [t // 2 for t in total]
+    bias = args[2] if len(args) > 2 else kw.get("bias")
+    return "convolution", [A(args[0]), A(args[1]), None if bias is None else A(bias), per_dim(stride),
+                           per_dim(padding), dilation, False, [0] * sd, int(groups)], {}
+
+
 def _map(name, node, val, w, where):
     """(planner op, args, kwargs) for an ATen call the planner has a rule for, else None. `w` is
     the walker (planning._Walker): tensor arguments become the names of its graph's nodes."""
@@ -83,7 +161,7 @@ def _map(name, node, val, w, where):
         return "addmm", [A(args[0]), A(args[1]), A(args[2])], {"beta": kw.get("beta", 1), "alpha": kw.get("alpha", 1)}
     if name == "linear":
         return "linear", [A(a) for a in args[:3]], {}
-    if name in ("view", "_unsafe_view", "reshape"):
+    if name in ("view", "_unsafe_view", "reshape", "unflatten"):
         return "reshape", [A(args[0]), size_of(val)], {}
     if name == "expand":
         return "expand", [A(args[0]), size_of(val)], {}
@@ -128,6 +206,19 @@ def _map(name, node, val, w, where):
                               A(args[3]) if len(args) > 3 else None, eps], {}
     if name == "native_layer_norm":  # (out, mean, rstd): _call keeps out; the statistics stay unplanned
         return "layer_norm", [A(args[0]), list(args[1]), A(args[2]), A(args[3]), args[4]], {}
+    if name in _BATCH_NORM_ARGS:
+        names = _BATCH_NORM_ARGS[name]
+        if name == "_native_batch_norm_legit" and getattr(node.target, "_overloadname", "") == "no_stats":
+            names = ("input", "weight", "bias", "training", "momentum", "eps")
+        a = dict(zip(names, args))
+        a.update(kw)
+        # The running statistics are buffers (constants); the planner's batch_norm leaves them out.
+        return "batch_norm", [A(a["input"]), A(a.get("weight")), A(a.get("bias")), bool(a.get("training", False)),
+                              float(a.get("momentum", 0.1)), float(a.get("eps", 1e-5))], {}
+    if name in CONV_OPS:
+        return _convolution(name, args, kw, w, A)
+    if name in _POOLING:
+        return _POOLING[name], [A(args[0]), *args[1:]], kw
     if name == "rms_norm":
         eps = args[3] if len(args) > 3 else None
         return "rms_norm", [A(args[0]), list(args[1]), A(args[2]) if len(args) > 2 else None, eps], {}

@@ -5,7 +5,9 @@
 
 The model may live on the `meta` device: export only needs shapes, so a Llama-3-8B-size config
 costs no memory. What the walk does with each ATen op (tables and _map in _aten_ops.py):
-- mapped onto a planner op (the registry's ATen-named ops: linear, mm, sdpa, layer_norm, ...);
+- mapped onto a planner op (the registry's ATen-named ops: linear, mm, sdpa, layer_norm, pooling,
+  ..., and the planner's convolution and batch_norm); in-place ops (relu_, add_) as their
+  out-of-place forms;
 - skipped as bookkeeping (getitem, detach, alias, clone, _assert_*, sym_size): the value passes
   through (dropout too: a plan does not change with it; its elementwise cost is left out);
 - folded into a constant when no graph input or parameter reaches it (arange, masks, rotary
@@ -20,7 +22,8 @@ import re
 import tempfile
 import time
 
-from ._aten_ops import _CREATE, _DTYPES, _PASS, _SKIP, FLOP_OPS, _aten_name, _flatten, _map, _matmul_flops
+from ._aten_ops import (_CREATE, _DTYPES, _FIRST_OF, _PASS, _SKIP, _VALUES_OF, FLOP_OPS, _aten_name, _flatten,
+                        _functional, _map, _matmul_flops)
 
 __all__ = ["export_graph", "plan", "graph_from_exported", "module_ops", "GraphImportError", "FLOP_OPS"]
 
@@ -41,11 +44,21 @@ _LEAF_MODULES = re.compile(r"^torch\.nn\.modules\.(linear|activation|conv|normal
                            r"pooling|batchnorm|flatten|padding|pixelshuffle|upsampling)\.")
 
 
+def _index_stem(part):
+    """'' for an index ('3'), the stem of a numbered name ('encoder_layer' for 'encoder_layer_3',
+    as torchvision's ViT names its blocks), None for other module names."""
+    if part.isdigit():
+        return ""
+    stem, _, k = part.rpartition("_")
+    return stem if stem and k.isdigit() else None
+
+
 class _Layers:
-    """Repeated blocks from the module tree: a module at `container.K` (K an index) is a layer when
-    `container` holds at least two indexed modules of its class (model.layers.0..31, h.0..11).
-    Layers get one global index each, in order of first appearance, so stacks that both count from
-    0 (encoder.layers, decoder.layers) stay apart."""
+    """Repeated blocks from the module tree: a module at `container.K` (K an index, or a numbered
+    name stem_K) is a layer when `container` holds at least two such modules of its class and stem
+    (model.layers.0..31, h.0..11, encoder.layers.encoder_layer_0..11). Layers get one global index
+    each, in order of first appearance, so stacks that both count from 0 (encoder.layers,
+    decoder.layers) stay apart."""
 
     def __init__(self, ep):
         self.cls = {}
@@ -55,8 +68,9 @@ class _Layers:
         count = {}
         for path, cls in self.cls.items():
             container, _, last = path.rpartition(".")
-            if last.isdigit() and not _LEAF_MODULES.match(cls):
-                count[(container, cls)] = count.get((container, cls), 0) + 1
+            stem = _index_stem(last)
+            if stem is not None and not _LEAF_MODULES.match(cls):
+                count[(container, stem, cls)] = count.get((container, stem, cls), 0) + 1
         self.repeated = {k for k, n in count.items() if n >= 2}
         self.index = {}
 
@@ -64,11 +78,13 @@ class _Layers:
         """The path of the layer a module or parameter path lies in ('model.layers.3'), else ''."""
         parts = path.split(".")
         for i, part in enumerate(parts):
-            if part.isdigit():
+            stem = _index_stem(part)
+            if stem is not None:
                 block = ".".join(parts[:i + 1])
-                if (".".join(parts[:i]), self.cls.get(block)) in self.repeated:
+                if (".".join(parts[:i]), stem, self.cls.get(block)) in self.repeated:
                     return block
-                return ""  # only the outermost index can name a layer
+                if stem == "":
+                    return ""  # only the outermost index can name a layer
         return ""
 
     def of(self, path):
@@ -218,14 +234,16 @@ class _Walker:
         if isinstance(target, torch._ops.HigherOrderOperator):
             self._inline(node)
             return
-        name = _aten_name(target)
+        aten = _aten_name(target)  # as the report lists it when unknown (relu_)
+        name = _functional(aten, target)
         val = self._meta(node)
         tensors = [a for a in _flatten((node.args, node.kwargs)) if self._is_tensor(a)]
         live = [a for a in tensors if isinstance(self.ref.get(a), str) and self.ref[a] not in self.const]
         if name in FLOP_OPS:
+            transposed = name in ("convolution", "_convolution") and bool(node.args[6])
             self.flops += _matmul_flops(name, [tuple(self._meta(a).shape) for a in tensors[:3]],
-                                        tuple(val.shape))
-        where = f"node '{node.name}' ({name})"
+                                        tuple(val.shape), transposed)
+        where = f"node '{node.name}' ({aten})"
         if name in _SKIP or val is None:
             self.skipped[name] = self.skipped.get(name, 0) + 1
             self.ref[node] = None
@@ -252,12 +270,16 @@ class _Walker:
             return
         mapped = _map(name, node, val, self, where)
         if mapped is None:
-            self._opaque(node, name, live, val, where)
+            self._opaque(node, aten, live, val, where)
             return
         op, args, kwargs = mapped
-        if name == "native_layer_norm":
+        if name in _FIRST_OF:  # (out, statistics...): only out is planned
             self._emit(node, op, args, kwargs, val[0], where)
-            self.ref[node] = (self.ref[node], None, None)
+            self.ref[node] = (self.ref[node],) + (None,) * (len(val) - 1)
+            return
+        if name in _VALUES_OF:  # the planner's op also returns the indices
+            self._emit(node, op, args, kwargs, (val, None), where)
+            self.ref[node] = self.ref[node][0]
             return
         self._emit(node, op, args, kwargs, val, where)
 

@@ -96,6 +96,24 @@ std::string graph_to_json(const ModelGraph& g) {
 
 namespace {
 
+// An op node's "shapes" (the producer's traced output shapes) against the computed ones.
+void check_traced_shapes(const json& shapes, const std::vector<TensorId>& outs, const GraphBuilder& b,
+                         const std::string& where) {
+  DT_CHECK(shapes.is_array() && shapes.size() <= outs.size(), where, ": \"shapes\" must be a list of at most ",
+           outs.size(), " output shapes (lists of sizes, or null)");
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (shapes[i].is_null()) continue;
+    DT_CHECK(shapes[i].is_array(), where, ": \"shapes\"[", i, "] must be a list of sizes or null");
+    const Shape& computed = b.meta(outs[i]).shape;
+    bool same = shapes[i].size() == computed.size();
+    for (size_t d = 0; same && d < computed.size(); ++d)
+      same = shapes[i][d].is_number_integer() && shapes[i][d].get<int64_t>() == computed[d];
+    DT_CHECK(same, where, ": output ", i, " has shape [", absl::StrJoin(computed, ", "), "] by the op's schema, but ",
+             "the graph's producer traced ", shapes[i].dump().substr(0, 80),
+             " (an argument translated wrongly from the source graph?)");
+  }
+}
+
 // A field that may be absent (then `fallback`) but, when present, must have the JSON type T: a wrong
 // type is an Error naming the field, never nlohmann's bare "type must be ...".
 template <typename T>
@@ -239,6 +257,7 @@ ModelGraph graph_from_json(const std::string& text) {
       }
     }
     tensors[name] = b.op(name, op, pos, kw, optional_field<std::string>(j, "role", "", where));
+    if (j.contains("shapes")) check_traced_shapes(j["shapes"], tensors[name], b, where);
   }
   return b.finish(training, optimizer);
 }

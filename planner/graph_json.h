@@ -19,7 +19,10 @@
 // "kind" defaults to "op". Op arguments follow the op's ATen schema (Registry): where the schema has a
 // Tensor the argument is a tensor name ("node" or "node:OUTPUT"), or null for an absent optional
 // tensor; Tensor[] takes a list of names; other arguments are JSON values (null, bool, number,
-// string, list of numbers). Shapes of op outputs are computed, never given. "layer" (default -1)
+// string, list of numbers). Shapes of op outputs are computed, never given; an op may carry
+// "shapes": [[sizes] or null, ...], the output shapes its producer traced (python/dtensor/planning.py
+// writes them), which must equal the computed ones: an importer's mis-translated argument is an
+// error naming the node, never a silently different graph. "layer" (default -1)
 // marks repeated layers, which the planner solves once; "role" is the Megatron role of a matmul
 // ("column", "row", "vocab", "expert"); "fused" marks flash-attention internals.
 // An op the planner has no rule for is written as "opaque" with its output shape and dtype given:

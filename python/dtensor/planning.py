@@ -321,7 +321,10 @@ class _Walker:
     def _emit(self, node, op, args, kwargs, val, where):
         path, layer, block = self._place(node)
         name = self._unique(f"{path}.{node.name}" if path else node.name)
-        j = {"name": name, "op": op, "args": args, "kwargs": kwargs, "block": block}
+        outs = val if isinstance(val, (tuple, list)) else [val]
+        # The traced shapes: the planner checks its own against them (planner/graph_json.h).
+        shapes = [self._tensor_meta(v, where)[0] if isinstance(v, self.torch.Tensor) else None for v in outs]
+        j = {"name": name, "op": op, "args": args, "kwargs": kwargs, "block": block, "shapes": shapes}
         if layer >= 0:
             j["layer"] = layer
             role = self._role(op, path, args)

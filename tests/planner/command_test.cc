@@ -130,6 +130,33 @@ TEST(PlanCommand, BadGraphJsonNamesTheNode) {
   EXPECT_NE(e.find("frobnicate"), std::string::npos) << e;
 }
 
+// "shapes" on an op node: the producer's traced output shapes, which must equal the schema's.
+TEST(PlanCommand, TracedShapesAreChecked) {
+  std::string path = temp_path("traced.json");
+  auto write = [&](const std::string& shapes) {
+    std::ofstream(path) << R"({"nodes": [{"name": "x", "kind": "input", "shape": [2, 3, 8, 8], "dtype": "float32"},
+                                          {"name": "p", "op": "max_pool2d_with_indices", "args": ["x", [2, 2]],
+                                           "shapes": )" << shapes << "}]}";
+  };
+  CommandOptions o;
+  o.graph_file = path;
+  o.mesh = "tp=2";
+  write("[[2, 3, 4, 4], null]");
+  EXPECT_NO_THROW(run(o));
+  write("[[2, 3, 4, 4], [2, 3, 4, 4]]");
+  EXPECT_NO_THROW(run(o));
+  write("[[2, 3, 8, 8]]");
+  std::string e = error_of(o);
+  EXPECT_NE(e.find("node 1 'p': output 0 has shape [2, 3, 4, 4] by the op's schema"), std::string::npos) << e;
+  EXPECT_NE(e.find("traced [2,3,8,8]"), std::string::npos) << e;
+  write("[null, null, null]");
+  EXPECT_NE(error_of(o).find("at most 2 output shapes"), std::string::npos);
+  write("[[2, 3, 4]]");
+  EXPECT_NE(error_of(o).find("output 0 has shape"), std::string::npos);
+  write("[\"2x3\"]");
+  EXPECT_NE(error_of(o).find("must be a list of sizes or null"), std::string::npos);
+}
+
 // The ops imported graphs lean on (python/dtensor/planning.py): opaque (no rule: replicated) and
 // pad (split along unpadded dims), and what each rejects.
 TEST(PlanCommand, OpaqueAndPadOps) {

@@ -7,7 +7,8 @@ The model may live on the `meta` device: export only needs shapes, so a Llama-3-
 costs no memory. What the walk does with each ATen op (tables and _map in _aten_ops.py):
 - mapped onto a planner op (the registry's ATen-named ops: linear, mm, sdpa, layer_norm, pooling,
   ..., and the planner's convolution and batch_norm); in-place ops (relu_, add_) as their
-  out-of-place forms;
+  out-of-place forms. Each mapped node carries its traced output shapes ("shapes"), which the
+  planner checks against the ones it computes from the arguments;
 - skipped as bookkeeping (getitem, detach, alias, clone, _assert_*, sym_size): the value passes
   through (dropout too: a plan does not change with it; its elementwise cost is left out);
 - folded into a constant when no graph input or parameter reaches it (arange, masks, rotary

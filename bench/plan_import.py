@@ -14,7 +14,6 @@ divisor needs every target, so its loss would be planned replicated over dp. The
 import argparse
 
 import torch
-import torchvision
 import transformers as tf
 
 import dtensor
@@ -40,16 +39,26 @@ def gpt2_124m():
     return tf.GPT2LMHeadModel(tf.GPT2Config(use_cache=False))
 
 
+def resnet50():
+    import torchvision  # only for its rows: the language-model rows run without it
+    return torchvision.models.resnet50()
+
+
+def vit_b_16():
+    import torchvision
+    return torchvision.models.vit_b_16()
+
+
 # (name, model, mesh, input shape: (batch, seq) of token ids, or (batch, channels, height, width) images)
 CASES = [("Llama-3 8B", llama3_8b, "dp=8,tp=8", (8, 8192)), ("Llama-3 8B", llama3_8b, "tp=8", (1, 2048)),
          ("Llama-3 8B", llama3_8b, "dp=4,fsdp=4,tp=8", (16, 8192)),
          ("Llama-3 70B", llama3_70b, "dp=8,tp=8", (8, 8192)),
          ("Llama-3 70B", llama3_70b, "dp=4,fsdp=4,tp=8", (16, 8192)),
          ("GPT-2 124M", gpt2_124m, "dp=8,tp=8", (8, 1024)),
-         ("ResNet-50", torchvision.models.resnet50, "dp=8", (256, 3, 224, 224)),
-         ("ResNet-50", torchvision.models.resnet50, "dp=2,tp=4", (256, 3, 224, 224)),
-         ("ViT-B/16", torchvision.models.vit_b_16, "dp=8", (256, 3, 224, 224)),
-         ("ViT-B/16", torchvision.models.vit_b_16, "dp=2,tp=4", (256, 3, 224, 224))]
+         ("ResNet-50", resnet50, "dp=8", (256, 3, 224, 224)),
+         ("ResNet-50", resnet50, "dp=2,tp=4", (256, 3, 224, 224)),
+         ("ViT-B/16", vit_b_16, "dp=8", (256, 3, 224, 224)),
+         ("ViT-B/16", vit_b_16, "dp=2,tp=4", (256, 3, 224, 224))]
 
 
 def example_inputs(shape):

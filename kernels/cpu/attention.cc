@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace dtensor::kernels {
 namespace {
@@ -180,9 +182,13 @@ int64_t probabilities(const Inputs<T>& x, int64_t b, int64_t i0, int64_t r, T* P
       continue;
     }
     T sum = 0;
-    for (int64_t j = 0; j < lim; ++j) {
-      row[j] = std::exp(row[j] - mx);
-      sum += row[j];
+    if constexpr (std::is_same_v<T, float>) {
+      sum = vec::exp_shifted_sum(row, lim, mx);
+    } else {
+      for (int64_t j = 0; j < lim; ++j) {
+        row[j] = std::exp(row[j] - mx);
+        sum += row[j];
+      }
     }
     const T inv = T(1) / sum;
     for (int64_t j = 0; j < lim; ++j) row[j] *= inv;

@@ -10,6 +10,7 @@
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/pointwise.h"
 #include "kernels/cpu/tanh_exp.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace dtensor::kernels {
 
@@ -25,6 +26,12 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& app
   const DType out = promote_types(grad.dtype(), x.dtype());
   const DType c = detail::compute_dtype(out);
   const bool tanh_form = approximate == "tanh";
+  if (grad.dtype() == DType::kFloat32 && x.dtype() == DType::kFloat32 && grad.sizes() == x.sizes() &&
+      grad.is_contiguous() && x.is_contiguous()) {  // the training step's hot path
+    Tensor o = Tensor::empty(shape, DType::kFloat32);
+    vec::gelu_backward(grad.data<float>(), x.data<float>(), o.data<float>(), x.numel(), tanh_form);
+    return o;
+  }
   return detail::dispatch_float(c, [&](auto tag) {
     using T = typename decltype(tag)::type;
     std::array<Tensor, 2> in{grad.to(c).expand(shape), x.to(c).expand(shape)};

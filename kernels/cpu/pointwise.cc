@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/tanh_exp.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace dtensor::kernels {
 
@@ -382,6 +383,11 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   DT_KERNEL_ON_DEVICE(gelu, x, approximate);
   DT_CHECK(approximate == "none" || approximate == "tanh", "gelu: unknown approximate '",
            approximate, "' (accepted: \"none\", \"tanh\")");
+  if (x.dtype() == DType::kFloat32 && x.is_contiguous()) {  // the training step's hot path
+    Tensor y = Tensor::empty(x.sizes(), DType::kFloat32);
+    vec::gelu(x.data<float>(), y.data<float>(), x.numel(), approximate == "tanh");
+    return y;
+  }
   if (approximate == "tanh") {
     return unary_float("gelu", x, false, [](auto v) {
       using T = decltype(v);

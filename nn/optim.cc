@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/cpu/vec_math.h"
+
 namespace dtensor::nn {
 
 AdamW::AdamW(std::vector<std::pair<std::string, DTensor*>> params, AdamWOptions options)
@@ -12,6 +14,27 @@ AdamW::AdamW(std::vector<std::pair<std::string, DTensor*>> params, AdamWOptions 
     v_.emplace_back(p->spec(), z.clone());
   }
 }
+
+namespace {
+// The update on the local blocks in one fused pass (kernels/cpu/vec_math.h) when all four are
+// contiguous CPU float32/float64 tensors of one dtype and size; the tensor-op path below (one op per
+// term, a fresh tensor each) stays for other devices and layouts. Both compute the same formula.
+bool fused_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, double c1, double c2,
+                const AdamWOptions& o) {
+  const DType t = p.dtype();
+  if ((t != DType::kFloat32 && t != DType::kFloat64) || !p.device().is_cpu() || !g.device().is_cpu())
+    return false;
+  for (const Tensor* x : {&g, &m, &v})
+    if (x->dtype() != t || x->numel() != p.numel() || !x->is_contiguous()) return false;
+  if (!p.is_contiguous()) return false;
+  const kernels::vec::AdamWScalars s{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, c1, c2};
+  if (t == DType::kFloat32)
+    kernels::vec::adamw_step(p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), p.numel(), s);
+  else
+    kernels::vec::adamw_step(p.data<double>(), g.data<double>(), m.data<double>(), v.data<double>(), p.numel(), s);
+  return true;
+}
+}  // namespace
 
 void AdamW::step() {
   NoGradGuard ng;
@@ -24,6 +47,8 @@ void AdamW::step() {
     if (!g) continue;
     DT_CHECK(g->placements() == p.placements(), "AdamW: gradient of ", params_[i].first, " has placements ",
              placements_str(g->placements()), ", the parameter ", placements_str(p.placements()));
+    if (fused_step(p.local_tensor(), g->local_tensor(), m_[i].local_tensor(), v_[i].local_tensor(), c1, c2, o_))
+      continue;
     DTensor gd = detach(*g);
     DTensor m = F::add(F::mul(m_[i], o_.beta1), F::mul(gd, 1.0 - o_.beta1));
     DTensor v = F::add(F::mul(v_[i], o_.beta2), F::mul(F::mul(gd, gd), 1.0 - o_.beta2));

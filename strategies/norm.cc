@@ -42,6 +42,31 @@ void register_norm_rules(Registry& reg) {
       return batch_rules(c, -1, rank - normed);
     };
   }
+  // layer_norm_backward (grad_out, input [, weight] -> grad_input, grad_weight, grad_bias): a batch
+  // dim sharded on grad_out and input gives grad_input sharded alike and the weight and bias
+  // gradients as partial sums over the ranks' rows; every gradient is linear in grad_out, so
+  // P(sum)/P(avg) of grad_out passes (input and weight replicated).
+  reg.mutable_find("layer_norm_backward").rules = [](const OpCall& c, const OutMeta&) {
+    const int64_t rank = static_cast<int64_t>(c.tensor(1).shape.size());
+    const int64_t normed = static_cast<int64_t>(c.get_int_list("normalized_shape").size());
+    const int n_in = c.num_tensors();
+    RuleList rules;
+    for (int64_t d = 0; d < rank - normed; ++d) {
+      Rule r;
+      r.outputs = {Shard(static_cast<int32_t>(d)), Partial(), Partial()};
+      r.inputs.assign(n_in, Replicate());
+      r.inputs[0] = r.inputs[1] = Shard(static_cast<int32_t>(d));
+      rules.push_back(std::move(r));
+    }
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+      Rule r;
+      r.outputs.assign(3, Partial(op));
+      r.inputs.assign(n_in, Replicate());
+      r.inputs[0] = Partial(op);
+      rules.push_back(std::move(r));
+    }
+    return rules;
+  };
 }
 
 }  // namespace dtensor::strategies

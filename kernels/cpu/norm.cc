@@ -88,6 +88,53 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape,
   return y.view(x.sizes());
 }
 
+std::vector<Tensor> layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Shape& normalized_shape,
+                                        const std::optional<Tensor>& weight, double eps) {
+  DT_KERNEL_HOST_ONLY(layer_norm_backward, grad_out, x, normalized_shape, weight, eps);
+  const char* op = "layer_norm_backward";
+  const Tensor rows = normalized_rows(op, x, normalized_shape);
+  check_floating(op, grad_out, "grad_out");
+  DT_CHECK(grad_out.sizes() == x.sizes(), op, ": grad_out ", shape_str(grad_out.sizes()),
+           " must have the input's shape ", shape_str(x.sizes()));
+  const std::vector<double> w = affine(op, "weight", weight, normalized_shape, 1);
+  const Tensor xr = rows.to(DType::kFloat64).contiguous();
+  const Tensor gr = grad_out.reshape(rows.sizes()).to(DType::kFloat64).contiguous();
+  const int64_t outer = rows.size(0), n = rows.size(1);
+  Tensor dx = Tensor::empty(rows.sizes(), DType::kFloat64);
+  std::vector<double> dw(static_cast<size_t>(n), 0.0), db(static_cast<size_t>(n), 0.0), xhat(static_cast<size_t>(n));
+  const double* xp = xr.data<double>();
+  const double* gp = gr.data<double>();
+  double* dp = dx.data<double>();
+  const double inv_n = n == 0 ? 0 : 1 / static_cast<double>(n);
+  for (int64_t r = 0; r < outer; ++r) {
+    const double* xi = xp + r * n;
+    const double* gi = gp + r * n;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < n; ++i) mean += xi[i];
+    mean *= inv_n;
+    for (int64_t i = 0; i < n; ++i) var += (xi[i] - mean) * (xi[i] - mean);
+    const double rstd = 1 / std::sqrt(var * inv_n + eps);
+    double sum_gw = 0, sum_gwx = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      xhat[i] = (xi[i] - mean) * rstd;
+      const double gw = gi[i] * w[i];
+      sum_gw += gw;
+      sum_gwx += gw * xhat[i];
+      dw[i] += gi[i] * xhat[i];
+      db[i] += gi[i];
+    }
+    const double a = sum_gw * inv_n, b = sum_gwx * inv_n;
+    for (int64_t i = 0; i < n; ++i) dp[r * n + i] = rstd * (gi[i] * w[i] - a - xhat[i] * b);
+  }
+  const DType wt = weight ? weight->dtype() : x.dtype();
+  auto param_grad = [&](const std::vector<double>& v) {
+    Tensor t = Tensor::empty(normalized_shape, DType::kFloat64);
+    std::copy(v.begin(), v.end(), t.data<double>());
+    return t.to(wt);
+  };
+  return {dx.to(x.dtype()).view(x.sizes()), param_grad(dw), param_grad(db)};
+}
+
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight,
                 std::optional<double> eps) {
   DT_KERNEL_ON_DEVICE(rms_norm, x, normalized_shape, weight, eps);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "dtensor/core/tensor.h"
 
@@ -18,6 +19,17 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape,
                   const std::optional<Tensor>& weight = std::nullopt,
                   const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);
+// Gradients of layer_norm(x, normalized_shape, weight, bias, eps) given grad_out (x's shape), in one
+// pass per row (the composite formula of autograd/backward_norm.cc fused; mean and rstd recomputed
+// from x, since the forward keeps none). With x_hat = (x - mean) * rstd and gw = grad_out * weight:
+//   input  = rstd * (gw - mean(gw) - x_hat * mean(gw * x_hat))   (x's shape and dtype)
+//   weight = sum over the leading dims of grad_out * x_hat       (normalized_shape)
+//   bias   = sum over the leading dims of grad_out                (normalized_shape)
+// weight's and bias's gradients have weight's dtype (x's when weight is absent). Computed in double.
+// Returns {input, weight, bias}. Errors: the shape checks of layer_norm, and grad_out's shape
+// differing from x's. Host only (a device tensor runs on host copies, counted as a host fallback).
+std::vector<Tensor> layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Shape& normalized_shape,
+                                        const std::optional<Tensor>& weight, double eps);
 // x / sqrt(mean(x^2) + eps) * weight over the trailing dims normalized_shape. eps defaults to
 // torch.finfo(x.dtype).eps (float32 2^-23, float64 2^-52, bfloat16 2^-7, float16 2^-10).
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape,

@@ -92,6 +92,7 @@ void define_all_ops() {
     define_pooling_ops(r);
     add_softmax_steps(r);
     define_pointwise_backward_ops(r);
+    define_norm_backward_ops(r);
     define_embedding_backward_ops(r);
     define_loss_backward_ops(r);
     define_view_backward_ops(r);

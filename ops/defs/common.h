@@ -68,6 +68,7 @@ void define_pooling_ops(Registry& r);
 // The backward ops autograd/ calls (gelu_backward, nll_loss_backward, ...), by family:
 // <family>_backward_ops.cc.
 void define_pointwise_backward_ops(Registry& r);
+void define_norm_backward_ops(Registry& r);
 void define_embedding_backward_ops(Registry& r);
 void define_loss_backward_ops(Registry& r);
 void define_view_backward_ops(Registry& r);

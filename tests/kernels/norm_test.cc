@@ -106,5 +106,56 @@ TEST(RmsNorm, MatchesFormulaAndDefaultEps) {
       {"rms_norm", "weight", "[2]"});
 }
 
+// layer_norm_backward against central finite differences of layer_norm (float64): the input
+// gradient of L = sum(grad_out * layer_norm(x, w, b)) and the weight and bias gradients.
+TEST(LayerNormBackward, MatchesFiniteDifferences) {
+  const Shape xs{3, 2, 5}, ns{2, 5};
+  const Tensor x = rand(xs, 41, DType::kFloat64), w = rand(ns, 42, DType::kFloat64),
+               b = rand(ns, 43, DType::kFloat64), g = rand(xs, 44, DType::kFloat64);
+  auto loss = [&](const Tensor& xx, const Tensor& ww, const Tensor& bb) {
+    std::vector<double> y = V(layer_norm(xx, ns, ww, bb, 1e-5)), gv = V(g);
+    double s = 0;
+    for (size_t i = 0; i < y.size(); ++i) s += y[i] * gv[i];
+    return s;
+  };
+  auto fd = [&](const Tensor& t, int which) {
+    std::vector<double> base = V(t), out(base.size());
+    const double h = 1e-6;
+    for (size_t i = 0; i < base.size(); ++i) {
+      std::vector<double> p = base, m = base;
+      p[i] += h;
+      m[i] -= h;
+      Tensor tp = T(p, t.sizes(), DType::kFloat64), tm = T(m, t.sizes(), DType::kFloat64);
+      double lp = which == 0 ? loss(tp, w, b) : which == 1 ? loss(x, tp, b) : loss(x, w, tp);
+      double lm = which == 0 ? loss(tm, w, b) : which == 1 ? loss(x, tm, b) : loss(x, w, tm);
+      out[i] = (lp - lm) / (2 * h);
+    }
+    return out;
+  };
+  std::vector<Tensor> r = layer_norm_backward(g, x, ns, w, 1e-5);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].sizes(), xs);
+  EXPECT_EQ(r[1].sizes(), ns);
+  EXPECT_EQ(r[2].sizes(), ns);
+  expect_near(V(r[0]), fd(x, 0), 1e-6);
+  expect_near(V(r[1]), fd(w, 1), 1e-6);
+  expect_near(V(r[2]), fd(b, 2), 1e-6);
+  // Without a weight: the input gradient of plain normalization, float32 in and out.
+  std::vector<Tensor> u = layer_norm_backward(g.to(DType::kFloat32), x.to(DType::kFloat32), ns, std::nullopt, 1e-5);
+  EXPECT_EQ(u[0].dtype(), DType::kFloat32);
+  std::vector<Tensor> ref = layer_norm_backward(g, x, ns, Tensor::full(ns, 1.0, DType::kFloat64), 1e-5);
+  expect_near(V(u[0]), V(ref[0]), 1e-5);
+}
+
+TEST(LayerNormBackward, BadInput) {
+  const Tensor x = rand({4, 6}, 1), g = rand({4, 6}, 2);
+  expect_error([&] { layer_norm_backward(rand({4, 5}, 3), x, {6}, std::nullopt, 1e-5); },
+               {"layer_norm_backward", "grad_out", "[4, 5]", "[4, 6]"});
+  expect_error([&] { layer_norm_backward(g, x, {5}, std::nullopt, 1e-5); },
+               {"layer_norm_backward", "normalized_shape", "[5]"});
+  expect_error([&] { layer_norm_backward(g, x, {6}, rand({5}, 4), 1e-5); },
+               {"layer_norm_backward", "weight", "[5]"});
+}
+
 }  // namespace
 }  // namespace dtensor::kernels

@@ -245,7 +245,7 @@ Choice CostModel::make_op_choice(int v, const OpCall& call, const std::vector<Te
     LinkModel link = links_[dims[0]];
     for (int i : dims) {
       group *= mesh_.shape[i];
-      if (links_[i].bandwidth_GBps < link.bandwidth_GBps) link = links_[i];
+      if (links_[i].model(t.collective).bandwidth_GBps < link.model(t.collective).bandwidth_GBps) link = links_[i];
     }
     const int rounds = std::max(t.rounds, 1);
     const double time = t.bytes == 0 ? 0.0 : rounds * collective_time_us(t.collective, t.bytes / rounds, group, link);

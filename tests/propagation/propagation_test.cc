@@ -76,8 +76,9 @@ TEST(CostModel, RingFormulasAndLinks) {
   const HardwareProfile& h = hardware_profile("h100-nvlink");
   LinkModel nv = h.intra_host;
   double t = collective_time_us(CommKind::kAllReduce, 1'000'000, 4, nv);
-  EXPECT_NEAR(t, 6 * nv.latency_us + 1e6 / nv.bytes_per_us(), 1e-9);
-  EXPECT_NEAR(collective_time_us(CommKind::kAllGather, 1000, 8, nv), 7 * nv.latency_us + 1000 / nv.bytes_per_us(), 1e-9);
+  EXPECT_NEAR(t, nv.base_latency_us + 6 * nv.latency_us + 1e6 / nv.bytes_per_us(), 1e-9);
+  EXPECT_NEAR(collective_time_us(CommKind::kAllGather, 1000, 8, nv),
+              nv.base_latency_us + 7 * nv.latency_us + 1000 / nv.bytes_per_us(), 1e-9);
   EXPECT_EQ(collective_time_us(CommKind::kAllReduce, 1000, 1, nv), 0.0);
   // dp=8, tp=8 on 8-GPU hosts: tp inside a host, dp across hosts.
   auto links = h.links_for_mesh({8, 8});

@@ -372,7 +372,7 @@ int CostModel::meta_id(const TensorMeta& m) const {
 
 namespace {
 
-// Latency of a record shared by a bucket: hops * alpha * min(1, bytes / bucket) + bytes / beta.
+// Latency of a record shared by a bucket: (base + steps * alpha) * min(1, bytes / bucket) + bytes / beta.
 double bucketed_time(const CollectiveRecord& r, int64_t group, const LinkModel& link) {
   const double lat = collective_time_us(r.kind, 0, group, link);
   return r.time_us - lat + lat * std::min(1.0, static_cast<double>(r.bytes) / CostModel::kBucketBytes);

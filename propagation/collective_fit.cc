@@ -10,23 +10,24 @@
 namespace dtensor {
 namespace {
 
-// Least squares y = a + b x; false when x does not vary.
-bool line_fit(const std::vector<double>& x, const std::vector<double>& y, double* a, double* b) {
-  const double n = static_cast<double>(x.size());
-  double sx = 0, sy = 0;
-  for (size_t i = 0; i < x.size(); ++i) sx += x[i], sy += y[i];
-  const double mx = sx / n, my = sy / n;
+// Weighted least squares y = a + b x; false when x does not vary.
+bool line_fit(const std::vector<double>& x, const std::vector<double>& y, const std::vector<double>& w, double* a,
+              double* b) {
+  double sw = 0, mx = 0, my = 0;
+  for (size_t i = 0; i < x.size(); ++i) sw += w[i], mx += w[i] * x[i], my += w[i] * y[i];
+  mx /= sw, my /= sw;
   double sxx = 0, sxy = 0;
-  for (size_t i = 0; i < x.size(); ++i) sxx += (x[i] - mx) * (x[i] - mx), sxy += (x[i] - mx) * (y[i] - my);
+  for (size_t i = 0; i < x.size(); ++i) sxx += w[i] * (x[i] - mx) * (x[i] - mx), sxy += w[i] * (x[i] - mx) * (y[i] - my);
   if (!(sxx > 0)) return false;
   *b = sxy / sxx;
   *a = my - *b * mx;
   return true;
 }
 
-double sse(const std::vector<double>& k, const std::vector<double>& r, double base, double per_step) {
+double sse(const std::vector<double>& k, const std::vector<double>& r, const std::vector<double>& w, double base,
+           double per_step) {
   double s = 0;
-  for (size_t i = 0; i < k.size(); ++i) s += std::pow(r[i] - base - per_step * k[i], 2);
+  for (size_t i = 0; i < k.size(); ++i) s += w[i] * std::pow(r[i] - base - per_step * k[i], 2);
   return s;
 }
 
@@ -53,22 +54,24 @@ CollectiveModel fit_collective(const std::vector<CollectiveTiming>& timings, con
   int64_t large = o.bandwidth_min_bytes;
   if (std::count_if(sizes.begin(), sizes.end(), [&](int64_t s) { return s >= large; }) < 2)
     large = sizes.size() >= 2 ? *std::prev(sizes.end(), 2) : *sizes.rbegin();
-  // Within each group size (its own latency), then pooled: the slope of time on bytes_sent.
-  std::map<int64_t, std::pair<std::vector<double>, std::vector<double>>> by_group;
+  // Within each group size (its own latency), then pooled: the slope of time on bytes_sent, each
+  // timing weighted by 1 / time^2 so that the squared errors are relative ones.
+  struct Point {
+    double x, y, w;
+  };
+  std::map<int64_t, std::vector<Point>> by_group;
   const CollectiveTiming* biggest = &timings[0];
   for (const CollectiveTiming& t : timings) {
     if (t.bytes_sent() > biggest->bytes_sent()) biggest = &t;
     if (t.size < large) continue;
-    by_group[t.group_size].first.push_back(static_cast<double>(t.bytes_sent()));
-    by_group[t.group_size].second.push_back(t.time_us);
+    by_group[t.group_size].push_back({static_cast<double>(t.bytes_sent()), t.time_us, 1.0 / (t.time_us * t.time_us)});
   }
   double sxx = 0, sxy = 0;
-  for (const auto& [g, xy] : by_group) {
-    const auto& [x, y] = xy;
-    double mx = 0, my = 0;
-    for (size_t i = 0; i < x.size(); ++i) mx += x[i], my += y[i];
-    mx /= static_cast<double>(x.size()), my /= static_cast<double>(x.size());
-    for (size_t i = 0; i < x.size(); ++i) sxx += (x[i] - mx) * (x[i] - mx), sxy += (x[i] - mx) * (y[i] - my);
+  for (const auto& [g, pts] : by_group) {
+    double sw = 0, mx = 0, my = 0;
+    for (const Point& p : pts) sw += p.w, mx += p.w * p.x, my += p.w * p.y;
+    mx /= sw, my /= sw;
+    for (const Point& p : pts) sxx += p.w * (p.x - mx) * (p.x - mx), sxy += p.w * (p.x - mx) * (p.y - my);
   }
   CollectiveModel m;
   if (sxx > 0 && sxy > 0) {
@@ -80,25 +83,26 @@ CollectiveModel fit_collective(const std::vector<CollectiveTiming>& timings, con
   }
   // 2. Latency from the small sizes' residuals.
   const int64_t small = std::max(o.latency_max_bytes, *sizes.begin());
-  std::vector<double> k, r;
+  std::vector<double> k, r, w;
   for (const CollectiveTiming& t : timings) {
     if (t.size > small) continue;
     k.push_back(static_cast<double>(ring_steps(t.kind, t.group_size)));
     r.push_back(t.time_us - static_cast<double>(t.bytes_sent()) / m.bytes_per_us());
+    w.push_back(1.0 / (t.time_us * t.time_us));
   }
   double base = 0, per_step = 0;
-  if (line_fit(k, r, &base, &per_step) && base >= 0 && per_step >= 0) {
+  if (line_fit(k, r, w, &base, &per_step) && base >= 0 && per_step >= 0) {
     m.base_latency_us = base;
     m.latency_us = per_step;
     return m;
   }
-  // Base only (mean residual) or per step only (through the origin); the better, clamped at 0.
-  double mean = 0, kr = 0, kk = 0;
-  for (size_t i = 0; i < k.size(); ++i) mean += r[i], kr += k[i] * r[i], kk += k[i] * k[i];
-  mean = std::max(mean / static_cast<double>(k.size()), 0.0);
+  // Base only (weighted mean residual) or per step only (through the origin); the better, clamped at 0.
+  double sw = 0, mean = 0, kr = 0, kk = 0;
+  for (size_t i = 0; i < k.size(); ++i) sw += w[i], mean += w[i] * r[i], kr += w[i] * k[i] * r[i], kk += w[i] * k[i] * k[i];
+  mean = std::max(mean / sw, 0.0);
   const double step_only = kk > 0 ? std::max(kr / kk, 0.0) : 0.0;
   const bool distinct_steps = std::adjacent_find(k.begin(), k.end(), std::not_equal_to<>()) != k.end();
-  if (distinct_steps && sse(k, r, 0, step_only) < sse(k, r, mean, 0)) {
+  if (distinct_steps && sse(k, r, w, 0, step_only) < sse(k, r, w, mean, 0)) {
     m.latency_us = step_only;
   } else {
     m.base_latency_us = mean;

@@ -3,14 +3,16 @@
 // calibrate`.
 //
 // The fit, in two least-squares steps (as nccl-tests is read: bandwidth from the large sizes, where
-// latency is negligible, and latency from the small ones, where bandwidth is):
+// latency is negligible, and latency from the small ones, where bandwidth is). Every squared error
+// is weighted by 1 / time^2, i.e. relative errors are minimised, so that each size counts alike
+// (plain least squares lets the largest buffer alone set the bandwidth):
 //   1. bandwidth: least squares of time on bytes_sent over the timings whose buffer is at least
 //      bandwidth_min_bytes (when fewer than two distinct sizes are that large: the two largest
 //      sizes), with one intercept per group size (each has its own latency) and one common slope;
 //      bandwidth = 1 / slope. A slope <= 0 (noise on a flat curve) falls back to the largest
 //      timing's bytes_sent / time.
 //   2. latency: the residuals time - bytes_sent / bandwidth of the timings whose buffer is at most
-//      latency_max_bytes (when none: the smallest size) are fitted by least squares to
+//      latency_max_bytes (when none: the smallest size) are fitted by (weighted) least squares to
 //      base_latency_us + latency_us * steps, both >= 0 (non-negative least squares on two unknowns:
 //      the unconstrained solution when both are >= 0, else the better of base only and per-step
 //      only). With one distinct step count (one group size) the two cannot be told apart: all of

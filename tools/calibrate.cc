@@ -15,6 +15,8 @@ namespace dtensor::tools {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr double kSampleSeconds = 0.02;  // a sample's back-to-back calls last about this long
+constexpr int kMaxReps = 100;
 
 std::vector<CommKind> kinds_of(const CalibrateOptions& o) {
   if (o.kinds.empty()) return {std::begin(kCalibratedKinds), std::end(kCalibratedKinds)};
@@ -168,21 +170,25 @@ std::vector<CollectiveTiming> measure_collectives(Backend& backend, const Calibr
       for (int64_t size : sizes) {
         Op op(kind, *pg, size, device);
         for (int i = 0; i < o.warmup; ++i) op.run();
-        // One timed call sets how many fit the budget (the same count on every rank).
+        // One timed call sets, the same on every rank, how many back-to-back calls make a sample
+        // (about kSampleSeconds) and how many samples fit the budget.
         world->barrier();
         auto t0 = Clock::now();
         op.run();
-        const double first = world_max(*world, seconds_since(t0));
-        const int iters = std::clamp(static_cast<int>(o.budget_s / std::max(first, 1e-9)), std::min(kMinIters, o.iters),
-                                     o.iters);
-        std::vector<double> us;
-        for (int i = 0; i < iters; ++i) {
+        const double first = std::max(world_max(*world, seconds_since(t0)), 1e-9);
+        const int reps = std::clamp(static_cast<int>(std::ceil(kSampleSeconds / first)), 1, kMaxReps);
+        const int samples =
+            std::clamp(static_cast<int>(o.budget_s / (first * reps)), std::min(kMinIters, o.iters), o.iters);
+        Tensor us = Tensor::empty({samples}, DType::kFloat64);
+        for (int i = 0; i < samples; ++i) {
           world->barrier();
           t0 = Clock::now();
-          op.run();
-          us.push_back(seconds_since(t0) * 1e6);
+          for (int r = 0; r < reps; ++r) op.run();
+          us.data<double>()[i] = seconds_since(t0) * 1e6 / reps;
         }
-        out.push_back({kind, g, size, world_max(*world, median(us))});
+        // A sample's time is its slowest rank's; the timing is the median sample.
+        world->all_reduce(us, ReduceOp::kMax);
+        out.push_back({kind, g, size, median(std::vector<double>(us.data<double>(), us.data<double>() + samples))});
       }
     }
   }

@@ -6,9 +6,11 @@
 // Measurement, in the manner of nccl-tests: for each group size (the whole world, then halves down
 // to 2: the contiguous blocks that the inner dims of a mesh form, all blocks running at once), each
 // kind and each size (float32 buffers; uneven splits where a size does not divide), every rank runs
-// `warmup` untimed calls, then up to `iters` timed calls, each after a barrier of the whole world,
-// fewer for large sizes so that one size takes about `budget_s` (at least kMinIters calls). A rank's
-// time is the median of its calls; the timing is the largest over ranks.
+// `warmup` untimed calls, then up to `iters` timed samples, each after a barrier of the whole world,
+// fewer for large sizes so that one size takes about `budget_s` (at least kMinIters samples). A
+// sample is a run of back-to-back calls lasting about 20 ms (one call for large sizes; up to 100 for
+// small ones, as nccl-tests averages a loop of calls), its time the average call; a sample's time
+// is its slowest rank's, and the timing is the median sample.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +30,7 @@ struct CalibrateOptions {
   std::string out;                  // profile JSON to write (rank 0, atomically)
   int64_t min_bytes = 8;            // buffer sizes: min_bytes * 4^k up to max_bytes, and max_bytes
   int64_t max_bytes = int64_t{64} << 20;
-  int iters = 20;
+  int iters = 20;                   // most timed samples per size
   int warmup = 2;
   double budget_s = 0.5;            // wall time one (group size, kind, size) aims at
   std::vector<std::string> kinds;   // collective kinds; empty: all of kCalibratedKinds

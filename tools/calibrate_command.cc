@@ -145,7 +145,7 @@ void add_calibrate_command(CLI::App& app) {
   sub->add_option("--ranks", o->ranks, "thread ranks (threads backend)")->capture_default_str();
   sub->add_option("--sizes", *sizes, "buffer sizes MIN:MAX in bytes (K, M, G suffixes), MIN * 4^k and MAX")
       ->capture_default_str();
-  sub->add_option("--iters", o->iters, "most timed calls per size (fewer where one size would pass --budget)")
+  sub->add_option("--iters", o->iters, "most timed samples per size (fewer where one size would pass --budget)")
       ->capture_default_str();
   sub->add_option("--warmup", o->warmup, "untimed calls per size")->capture_default_str();
   sub->add_option("--budget", o->budget_s, "seconds one size's timed calls aim at")->capture_default_str();

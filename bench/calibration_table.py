@@ -2,8 +2,8 @@
 
     python3 bench/calibration_table.py FILE [--min-bytes 65536] [--tolerance 25]
 
-Prints a Markdown table per collective kind: group size, buffer size, measured µs, the profile's
-predicted µs (propagation/hardware.h: base + steps x per-step latency + bytes_sent / bus bandwidth)
+Prints a Markdown table per collective kind: per buffer size and group size, measured µs, bus
+bandwidth, the profile's predicted µs (propagation/hardware.h: base + steps x per-step latency + bytes_sent / bus bandwidth)
 and the error, then how many timings at or above --min-bytes are within +-tolerance %.
 """
 import argparse
@@ -44,25 +44,33 @@ def main():
     for kind, m in p["links"]["intra_host"]["collectives"].items():
         print(f"**{kind}**: {m['base_latency_us']:.1f} µs + {m['latency_us']:.2f} µs/step + bytes_sent / "
               f"{m['bandwidth_GBps']:.3f} GB/s\n")
-        print("| ranks | size | measured µs | busbw GB/s | predicted µs | error |")
-        print("|---:|---:|---:|---:|---:|---:|")
-        for t in m["measured"]:
-            n, size, us = t["ranks"], t["size"], t["time_us"]
-            sent = bytes_sent(kind, size, n)
-            pred = m["base_latency_us"] + m["latency_us"] * ring_steps(kind, n) + sent / (m["bandwidth_GBps"] * 1e3)
-            err = 100.0 * (pred - us) / us
-            mark = ""
-            if size >= a.min_bytes:
-                total += 1
-                if abs(err) <= a.tolerance:
-                    within += 1
-                else:
-                    mark = " **"
-            print(f"| {n} | {human(size)} | {us:.0f} | {sent / us / 1e3:.3f} | {pred:.0f} | {err:+.0f}%{mark} |")
+        groups = sorted({t["ranks"] for t in m["measured"]}, reverse=True)
+        by = {(t["ranks"], t["size"]): t["time_us"] for t in m["measured"]}
+        head = " | ".join(f"{n} ranks: measured µs | busbw GB/s | predicted µs | error" for n in groups)
+        print(f"| size | {head} |")
+        print("|---:|" + "---:|" * (4 * len(groups)))
+        for size in sorted({t["size"] for t in m["measured"]}):
+            cells = []
+            for n in groups:
+                us = by.get((n, size))
+                if us is None:
+                    cells.append(" | | | ")
+                    continue
+                sent = bytes_sent(kind, size, n)
+                pred = m["base_latency_us"] + m["latency_us"] * ring_steps(kind, n) + sent / (m["bandwidth_GBps"] * 1e3)
+                err = 100.0 * (pred - us) / us
+                mark = ""
+                if size >= a.min_bytes:
+                    total += 1
+                    if abs(err) <= a.tolerance:
+                        within += 1
+                    else:
+                        mark = " **"
+                cells.append(f"{us:.0f} | {sent / us / 1e3:.3f} | {pred:.0f} | {err:+.0f}%{mark}")
+            print(f"| {human(size)} | " + " | ".join(cells) + " |")
         print()
     print(f"{within} of {total} timings of {human(a.min_bytes)} B and more within ±{a.tolerance:g}% "
           f"(** marks the others).")
-
 
 if __name__ == "__main__":
     main()

@@ -97,7 +97,12 @@ HardwareProfile HardwareProfile::from_json(const std::string& text) {
       const auto& cs = l.at("collectives");
       DT_CHECK(cs.is_object(), "hardware profile ", where, ".collectives: expected an object by kind name");
       for (const auto& [kind_name, c] : cs.items()) {
-        const CommKind kind = comm_kind_from_name(kind_name);
+        CommKind kind;
+        try {
+          kind = comm_kind_from_name(kind_name);
+        } catch (const Error& e) {
+          DT_FAIL("hardware profile ", where, ".collectives: ", e.what());
+        }
         DT_CHECK(std::find(std::begin(kModelledKinds), std::end(kModelledKinds), kind) != std::end(kModelledKinds),
                  "hardware profile ", where, ".collectives: '", kind_name,
                  "' has no cost; accepted: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv");

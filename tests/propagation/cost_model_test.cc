@@ -77,8 +77,9 @@ TEST(CostModel, BadFieldsAreNamed) {
   EXPECT_NE(message(R"({"latency_us": 1, "bandwidth_GBps": 0})").find("bandwidth_GBps > 0"), std::string::npos);
   EXPECT_NE(message(R"({"latency_us": 1, "bandwidth_GBps": 1, "base_latency_us": -1})").find("base_latency_us"),
             std::string::npos);
-  EXPECT_NE(message(R"({"latency_us": 1, "bandwidth_GBps": 1, "collectives": {"all_raduce": {}}})").find("all_raduce"),
-            std::string::npos);
+  const std::string typo = message(R"({"latency_us": 1, "bandwidth_GBps": 1, "collectives": {"all_raduce": {}}})");
+  EXPECT_NE(typo.find("all_raduce"), std::string::npos) << typo;
+  EXPECT_NE(typo.find("test.links.intra_host.collectives"), std::string::npos) << typo;
   EXPECT_NE(message(R"({"latency_us": 1, "bandwidth_GBps": 1, "collectives": {"barrier": {}}})").find("has no cost"),
             std::string::npos);
   EXPECT_NE(message(R"({"latency_us": 1, "bandwidth_GBps": 1, "collectives": {"all_reduce": {"bandwidth_GBps": -2}}})")

@@ -72,6 +72,19 @@ TEST(Propagation, DecisionsAreCachedAndTheCacheIsBounded) {
   set_propagation_cache_capacity(kDefaultPropagationCacheCapacity);
 }
 
+TEST(Propagation, DefaultHardwareIsUsedWhenNoneIsGiven) {
+  // gelu on a Partial tensor needs a collective, so its cost depends on the profile.
+  OpCall c = make_call("gelu", {f32({64, 32})}, {{Partial()}}, {8});
+  const HardwareProfile& cpu = hardware_profile("cpu-tcp");
+  const double on_cpu = propagate_uncached(c, {&cpu})->cost_us;
+  EXPECT_NE(on_cpu, propagate_uncached(c)->cost_us);  // the default: h100-nvlink
+  set_default_hardware(cpu);  // `dtensor train --hardware`
+  EXPECT_EQ(propagate(c)->cost_us, on_cpu);
+  EXPECT_EQ(propagate_uncached(c)->cost_us, on_cpu);
+  set_default_hardware(hardware_profile(kDefaultHardware));
+  EXPECT_NE(propagate(c)->cost_us, on_cpu);  // the cache keys by profile
+}
+
 TEST(CostModel, RingFormulasAndLinks) {
   const HardwareProfile& h = hardware_profile("h100-nvlink");
   LinkModel nv = h.intra_host;

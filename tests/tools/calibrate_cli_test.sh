@@ -59,6 +59,8 @@ else
 fi
 expect 0 "" -- plan --model gpt2 --mesh tp=4 --hardware "$out"
 expect 2 "unknown hardware"    -- train --hardware tpu --steps 1
+expect 0 "done: 2 steps"       -- train --hardware "$out" --mesh tp=2 --steps 2 --batch 2 --seq 8 --dim 16 \
+  --layers 1 --heads 2 --sample 0 --log-every 1
 
 # Two Gloo processes under dtensor launch: rank 0 writes the profile.
 gloo="$tmp/gloo.json"

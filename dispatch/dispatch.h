@@ -21,7 +21,7 @@ void init_ops();
 using OpArg = std::variant<DTensor, std::vector<DTensor>, IValue>;
 
 struct CallOptions {
-  const HardwareProfile* hardware = nullptr;  // cost model; default kDefaultHardware
+  const HardwareProfile* hardware = nullptr;  // cost model; default default_hardware()
   Timeout timeout = default_timeout();          // for the collectives
 };
 

@@ -39,10 +39,11 @@ void list_hardware(std::ostream& out) {
   for (const std::string& n : hardware_profile_names()) {
     const HardwareProfile& h = hardware_profile(n);
     auto bf = h.peak_tflops.find("bfloat16");
-    out << absl::StrFormat("%-16s %s\n%-16s %d ranks/host; intra-host %.0f GB/s %.1f us; inter-host %.0f GB/s %.1f us; "
-                           "%.0f TFLOP/s bf16; HBM %.0f GB/s, %.0f GB\n",
+    out << absl::StrFormat("%-16s %s\n%-16s %d ranks/host; intra-host %.0f GB/s %.1f us + %.1f us/step; inter-host %.0f "
+                           "GB/s %.1f us + %.1f us/step; %.0f TFLOP/s bf16; HBM %.0f GB/s, %.0f GB\n",
                            n, h.description, "", h.ranks_per_host, h.intra_host.bandwidth_GBps,
-                           h.intra_host.latency_us, h.inter_host.bandwidth_GBps, h.inter_host.latency_us,
+                           h.intra_host.base_latency_us, h.intra_host.latency_us, h.inter_host.bandwidth_GBps,
+                           h.inter_host.base_latency_us, h.inter_host.latency_us,
                            bf == h.peak_tflops.end() ? 0.0 : bf->second, h.memory_bandwidth_GBps, h.memory_GB);
   }
 }

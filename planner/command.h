@@ -1,7 +1,7 @@
 // `dtensor plan` (tools/plan_command.cc parses the command line into CommandOptions and calls
 // run_plan_command):
 //
-//   dtensor plan --model llama3-8b --mesh dp=8,tp=8 [--hardware h100-nvlink] [--batch N] [--seq N]
+//   dtensor plan --model llama3-8b --mesh dp=8,tp=8 [--hardware h100-nvlink|FILE.json] [--batch N] [--seq N]
 //                [--layers N] [--memory-limit GB] [--inference] [--optimizer adamw|sgd]
 //                [--format table|json] [--ops] [--output FILE] [--dot FILE.dot] [--svg FILE.svg]
 //                [--dot-layers N] [--no-compare] [--tp-dim NAME]

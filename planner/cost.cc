@@ -245,7 +245,7 @@ Choice CostModel::make_op_choice(int v, const OpCall& call, const std::vector<Te
     LinkModel link = links_[dims[0]];
     for (int i : dims) {
       group *= mesh_.shape[i];
-      if (links_[i].bandwidth_GBps < link.bandwidth_GBps) link = links_[i];
+      if (links_[i].model(t.collective).bandwidth_GBps < link.model(t.collective).bandwidth_GBps) link = links_[i];
     }
     const int rounds = std::max(t.rounds, 1);
     const double time = t.bytes == 0 ? 0.0 : rounds * collective_time_us(t.collective, t.bytes / rounds, group, link);
@@ -372,7 +372,7 @@ int CostModel::meta_id(const TensorMeta& m) const {
 
 namespace {
 
-// Latency of a record shared by a bucket: hops * alpha * min(1, bytes / bucket) + bytes / beta.
+// Latency of a record shared by a bucket: (base + steps * alpha) * min(1, bytes / bucket) + bytes / beta.
 double bucketed_time(const CollectiveRecord& r, int64_t group, const LinkModel& link) {
   const double lat = collective_time_us(r.kind, 0, group, link);
   return r.time_us - lat + lat * std::min(1.0, static_cast<double>(r.bytes) / CostModel::kBucketBytes);

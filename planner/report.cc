@@ -105,9 +105,9 @@ std::string links_str(const CostModel& cm) {
   const HardwareProfile& hw = cm.hardware();
   for (int i = 0; i < cm.mesh().ndim(); ++i) {
     const LinkModel& l = cm.links()[i];
-    const bool intra = l.bandwidth_GBps == hw.intra_host.bandwidth_GBps && l.latency_us == hw.intra_host.latency_us;
-    s.push_back(absl::StrFormat("%s %s %.0f GB/s %.1f us", cm.mesh().names[i], intra ? "intra-host" : "inter-host",
-                                l.bandwidth_GBps, l.latency_us));
+    const bool intra = l == hw.intra_host;
+    s.push_back(absl::StrFormat("%s %s %.0f GB/s %.1f us + %.1f us/step", cm.mesh().names[i],
+                                intra ? "intra-host" : "inter-host", l.bandwidth_GBps, l.base_latency_us, l.latency_us));
   }
   return absl::StrJoin(s, "; ");
 }

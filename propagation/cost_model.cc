@@ -4,10 +4,9 @@ namespace dtensor {
 
 double collective_time_us(CommKind kind, int64_t bytes, int64_t n, const LinkModel& link) {
   if (n <= 1 || kind == CommKind::kLocal) return 0.0;
-  double hops = static_cast<double>(n - 1);
-  if (kind == CommKind::kAllReduce) hops *= 2;
-  if (kind == CommKind::kSendRecv) hops = 1;
-  return hops * link.latency_us + static_cast<double>(bytes) / link.bytes_per_us();
+  const CollectiveModel m = link.model(kind);
+  return m.base_latency_us + static_cast<double>(ring_steps(kind, n)) * m.latency_us +
+         static_cast<double>(bytes) / m.bytes_per_us();
 }
 
 double plan_time_us(const RedistributePlan& plan, const Shape& mesh_shape,

@@ -1,8 +1,8 @@
-// The alpha-beta cost model of DESIGN §4: a collective over a group of n ranks on a link with latency
-// alpha (µs per hop) and bandwidth beta^-1 costs hops * alpha + bytes_sent / bandwidth, with ring hop
-// counts: n-1 for all_gather, reduce_scatter, all_to_all and broadcast, 2(n-1) for all_reduce, 1 for
-// send_recv, 0 for local steps. Bytes are what each rank sends (comm_bytes_sent,
-// dtensor/collectives/comm_kind.h).
+// The alpha-beta cost model of DESIGN §4: a collective of `kind` over a group of n ranks on a link
+// costs base_latency + steps(kind, n) * alpha + bytes_sent / bus bandwidth, with the link's model for
+// that kind (LinkModel::model, propagation/hardware.h) and ring step counts (ring_steps): n-1 for
+// all_gather, reduce_scatter, all_to_all and broadcast, 2(n-1) for all_reduce, 1 for send_recv, 0 for
+// local steps. Bytes are what each rank sends (comm_bytes_sent, dtensor/collectives/comm_kind.h).
 #pragma once
 
 #include <string>

@@ -1,7 +1,15 @@
 #include "propagation/hardware.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <memory>
+#include <mutex>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/core/error.h"
+#include "dtensor/core/file_io.h"
 #include "nlohmann/json.hpp"
 
 namespace dtensor {
@@ -9,6 +17,26 @@ namespace dtensor {
 // Generated from hardware/*.json by the hardware_data genrule.
 extern const char* const kHardwareProfilesJson[];
 extern const int kHardwareProfilesCount;
+
+int64_t ring_steps(CommKind kind, int64_t n) {
+  if (n <= 1) return 0;
+  switch (kind) {
+    case CommKind::kAllReduce: return 2 * (n - 1);
+    case CommKind::kAllGather:
+    case CommKind::kReduceScatter:
+    case CommKind::kAllToAll:
+    case CommKind::kBroadcast: return n - 1;
+    case CommKind::kSendRecv: return 1;
+    case CommKind::kLocal:
+    case CommKind::kBarrier: return 0;
+  }
+  return 0;
+}
+
+CollectiveModel LinkModel::model(CommKind kind) const {
+  const auto& own = collectives[static_cast<int>(kind)];
+  return own ? *own : CollectiveModel{base_latency_us, latency_us, bandwidth_GBps};
+}
 
 std::vector<LinkModel> HardwareProfile::links_for_mesh(const Shape& mesh_shape) const {
   std::vector<LinkModel> links(mesh_shape.size(), inter_host);
@@ -25,6 +53,19 @@ double HardwareProfile::peak_flops_per_us(DType dtype) const {
   if (it == peak_tflops.end()) it = peak_tflops.find("float32");
   return (it == peak_tflops.end() ? 1.0 : it->second) * 1e6;
 }
+
+namespace {
+
+constexpr CommKind kModelledKinds[] = {CommKind::kAllReduce, CommKind::kAllGather, CommKind::kReduceScatter,
+                                       CommKind::kAllToAll,  CommKind::kBroadcast, CommKind::kSendRecv};
+
+void check_model(const CollectiveModel& m, const std::string& where) {
+  DT_CHECK(m.bandwidth_GBps > 0 && m.latency_us >= 0 && m.base_latency_us >= 0 &&
+               std::isfinite(m.bandwidth_GBps) && std::isfinite(m.latency_us) && std::isfinite(m.base_latency_us),
+           "hardware profile ", where, " needs finite bandwidth_GBps > 0, latency_us >= 0 and base_latency_us >= 0");
+}
+
+}  // namespace
 
 HardwareProfile HardwareProfile::from_json(const std::string& text) {
   nlohmann::json j;
@@ -46,11 +87,31 @@ HardwareProfile HardwareProfile::from_json(const std::string& text) {
     p.ranks_per_host = need(j, "ranks_per_host", p.name).get<int>();
     const auto& links = need(j, "links", p.name);
     for (auto [key, link] : {std::pair{"intra_host", &p.intra_host}, {"inter_host", &p.inter_host}}) {
+      const std::string where = p.name + ".links." + key;
       const auto& l = need(links, key, p.name + ".links");
-      link->latency_us = need(l, "latency_us", p.name).get<double>();
-      link->bandwidth_GBps = need(l, "bandwidth_GBps", p.name).get<double>();
-      DT_CHECK(link->bandwidth_GBps > 0 && link->latency_us >= 0, "hardware profile ", p.name,
-               ": link ", key, " needs bandwidth > 0 and latency >= 0");
+      link->latency_us = need(l, "latency_us", where).get<double>();
+      link->bandwidth_GBps = need(l, "bandwidth_GBps", where).get<double>();
+      link->base_latency_us = l.value("base_latency_us", 0.0);
+      check_model(link->model(CommKind::kAllReduce), where);
+      if (!l.contains("collectives")) continue;
+      const auto& cs = l.at("collectives");
+      DT_CHECK(cs.is_object(), "hardware profile ", where, ".collectives: expected an object by kind name");
+      for (const auto& [kind_name, c] : cs.items()) {
+        CommKind kind;
+        try {
+          kind = comm_kind_from_name(kind_name);
+        } catch (const Error& e) {
+          DT_FAIL("hardware profile ", where, ".collectives: ", e.what());
+        }
+        DT_CHECK(std::find(std::begin(kModelledKinds), std::end(kModelledKinds), kind) != std::end(kModelledKinds),
+                 "hardware profile ", where, ".collectives: '", kind_name,
+                 "' has no cost; accepted: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv");
+        DT_CHECK(c.is_object(), "hardware profile ", where, ".collectives.", kind_name, ": expected an object");
+        CollectiveModel m{c.value("base_latency_us", link->base_latency_us), c.value("latency_us", link->latency_us),
+                          c.value("bandwidth_GBps", link->bandwidth_GBps)};
+        check_model(m, where + ".collectives." + kind_name);
+        link->collectives[static_cast<int>(kind)] = m;
+      }
     }
     const auto& c = need(j, "compute", p.name);
     for (auto& [k, v] : need(c, "peak_tflops", p.name + ".compute").items()) p.peak_tflops[k] = v.get<double>();
@@ -73,12 +134,39 @@ const std::vector<HardwareProfile>& profiles() {
   }();
   return *all;
 }
+
+// Profiles loaded from files, by path; never freed (callers keep references).
+std::mutex g_files_mu;
+std::map<std::string, std::unique_ptr<const HardwareProfile>>& file_profiles() {
+  static auto* m = new std::map<std::string, std::unique_ptr<const HardwareProfile>>();
+  return *m;
+}
+
+std::atomic<const HardwareProfile*> g_default{nullptr};
+
+// Profile files are small; a larger file is not one.
+constexpr int64_t kMaxProfileBytes = int64_t{16} << 20;
 }  // namespace
 
 const HardwareProfile& hardware_profile(const std::string& name) {
   for (const auto& p : profiles())
     if (p.name == name) return p;
-  DT_FAIL("unknown hardware '", name, "'; known: ", absl::StrJoin(hardware_profile_names(), ", "));
+  if (absl::StrContains(name, '/') || absl::EndsWith(name, ".json")) {
+    std::lock_guard<std::mutex> lock(g_files_mu);
+    auto& slot = file_profiles()[name];
+    if (!slot) {
+      try {
+        slot = std::make_unique<const HardwareProfile>(
+            HardwareProfile::from_json(read_file(name, kMaxProfileBytes)));
+      } catch (const Error& e) {
+        file_profiles().erase(name);
+        DT_FAIL("hardware file ", name, ": ", e.what());
+      }
+    }
+    return *slot;
+  }
+  DT_FAIL("unknown hardware '", name, "'; known: ", absl::StrJoin(hardware_profile_names(), ", "),
+          ", or a profile JSON file (a path holding '/' or ending in .json; dtensor calibrate --out writes one)");
 }
 
 std::vector<std::string> hardware_profile_names() {
@@ -86,5 +174,12 @@ std::vector<std::string> hardware_profile_names() {
   for (const auto& p : profiles()) names.push_back(p.name);
   return names;
 }
+
+const HardwareProfile& default_hardware() {
+  const HardwareProfile* p = g_default.load(std::memory_order_acquire);
+  return p ? *p : hardware_profile(kDefaultHardware);
+}
+
+void set_default_hardware(const HardwareProfile& profile) { g_default.store(&profile, std::memory_order_release); }
 
 }  // namespace dtensor

@@ -1,21 +1,66 @@
 // Hardware profiles for the cost model (DESIGN §4): data files in propagation/hardware/*.json,
-// compiled into the binary. A profile gives, per link class, an alpha-beta model (latency per hop in
-// µs, bandwidth in GB/s = 1e3 bytes/µs) and, for the planner's roofline, peak compute and memory.
+// compiled into the binary, or a JSON file of the same form (`dtensor calibrate --out FILE` writes
+// one). A profile gives, per link class, the time of each collective kind and, for the planner's
+// roofline, peak compute and memory.
+//
+// Collective time on a link (µs), for a group of n ranks where each rank sends `bytes`
+// (comm_bytes_sent, dtensor/collectives/comm_kind.h):
+//     time = base_latency_us + latency_us * steps(kind, n) + bytes / bandwidth
+// steps: the ring algorithm's sequential steps, 2(n-1) for all_reduce, n-1 for all_gather,
+// reduce_scatter, all_to_all and broadcast, 1 for send_recv. This is the form of NCCL's own tuning
+// model (src/graph/tuning.cc: latency = baseLat + nsteps * hwLat, time = latency + bytes / bw).
+// `bandwidth` is the bus bandwidth of nccl-tests (doc/PERFORMANCE.md): busbw = algbw * factor with
+// factor 2(n-1)/n for all_reduce, (n-1)/n for all_gather, reduce_scatter and all_to_all, 1 for
+// broadcast and send_recv, which is exactly bytes / time for comm_bytes_sent's bytes.
+//
+// JSON, per link ("links": {"intra_host": {...}, "inter_host": {...}}):
+//   "latency_us"       µs per ring step (alpha). Required.
+//   "bandwidth_GBps"   bus bandwidth in GB/s = 1e3 bytes/µs. Required, > 0.
+//   "base_latency_us"  µs per collective call, whatever the group size: launch and synchronisation,
+//                      the small-message term. Optional, default 0 (profiles before it charged
+//                      latency per step only and still load unchanged).
+//   "collectives"      optional, by kind name ("all_reduce", "all_gather", "reduce_scatter",
+//                      "all_to_all", "broadcast", "send_recv"): {"base_latency_us", "latency_us",
+//                      "bandwidth_GBps"}, each optional, defaulting to the link's: a fitted model per
+//                      kind (dtensor calibrate). Other keys of an entry ("fit", "measured") are
+//                      ignored by the loader.
 #pragma once
 
+#include <array>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "dtensor/collectives/comm_kind.h"
 #include "dtensor/core/dtype.h"
 #include "dtensor/core/shape.h"
 
 namespace dtensor {
 
-struct LinkModel {
-  double latency_us = 0;      // alpha: per ring hop
-  double bandwidth_GBps = 1;  // beta^-1: bytes a rank sends per second, in GB/s
+// One collective kind's cost on a link: base + per-step latency (µs) and bus bandwidth (GB/s).
+struct CollectiveModel {
+  double base_latency_us = 0;
+  double latency_us = 0;
+  double bandwidth_GBps = 1;
   double bytes_per_us() const { return bandwidth_GBps * 1e3; }
+  bool operator==(const CollectiveModel&) const = default;
+};
+
+// The ring's sequential steps for `kind` over n ranks (see above); 0 for local, barrier or n <= 1.
+int64_t ring_steps(CommKind kind, int64_t n);
+
+struct LinkModel {
+  double base_latency_us = 0;  // per collective call
+  double latency_us = 0;       // alpha: per ring step
+  double bandwidth_GBps = 1;   // beta^-1: bus bandwidth, bytes a rank sends per second, in GB/s
+  // Per-kind models that replace the three numbers above for that kind (indexed by CommKind).
+  std::array<std::optional<CollectiveModel>, kNumCommKinds> collectives{};
+
+  double bytes_per_us() const { return bandwidth_GBps * 1e3; }
+  // The model `kind` uses on this link: its own entry, else the link's numbers.
+  CollectiveModel model(CommKind kind) const;
+  bool operator==(const LinkModel&) const = default;
 };
 
 struct HardwareProfile {
@@ -35,9 +80,18 @@ struct HardwareProfile {
   static HardwareProfile from_json(const std::string& text);
 };
 
-// The built-in profiles, by name; throws dtensor::Error listing the known names when absent.
-const HardwareProfile& hardware_profile(const std::string& name);
+// A built-in profile by name, or a profile JSON file by path (a name holding '/' or ending in
+// ".json"; read once per path and kept for the process's life, so the reference stays valid and
+// the propagation cache, keyed by profile address, keeps its entries). Throws dtensor::Error listing
+// the known names when `name` is neither, or naming the file and the field when the file cannot be
+// read or parsed.
+const HardwareProfile& hardware_profile(const std::string& name_or_file);
 std::vector<std::string> hardware_profile_names();
 inline constexpr const char* kDefaultHardware = "h100-nvlink";
+
+// The profile propagation uses when a call names none: hardware_profile(kDefaultHardware) unless
+// set_default_hardware named another (`dtensor train --hardware`). Thread-safe.
+const HardwareProfile& default_hardware();
+void set_default_hardware(const HardwareProfile& profile);
 
 }  // namespace dtensor

@@ -50,7 +50,7 @@ CollectiveRecord step_record(const OpCall& call, const Strategy& s, const std::v
   LinkModel link = links[dims[0]];
   for (int i : dims) {
     group *= call.mesh_shape()[i];
-    if (links[i].bandwidth_GBps < link.bandwidth_GBps) link = links[i];
+    if (links[i].model(t.collective).bandwidth_GBps < link.model(t.collective).bandwidth_GBps) link = links[i];
   }
   const int rounds = std::max(t.rounds, 1);
   // A step with nothing to send (halo windows aligned with shard boundaries) costs nothing.
@@ -85,7 +85,7 @@ std::vector<int> shard_key(const Strategy& s) {
 }
 
 const HardwareProfile& hw_of(const PropagateOptions& o) {
-  return o.hardware ? *o.hardware : hardware_profile(kDefaultHardware);
+  return o.hardware ? *o.hardware : default_hardware();
 }
 
 }  // namespace

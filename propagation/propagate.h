@@ -29,7 +29,7 @@ struct ShardingDecision {
 };
 
 struct PropagateOptions {
-  const HardwareProfile* hardware = nullptr;  // default: kDefaultHardware
+  const HardwareProfile* hardware = nullptr;  // default: default_hardware()
 };
 
 // Chooses the strategy for `call`. Throws dtensor::Error (from the op's meta function) when the

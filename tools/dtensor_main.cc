@@ -33,6 +33,7 @@ int run(int argc, char** argv) {
   dtensor::tools::add_explain_command(app);
   dtensor::tools::add_plan_command(app);
   dtensor::tools::add_train_command(app);
+  dtensor::tools::add_calibrate_command(app);
   try {
     app.parse(parsed, argv);
   } catch (const CLI::Success& e) {  // --help and its kin: print, exit 0

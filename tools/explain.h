@@ -14,7 +14,7 @@
 namespace dtensor::tools {
 
 struct ExplainOptions {
-  std::string hardware = "h100-nvlink";  // cost-model profile (propagation/hardware/*.json)
+  std::string hardware = "h100-nvlink";  // cost-model profile: a name (propagation/hardware/*.json) or a JSON file
   Timeout timeout{std::chrono::seconds(60)};
   uint64_t seed = 1234;
   // "run": true starts one thread per rank and holds every input and output once per rank plus the

@@ -1,4 +1,4 @@
-// `dtensor explain [--cases FILE] [--hardware NAME]`: answers JSON-lines requests (tools/explain.h).
+// `dtensor explain [--cases FILE] [--hardware NAME|FILE]`: answers JSON-lines requests (tools/explain.h).
 #include <fstream>
 #include <iostream>
 
@@ -14,7 +14,7 @@ void add_explain_command(CLI::App& app) {
       "explain", "Show the sharding engine's decision for op calls given as JSON lines "
                  "(../shared/conformance/README.md)");
   sub->add_option("--cases", *cases, "JSON-lines file of requests (default: standard input)");
-  sub->add_option("--hardware", opt->hardware, "cost-model hardware profile")->capture_default_str();
+  sub->add_option("--hardware", opt->hardware, "cost-model hardware profile: a name or a JSON file (dtensor calibrate --out)")->capture_default_str();
   sub->add_option("--max-run-bytes", opt->max_run_bytes,
                   "largest memory a \"run\": true request may use, in bytes (inputs and outputs x (ranks + 2))")
       ->capture_default_str()

@@ -52,12 +52,16 @@ void add_launch_command(CLI::App& app);
 // (tools/demo_command.cc): distribute and redistribute a tensor on a 2x2 mesh of 4 ranks.
 void add_demo_command(CLI::App& app);
 
-// `dtensor explain [--cases FILE] [--hardware NAME]` (tools/explain_command.cc).
+// `dtensor explain [--cases FILE] [--hardware NAME|FILE]` (tools/explain_command.cc).
 void add_explain_command(CLI::App& app);
 
 // `dtensor plan --model NAME --mesh dp=8,tp=8 [...]`: offline whole-model sharding plan
 // (tools/plan_command.cc, planner/command.h).
 void add_plan_command(CLI::App& app);
+
+// `dtensor calibrate --backend threads|gloo|nccl --out FILE [...]`: measures the collectives and
+// writes a hardware profile (tools/calibrate_command.cc, tools/calibrate.h).
+void add_calibrate_command(CLI::App& app);
 
 // `dtensor train [--mesh tp=4] [--backend threads|gloo] [--check] ...` (tools/train_command.cc).
 void add_train_command(CLI::App& app);

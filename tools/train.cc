@@ -22,6 +22,7 @@
 #include "nn/layers.h"
 #include "nn/optim.h"
 #include "nn/parallel.h"
+#include "propagation/hardware.h"
 
 namespace dtensor::tools {
 
@@ -67,6 +68,7 @@ void validate_train_options(const TrainOptions& o) {
   parse_mesh(o.mesh, &sizes, &names);
   DT_CHECK(o.backend == "threads" || o.backend == "gloo", "--backend '", o.backend,
            "': accepted: threads, gloo");
+  if (!o.hardware.empty()) hardware_profile(o.hardware);  // throws naming the known profiles
   auto in_range = [](const char* flag, int64_t v, int64_t lo, int64_t hi) {
     DT_CHECK(v >= lo && v <= hi, flag, " ", v, ": accepted: ", lo, " to ", hi);
   };

@@ -43,6 +43,9 @@ struct TrainOptions {
   // Compute (BLAS) threads per rank (0: $OPENBLAS_NUM_THREADS / $OMP_NUM_THREADS, else the cores
   // divided by the ranks on this machine: dtensor/core/compute_threads.h).
   int threads = 0;
+  // Cost-model hardware profile for every op's sharding choice (propagation/hardware.h): a built-in
+  // name or a profile JSON file (dtensor calibrate --out); empty: the default (h100-nvlink).
+  std::string hardware;
 };
 
 struct TrainResult {
@@ -67,7 +70,7 @@ void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vecto
 
 // Checks every option before any rank starts: ranges (steps, batch, seq, dim, layers, heads,
 // log-every, sample >= 1 or 0 where it means "none"; lr finite and > 0), divisibility (heads | dim,
-// tp | heads and dim), and an estimate of the memory the model needs against the machine's. Throws
+// tp | heads and dim), a known --hardware, and an estimate of the memory the model needs against the machine's. Throws
 // dtensor::Error naming the flag, its value and what is accepted.
 void validate_train_options(const TrainOptions& o);
 

@@ -13,6 +13,7 @@
 #include "dtensor/core/compute_threads.h"
 #include "kernels/cpu/matmul.h"
 #include "dtensor/collectives/threads_backend.h"
+#include "propagation/hardware.h"
 #include "tools/launcher.h"
 #include "tools/subcommands.h"
 #include "tools/train.h"
@@ -38,6 +39,7 @@ std::vector<std::string> argv_of(const TrainOptions& o) {
                                 std::to_string(o.log_every), "--seed", std::to_string(o.seed), "--device", o.device};
   if (o.timeout_s > 0) a.insert(a.end(), {"--timeout", absl::StrFormat("%.17g", o.timeout_s)});
   if (o.threads > 0) a.insert(a.end(), {"--threads", std::to_string(o.threads)});
+  if (!o.hardware.empty()) a.insert(a.end(), {"--hardware", o.hardware});
   if (o.sequence_parallel) a.push_back("--sequence-parallel");
   if (o.loss_parallel) a.push_back("--loss-parallel");
   if (o.check) a.push_back("--check");
@@ -65,6 +67,7 @@ void run_train(const TrainOptions& o) {
   }
   if (o.timeout_s > 0) set_default_timeout(Timeout(std::max<int64_t>(1, std::llround(o.timeout_s * 1000))));
   default_timeout();  // a malformed $DTENSOR_TIMEOUT is found here, before any rank starts
+  if (!o.hardware.empty()) set_default_hardware(hardware_profile(o.hardware));
   const int world = world_of(o);
   // Thread ranks share this process's cores; process ranks get theirs from the launcher's
   // OPENBLAS_NUM_THREADS (tools/launcher.h) unless --threads says otherwise.
@@ -128,6 +131,9 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--record", o->record,
                   "write the initial checkpoint (DIR/init) and each step's batch and loss (DIR/steps.jsonl), "
                   "to replay the run elsewhere (bench/train_vs_torch.py)");
+  sub->add_option("--hardware", o->hardware,
+                  "cost-model hardware profile: a name (dtensor plan --list-hardware) or a JSON file (dtensor "
+                  "calibrate --out); default h100-nvlink");
   sub->add_option("--device", o->device, "cpu, cuda or cuda:N (needs a CUDA build and a GPU)")->capture_default_str();
   sub->add_option("--timeout", o->timeout_s,
                   "collective timeout in seconds: a stopped or lost rank is reported within it "

@@ -72,12 +72,26 @@ TEST(Propagation, DecisionsAreCachedAndTheCacheIsBounded) {
   set_propagation_cache_capacity(kDefaultPropagationCacheCapacity);
 }
 
+TEST(Propagation, DefaultHardwareIsUsedWhenNoneIsGiven) {
+  // gelu on a Partial tensor needs a collective, so its cost depends on the profile.
+  OpCall c = make_call("gelu", {f32({64, 32})}, {{Partial()}}, {8});
+  const HardwareProfile& cpu = hardware_profile("cpu-tcp");
+  const double on_cpu = propagate_uncached(c, {&cpu})->cost_us;
+  EXPECT_NE(on_cpu, propagate_uncached(c)->cost_us);  // the default: h100-nvlink
+  set_default_hardware(cpu);  // `dtensor train --hardware`
+  EXPECT_EQ(propagate(c)->cost_us, on_cpu);
+  EXPECT_EQ(propagate_uncached(c)->cost_us, on_cpu);
+  set_default_hardware(hardware_profile(kDefaultHardware));
+  EXPECT_NE(propagate(c)->cost_us, on_cpu);  // the cache keys by profile
+}
+
 TEST(CostModel, RingFormulasAndLinks) {
   const HardwareProfile& h = hardware_profile("h100-nvlink");
   LinkModel nv = h.intra_host;
   double t = collective_time_us(CommKind::kAllReduce, 1'000'000, 4, nv);
-  EXPECT_NEAR(t, 6 * nv.latency_us + 1e6 / nv.bytes_per_us(), 1e-9);
-  EXPECT_NEAR(collective_time_us(CommKind::kAllGather, 1000, 8, nv), 7 * nv.latency_us + 1000 / nv.bytes_per_us(), 1e-9);
+  EXPECT_NEAR(t, nv.base_latency_us + 6 * nv.latency_us + 1e6 / nv.bytes_per_us(), 1e-9);
+  EXPECT_NEAR(collective_time_us(CommKind::kAllGather, 1000, 8, nv),
+              nv.base_latency_us + 7 * nv.latency_us + 1000 / nv.bytes_per_us(), 1e-9);
   EXPECT_EQ(collective_time_us(CommKind::kAllReduce, 1000, 1, nv), 0.0);
   // dp=8, tp=8 on 8-GPU hosts: tp inside a host, dp across hosts.
   auto links = h.links_for_mesh({8, 8});

@@ -1,0 +1,54 @@
+// Fitting the cost model of one collective kind (propagation/hardware.h: time = base_latency_us +
+// latency_us * ring_steps(kind, n) + bytes_sent / bandwidth) to measured timings, for `dtensor
+// calibrate`.
+//
+// The fit, in two least-squares steps (as nccl-tests is read: bandwidth from the large sizes, where
+// latency is negligible, and latency from the small ones, where bandwidth is). Every squared error
+// is weighted by 1 / time^2, i.e. relative errors are minimised, so that each size counts alike
+// (plain least squares lets the largest buffer alone set the bandwidth):
+//   1. bandwidth: least squares of time on bytes_sent over the timings whose buffer is at least
+//      bandwidth_min_bytes (when fewer than two distinct sizes are that large: the two largest
+//      sizes), with one intercept per group size (each has its own latency) and one common slope;
+//      bandwidth = 1 / slope. A slope <= 0 (noise on a flat curve) falls back to the largest
+//      timing's bytes_sent / time.
+//   2. latency: the residuals time - bytes_sent / bandwidth of the timings whose buffer is at most
+//      latency_max_bytes (when none: the smallest size) are fitted by (weighted) least squares to
+//      base_latency_us + latency_us * steps, both >= 0 (non-negative least squares on two unknowns:
+//      the unconstrained solution when both are >= 0, else the better of base only and per-step
+//      only). With one distinct step count (one group size) the two cannot be told apart: all of
+//      it is base_latency_us and latency_us is 0.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dtensor/collectives/comm_kind.h"
+#include "propagation/hardware.h"
+
+namespace dtensor {
+
+// One measurement: a collective of `kind` over `group_size` ranks on a buffer of `size` bytes (the
+// group bytes of comm_kind.h's comm_bytes_sent: all_reduce's tensor, all_gather's output,
+// reduce_scatter's input, the sum of all_to_all's inputs, the broadcast tensor, the message) took
+// `time_us` (µs).
+struct CollectiveTiming {
+  CommKind kind = CommKind::kAllReduce;
+  int64_t group_size = 2;
+  int64_t size = 0;
+  double time_us = 0;
+  int64_t bytes_sent() const { return comm_bytes_sent(kind, size, group_size); }
+};
+
+struct FitOptions {
+  int64_t bandwidth_min_bytes = int64_t{1} << 20;  // 1 MiB
+  int64_t latency_max_bytes = int64_t{4} << 10;    // 4 KiB
+};
+
+// Fits one kind's model to `timings` (all of that kind, group sizes >= 2, times > 0). Throws
+// dtensor::Error when there are none, kinds are mixed, or a timing is not finite and > 0.
+CollectiveModel fit_collective(const std::vector<CollectiveTiming>& timings, const FitOptions& options = {});
+
+// The model's time for a timing's collective, in µs.
+double predicted_time_us(const CollectiveModel& model, const CollectiveTiming& t);
+
+}  // namespace dtensor

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# `dtensor calibrate` on the command line: bad input exits 1 (runtime) or 2 (usage) with a
+# `dtensor: error:` line naming the problem, never by a signal; short thread and Gloo runs write a
+# profile that `dtensor explain --hardware FILE` uses.
+set -uo pipefail
+bin="$1"
+fails=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# expect STATUS NEEDLE -- ARGS...: runs `dtensor ARGS` (120 s limit) and checks the exit status and
+# that NEEDLE appears in what it printed.
+expect() {
+  local want="$1" needle="$2"
+  shift 3
+  local out rc
+  out=$(timeout -s KILL 120 "$bin" "$@" </dev/null 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$want" ] || ! grep -qF -- "$needle" <<<"$out"; then
+    echo "FAILED: dtensor $* -> exit $rc (want $want), output:"
+    echo "$out" | head -8
+    fails=$((fails + 1))
+  else
+    echo "ok: dtensor $* -> $rc"
+  fi
+}
+
+out="$tmp/p.json"
+expect 2 "--backend 'mpi'"     -- calibrate --backend mpi --out "$out"
+expect 2 "--out"               -- calibrate --backend threads
+expect 2 "cannot write"        -- calibrate --backend threads --out /nonexistent/dir/p.json
+expect 2 "it is a directory"   -- calibrate --backend threads --out "$tmp"
+expect 2 "out of range"        -- calibrate --backend threads --sizes 2:64 --out "$out"
+expect 2 "out of range"        -- calibrate --backend threads --sizes 8:2G --out "$out"
+expect 2 "out of range"        -- calibrate --backend threads --sizes 6:64 --out "$out"
+expect 2 "above max"           -- calibrate --backend threads --sizes 64:8 --out "$out"
+expect 2 "expected MIN:MAX"    -- calibrate --backend threads --sizes 64 --out "$out"
+expect 2 "expected MIN:MAX"    -- calibrate --backend threads --sizes 8:99999999999G --out "$out"
+expect 2 "--iters"             -- calibrate --backend threads --iters 0 --out "$out"
+expect 2 "--ranks"             -- calibrate --backend threads --ranks 1 --out "$out"
+expect 2 "not measured"        -- calibrate --backend threads --kinds barrier --out "$out"
+expect 2 "unknown hardware"    -- calibrate --backend threads --base tpu --out "$out"
+expect 1 "dtensor launch"      -- calibrate --backend gloo --out "$out"
+# NCCL: without a CUDA build, without a GPU, or outside a launcher: a clear error, exit 1.
+expect 1 "calibrate --backend nccl" -- calibrate --backend nccl --out "$out"
+test ! -e "$out" || { echo "FAILED: a rejected run wrote $out"; fails=$((fails + 1)); }
+
+# A short run on 4 thread ranks writes a profile that explain accepts and that changes its cost.
+expect 0 "wrote $out" -- calibrate --backend threads --ranks 4 --sizes 8:2K --iters 2 --warmup 1 --out "$out"
+req='{"mesh": [4], "op": "exp", "args": [{"shape": [16, 8], "placements": ["P(sum)"]}], "kwargs": {}}'
+with_file=$(echo "$req" | "$bin" explain --hardware "$out")
+default=$(echo "$req" | "$bin" explain)
+cost() { sed -n 's/.*"cost_us":\([0-9.e+-]*\).*/\1/p' <<<"$1"; }
+if [ -z "$(cost "$with_file")" ] || [ "$(cost "$with_file")" = "$(cost "$default")" ]; then
+  echo "FAILED: explain --hardware $out: '$with_file' against the default '$default'"
+  fails=$((fails + 1))
+else
+  echo "ok: explain --hardware FILE costs $(cost "$with_file") us (default profile: $(cost "$default") us)"
+fi
+expect 0 "" -- plan --model gpt2 --mesh tp=4 --hardware "$out"
+expect 2 "unknown hardware"    -- train --hardware tpu --steps 1
+expect 0 "done: 2 steps"       -- train --hardware "$out" --mesh tp=2 --steps 2 --batch 2 --seq 8 --dim 16 \
+  --layers 1 --heads 2 --sample 0 --log-every 1
+
+# Two Gloo processes under dtensor launch: rank 0 writes the profile.
+gloo="$tmp/gloo.json"
+expect 0 "wrote $gloo" -- launch -n 2 -- "$bin" calibrate --backend gloo --sizes 8:512 --iters 2 --warmup 1 \
+  --kinds all_reduce,broadcast --out "$gloo"
+expect 0 "" -- plan --model gpt2 --mesh tp=2 --hardware "$gloo"
+
+[ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "all passed"

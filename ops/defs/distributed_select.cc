@@ -9,6 +9,7 @@
 // single-device rule of kernels/cpu/selection.h (stable order by (value, index), NaN after every
 // number), with one all-gather of the ranks' counts of the value and one all-reduce of the index.
 #include <cmath>
+#include <limits>
 
 #include "kernels/cpu/radix_select.h"
 #include "kernels/cpu/selection.h"
@@ -19,9 +20,12 @@ namespace {
 
 enum class Sel { kMedian, kNanMedian, kKth };
 
-// 8-bit digits: 4 rounds for 32-bit keys with histograms of 257 counts a row; 11 bits would save a
+// 8-bit digits: 4 rounds for 32-bit keys with histograms of 257 counts a row (int32 on the wire); 11 bits would save a
 // round only for 32-bit keys at 8x the bytes, which loses once the op has many rows.
 constexpr int kDigitBits = 8;
+
+// Bytes of one count on the wire: int32 while no count can pass 2^31 - 1 (the selected dim's size).
+int64_t count_bytes(int64_t n) { return n <= std::numeric_limits<int32_t>::max() ? 4 : 8; }
 
 int radix_rounds(DType t) { return (kernels::radix_key_bits(t) + kDigitBits - 1) / kDigitBits; }
 
@@ -56,19 +60,20 @@ StepDef select_step(Sel kind, bool whole) {
   step.traffic = [whole](const OpCall& c, const Strategy& st, const std::vector<int>& dims) {
     Shape block = local_block(c.tensor(0).shape, st.inputs[0], c.mesh_shape(),
                               std::vector<int64_t>(c.mesh_shape().size(), 0)).first;
-    int64_t rows = 1;
-    if (!whole) {
-      int64_t d = wrap_dim(c.get_int("dim"), static_cast<int64_t>(block.size()), "dim");
-      rows = 1;
+    const Shape& global = c.tensor(0).shape;
+    int64_t rows = 1, n = numel(global);  // n: the elements a row selects among
+    if (!whole && !global.empty()) {
+      const int64_t d = wrap_dim(c.get_int("dim"), static_cast<int64_t>(block.size()), "dim");
+      n = global[d];
       for (size_t i = 0; i < block.size(); ++i)
         if (static_cast<int64_t>(i) != d) rows *= block[i];
     }
     int64_t group = 1;
     for (int i : dims) group *= c.mesh_shape()[i];
-    // Per round one all-reduce of the rows' histograms (2^kDigitBits + 1 int64 counts a row); along
-    // a dim also the all-gather of the counts of the value and the all-reduce of the index.
+    // Per round one all-reduce of the rows' histograms (2^kDigitBits + 1 counts a row); along a dim
+    // also the all-gather of the counts of the value and the all-reduce of the index.
     const int radix = radix_rounds(c.tensor(0).dtype);
-    const int64_t hist = rows * ((int64_t{1} << kDigitBits) + 1) * 8;
+    const int64_t hist = rows * ((int64_t{1} << kDigitBits) + 1) * count_bytes(n);
     int64_t bytes = radix * comm_bytes_sent(CommKind::kAllReduce, hist, group);
     int rounds = radix;
     if (!whole) {
@@ -106,8 +111,9 @@ StepDef select_step(Sel kind, bool whole) {
       const int bits = kDigitBits;
       Tensor h = kernels::radix_histogram(x, d, prefix, shift, bits);
       const std::vector<int64_t> local = h.to_vector<int64_t>();
-      reduce(h, ReduceOp::kSum);
-      const std::vector<int64_t> global = h.to_vector<int64_t>();
+      Tensor wire = count_bytes(n) == 4 ? h.to(DType::kInt32) : h;
+      reduce(wire, ReduceOp::kSum);
+      const std::vector<int64_t> global = wire.to_vector<int64_t>();
       for (int64_t r = 0; r < R; ++r) {
         const int64_t* g = global.data() + r * cols;
         const int64_t* l = local.data() + r * cols;

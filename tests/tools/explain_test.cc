@@ -170,14 +170,14 @@ TEST(Explain, LargeMediansKeepTheTensorShardedThroughTheRadixSelect) {
     EXPECT_EQ(ans["outputs"][0]["placements"], json::parse(R"j(["R"])j")) << ans.dump();
     ASSERT_EQ(ans["collectives"].size(), 1u) << ans.dump();
     EXPECT_EQ(ans["collectives"][0]["kind"], "all_reduce");
-    // 4 rounds of 257 int64 counts, 2 (n - 1) / n of them sent a rank each round.
-    EXPECT_EQ(ans["collectives"][0]["bytes"].get<int64_t>(), 4 * comm_bytes_sent(CommKind::kAllReduce, 257 * 8, 4));
+    // 4 rounds of 257 int32 counts, 2 (n - 1) / n of them sent a rank each round.
+    EXPECT_EQ(ans["collectives"][0]["bytes"].get<int64_t>(), 4 * comm_bytes_sent(CommKind::kAllReduce, 257 * 4, 4));
     const double gather_us = collective_time_us(CommKind::kAllGather, mib * (int64_t{1} << 20) * 3 / 4, 4, link);
     const double cost = ans["cost_us"].get<double>();
     EXPECT_GT(cost, 0.0);
     EXPECT_LT(cost, gather_us) << ans.dump();
     // explain prints µs with 3 decimals.
-    EXPECT_NEAR(cost, 4 * collective_time_us(CommKind::kAllReduce, comm_bytes_sent(CommKind::kAllReduce, 257 * 8, 4), 4, link),
+    EXPECT_NEAR(cost, 4 * collective_time_us(CommKind::kAllReduce, comm_bytes_sent(CommKind::kAllReduce, 257 * 4, 4), 4, link),
                 1e-3);
   }
 }

@@ -1,5 +1,6 @@
 // The distributed algorithms of DESIGN §6 against replicate-then-compute on 4 Gloo processes, for
-// global float32 tensors of 1 KB to 64 MB on a 1-d mesh of the 4 ranks.
+// global float32 tensors of 1 KB to 64 MB (the whole-tensor median: 1 KB to 256 MB) on a 1-d mesh of
+// the 4 ranks.
 //
 //   bazel build //bench:distributed_ops_gloo_bench //tools:dtensor
 //   bazel-bin/tools/dtensor launch -n 4 -- bazel-bin/bench/distributed_ops_gloo_bench [gbench flags]
@@ -7,6 +8,8 @@
 // Tensors (size = the global tensor's bytes; every dim a multiple of 4, so shards are even):
 //   cumsum, median.dim, max.dim   x = [n, n] with n * n * 4 = size, input placement [S(0)], dim 0
 //                                 (the sharded dim is the one scanned / reduced); keepdim false.
+//   median                        x = [n, n] as above, input placement [S(0)], the median of the
+//                                 whole tensor (radix select: 4 all-reduces of 257 counts).
 //   avg_pool2d, max_pool2d_with_indices
 //                                 x = [2, 2, h, h] (N, C, H, W) with 16 * h * h = size, input
 //                                 placement [S(2)] (sharded on H); kernel 3, stride 1, padding 1, so
@@ -18,7 +21,8 @@
 // explicit row of expand_strategies(call, op.meta(call), false), so the cost model plays no part:
 //   distributed   the row whose step is the op's distributed algorithm (carry_exchange, select,
 //                 candidate_gather, halo_exchange) and whose input is the given placement. Outputs:
-//                 cumsum [S(0)], pools [S(2)] (values and indices), median.dim / max.dim [R].
+//                 cumsum [S(0)], pools [S(2)] (values and indices), median / median.dim / max.dim
+//                 [R].
 //   replicate     the all-Replicate row: execute_strategy redistributes the input to [R] (an
 //                 all_gather of the whole tensor, through a plan made once beforehand), every rank runs
 //                 the local kernel on the whole tensor, and when the distributed row's outputs are
@@ -84,8 +88,8 @@ constexpr int kWorld = 4;
 // call would add seconds).
 constexpr int64_t kCheckUpTo = 4 << 20;
 
-enum class Alg { kCumsum, kMedian, kMax, kAvgPool, kMaxPool };
-constexpr Alg kAlgs[] = {Alg::kCumsum, Alg::kMedian, Alg::kMax, Alg::kAvgPool, Alg::kMaxPool};
+enum class Alg { kCumsum, kMedian, kMax, kAvgPool, kMaxPool, kMedianWhole };
+constexpr Alg kAlgs[] = {Alg::kCumsum, Alg::kMedian, Alg::kMax, Alg::kAvgPool, Alg::kMaxPool, Alg::kMedianWhole};
 
 struct AlgInfo {
   const char* op;    // registry name
@@ -99,15 +103,16 @@ AlgInfo info(Alg a) {
     case Alg::kMax: return {"max.dim", "max_dim", "candidate_gather"};
     case Alg::kAvgPool: return {"avg_pool2d", "avg_pool2d", "halo_exchange"};
     case Alg::kMaxPool: return {"max_pool2d_with_indices", "max_pool2d", "halo_exchange"};
+    case Alg::kMedianWhole: return {"median", "median", "select"};
   }
   return {"?", "?", "?"};
 }
 bool is_pool(Alg a) { return a == Alg::kAvgPool || a == Alg::kMaxPool; }
 
 // Global sizes in bytes and the timed iterations of each (both variants), chosen to keep the whole run
-// within a few minutes on a 2-core machine: at 64 MB one iteration of the replicated pools or of the
-// distributed selection takes seconds. The selection's ~37 rounds of all-reduce make even its small
-// sizes take tens of ms, so it runs fewer.
+// within a few minutes on a 2-core machine: at 64 MB one iteration of the replicated pools takes
+// seconds. The selections run fewer. The whole-tensor median has its own sizes, up to 256 MB (a 1 GB
+// replicated copy a rank at the top).
 struct SizeSpec {
   int64_t bytes;
   int iterations;
@@ -117,6 +122,13 @@ constexpr SizeSpec kSizes[] = {
     {1 << 10, 50, 15}, {16 << 10, 50, 15}, {256 << 10, 20, 10}, {1 << 20, 10, 5},
     {4 << 20, 5, 3},   {16 << 20, 3, 2},   {64 << 20, 2, 2},
 };
+constexpr SizeSpec kWholeMedianSizes[] = {
+    {1 << 10, 15, 15}, {64 << 10, 15, 15}, {1 << 20, 5, 5}, {16 << 20, 3, 3}, {64 << 20, 2, 2}, {256 << 20, 2, 2},
+};
+std::vector<SizeSpec> sizes_of(Alg a) {
+  if (a == Alg::kMedianWhole) return {std::begin(kWholeMedianSizes), std::end(kWholeMedianSizes)};
+  return {std::begin(kSizes), std::end(kSizes)};
+}
 
 std::string size_str(int64_t bytes) {
   return bytes >= (1 << 20) ? absl::StrCat(bytes >> 20, " MB") : absl::StrCat(bytes >> 10, " KB");
@@ -229,7 +241,7 @@ Setup make_setup(Alg a, int64_t bytes) {
   std::vector<ArgValue> pos = {TensorRef{0}};
   if (is_pool(a)) {
     for (int64_t v : {3, 1, 1}) pos.push_back(IValue(std::vector<int64_t>{v}));  // kernel, stride, padding
-  } else {
+  } else if (a != Alg::kMedianWhole) {
     pos.push_back(IValue(int64_t{0}));  // dim
   }
   Setup s{OpCall::bind(op, pos, {}, {TensorMeta{shape, DType::kFloat32}}, {in_pl}, job->mesh->shape()),
@@ -313,8 +325,8 @@ void bench(benchmark::State& state, const std::string& name, Alg a, int64_t byte
 
 void register_all() {
   for (Alg a : kAlgs) {
-    for (const SizeSpec& sz : kSizes) {
-      const int base = a == Alg::kMedian ? sz.median_iterations : sz.iterations;
+    for (const SizeSpec& sz : sizes_of(a)) {
+      const int base = a == Alg::kMedian || a == Alg::kMedianWhole ? sz.median_iterations : sz.iterations;
       const int iters = std::max(2, static_cast<int>(std::lround(base * job->iters_scale)));
       for (bool replicate : {false, true}) {
         std::string name = absl::StrCat(info(a).id, "/", size_id(sz.bytes), replicate ? "/replicate" : "/distributed");
@@ -344,7 +356,8 @@ void print_table() {
   for (Alg a : kAlgs) {
     std::string cross = "none", bcross = "none";
     bool all_time = true, all_bytes = true;  // distributed better at every size from here up
-    for (auto it = std::rbegin(kSizes); it != std::rend(kSizes); ++it) {
+    const std::vector<SizeSpec> sizes = sizes_of(a);
+    for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
       auto d = results.find({it->bytes, static_cast<int>(a), false});
       auto r = results.find({it->bytes, static_cast<int>(a), true});
       if (d == results.end() || r == results.end()) {
@@ -358,7 +371,7 @@ void print_table() {
     }
     crossover[static_cast<int>(a)] = cross;
     bytes_crossover[static_cast<int>(a)] = bcross;
-    for (const SizeSpec& sz : kSizes) {
+    for (const SizeSpec& sz : sizes) {
       auto d = results.find({sz.bytes, static_cast<int>(a), false});
       auto r = results.find({sz.bytes, static_cast<int>(a), true});
       if (d == results.end() || r == results.end()) continue;
@@ -372,9 +385,13 @@ void print_table() {
   }
   std::printf("\nCrossover (smallest size from which the distributed algorithm wins at every larger size too):\n");
   std::printf("%-24s %-16s %-16s\n", "op", "time", "bytes");
-  for (Alg a : kAlgs)
-    std::printf("%-24s %-16s %-16s\n", info(a).op, crossover[static_cast<int>(a)].c_str(),
-                bytes_crossover[static_cast<int>(a)].c_str());
+  for (Alg a : kAlgs) {
+    bool ran = false;  // not filtered out by --benchmark_filter
+    for (const SizeSpec& sz : sizes_of(a)) ran |= results.count({sz.bytes, static_cast<int>(a), false}) > 0;
+    if (ran)
+      std::printf("%-24s %-16s %-16s\n", info(a).op, crossover[static_cast<int>(a)].c_str(),
+                  bytes_crossover[static_cast<int>(a)].c_str());
+  }
   std::fflush(stdout);
 }
 

@@ -68,7 +68,8 @@ Tensor value_index_backward(const Tensor& grad_values, const Tensor& indices,
 // grad and result are 0-d; the result has x's shape and grad's dtype.
 Tensor median_backward(const Tensor& grad, const Tensor& x, const Tensor& result);
 
-// ---- Helpers for a distributed k-th value over a sharded dim. Each works on the local shard and
+// ---- Helpers for a distributed k-th value over a sharded dim (a pivot search; the distributed
+// step itself runs the radix select of kernels/cpu/radix_select.h and uses index_of_occurrence). Each works on the local shard and
 // returns per-row quantities that combine across shards with one all-reduce (named below).
 // Per-row tensors (`pivots`, `lo`, `hi`, `values`, `occurrence`) are shaped like x with `dim` of
 // size 1, or like x without `dim`; results are shaped like them (the keepdim shape for count_nan

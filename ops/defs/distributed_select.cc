@@ -1,12 +1,17 @@
 // The distributed selection of median / nanmedian / kthvalue over a sharded dim (or over the whole
-// tensor): no data moves, only per-row counts. The k-th value is found by bisection over the
-// dtype's order-preserving integer keys (a float's bits with the sign handled), one all-reduce of
-// counts per round (32 rounds for float32, 16 for bfloat16, 64 for float64 at most), then its index
-// as the right occurrence in global order: the single-device rule of kernels/cpu/selection.h
-// (stable order by (value, index), NaN after every number).
+// tensor): no data moves, only per-row histograms. The k-th value is found by a radix select over
+// the dtype's order-preserving keys (kernels/cpu/radix_select.h), kDigitBits bits a round, most
+// significant first: each rank counts the digit of its elements whose key matches the prefix chosen
+// so far, one all-reduce (sum) of the histograms of all rows, and every rank picks the bucket that
+// holds the k-th element. The first round's histograms also count NaNs, which fixes k (median: NaN
+// if any; nanmedian: among the numbers). Rounds: 1 (bool), 2 (16-bit), 4 (32-bit), 8 (64-bit keys).
+// Along a dim, the index is then the right occurrence of the value in global order: the
+// single-device rule of kernels/cpu/selection.h (stable order by (value, index), NaN after every
+// number), with one all-gather of the ranks' counts of the value and one all-reduce of the index.
 #include <cmath>
-#include <cstring>
+#include <limits>
 
+#include "kernels/cpu/radix_select.h"
 #include "kernels/cpu/selection.h"
 #include "ops/defs/steps.h"
 
@@ -15,94 +20,26 @@ namespace {
 
 enum class Sel { kMedian, kNanMedian, kKth };
 
-int key_bits(DType t) {
-  switch (t) {
-    case DType::kBFloat16:
-    case DType::kFloat16: return 16;
-    case DType::kFloat32:
-    case DType::kInt32: return 32;
-    default: return 64;
-  }
-}
+// 8-bit digits: 4 rounds for 32-bit keys with histograms of 257 counts a row (int32 on the wire); 11 bits would save a
+// round only for 32-bit keys at 8x the bytes, which loses once the op has many rows.
+constexpr int kDigitBits = 8;
 
-// Order-preserving key of a value of dtype t (numbers only).
-uint64_t to_key(double v, int64_t iv, DType t) {
-  auto flip = [](uint64_t b, int bits) {
-    uint64_t sign = uint64_t{1} << (bits - 1);
-    uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
-    return (b & sign) ? (~b & mask) : (b | sign);
-  };
-  switch (t) {
-    case DType::kFloat32: {
-      float f = static_cast<float>(v);
-      uint32_t b;
-      std::memcpy(&b, &f, 4);
-      return flip(b, 32);
-    }
-    case DType::kFloat64: {
-      uint64_t b;
-      std::memcpy(&b, &v, 8);
-      return flip(b, 64);
-    }
-    case DType::kBFloat16: return flip(BFloat16(static_cast<float>(v)).bits, 16);
-    case DType::kFloat16: return flip(Float16(static_cast<float>(v)).bits, 16);
-    case DType::kInt32: return static_cast<uint64_t>(static_cast<uint32_t>(static_cast<int32_t>(iv)) ^ 0x80000000u);
-    default: return static_cast<uint64_t>(iv) ^ (uint64_t{1} << 63);
-  }
-}
+// Bytes of one count on the wire: int32 while no count can pass 2^31 - 1 (the selected dim's size).
+int64_t count_bytes(int64_t n) { return n <= std::numeric_limits<int32_t>::max() ? 4 : 8; }
 
-// Inverse of to_key, as (double value, int64 value).
-std::pair<double, int64_t> from_key(uint64_t k, DType t) {
-  auto unflip = [](uint64_t key, int bits) {
-    uint64_t sign = uint64_t{1} << (bits - 1);
-    uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
-    return (key & sign) ? (key & ~sign) : (~key & mask);
-  };
-  switch (t) {
-    case DType::kFloat32: {
-      uint32_t b = static_cast<uint32_t>(unflip(k, 32));
-      float f;
-      std::memcpy(&f, &b, 4);
-      return {f, 0};
-    }
-    case DType::kFloat64: {
-      uint64_t b = unflip(k, 64);
-      double d;
-      std::memcpy(&d, &b, 8);
-      return {d, 0};
-    }
-    case DType::kBFloat16: {
-      BFloat16 h;
-      h.bits = static_cast<uint16_t>(unflip(k, 16));
-      return {static_cast<float>(h), 0};
-    }
-    case DType::kFloat16: {
-      Float16 h;
-      h.bits = static_cast<uint16_t>(unflip(k, 16));
-      return {static_cast<float>(h), 0};
-    }
-    case DType::kInt32: {
-      int32_t i = static_cast<int32_t>(static_cast<uint32_t>(k) ^ 0x80000000u);
-      return {static_cast<double>(i), i};
-    }
-    default: {
-      int64_t i = static_cast<int64_t>(k ^ (uint64_t{1} << 63));
-      return {static_cast<double>(i), i};
-    }
-  }
-}
+int radix_rounds(DType t) { return (kernels::radix_key_bits(t) + kDigitBits - 1) / kDigitBits; }
 
-// Per-row values of dtype t from doubles / int64s (NaN rows marked by `nan`).
+// Per-row values of dtype t from keys (NaN rows marked by `nan`).
 Tensor values_tensor(const Shape& rows, DType t, const std::vector<uint64_t>& keys, const std::vector<bool>& nan) {
   if (!is_floating(t)) {
     Tensor out = Tensor::empty(rows, DType::kInt64);
     int64_t* p = out.data<int64_t>();
-    for (size_t r = 0; r < keys.size(); ++r) p[r] = from_key(keys[r], t).second;
+    for (size_t r = 0; r < keys.size(); ++r) p[r] = kernels::radix_decode(keys[r], t).i;
     return out.to(t);
   }
   Tensor out = Tensor::empty(rows, DType::kFloat64);
   double* p = out.data<double>();
-  for (size_t r = 0; r < keys.size(); ++r) p[r] = nan[r] ? std::nan("") : from_key(keys[r], t).first;
+  for (size_t r = 0; r < keys.size(); ++r) p[r] = nan[r] ? std::nan("") : kernels::radix_decode(keys[r], t).f;
   return out.to(t);
 }
 
@@ -123,16 +60,28 @@ StepDef select_step(Sel kind, bool whole) {
   step.traffic = [whole](const OpCall& c, const Strategy& st, const std::vector<int>& dims) {
     Shape block = local_block(c.tensor(0).shape, st.inputs[0], c.mesh_shape(),
                               std::vector<int64_t>(c.mesh_shape().size(), 0)).first;
-    int64_t rows = 1;
-    if (!whole) {
-      int64_t d = wrap_dim(c.get_int("dim"), static_cast<int64_t>(block.size()), "dim");
-      rows = block[d] == 0 ? 0 : numel(block) / block[d];
+    const Shape& global = c.tensor(0).shape;
+    int64_t rows = 1, n = numel(global);  // n: the elements a row selects among
+    if (!whole && !global.empty()) {
+      const int64_t d = wrap_dim(c.get_int("dim"), static_cast<int64_t>(block.size()), "dim");
+      n = global[d];
+      for (size_t i = 0; i < block.size(); ++i)
+        if (static_cast<int64_t>(i) != d) rows *= block[i];
     }
     int64_t group = 1;
     for (int i : dims) group *= c.mesh_shape()[i];
-    const int rounds = key_bits(c.tensor(0).dtype) + (whole ? 3 : 6);
-    const int64_t per = comm_bytes_sent(CommKind::kAllReduce, rows * 8, group);
-    return StepTraffic{CommKind::kAllReduce, per * rounds, rounds};
+    // Per round one all-reduce of the rows' histograms (2^kDigitBits + 1 counts a row); along a dim
+    // also the all-gather of the counts of the value and the all-reduce of the index.
+    const int radix = radix_rounds(c.tensor(0).dtype);
+    const int64_t hist = rows * ((int64_t{1} << kDigitBits) + 1) * count_bytes(n);
+    int64_t bytes = radix * comm_bytes_sent(CommKind::kAllReduce, hist, group);
+    int rounds = radix;
+    if (!whole) {
+      bytes += comm_bytes_sent(CommKind::kAllGather, rows * 8 * group, group) +
+               comm_bytes_sent(CommKind::kAllReduce, rows * 16, group);
+      rounds += 2;
+    }
+    return StepTraffic{CommKind::kAllReduce, bytes, rounds};
   };
   step.run = [kind, whole](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx,
                            const std::vector<int>& dims, const DeviceMesh& mesh, Timeout timeout) {
@@ -148,75 +97,87 @@ StepDef select_step(Sel kind, bool whole) {
       n = c.tensor(0).shape.empty() ? 1 : c.tensor(0).shape[d];
       offset = ctx.in_block(c, 0).second[d];
     }
-    Tensor nans = kernels::count_nan(x, d, true);
-    reduce(nans, ReduceOp::kSum);
-    const Shape rows = nans.sizes();
-    const int64_t R = nans.numel();
-    auto M = nans.to_vector<int64_t>();
-    std::vector<int64_t> k(R);
-    std::vector<bool> is_nan(R);
-    for (int64_t r = 0; r < R; ++r) {
-      const int64_t numbers = n - M[r];
-      if (kind == Sel::kMedian) {
-        is_nan[r] = M[r] > 0;
-        k[r] = is_nan[r] ? numbers + 1 : (n - 1) / 2 + 1;
-      } else if (kind == Sel::kNanMedian) {
-        is_nan[r] = numbers == 0;
-        k[r] = is_nan[r] ? 1 : (numbers - 1) / 2 + 1;
-      } else {
-        k[r] = c.get_int("k");
-        is_nan[r] = k[r] > numbers;
+    // The per-row shape (x with dim of size 1) and row count.
+    Shape rows = x.sizes();
+    if (!rows.empty()) rows[d] = 1;
+    const int64_t R = numel(rows);
+    const int width = kernels::radix_key_bits(dt);
+    const int64_t cols = (int64_t{1} << kDigitBits) + 1;
+    std::vector<uint64_t> prefix(R, 0);
+    std::vector<int64_t> k(R), less(R, 0), nans(R, 0), local_eq(R, 0);
+    std::vector<bool> is_nan(R, false);
+    // Key widths are multiples of kDigitBits: the last round's digit is the key's lowest.
+    for (int round = 0, shift = width - kDigitBits; shift >= 0; ++round, shift -= kDigitBits) {
+      const int bits = kDigitBits;
+      Tensor h = kernels::radix_histogram(x, d, prefix, shift, bits);
+      const std::vector<int64_t> local = h.to_vector<int64_t>();
+      Tensor wire = count_bytes(n) == 4 ? h.to(DType::kInt32) : h;
+      reduce(wire, ReduceOp::kSum);
+      const std::vector<int64_t> global = wire.to_vector<int64_t>();
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t* g = global.data() + r * cols;
+        const int64_t* l = local.data() + r * cols;
+        const int64_t buckets = (int64_t{1} << bits);
+        if (round == 0) {
+          // k (1-based) in the order "numbers ascending, NaN after every number".
+          nans[r] = g[cols - 1];
+          const int64_t numbers = n - nans[r];
+          if (kind == Sel::kMedian) k[r] = nans[r] > 0 ? numbers + 1 : (n - 1) / 2 + 1;
+          else if (kind == Sel::kNanMedian) k[r] = numbers == 0 ? 1 : (numbers - 1) / 2 + 1;
+          else k[r] = c.get_int("k");
+          is_nan[r] = k[r] > numbers;  // also an empty whole tensor's median
+          if (is_nan[r]) {
+            less[r] = numbers;
+            local_eq[r] = l[cols - 1];
+          }
+        }
+        if (is_nan[r]) continue;
+        // The bucket holding the k-th element: every rank sees the same global counts.
+        int64_t below = less[r], j = 0;
+        while (j < buckets - 1 && below + g[j] < k[r]) below += g[j++];
+        less[r] = below;
+        prefix[r] = (prefix[r] << bits) | static_cast<uint64_t>(j);
+        local_eq[r] = l[j];
       }
     }
-    // Bisection over keys between the global min and max of the numbers.
-    auto [mn, mx] = kernels::min_max(x, d, true);
-    reduce(mn, ReduceOp::kMin);
-    reduce(mx, ReduceOp::kMax);
-    std::vector<uint64_t> lo(R), hi(R);
-    {
-      auto mnd = mn.to(DType::kFloat64).to_vector<double>(), mxd = mx.to(DType::kFloat64).to_vector<double>();
-      auto mni = mn.to(DType::kInt64).to_vector<int64_t>(), mxi = mx.to(DType::kInt64).to_vector<int64_t>();
-      for (int64_t r = 0; r < R; ++r) {
-        lo[r] = is_nan[r] ? 0 : to_key(mnd[r], mni[r], dt);
-        hi[r] = is_nan[r] ? 0 : to_key(mxd[r], mxi[r], dt);
-      }
-    }
-    while (true) {
-      bool open = false;
-      std::vector<uint64_t> mid(R);
-      for (int64_t r = 0; r < R; ++r) {
-        mid[r] = lo[r] + (hi[r] - lo[r]) / 2;
-        open |= lo[r] < hi[r];
-      }
-      if (!open) break;  // identical on every rank: lo/hi come from all-reduced counts
-      Tensor le = kernels::count_less_equal(x, d, values_tensor(rows, dt, mid, std::vector<bool>(R, false)));
-      reduce(le, ReduceOp::kSum);
-      auto cnt = le.to_vector<int64_t>();
-      for (int64_t r = 0; r < R; ++r) {
-        if (lo[r] >= hi[r]) continue;
-        if (cnt[r] >= k[r]) hi[r] = mid[r];
-        else lo[r] = mid[r] + 1;
-      }
-    }
-    Tensor values = values_tensor(rows, dt, lo, is_nan);
+    Tensor values = values_tensor(rows, dt, prefix, is_nan);
     if (whole) return std::vector<Tensor>{values.reshape(ctx.out_block(0).first)};
-    // The index: the (k - #less)-th occurrence of the value in global order.
-    Tensor less = kernels::count_less(x, d, values);
-    Tensor local_eq = kernels::sub(kernels::count_less_equal(x, d, values), less);
-    reduce(less, ReduceOp::kSum);
+    // The index: the (k - #less)-th occurrence of the value in global order; the ranks before this
+    // one hold `before` of them. The rank that holds it also says whether it is -0.0 (the key
+    // merges the zeros; the value returned is the element at the index, as on one device).
     ProcessGroup& g = mesh.group(dims[0]);
     Tensor all_eq = Tensor::empty({g.size() * R}, DType::kInt64);
-    g.all_gather(local_eq.contiguous().reshape({R}), all_eq, std::vector<int64_t>(g.size(), R), timeout);
-    auto ls = less.to_vector<int64_t>(), ae = all_eq.to_vector<int64_t>();
+    g.all_gather(Tensor::from_vector(local_eq, {R}), all_eq, std::vector<int64_t>(g.size(), R), timeout);
+    auto ae = all_eq.to_vector<int64_t>();
     Tensor occ = Tensor::empty(rows, DType::kInt64);
     int64_t* po = occ.data<int64_t>();
     for (int64_t r = 0; r < R; ++r) {
       int64_t before = 0;
       for (int q = 0; q < g.rank(); ++q) before += ae[q * R + r];
-      po[r] = k[r] - ls[r] - before;
+      po[r] = k[r] - less[r] - before;
     }
     Tensor idx = kernels::index_of_occurrence(x, d, values, occ, offset);
-    g.all_reduce(idx, ReduceOp::kMax, timeout);
+    std::vector<int64_t> found = idx.to_vector<int64_t>();
+    found.resize(2 * R, 0);
+    std::vector<double> vals = values.to(DType::kFloat64).to_vector<double>();
+    bool zero = false;
+    for (int64_t r = 0; r < R; ++r) zero |= !is_nan[r] && vals[r] == 0 && is_floating(dt);
+    if (zero) {  // only then is the sign of the held element needed
+      Tensor xr = x.movedim(d, -1).contiguous().to(DType::kFloat64);
+      const double* px = xr.data<double>();
+      const int64_t nl = x.dim() == 0 ? 1 : x.size(d);
+      for (int64_t r = 0; r < R; ++r)
+        if (found[r] >= 0) found[R + r] = std::signbit(px[r * nl + found[r] - offset]) ? 1 : 0;
+    }
+    Tensor both = Tensor::from_vector(found, {2 * R});
+    g.all_reduce(both, ReduceOp::kMax, timeout);
+    const std::vector<int64_t> b = both.to_vector<int64_t>();
+    idx = Tensor::from_vector(std::vector<int64_t>(b.begin(), b.begin() + R), rows);
+    if (zero) {
+      for (int64_t r = 0; r < R; ++r)
+        if (!is_nan[r] && vals[r] == 0 && b[R + r]) vals[r] = -0.0;
+      values = Tensor::from_vector(vals, rows).to(dt);
+    }
     const bool keep = c.get_bool("keepdim");
     if (!keep) {
       values = values.squeeze(d).contiguous();

@@ -136,7 +136,13 @@ std::vector<std::pair<std::string, Sample>> extra_samples(Group g) {
               {"median", sample({{3}}, {T(0)})},
               {"median.dim", sample({{1, 4}}, {T(0), I(0)})},
               {"min.dim", sample({{4, 1}}, {T(0), I(1)})},
-              {"kthvalue", sample({{2, 1, 3}}, {T(0), I(1), I(1), V(true)})}};
+              {"kthvalue", sample({{2, 1, 3}}, {T(0), I(1), I(1), V(true)})},
+              // The radix select's other key widths (64-, 16-bit), k at 1 and at n.
+              {"median.dim", sample({{7, 2}}, {T(0), I(0)}, {}, {DType::kInt64})},
+              {"kthvalue", sample({{6, 3}}, {T(0), I(6), I(0)}, {}, {DType::kFloat64})},
+              {"kthvalue", sample({{5}}, {T(0), I(1), I(0)}, {}, {DType::kBFloat16})},
+              {"nanmedian", sample({{5, 3}}, {T(0)}, {}, {DType::kFloat64})},
+              {"median", sample({{9}}, {T(0)}, {}, {DType::kInt32})}};
     case Group::kPooling:
       // Kernel 3, stride 1, padding 1: every output row needs both neighbours' rows.
       return {{"avg_pool2d", sample({{2, 3, 3, 5}}, {T(0), L({3}), L({1}), L({1})})},

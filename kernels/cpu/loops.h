@@ -147,6 +147,23 @@ inline Tensor unrows(const Tensor& r, const Tensor& like, int64_t dim, DType dty
 // returns the results in x's layout and the given dtype.
 template <typename F>
 Tensor map_rows(const Tensor& x, int64_t dim, DType dtype, F&& f) {
+  if (x.dtype() == DType::kFloat32 && dtype == DType::kFloat32 && x.dim() > 0 &&
+      (dim == -1 || dim == x.dim() - 1) && x.is_contiguous()) {
+    // Contiguous float32 rows: each row is widened into a buffer and its result rounded once into
+    // the output, without the two whole-tensor copies below (the same values).
+    Tensor out = Tensor::empty(x.sizes(), DType::kFloat32);
+    const int64_t n = x.size(-1);
+    const int64_t rows = n == 0 ? 0 : x.numel() / n;
+    std::vector<double> ib(static_cast<size_t>(n)), ob(static_cast<size_t>(n));
+    const float* ip = x.data<float>();
+    float* op = out.data<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      std::copy(ip + r * n, ip + (r + 1) * n, ib.begin());
+      f(ib.data(), ob.data(), n);
+      std::transform(ob.begin(), ob.end(), op + r * n, [](double v) { return static_cast<float>(v); });
+    }
+    return out;
+  }
   Tensor in = rows_f64(x, dim);
   Tensor out = Tensor::empty(in.sizes(), DType::kFloat64);
   const int64_t n = in.dim() == 0 ? 1 : in.size(-1);

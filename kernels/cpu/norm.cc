@@ -43,6 +43,34 @@ Tensor normalized_rows(const char* op, const Tensor& x, const Shape& normalized_
   return x.reshape({numel(Shape(x.sizes().begin(), x.sizes().end() - k)), numel(normalized_shape)});
 }
 
+// Rows [outer, n] read as float64: contiguous float32 rows are widened one at a time into a buffer,
+// anything else is converted to one float64 copy up front.
+class RowReader {
+ public:
+  RowReader(const Tensor& rows, int64_t n) : n_(n) {
+    if (rows.dtype() == DType::kFloat32 && rows.is_contiguous()) {
+      keep_ = rows;
+      f_ = rows.data<float>();
+      buf_.resize(static_cast<size_t>(n));
+    } else {
+      keep_ = rows.to(DType::kFloat64).contiguous();
+      d_ = keep_.data<double>();
+    }
+  }
+  const double* row(int64_t r) {
+    if (d_) return d_ + r * n_;
+    std::copy(f_ + r * n_, f_ + (r + 1) * n_, buf_.begin());
+    return buf_.data();
+  }
+
+ private:
+  int64_t n_;
+  Tensor keep_;
+  const float* f_ = nullptr;
+  const double* d_ = nullptr;
+  std::vector<double> buf_;
+};
+
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
@@ -97,18 +125,15 @@ std::vector<Tensor> layer_norm_backward(const Tensor& grad_out, const Tensor& x,
   DT_CHECK(grad_out.sizes() == x.sizes(), op, ": grad_out ", shape_str(grad_out.sizes()),
            " must have the input's shape ", shape_str(x.sizes()));
   const std::vector<double> w = affine(op, "weight", weight, normalized_shape, 1);
-  const Tensor xr = rows.to(DType::kFloat64).contiguous();
-  const Tensor gr = grad_out.reshape(rows.sizes()).to(DType::kFloat64).contiguous();
   const int64_t outer = rows.size(0), n = rows.size(1);
-  Tensor dx = Tensor::empty(rows.sizes(), DType::kFloat64);
+  RowReader xr(rows, n), gr(grad_out.reshape(rows.sizes()), n);
+  const bool f32 = x.dtype() == DType::kFloat32;  // dx written as float32 directly, else via float64
+  Tensor dx = Tensor::empty(rows.sizes(), f32 ? DType::kFloat32 : DType::kFloat64);
   std::vector<double> dw(static_cast<size_t>(n), 0.0), db(static_cast<size_t>(n), 0.0), xhat(static_cast<size_t>(n));
-  const double* xp = xr.data<double>();
-  const double* gp = gr.data<double>();
-  double* dp = dx.data<double>();
   const double inv_n = n == 0 ? 0 : 1 / static_cast<double>(n);
   for (int64_t r = 0; r < outer; ++r) {
-    const double* xi = xp + r * n;
-    const double* gi = gp + r * n;
+    const double* xi = xr.row(r);
+    const double* gi = gr.row(r);
     double mean = 0, var = 0;
     for (int64_t i = 0; i < n; ++i) mean += xi[i];
     mean *= inv_n;
@@ -124,7 +149,13 @@ std::vector<Tensor> layer_norm_backward(const Tensor& grad_out, const Tensor& x,
       db[i] += gi[i];
     }
     const double a = sum_gw * inv_n, b = sum_gwx * inv_n;
-    for (int64_t i = 0; i < n; ++i) dp[r * n + i] = rstd * (gi[i] * w[i] - a - xhat[i] * b);
+    if (f32) {
+      float* dp = dx.data<float>() + r * n;
+      for (int64_t i = 0; i < n; ++i) dp[i] = static_cast<float>(rstd * (gi[i] * w[i] - a - xhat[i] * b));
+    } else {
+      double* dp = dx.data<double>() + r * n;
+      for (int64_t i = 0; i < n; ++i) dp[i] = rstd * (gi[i] * w[i] - a - xhat[i] * b);
+    }
   }
   const DType wt = weight ? weight->dtype() : x.dtype();
   auto param_grad = [&](const std::vector<double>& v) {

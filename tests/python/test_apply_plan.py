@@ -89,22 +89,21 @@ def test_llama_tp4_styles(reports):
     report = reports[("llama", "tp=4")]
     plan = dtensor.parallelize_plan(report, json_form=True)
     styles = {path.split(".", 3)[-1]: s["style"] for path, s in plan["styles"].items() if ".layers.0." in path}
-    # Megatron's MLP and attention output; q/k/v are row-parallel (see docs/PYTHON.md "Applying a
-    # plan": the residual stream is sequence-sharded, q/k/v's partial sums are reduce-scattered onto
-    # heads, and the cost model prices that at or below Megatron's column-parallel q/k/v). The norm
-    # before the MLP runs on the sequence-sharded stream; the one before attention has its weight
-    # sharded (explicit placements).
+    # Megatron's column-parallel q/k/v and gate/up, row-parallel o_proj and down_proj, both norms on
+    # the sequence-sharded residual stream (sequence parallelism): the norm's output is gathered once
+    # for q, k and v (see docs/PYTHON.md "Applying a plan").
     assert styles == {"mlp.gate_proj": "ColwiseParallel", "mlp.up_proj": "ColwiseParallel",
                       "mlp.down_proj": "RowwiseParallel", "self_attn.o_proj": "RowwiseParallel",
-                      "self_attn.q_proj": "RowwiseParallel", "self_attn.k_proj": "RowwiseParallel",
-                      "self_attn.v_proj": "RowwiseParallel", "post_attention_layernorm": "SequenceParallel"}
+                      "self_attn.q_proj": "ColwiseParallel", "self_attn.k_proj": "ColwiseParallel",
+                      "self_attn.v_proj": "ColwiseParallel", "input_layernorm": "SequenceParallel",
+                      "post_attention_layernorm": "SequenceParallel"}
     megatron = next(b for b in report["baselines"] if b["name"] == "megatron")
     assert megatron["valid"] and report["totals"]["step_time_us"] <= megatron["step_time_us"] * (1 + 1e-9)
     assert plan["styles"]["model.layers.0.mlp.gate_proj"] == {"style": "ColwiseParallel", "input_layouts": "R",
                                                              "output_layouts": "S(2)"}
     assert plan["inputs"] == {"input_ids": "S(1)", "labels": "R"}
     assert plan["styles"]["model.norm"] == {"style": "SequenceParallel", "sequence_dim": 1}
-    assert plan["params"] == {f"model.layers.{i}.input_layernorm.weight": ["S(0)"] for i in (0, 1)}
+    assert plan["params"] == {}  # the norms' weights are replicated, as SequenceParallel has them
 
 
 def _report(w, x, bias=None, mesh=("tp", 4)):

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -207,19 +208,37 @@ std::unique_ptr<Planner::Tables::T> fill_edge_table(const CostModel& cm, int u, 
       }
     return t;
   }
-  std::vector<CostModel::EdgeTime> fwd(in_rep.size());
-  std::vector<double> bwd(grad_rep.size());
+  // Forward moves depend on the source placement only, backward ones on the gradient layout only:
+  // price each distinct one once (a redistribution has one class per (placement, gradient layout)).
+  absl::flat_hash_map<uint64_t, int> src_ix, sg_ix;
+  std::vector<int> src_of(src_reps.size()), sg_of(src_reps.size());
+  std::vector<std::vector<CostModel::EdgeTime>> fwd;
+  std::vector<std::vector<double>> bwd;
   for (size_t a = 0; a < src_reps.size(); ++a) {
-    for (size_t i = 0; i < in_rep.size(); ++i)
-      fwd[i] = cm.edge_time(u, v, k, src_reps[a], src_grads[a], reps[in_rep[i]].first, reps[in_rep[i]].first, meta,
-                            cache, false);
-    for (size_t i = 0; i < grad_rep.size(); ++i)
-      bwd[i] = cm.edge_time(u, v, k, src_reps[a], src_grads[a], reps[grad_rep[i]].second, reps[grad_rep[i]].second,
-                            meta, cache, true).time;
+    auto [i1, f1] = src_ix.emplace(placement_key(src_reps[a]), static_cast<int>(fwd.size()));
+    if (f1) {
+      fwd.emplace_back(in_rep.size());
+      for (size_t i = 0; i < in_rep.size(); ++i)
+        fwd.back()[i] = cm.edge_time(u, v, k, src_reps[a], src_grads[a], reps[in_rep[i]].first, reps[in_rep[i]].first,
+                                     meta, cache, false);
+    }
+    src_of[a] = i1->second;
+    auto [i2, f2] = sg_ix.emplace(placement_key(src_grads[a]), static_cast<int>(bwd.size()));
+    if (f2) {
+      bwd.emplace_back(grad_rep.size());
+      for (size_t i = 0; i < grad_rep.size(); ++i)
+        bwd.back()[i] = cm.edge_time(u, v, k, src_reps[a], src_grads[a], reps[grad_rep[i]].second,
+                                     reps[grad_rep[i]].second, meta, cache, true).time;
+    }
+    sg_of[a] = i2->second;
+  }
+  for (size_t a = 0; a < src_reps.size(); ++a) {
+    const auto& fa = fwd[src_of[a]];
+    const auto& ba = bwd[sg_of[a]];
     for (size_t b = 0; b < reps.size(); ++b) {
       const size_t i = a * reps.size() + b;
-      const CostModel::EdgeTime& f = fwd[in_of[b]];
-      t->time[i] = f.time + bwd[grad_of[b]];
+      const CostModel::EdgeTime& f = fa[in_of[b]];
+      t->time[i] = f.time + ba[grad_of[b]];
       t->bytes[i] = static_cast<double>(f.act_bytes);
       t->again[i] = f.again;
     }
@@ -827,51 +846,13 @@ void Planner::mix_layers(const Search::Found& fast, double limit, Search* out) c
   }
 }
 
-PlanResult Planner::run() {
-  const double t0 = now_ms();
-  check_mesh_dims();
-  PlanResult r;
-  r.cost_model = cm_;
-  r.memory_limit_bytes = options_.memory_limit_bytes > 0 ? options_.memory_limit_bytes : hw_.memory_GB * 1e9;
-  r.templates = static_cast<int>(templates_.size());
-  for (const Template& t : templates_) r.templated_layers += static_cast<int>(t.layers.size());
-  const double limit = r.memory_limit_bytes;
-  Search s = lagrangian(nullptr, limit);
-  r.solves = s.solves;
-  r.exact = s.exact;
-  if (!s.best.valid) {
-    const PlanEval& e = s.least.eval;
-    const double need = static_cast<double>(e.peak_memory_bytes);
-    const int64_t devices = mesh_.size();
-    int64_t want = devices;
-    while (static_cast<double>(want) < static_cast<double>(devices) * need / limit && want < (int64_t{1} << 40)) want *= 2;
-    DT_FAIL("dtensor plan: no plan of ", g_.name, " on mesh ", mesh_.str(), " fits in ", gb(limit),
-            " per device: the least memory a plan needs is ", gb(need), " (parameters ", gb(e.param_bytes),
-            ", gradients ", gb(e.grad_bytes), ", optimizer state ", gb(e.state_bytes), ", activations ",
-            gb(e.activation_bytes), "). Would fit: --memory-limit ", std::ceil(need / 1e9), ", or about ", want,
-            " devices (a larger mesh), or a smaller --batch / --seq (activations scale with them)");
-  }
-  r.eval = s.best.eval;
-  r.plan = choices(s.best.x);
-  r.lambda = s.best.lambda;
-  r.mixed_layers = s.mixed;
-  r.plan_time_ms = build_ms_ + (now_ms() - t0);
-
-  if (options_.compare) {
-    const double t1 = now_ms();
+std::vector<Baseline> Planner::compare(double limit) const {
+  std::vector<Baseline> out;
+  {
     auto finish = [&](Baseline& b) {
       if (!b.valid) return;
       b.eval = evaluate(*cm_, b.plan, b.lambda);
       b.fits = b.eval.peak_memory_bytes <= limit;
-      if (b.fits && b.eval.step_time_us < r.eval.step_time_us * (1 - 1e-9)) {
-        r.notes.push_back(absl::StrCat("the ", b.name, " baseline beat the search (", absl::StrFormat("%.1f", b.eval.step_time_us),
-                                       " vs ", absl::StrFormat("%.1f", r.eval.step_time_us), " µs) and is returned"));
-        r.eval = b.eval;
-        r.plan = b.plan;
-        r.owned = b.owned;
-        r.lambda = b.lambda;
-        r.source = b.name;
-      }
     };
     // A constrained baseline gets the same memory search: its best plan that fits, or its least memory.
     auto constrained = [&](const std::string& name, const Constraints& c, const std::string& note) {
@@ -896,22 +877,22 @@ PlanResult Planner::run() {
       std::string note;
       Constraints c = megatron_constraints(tp, &note);
       Baseline b = constrained("megatron", c, note);
-      r.baselines.push_back(std::move(b));
+      out.push_back(std::move(b));
     } else {
       Baseline b;
       b.name = "megatron";
       b.note = "the graph marks no column/row roles";
-      r.baselines.push_back(std::move(b));
+      out.push_back(std::move(b));
     }
     {
       std::string note;
       Constraints c = data_parallel_constraints(&note);
-      r.baselines.push_back(constrained("data-parallel", c, note));
+      out.push_back(constrained("data-parallel", c, note));
     }
-    r.baselines.push_back(greedy());
-    for (Baseline& b : r.baselines) finish(b);
+    out.push_back(greedy());
+    for (Baseline& b : out) finish(b);
     // Megatron: say where a column-split output cannot stay split (heads not divisible by tp, ...).
-    for (Baseline& b : r.baselines) {
+    for (Baseline& b : out) {
       if (b.name != "megatron" || !b.valid) continue;
       std::vector<std::string> moved;
       for (int v = 0; v < g_.num_vertices(); ++v) {
@@ -933,7 +914,65 @@ PlanResult Planner::run() {
                                                    mesh_.shape[tp], ")")
                                     : "");
     }
-    r.compare_time_ms = now_ms() - t1;
+  }
+  return out;
+}
+
+PlanResult Planner::run() {
+  const double t0 = now_ms();
+  check_mesh_dims();
+  PlanResult r;
+  r.cost_model = cm_;
+  r.memory_limit_bytes = options_.memory_limit_bytes > 0 ? options_.memory_limit_bytes : hw_.memory_GB * 1e9;
+  r.templates = static_cast<int>(templates_.size());
+  for (const Template& t : templates_) r.templated_layers += static_cast<int>(t.layers.size());
+  const double limit = r.memory_limit_bytes;
+  // The baselines on a second thread while the search runs (both only read the cost model and the
+  // shared tables); a failing search waits for them in the future's destructor.
+  double compare_ms = 0;
+  std::future<std::vector<Baseline>> baselines;
+  if (options_.compare)
+    baselines = std::async(std::launch::async, [this, limit, &compare_ms] {
+      const double t1 = now_ms();
+      std::vector<Baseline> out = compare(limit);
+      compare_ms = now_ms() - t1;
+      return out;
+    });
+  Search s = lagrangian(nullptr, limit);
+  r.solves = s.solves;
+  r.exact = s.exact;
+  if (!s.best.valid) {
+    const PlanEval& e = s.least.eval;
+    const double need = static_cast<double>(e.peak_memory_bytes);
+    const int64_t devices = mesh_.size();
+    int64_t want = devices;
+    while (static_cast<double>(want) < static_cast<double>(devices) * need / limit && want < (int64_t{1} << 40)) want *= 2;
+    DT_FAIL("dtensor plan: no plan of ", g_.name, " on mesh ", mesh_.str(), " fits in ", gb(limit),
+            " per device: the least memory a plan needs is ", gb(need), " (parameters ", gb(e.param_bytes),
+            ", gradients ", gb(e.grad_bytes), ", optimizer state ", gb(e.state_bytes), ", activations ",
+            gb(e.activation_bytes), "). Would fit: --memory-limit ", std::ceil(need / 1e9), ", or about ", want,
+            " devices (a larger mesh), or a smaller --batch / --seq (activations scale with them)");
+  }
+  r.eval = s.best.eval;
+  r.plan = choices(s.best.x);
+  r.lambda = s.best.lambda;
+  r.mixed_layers = s.mixed;
+  r.plan_time_ms = build_ms_ + (now_ms() - t0);
+
+  if (options_.compare) {
+    r.baselines = baselines.get();
+    r.compare_time_ms = compare_ms;
+    for (Baseline& b : r.baselines) {
+      if (b.valid && b.fits && b.eval.step_time_us < r.eval.step_time_us * (1 - 1e-9)) {
+        r.notes.push_back(absl::StrCat("the ", b.name, " baseline beat the search (", absl::StrFormat("%.1f", b.eval.step_time_us),
+                                       " vs ", absl::StrFormat("%.1f", r.eval.step_time_us), " µs) and is returned"));
+        r.eval = b.eval;
+        r.plan = b.plan;
+        r.owned = b.owned;
+        r.lambda = b.lambda;
+        r.source = b.name;
+      }
+    }
   }
   // Mesh dims the plan does not split at all.
   for (int i = 0; i < mesh_.ndim(); ++i) {

@@ -317,14 +317,12 @@ Choice CostModel::redistribute_choice(const Placements& x, const Placements& g) 
 }
 
 std::vector<Placements> CostModel::redistribute_placements(int v) const {
-  // Any layout its producer makes, or any without Partial (a fused producer's output cannot move, so
-  // only its own); ordered by placement_key.
+  // Any layout without Partial: a Partial tensor is reduced once for all its consumers (each
+  // reducing it on its own, as consumers of a Partial would, is never cheaper). A fused producer's
+  // output cannot move: only its own layouts. Ordered by placement_key.
   const Node& nd = g_.node(v);
   const TensorId t = inputs_[v][0];
-  std::vector<Placements> xs = info_[t.node]->out_reps.at(t.output);
-  if (!nd.fused)
-    for (const Placements& p : storage_placements(nd.outputs[0].shape))
-      if (std::find(xs.begin(), xs.end(), p) == xs.end()) xs.push_back(p);
+  std::vector<Placements> xs = nd.fused ? info_[t.node]->out_reps.at(t.output) : storage_placements(nd.outputs[0].shape);
   std::sort(xs.begin(), xs.end(),
             [](const Placements& a, const Placements& b) { return placement_key(a) < placement_key(b); });
   return xs;

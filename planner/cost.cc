@@ -480,8 +480,12 @@ CostModel::EdgeTime CostModel::edge_time(int u, int v, int k, const Placements& 
     return e;
   }
   if (g_.training && rg_[v] && fwd.comm && (saves_in_[v] >> k & 1)) {
-    const TensorMeta& m = metas_[meta];
-    e.act_bytes = local_numel(m.shape, in) * static_cast<int64_t>(itemsize(m.dtype));
+    auto [it, fresh] = cache.local_bytes.try_emplace({placement_key(in), meta}, 0);
+    if (fresh) {
+      const TensorMeta& m = metas_[meta];
+      it->second = local_numel(m.shape, in) * static_cast<int64_t>(itemsize(m.dtype));
+    }
+    e.act_bytes = it->second;
     e.again = fwd.us;
   }
   return e;

@@ -158,6 +158,7 @@ class CostModel {
   };
   struct MoveTimes {
     absl::flat_hash_map<std::tuple<uint64_t, uint64_t, int>, MoveTime> map;
+    absl::flat_hash_map<std::pair<uint64_t, int>, int64_t> local_bytes;  // (placement key, meta)
   };
   int meta_id(const TensorMeta& m) const;  // every tensor of the graph is interned at construction
   MoveTime move_time(const Placements& src, const Placements& dst, int meta, MoveTimes& cache,

@@ -5,7 +5,8 @@ weights, no memory).
 
 Per model and mesh: export (torch.export.export plus the walk to the planner's JSON graph, seconds),
 search (the planner through python/planner_py.cc: JSON parse, graph build, cost model, search and
-baselines, seconds; "planner" is the report's plan_time_ms, cost model + search only), the planned
+baselines, seconds; "CPU s" the same call's CPU time over all its threads, which a loaded machine
+does not inflate; "planner" is the report's plan_time_ms, cost model + search only), the planned
 step and the Megatron baseline by the same cost model (ms), and the graph's size. Min and max over
 --rounds. The language models' loss is a sum (num_items_in_batch given, as the Trainer does): a mean's
 divisor needs every target, so its loss would be planned replicated over dp. The vision models
@@ -69,13 +70,22 @@ def example_inputs(shape):
     return (torch.zeros(shape, dtype=torch.bfloat16, device="meta"),), {}
 
 
+def layer_forward(report):
+    """Forward collectives of the repeated layer 1 (a middle layer): "2 AG tp, 2 RS tp"."""
+    part = next((p for p in report["layers"] if p["layer"] == 1), None)
+    if part is None:
+        return "n/a"
+    return ", ".join(f"{n} {k}" for k, n in sorted(part["collectives"]["forward"].items())) or "none"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="run the cases whose 'model, mesh' contains this text")
     a = ap.parse_args()
-    print("| model, mesh, input | export s | search s | planner ms | step ms | Megatron ms | nodes | params |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| model, mesh, input | export s | search s | CPU s | planner ms | step ms | Megatron ms | nodes | params "
+          "| layer 1 forward: plan / Megatron |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for name, build, mesh, shape in CASES:
         if a.only not in f"{name}, {mesh}":
             continue
@@ -88,7 +98,8 @@ def main():
             meg = next(x for x in r["baselines"] if x["name"] == "megatron")
             rows.append((r["import"]["export_s"], r["import"]["search_s"], r["plan_time_ms"],
                          r["totals"]["step_time_us"] / 1e3, meg["step_time_us"] / 1e3 if meg["valid"] else None,
-                         r["import"]["nodes"], r["import"]["parameters"], r["import"]["unknown_ops"]))
+                         r["import"]["nodes"], r["import"]["parameters"], r["import"]["unknown_ops"],
+                         r["import"]["search_cpu_s"], layer_forward(r), layer_forward(meg) if meg["valid"] else "n/a"))
 
         def span(i, fmt):
             lo, hi = min(x[i] for x in rows), max(x[i] for x in rows)
@@ -96,7 +107,8 @@ def main():
         meg = "n/a" if rows[0][4] is None else span(4, "{:.1f}")
         params = f"{rows[0][6] / 1e9:.2f}B" if rows[0][6] >= 1e9 else f"{rows[0][6] / 1e6:.1f}M"
         print(f"| {name}, {mesh}, {'x'.join(map(str, shape))} | {span(0, '{:.1f}')} | {span(1, '{:.2f}')} | "
-              f"{span(2, '{:.0f}')} | {span(3, '{:.1f}')} | {meg} | {rows[0][5]} | {params} |"
+              f"{span(8, '{:.2f}')} | {span(2, '{:.0f}')} | {span(3, '{:.1f}')} | {meg} | {rows[0][5]} | {params} | "
+              f"{rows[0][9]} / {rows[0][10]} |"
               + (f" unknown: {rows[0][7]}" if rows[0][7] else ""))
 
 

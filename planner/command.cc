@@ -120,7 +120,7 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
   Planner planner(g, mesh, hw, po);
   PlanResult r = planner.run();
   r.notes.insert(r.notes.end(), onnx_notes.begin(), onnx_notes.end());
-  const std::string report = o.format == "json" ? report_json(planner.cost_model(), r) + "\n"
+  const std::string report = o.format == "json" ? report_json(planner.cost_model(), r, ReportOptions{o.ops, o.ops}) + "\n"
                                                 : report_table(planner.cost_model(), r, ReportOptions{o.ops});
   if (o.output.empty()) {
     out << report;

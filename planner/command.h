@@ -28,7 +28,7 @@ struct CommandOptions {
   bool inference = false;
   std::string optimizer = "adamw";
   std::string format = "table";  // table | json
-  bool ops = false;
+  bool ops = false;  // table: a row per op; json: each baseline's "ops" too
   std::string output, dot, svg, dump_graph;
   int dot_layers = 1;
   bool compare = true;

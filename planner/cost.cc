@@ -118,17 +118,20 @@ CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwarePr
     if (!saves_input(op)) continue;
     for (int k = 0; k < static_cast<int>(inputs_[v].size()); ++k) {
       const NodeKind uk = g.node(inputs_[v][k].node).kind;
-      if (uk == NodeKind::kOp || uk == NodeKind::kInput) saves_in_[v] |= 1ull << k;
+      if (takes_tensors(uk) || uk == NodeKind::kInput) saves_in_[v] |= 1ull << k;
     }
   }
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const int v = *it;
     const Node& nd = g.node(v);
-    if (nd.kind != NodeKind::kOp) continue;
+    if (!takes_tensors(nd.kind)) continue;
+    // A redistribution is a view of its input that keeps its moved copy when a consumer saves it.
+    const bool redist = nd.kind == NodeKind::kRedistribute;
+    if (redist && kept_[v]) saves_in_[v] = 1;
     for (int k = 0; k < static_cast<int>(inputs_[v].size()); ++k) {
       const int u = inputs_[v][k].node;
-      if (g.node(u).kind != NodeKind::kOp) continue;
-      const bool view = is_view_op(Registry::get().find(nd.op));
+      if (!takes_tensors(g.node(u).kind)) continue;
+      const bool view = redist || is_view_op(Registry::get().find(nd.op));
       if ((saves_in_[v] >> k & 1) || (view && kept_[v])) kept_[u] = 1;
     }
   }
@@ -144,11 +147,24 @@ CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwarePr
   };
   absl::flat_hash_map<size_t, std::vector<OpEntry>> ops;
   absl::flat_hash_map<std::string, std::shared_ptr<VertexInfo>> leaves;
+  absl::flat_hash_map<std::vector<uint64_t>, std::shared_ptr<VertexInfo>> redists;
   auto empty = std::make_shared<VertexInfo>();
   for (int v = 0; v < n; ++v) {
     const Node& nd = g.node(v);
     if (nd.kind == NodeKind::kConstant) {
       info_[v] = empty;
+      continue;
+    }
+    if (nd.kind == NodeKind::kRedistribute) {
+      // Shared by redistributions with the same placements to choose from, whichever op made the
+      // tensor (a repeated layer's entering tensor comes from the embedding once, then from layers).
+      std::vector<Placements> xs = redistribute_placements(v);
+      std::vector<uint64_t> key = {(nd.fused ? 1u : 0u) | (rg_[v] ? 2u : 0u) | (kept_[v] ? 4u : 0u),
+                                   static_cast<uint64_t>(intern(nd.outputs[0]))};
+      for (const Placements& x : xs) key.push_back(placement_key(x));
+      auto& slot = redists[key];
+      if (!slot) slot = build_redistribute(v, std::move(xs));
+      info_[v] = slot;
       continue;
     }
     if (nd.kind == NodeKind::kOp) {
@@ -291,6 +307,47 @@ Choice CostModel::op_choice(int v, const Strategy& s) const {
   return make_op_choice(v, call, call.op().meta(call), s);
 }
 
+Choice CostModel::redistribute_choice(const Placements& x, const Placements& g) {
+  Choice c;
+  c.strategy.outputs = {x};
+  c.strategy.inputs = {x};
+  c.grad_in = {g};
+  c.grad_out = {g};
+  return c;
+}
+
+std::vector<Placements> CostModel::redistribute_placements(int v) const {
+  // Any layout without Partial: a Partial tensor is reduced once for all its consumers (each
+  // reducing it on its own, as consumers of a Partial would, is never cheaper). A fused producer's
+  // output cannot move: only its own layouts. Ordered by placement_key.
+  const Node& nd = g_.node(v);
+  const TensorId t = inputs_[v][0];
+  std::vector<Placements> xs = nd.fused ? info_[t.node]->out_reps.at(t.output) : storage_placements(nd.outputs[0].shape);
+  std::sort(xs.begin(), xs.end(),
+            [](const Placements& a, const Placements& b) { return placement_key(a) < placement_key(b); });
+  return xs;
+}
+
+std::shared_ptr<VertexInfo> CostModel::build_redistribute(int v, std::vector<Placements> xs) const {
+  const Node& nd = g_.node(v);
+  auto info = std::make_shared<VertexInfo>();
+  info->view = true;
+  // The gradient layout: dual_out, or, in training, Partial on every dim where the tensor is
+  // replicated (its consumers' partial gradients summed locally, reduced once): Megatron's
+  // column-parallel q, k, v.
+  const bool grads = g_.training && rg_[v];
+  for (const Placements& x : xs) {
+    const Placements d = dual_out(x);
+    info->choices.push_back(redistribute_choice(x, d));
+    Placements p = x;
+    for (Placement& e : p)
+      if (e.is_replicate()) e = Partial();
+    if (grads && !nd.fused && p != d) info->choices.push_back(redistribute_choice(x, p));
+  }
+  classify(v, *info);
+  return info;
+}
+
 std::shared_ptr<VertexInfo> CostModel::build_leaf(int v) const {
   const Node& nd = g_.node(v);
   auto info = std::make_shared<VertexInfo>();
@@ -324,14 +381,21 @@ void CostModel::classify(int v, VertexInfo& info) const {
   const size_t n_out = info.choices.empty() ? 0 : info.choices[0].strategy.outputs.size();
   for (size_t j = 0; j < n_out; ++j) {
     std::vector<uint64_t> keys;
-    for (const Choice& c : info.choices) keys.push_back(placement_key(c.strategy.outputs[j]));
+    for (const Choice& c : info.choices) {
+      const uint64_t x = placement_key(c.strategy.outputs[j]);
+      keys.push_back(c.grad_out.empty() ? x : (x << 32) ^ placement_key(c.grad_out[j]) ^ (uint64_t{1} << 63));
+    }
     auto m = classes_from_keys(keys);
-    std::vector<Placements> reps(m->count);
-    for (size_t s = 0; s < info.choices.size(); ++s) reps[m->of[s]] = info.choices[s].strategy.outputs[j];
+    std::vector<Placements> reps(m->count), greps(m->count);
+    for (size_t s = 0; s < info.choices.size(); ++s) {
+      reps[m->of[s]] = info.choices[s].strategy.outputs[j];
+      greps[m->of[s]] = grad_target(info.choices[s], static_cast<int>(j));
+    }
     info.out_classes.push_back(m);
     info.out_reps.push_back(std::move(reps));
+    info.out_grad_reps.push_back(std::move(greps));
   }
-  if (nd.kind != NodeKind::kOp) return;
+  if (!takes_tensors(nd.kind)) return;
   for (int k = 0; k < nd.num_inputs; ++k) {
     const int u = inputs_[v][k].node;
     const bool grad_key = g_.training && rg_[u] && g_.node(u).kind != NodeKind::kParam;
@@ -400,13 +464,13 @@ CostModel::MoveTime CostModel::move_time(const Placements& src, const Placements
   return it->second;
 }
 
-CostModel::EdgeTime CostModel::edge_time(int u, int v, int k, const Placements& src, const Placements& in,
-                                         const Placements& grad, int meta, MoveTimes& cache,
+CostModel::EdgeTime CostModel::edge_time(int u, int v, int k, const Placements& src, const Placements& src_grad,
+                                         const Placements& in, const Placements& grad, int meta, MoveTimes& cache,
                                          bool backward_part) const {
   EdgeTime e;
   const bool param = g_.node(u).kind == NodeKind::kParam;
   if (backward_part) {
-    if (!param && g_.training && rg_[u]) e.time = move_time(grad, dual_out(src), meta, cache).us;
+    if (!param && g_.training && rg_[u]) e.time = move_time(grad, src_grad, meta, cache).us;
     return e;
   }
   const MoveTime fwd = move_time(src, in, meta, cache, param);
@@ -416,8 +480,12 @@ CostModel::EdgeTime CostModel::edge_time(int u, int v, int k, const Placements& 
     return e;
   }
   if (g_.training && rg_[v] && fwd.comm && (saves_in_[v] >> k & 1)) {
-    const TensorMeta& m = metas_[meta];
-    e.act_bytes = local_numel(m.shape, in) * static_cast<int64_t>(itemsize(m.dtype));
+    auto [it, fresh] = cache.local_bytes.try_emplace({placement_key(in), meta}, 0);
+    if (fresh) {
+      const TensorMeta& m = metas_[meta];
+      it->second = local_numel(m.shape, in) * static_cast<int64_t>(itemsize(m.dtype));
+    }
+    e.act_bytes = it->second;
     e.again = fwd.us;
   }
   return e;
@@ -447,6 +515,10 @@ const Move& CostModel::move(const Placements& src, const Placements& dst, const 
   return mv;
 }
 
+Placements CostModel::grad_target(const Choice& c, int slot) {
+  return c.grad_out.empty() ? dual_out(c.strategy.outputs.at(slot)) : c.grad_out.at(slot);
+}
+
 Placements CostModel::dual_out(const Placements& p) {
   Placements d = p;
   for (Placement& x : d)
@@ -454,8 +526,8 @@ Placements CostModel::dual_out(const Placements& p) {
   return d;
 }
 
-CostModel::EdgeCost CostModel::edge_cost(int u, int v, int k, const Placements& src, const Placements& in,
-                                         const Placements& grad) const {
+CostModel::EdgeCost CostModel::edge_cost(int u, int v, int k, const Placements& src, const Placements& src_grad,
+                                         const Placements& in, const Placements& grad) const {
   EdgeCost e;
   const TensorMeta& m = g_.meta(inputs_[v][k]);
   const NodeKind uk = g_.node(u).kind;
@@ -465,7 +537,7 @@ CostModel::EdgeCost CostModel::edge_cost(int u, int v, int k, const Placements& 
     return e;
   }
   if (g_.training && rg_[u]) {
-    const Move& b = move(grad, dual_out(src), m);
+    const Move& b = move(grad, src_grad, m);
     if (!b.records.empty() || b.us > 0) e.bwd = &b;
   }
   if (g_.training && rg_[v] && e.fwd->comm && (saves_in_[v] >> k & 1))
@@ -518,7 +590,8 @@ PlanEval evaluate(const CostModel& cm, const std::vector<const Choice*>& plan, d
             "updated " + g.node(p.node).name);
         break;
       }
-      case NodeKind::kOp: {
+      case NodeKind::kOp:
+      case NodeKind::kRedistribute: {
         r.compute_us = c->fwd_us + (train ? c->bwd_us : 0);
         r.memory_bytes = c->act_bytes;
         max_work = std::max(max_work, c->work_bytes);
@@ -537,7 +610,8 @@ PlanEval evaluate(const CostModel& cm, const std::vector<const Choice*>& plan, d
           const int u = ins[k].node;
           if (g.node(u).kind == NodeKind::kConstant) continue;
           const Placements& src = plan[u]->strategy.outputs.at(ins[k].output);
-          auto e = cm.edge_cost(u, v, k, src, c->strategy.inputs[k], c->grad_in[k]);
+          auto e = cm.edge_cost(u, v, k, src, CostModel::grad_target(*plan[u], ins[k].output), c->strategy.inputs[k],
+                                c->grad_in[k]);
           const std::string what = "input " + std::to_string(k) + " from " + g.node(u).name;
           add(r, e.fwd, "forward", k, what);
           if (train) add(r, e.bwd, "backward", k, what);

@@ -21,6 +21,11 @@
 //     forward / identity backward (P -> R), reduce_scatter <-> all_gather (sequence parallelism).
 //     A step's collective is counted again in backward. The search admits no redistribution of a
 //     fused op's output (inside flash attention or a rotary kernel it never exists in memory).
+//   - a tensor used by several ops passes a redistribution vertex (NodeKind::kRedistribute): moved
+//     once to its placement x for all of them (each consumer then moves it further only if it
+//     wants another layout), and their gradients summed in its chosen layout g (dual_out(x), or
+//     Partial where x is Replicate) before one move back: Megatron-LM gathers a norm's output once
+//     for q, k and v and reduce-scatters the sum of their input gradients once. Free otherwise.
 //   - parameters: storage placement p, consumed as placement c: forward move p -> c; when it moves
 //     data (FSDP's all_gather) it is repeated in backward (the gathered weight is freed after use).
 //     The weight gradient moves from the consumer's grad layout to the optimizer-state placement o
@@ -70,6 +75,9 @@ struct Choice {
   double opt_us = 0;        // optimizer update compute
   int64_t work_bytes = 0;   // op inputs + outputs (inference working set)
   std::vector<Placements> grad_in;  // per tensor input: layout of the gradient the backward produces
+  // Redistributions: the layout the consumers' gradients are summed in (may hold Partial where the
+  // tensor is Replicate). Empty for every other vertex: there it is dual_out of each output.
+  std::vector<Placements> grad_out;
   const Placements& placement() const { return strategy.outputs.at(0); }
 };
 
@@ -77,9 +85,11 @@ struct Choice {
 struct VertexInfo {
   std::vector<Choice> choices;
   bool view = false;  // a view op: free, keeps nothing
-  // Per output slot: classes by output placement, with a representative placement per class.
+  // Per output slot: classes by (output placement, gradient layout taken for it), with a
+  // representative of each per class.
   std::vector<ClassMapPtr> out_classes;
   std::vector<std::vector<Placements>> out_reps;
+  std::vector<std::vector<Placements>> out_grad_reps;
   // Per tensor input: classes by (input placement, gradient placement).
   std::vector<ClassMapPtr> in_classes;
   std::vector<std::vector<std::pair<Placements, Placements>>> in_reps;
@@ -124,8 +134,9 @@ class CostModel {
   // Op vertex v priced under an arbitrary strategy (baselines built by propagate()).
   Choice op_choice(int v, const Strategy& s) const;
 
-  // Edge producer u -> consumer v (tensor input k) with the producer's output placement `src`, the
-  // consumer's input placement `in` and gradient placement `grad`.
+  // Edge producer u -> consumer v (tensor input k) with the producer's output placement `src` and
+  // the gradient layout it takes for it `src_grad` (grad_target), the consumer's input placement `in`
+  // and gradient placement `grad`.
   struct EdgeCost {
     const Move* fwd = nullptr;  // forward move
     const Move* bwd = nullptr;  // backward move (null: none)
@@ -137,7 +148,7 @@ class CostModel {
       return act_bytes > 0 && lambda * static_cast<double>(act_bytes) > fwd->us;
     }
   };
-  EdgeCost edge_cost(int u, int v, int k, const Placements& src, const Placements& in,
+  EdgeCost edge_cost(int u, int v, int k, const Placements& src, const Placements& src_grad, const Placements& in,
                      const Placements& grad) const;
   // The same prices without collective records, for building the solver's tables fast: moves
   // cached in a caller-owned (per-thread) MoveTimes; `meta` from meta_id().
@@ -147,6 +158,7 @@ class CostModel {
   };
   struct MoveTimes {
     absl::flat_hash_map<std::tuple<uint64_t, uint64_t, int>, MoveTime> map;
+    absl::flat_hash_map<std::pair<uint64_t, int>, int64_t> local_bytes;  // (placement key, meta)
   };
   int meta_id(const TensorMeta& m) const;  // every tensor of the graph is interned at construction
   MoveTime move_time(const Placements& src, const Placements& dst, int meta, MoveTimes& cache,
@@ -157,10 +169,14 @@ class CostModel {
     double again = 0;      // the forward move's time, when act_bytes > 0
   };
   // part: false = forward part (forward move, FSDP re-gather, kept bytes), true = backward move only.
-  EdgeTime edge_time(int u, int v, int k, const Placements& src, const Placements& in, const Placements& grad,
-                     int meta, MoveTimes& cache, bool backward_part) const;
+  EdgeTime edge_time(int u, int v, int k, const Placements& src, const Placements& src_grad, const Placements& in,
+                     const Placements& grad, int meta, MoveTimes& cache, bool backward_part) const;
   // Gradient layout a producer expects for output placement p: P read as R.
   static Placements dual_out(const Placements& p);
+  // Gradient layout choice c takes for its output `slot`: Choice::grad_out, else dual_out.
+  static Placements grad_target(const Choice& c, int slot);
+  // A redistribution vertex's choice: tensor placement x, gradient layout g.
+  static Choice redistribute_choice(const Placements& x, const Placements& g);
   // Local (largest block) element count of a tensor of `shape` under placements p.
   int64_t local_numel(const Shape& shape, const Placements& p) const;
   // Every placement of a tensor without Partial (parameter storage, optimizer state, data inputs)
@@ -170,6 +186,8 @@ class CostModel {
  private:
   std::shared_ptr<VertexInfo> build_op(int v, const OpCall& call) const;
   std::shared_ptr<VertexInfo> build_leaf(int v) const;
+  std::vector<Placements> redistribute_placements(int v) const;
+  std::shared_ptr<VertexInfo> build_redistribute(int v, std::vector<Placements> xs) const;
   Choice make_op_choice(int v, const OpCall& call, const std::vector<TensorMeta>& out_meta,
                         const Strategy& s) const;
   void classify(int v, VertexInfo& info) const;

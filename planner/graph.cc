@@ -16,6 +16,7 @@ const char* node_kind_name(NodeKind k) {
     case NodeKind::kParam: return "param";
     case NodeKind::kOp: return "op";
     case NodeKind::kOptimizer: return "optimizer";
+    case NodeKind::kRedistribute: return "redistribute";
   }
   return "?";
 }
@@ -69,7 +70,7 @@ std::vector<char> ModelGraph::requires_grad() const {
     const Node& n = node(v);
     if (n.kind == NodeKind::kParam) {
       rg[v] = 1;
-    } else if (n.kind == NodeKind::kOp) {
+    } else if (takes_tensors(n.kind)) {
       bool any = false;
       for (const TensorId& t : inputs(v)) any |= rg[t.node] != 0;
       rg[v] = any && !n.outputs.empty() && is_floating(n.outputs[0].dtype);
@@ -198,6 +199,7 @@ ModelGraph GraphBuilder::finish(bool training, const std::string& optimizer) {
            "' is not supported; accepted: adamw, sgd");
   graph_.training = training;
   graph_.optimizer = optimizer;
+  add_redistributions();
   if (training) {
     const int n = graph_.num_vertices();
     for (int v = 0; v < n; ++v) {
@@ -216,6 +218,46 @@ ModelGraph GraphBuilder::finish(bool training, const std::string& optimizer) {
   }
   graph_.topological_order();  // rejects cycles
   return std::move(graph_);
+}
+
+void GraphBuilder::add_redistributions() {
+  Graph& g = graph_.g;
+  const int n = graph_.num_vertices();
+  for (int u = 0; u < n; ++u) {
+    const Node& src = graph_.node(u);
+    if (src.kind != NodeKind::kOp && src.kind != NodeKind::kInput) continue;
+    for (int slot = 0; slot < static_cast<int>(src.outputs.size()); ++slot) {
+      std::vector<std::pair<int, Edge>> uses;
+      for (auto& [c, e] : graph_.consumers(u))
+        if (e.output == slot && graph_.node(c).kind == NodeKind::kOp) uses.push_back({c, e});
+      if (uses.size() < 2) continue;
+      Node r;
+      r.kind = NodeKind::kRedistribute;
+      r.op = "redistribute";
+      r.name = graph_.node(u).name + (slot > 0 ? ":" + std::to_string(slot) : "") + ".redistribute";
+      for (int i = 2; std::binary_search(names_.begin(), names_.end(), r.name); ++i)
+        r.name = graph_.node(u).name + ".redistribute_" + std::to_string(i);
+      names_.insert(std::lower_bound(names_.begin(), names_.end(), r.name), r.name);
+      r.layer = graph_.node(uses[0].first).layer;
+      r.block = graph_.node(uses[0].first).block;
+      for (auto& [c, e] : uses) {
+        if (graph_.node(c).layer != r.layer) r.layer = -1;
+        if (graph_.node(c).block != r.block) r.block = graph_.node(u).block;
+      }
+      r.fused = graph_.node(u).fused;  // a fused op's output cannot move: nor can its redistribution's
+      r.outputs = {graph_.node(u).outputs[slot]};
+      r.num_inputs = 1;
+      const Vertex rv = boost::add_vertex(std::move(r), g);
+      boost::remove_out_edge_if(
+          static_cast<Vertex>(u),
+          [&](const Graph::edge_descriptor& e) {
+            return g[e].output == slot && graph_.node(static_cast<int>(boost::target(e, g))).kind == NodeKind::kOp;
+          },
+          g);
+      boost::add_edge(static_cast<Vertex>(u), rv, Edge{slot, 0}, g);
+      for (auto& [c, e] : uses) boost::add_edge(rv, static_cast<Vertex>(c), Edge{0, e.input}, g);
+    }
+  }
 }
 
 OpCall bind_vertex(const ModelGraph& g, int v, const Shape& mesh_shape) {

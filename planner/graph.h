@@ -31,8 +31,16 @@ enum class NodeKind : uint8_t {
   kParam,      // a trainable parameter: its storage placement is chosen by the plan
   kOp,         // a registry op
   kOptimizer,  // the optimizer update of one parameter (training graphs)
+  // A tensor used by several ops (an op's or input's output slot with two or more op consumers):
+  // the layout it is redistributed to once for all of them, and the layout its consumers'
+  // gradients are summed in before they travel back (Megatron gathers a norm's output once for
+  // q, k and v, and reduce-scatters the summed gradient once). Added by GraphBuilder::finish.
+  kRedistribute,
 };
-const char* node_kind_name(NodeKind k);  // "input", "constant", "param", "op", "optimizer"
+// "input", "constant", "param", "op", "optimizer", "redistribute"
+const char* node_kind_name(NodeKind k);
+// Vertices whose tensor inputs are edges the plan prices: ops and redistributions.
+inline bool takes_tensors(NodeKind k) { return k == NodeKind::kOp || k == NodeKind::kRedistribute; }
 
 struct Node {
   NodeKind kind = NodeKind::kOp;
@@ -123,11 +131,14 @@ class GraphBuilder {
     return op(name, op_name, positional, keyword, role).at(0);
   }
   const TensorMeta& meta(TensorId t) const { return graph_.meta(t); }
-  // Finishes the graph; with `training`, adds one optimizer vertex per parameter.
+  // Finishes the graph: a redistribution vertex (NodeKind::kRedistribute, named "<tensor>.redistribute",
+  // in its consumers' layer when they share one) between each op or input output used by two or more
+  // ops and those ops; with `training`, one optimizer vertex per parameter.
   ModelGraph finish(bool training, const std::string& optimizer = "adamw");
 
  private:
   int add_vertex(Node n);
+  void add_redistributions();
   ModelGraph graph_;
   std::vector<std::string> names_;  // sorted, for the uniqueness check
   int layer_ = -1;

@@ -42,6 +42,8 @@ IValue json_ivalue(const json& j, const std::string& where) {
 }
 
 std::string tensor_name(const ModelGraph& g, TensorId t) {
+  // A redistribution is the planner's, not the model's (GraphBuilder::finish adds it again).
+  if (g.node(t.node).kind == NodeKind::kRedistribute) t = g.inputs(t.node)[0];
   const Node& n = g.node(t.node);
   return n.outputs.size() > 1 || t.output != 0 ? n.name + ":" + std::to_string(t.output) : n.name;
 }
@@ -52,7 +54,7 @@ std::string graph_to_json(const ModelGraph& g) {
   json nodes = json::array();
   for (int v : g.topological_order()) {
     const Node& n = g.node(v);
-    if (n.kind == NodeKind::kOptimizer) continue;
+    if (n.kind == NodeKind::kOptimizer || n.kind == NodeKind::kRedistribute) continue;
     json j;
     j["name"] = n.name;
     if (n.kind != NodeKind::kOp) {

@@ -28,6 +28,8 @@
 // An op the planner has no rule for is written as "opaque" with its output shape and dtype given:
 // {"name": "f", "op": "opaque", "args": [["x"], [8, 64], "float32", "flip"]} (planner/planner_ops.cc),
 // planned replicated and priced as a copy; python/dtensor/planning.py writes it for unknown ATen ops.
+// graph_to_json writes the model's nodes only: the optimizer and redistribution vertices
+// GraphBuilder::finish adds are added again when the file is read.
 // Errors: dtensor::Error naming the node (by index and name) and the field that is wrong, missing,
 // or refers to an unknown tensor.
 #pragma once

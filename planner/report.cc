@@ -48,7 +48,7 @@ struct Part {
 
 int phase_index(const std::string& p) { return p == "forward" ? 0 : p == "backward" ? 1 : 2; }
 
-std::vector<Part> parts_of(const CostModel& cm, const PlanResult& r) {
+std::vector<Part> parts_of(const CostModel& cm, const std::vector<const Choice*>& plan, const PlanEval& eval) {
   const ModelGraph& g = cm.graph();
   std::vector<Part> parts;
   std::map<std::string, size_t> index;
@@ -65,14 +65,14 @@ std::vector<Part> parts_of(const CostModel& cm, const PlanResult& r) {
       parts.push_back(p);
     }
     Part& p = parts[it->second];
-    const VertexReport& vr = r.eval.vertices[v];
+    const VertexReport& vr = eval.vertices[v];
     for (const CollectiveUse& c : vr.collectives)
       ++p.count[phase_index(c.phase)][short_kind(c.kind) + " " + cm.mesh().names[c.mesh_dim]];
     p.bytes += vr.comm_bytes;
     p.comm_us += vr.comm_us;
     p.compute_us += vr.compute_us;
     p.memory += vr.memory_bytes;
-    if (n.kind == NodeKind::kOp && r.plan[v]) p.stream = placements_compact(r.plan[v]->strategy.outputs[0]);
+    if (n.kind == NodeKind::kOp && plan[v]) p.stream = placements_compact(plan[v]->strategy.outputs[0]);
   }
   return parts;
 }
@@ -123,7 +123,7 @@ std::string report_table(const CostModel& cm, const PlanResult& r, const ReportO
   o << (g.training ? "training step (forward + backward + " + g.optimizer + " update)" : "inference (forward)")
     << "; memory limit " << gbs(r.memory_limit_bytes) << " GB per device\n\n";
   // Per layer, identical consecutive layers folded.
-  std::vector<Part> parts = parts_of(cm, r);
+  std::vector<Part> parts = parts_of(cm, r.plan, r.eval);
   std::vector<Part> rows;
   auto same = [](const Part& a, const Part& b) {
     return a.layer >= 0 && b.layer >= 0 && a.stream == b.stream && a.bytes == b.bytes && a.memory == b.memory &&
@@ -198,21 +198,15 @@ std::string report_table(const CostModel& cm, const PlanResult& r, const ReportO
   return o.str();
 }
 
-std::string report_json(const CostModel& cm, const PlanResult& r) {
+namespace {
+
+json ops_json(const CostModel& cm, const std::vector<const Choice*>& plan, const PlanEval& eval) {
   const ModelGraph& g = cm.graph();
-  json root;
-  root["model"] = g.name;
-  root["description"] = g.description;
-  root["mesh"] = {{"shape", std::vector<int64_t>(cm.mesh().shape.begin(), cm.mesh().shape.end())},
-                  {"names", cm.mesh().names}};
-  root["hardware"] = cm.hardware().name;
-  root["training"] = g.training;
-  root["optimizer"] = g.optimizer;
   json ops = json::array();
   for (int v = 0; v < g.num_vertices(); ++v) {
     const Node& n = g.node(v);
-    if (!r.plan[v]) continue;
-    const Strategy& s = r.plan[v]->strategy;
+    if (!plan[v]) continue;
+    const Strategy& s = plan[v]->strategy;
     json j;
     j["name"] = n.name;
     j["layer"] = n.layer;
@@ -224,17 +218,20 @@ std::string report_json(const CostModel& cm, const PlanResult& r) {
     for (const auto& p : s.inputs) ins.push_back(placements_str(p));
     j["placements"] = {{"outputs", outs}, {"inputs", ins}};
     json cs = json::array();
-    for (const CollectiveUse& c : r.eval.vertices[v].collectives)
+    for (const CollectiveUse& c : eval.vertices[v].collectives)
       cs.push_back({{"kind", comm_kind_name(c.kind)}, {"mesh_dim", c.mesh_dim}, {"mesh_dim_name", cm.mesh().names[c.mesh_dim]},
                     {"bytes", c.bytes}, {"time_us", c.time_us}, {"phase", c.phase}, {"what", c.what}});
     j["collectives"] = cs;
-    j["compute_us"] = r.eval.vertices[v].compute_us;
-    j["memory_bytes"] = r.eval.vertices[v].memory_bytes;
+    j["compute_us"] = eval.vertices[v].compute_us;
+    j["memory_bytes"] = eval.vertices[v].memory_bytes;
     ops.push_back(j);
   }
-  root["ops"] = ops;
+  return ops;
+}
+
+json layers_json(const CostModel& cm, const std::vector<const Choice*>& plan, const PlanEval& eval) {
   json layers = json::array();
-  for (const Part& p : parts_of(cm, r)) {
+  for (const Part& p : parts_of(cm, plan, eval)) {
     json c;
     const char* phases[3] = {"forward", "backward", "optimizer"};
     for (int i = 0; i < 3; ++i) {
@@ -245,7 +242,23 @@ std::string report_json(const CostModel& cm, const PlanResult& r) {
     layers.push_back({{"part", p.name}, {"layer", p.layer}, {"comm_bytes", p.bytes}, {"comm_us", p.comm_us},
                       {"compute_us", p.compute_us}, {"memory_bytes", p.memory}, {"collectives", c}});
   }
-  root["layers"] = layers;
+  return layers;
+}
+
+}  // namespace
+
+std::string report_json(const CostModel& cm, const PlanResult& r, const ReportOptions& opt) {
+  const ModelGraph& g = cm.graph();
+  json root;
+  root["model"] = g.name;
+  root["description"] = g.description;
+  root["mesh"] = {{"shape", std::vector<int64_t>(cm.mesh().shape.begin(), cm.mesh().shape.end())},
+                  {"names", cm.mesh().names}};
+  root["hardware"] = cm.hardware().name;
+  root["training"] = g.training;
+  root["optimizer"] = g.optimizer;
+  root["ops"] = ops_json(cm, r.plan, r.eval);
+  root["layers"] = layers_json(cm, r.plan, r.eval);
   const PlanEval& e = r.eval;
   root["totals"] = {{"step_time_us", e.step_time_us}, {"compute_us", e.compute_us},   {"comm_us", e.comm_us},
                     {"comm_bytes", e.comm_bytes},     {"peak_memory_bytes", e.peak_memory_bytes},
@@ -268,6 +281,8 @@ std::string report_json(const CostModel& cm, const PlanResult& r) {
       j["step_time_us"] = b.eval.step_time_us;
       j["comm_bytes"] = b.eval.comm_bytes;
       j["peak_memory_bytes"] = b.eval.peak_memory_bytes;
+      j["layers"] = layers_json(cm, b.plan, b.eval);
+      if (opt.baseline_ops) j["ops"] = ops_json(cm, b.plan, b.eval);
     }
     bs.push_back(j);
   }
@@ -338,7 +353,7 @@ std::string report_dot(const CostModel& cm, const PlanResult& r, int layers) {
     d[folded].fill = "whitesmoke";
   }
   for (int v = 0; v < g.num_vertices(); ++v) {
-    if (id[v] < 0 || g.node(v).kind != NodeKind::kOp) continue;
+    if (id[v] < 0 || !takes_tensors(g.node(v).kind)) continue;
     const auto& ins = cm.inputs(v);
     for (int k = 0; k < static_cast<int>(ins.size()); ++k) {
       const int u = ins[k].node;

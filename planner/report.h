@@ -13,7 +13,8 @@
 //              "param_bytes", "grad_bytes", "optimizer_bytes", "activation_bytes"},
 //   "memory_limit_bytes", "plan_time_ms", "compare_time_ms", "exact", "solves", "lambda", "source",
 //   "templates", "templated_layers", "mixed_layers",
-//   "baselines": [ {"name", "valid", "fits", "note", "step_time_us", "comm_bytes", "peak_memory_bytes"} ],
+//   "baselines": [ {"name", "valid", "fits", "note", "step_time_us", "comm_bytes", "peak_memory_bytes",
+//                   "layers" (as above), "ops" (as above, with ReportOptions::baseline_ops)} ],
 //   "notes": [...] }
 // Bytes are what each rank sends (collectives) or holds (memory); times in µs per training step.
 //
@@ -30,11 +31,12 @@
 namespace dtensor::planner {
 
 struct ReportOptions {
-  bool ops = false;  // table: one row per op as well
+  bool ops = false;           // table: one row per op as well
+  bool baseline_ops = false;  // JSON: each baseline's "ops" as well (to compare a plan op by op)
 };
 
 std::string report_table(const CostModel& cm, const PlanResult& r, const ReportOptions& o = {});
-std::string report_json(const CostModel& cm, const PlanResult& r);
+std::string report_json(const CostModel& cm, const PlanResult& r, const ReportOptions& o = {});
 std::string report_dot(const CostModel& cm, const PlanResult& r, int layers = 1);
 // Renders DOT to SVG with Graphviz's `dot` when it is installed; false (and *why) otherwise.
 bool render_svg(const std::string& dot_path, const std::string& svg_path, std::string* why);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -34,6 +35,7 @@ struct Planner::Template {
   std::vector<TensorId> entry;          // per instance: the tensor entering the layer
   int exit_pos = -1;                    // position of the vertex whose output leaves the layer
   std::vector<Placements> proxy;        // placements the entering tensor can have
+  std::vector<Placements> proxy_grad;   // and the gradient layout its producer takes for each
   std::vector<ClassMapPtr> entry_map;   // per instance: entry producer's choices -> proxy index
 };
 
@@ -132,8 +134,12 @@ void Planner::detect_templates() {
       auto m = std::make_shared<ClassMap>();
       for (const Choice& c : ei.choices) {
         const Placements& p = c.strategy.outputs.at(entry.output);
-        auto [it, fresh] = proxy_index.emplace(placement_key(p), static_cast<int>(t.proxy.size()));
-        if (fresh) t.proxy.push_back(p);
+        const Placements gp = CostModel::grad_target(c, entry.output);
+        auto [it, fresh] = proxy_index.emplace(placement_key(p) << 32 ^ placement_key(gp), static_cast<int>(t.proxy.size()));
+        if (fresh) {
+          t.proxy.push_back(p);
+          t.proxy_grad.push_back(gp);
+        }
         m->of.push_back(it->second);
       }
       t.entry_map.push_back(m);
@@ -153,7 +159,8 @@ double unary_cost(const CostModel& cm, int v, const Choice& c, double lambda) {
     case NodeKind::kInput: return lambda * static_cast<double>(c.act_bytes);
     case NodeKind::kParam: return lambda * static_cast<double>(c.param_bytes);
     case NodeKind::kOptimizer: return c.opt_us + lambda * static_cast<double>(c.grad_bytes + c.state_bytes);
-    case NodeKind::kOp: {
+    case NodeKind::kOp:
+    case NodeKind::kRedistribute: {
       double t = c.fwd_us + (train ? c.bwd_us : 0);
       if (c.has_step) t += c.step.time_us * (train && cm.requires_grad(v) ? 2 : 1);
       return t + lambda * static_cast<double>(c.act_bytes);
@@ -165,8 +172,10 @@ double unary_cost(const CostModel& cm, int v, const Choice& c, double lambda) {
 
 }  // namespace
 
+// src_reps, src_grads: the producer's output placement and the gradient layout it takes, per class.
 std::unique_ptr<Planner::Tables::T> fill_edge_table(const CostModel& cm, int u, int j, int v, int k,
                                                     const std::vector<Placements>& src_reps,
+                                                    const std::vector<Placements>& src_grads,
                                                     CostModel::MoveTimes& cache) {
   auto t = std::make_unique<Planner::Tables::T>();
   const auto& reps = cm.info(v).in_reps[k];
@@ -194,22 +203,42 @@ std::unique_ptr<Planner::Tables::T> fill_edge_table(const CostModel& cm, int u, 
     const bool grad = cm.training() && cm.requires_grad(u);
     for (size_t a = 0; a < src_reps.size(); ++a)
       for (size_t b = 0; b < reps.size(); ++b) {
-        const bool same = reps[b].first == src_reps[a] && (!grad || reps[b].second == CostModel::dual_out(src_reps[a]));
+        const bool same = reps[b].first == src_reps[a] && (!grad || reps[b].second == src_grads[a]);
         t->time[a * reps.size() + b] = same ? 0.0 : std::numeric_limits<double>::infinity();
       }
     return t;
   }
-  std::vector<CostModel::EdgeTime> fwd(in_rep.size());
-  std::vector<double> bwd(grad_rep.size());
+  // Forward moves depend on the source placement only, backward ones on the gradient layout only:
+  // price each distinct one once (a redistribution has one class per (placement, gradient layout)).
+  absl::flat_hash_map<uint64_t, int> src_ix, sg_ix;
+  std::vector<int> src_of(src_reps.size()), sg_of(src_reps.size());
+  std::vector<std::vector<CostModel::EdgeTime>> fwd;
+  std::vector<std::vector<double>> bwd;
   for (size_t a = 0; a < src_reps.size(); ++a) {
-    for (size_t i = 0; i < in_rep.size(); ++i)
-      fwd[i] = cm.edge_time(u, v, k, src_reps[a], reps[in_rep[i]].first, reps[in_rep[i]].first, meta, cache, false);
-    for (size_t i = 0; i < grad_rep.size(); ++i)
-      bwd[i] = cm.edge_time(u, v, k, src_reps[a], reps[grad_rep[i]].second, reps[grad_rep[i]].second, meta, cache, true).time;
+    auto [i1, f1] = src_ix.emplace(placement_key(src_reps[a]), static_cast<int>(fwd.size()));
+    if (f1) {
+      fwd.emplace_back(in_rep.size());
+      for (size_t i = 0; i < in_rep.size(); ++i)
+        fwd.back()[i] = cm.edge_time(u, v, k, src_reps[a], src_grads[a], reps[in_rep[i]].first, reps[in_rep[i]].first,
+                                     meta, cache, false);
+    }
+    src_of[a] = i1->second;
+    auto [i2, f2] = sg_ix.emplace(placement_key(src_grads[a]), static_cast<int>(bwd.size()));
+    if (f2) {
+      bwd.emplace_back(grad_rep.size());
+      for (size_t i = 0; i < grad_rep.size(); ++i)
+        bwd.back()[i] = cm.edge_time(u, v, k, src_reps[a], src_grads[a], reps[grad_rep[i]].second,
+                                     reps[grad_rep[i]].second, meta, cache, true).time;
+    }
+    sg_of[a] = i2->second;
+  }
+  for (size_t a = 0; a < src_reps.size(); ++a) {
+    const auto& fa = fwd[src_of[a]];
+    const auto& ba = bwd[sg_of[a]];
     for (size_t b = 0; b < reps.size(); ++b) {
       const size_t i = a * reps.size() + b;
-      const CostModel::EdgeTime& f = fwd[in_of[b]];
-      t->time[i] = f.time + bwd[grad_of[b]];
+      const CostModel::EdgeTime& f = fa[in_of[b]];
+      t->time[i] = f.time + ba[grad_of[b]];
       t->bytes[i] = static_cast<double>(f.act_bytes);
       t->again[i] = f.again;
     }
@@ -240,23 +269,23 @@ struct ProblemBuilder {
   }
 
   const Planner::Tables::T& edge_table(int u, int j, int v, int k, const std::vector<Placements>& src_reps,
-                                       int tpl) {
+                                       const std::vector<Placements>& src_grads, int tpl) {
     const VertexInfo& vi = cm.info(v);
     Planner::Tables::EdgeKey key{cm.info_ptr(u).get(), j, &vi, k, tpl};
     std::lock_guard<std::mutex> l(tables->mu);
     auto& slot = tables->edge[key];
     if (!slot) {
       CostModel::MoveTimes cache;
-      slot = fill_edge_table(cm, u, j, v, k, src_reps, cache);
+      slot = fill_edge_table(cm, u, j, v, k, src_reps, src_grads, cache);
     }
     return *slot;
   }
 
   // Edge u(slot j) -> v(input k); u's variable uses `um` classes with representatives `ureps`.
   void add_edge(int u, int j, int v, int k, int uvar, ClassMapPtr um, const std::vector<Placements>& ureps,
-                int tpl) {
+                const std::vector<Placements>& ugreps, int tpl) {
     const VertexInfo& vi = cm.info(v);
-    const auto& t = edge_table(u, j, v, k, ureps, tpl);
+    const auto& t = edge_table(u, j, v, k, ureps, ugreps, tpl);
     std::vector<double> c(t.time.size());
     for (size_t i = 0; i < c.size(); ++i) c[i] = t.time[i] + std::min(lambda * t.bytes[i], t.again[i] > 0 ? t.again[i] : kInf);
     for (size_t i = 0; i < c.size(); ++i)
@@ -309,12 +338,13 @@ void Planner::prefetch_tables() {
   struct Job {
     int u, j, v, k;
     const std::vector<Placements>* reps;
+    const std::vector<Placements>* greps;
     Tables::EdgeKey key;
     std::unique_ptr<Tables::T>* slot = nullptr;
   };
   std::vector<Job> jobs;
   for (int v = 0; v < g_.num_vertices(); ++v) {
-    if (g_.node(v).kind != NodeKind::kOp) continue;
+    if (!takes_tensors(g_.node(v).kind)) continue;
     const int ti = template_of_[v];
     if (ti >= 0 && instance_of_[v] != 0) continue;
     const auto& ins = cm_->inputs(v);
@@ -323,11 +353,13 @@ void Planner::prefetch_tables() {
       if (g_.node(u).kind == NodeKind::kConstant) continue;
       const bool entry = ti >= 0 && !(template_of_[u] == ti && instance_of_[u] == 0);
       const std::vector<Placements>* reps = entry ? &templates_[ti].proxy : &cm_->info(u).out_reps[ins[k].output];
+      const std::vector<Placements>* greps =
+          entry ? &templates_[ti].proxy_grad : &cm_->info(u).out_grad_reps[ins[k].output];
       Tables::EdgeKey key{cm_->info_ptr(u).get(), ins[k].output, &cm_->info(v), k, entry ? ti : -1};
       auto& slot = tables_->edge[key];
       if (slot) continue;
       slot = std::make_unique<Tables::T>();  // placeholder, filled below
-      jobs.push_back({u, ins[k].output, v, k, reps, key});
+      jobs.push_back({u, ins[k].output, v, k, reps, greps, key});
     }
   }
   for (Job& j : jobs) j.slot = &tables_->edge[j.key];  // the map no longer grows
@@ -353,7 +385,8 @@ void Planner::prefetch_tables() {
   auto work = [&](int t) {
     CostModel::MoveTimes cache;
     for (size_t i : share[t])
-      *jobs[i].slot = fill_edge_table(*cm_, jobs[i].u, jobs[i].j, jobs[i].v, jobs[i].k, *jobs[i].reps, cache);
+      *jobs[i].slot =
+          fill_edge_table(*cm_, jobs[i].u, jobs[i].j, jobs[i].v, jobs[i].k, *jobs[i].reps, *jobs[i].greps, cache);
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
@@ -368,13 +401,14 @@ MinSumProblem Planner::build_problem(double lambda, const Constraints* c, std::v
   for (int v = 0; v < n; ++v)
     if (g_.node(v).kind != NodeKind::kConstant) b.add_var(v, false);
   for (int v = 0; v < n; ++v) {
-    if (g_.node(v).kind != NodeKind::kOp) continue;
+    if (!takes_tensors(g_.node(v).kind)) continue;
     const auto& ins = cm_->inputs(v);
     for (int k = 0; k < static_cast<int>(ins.size()); ++k) {
       const int u = ins[k].node;
       if (g_.node(u).kind == NodeKind::kConstant) continue;
       const VertexInfo& ui = cm_->info(u);
-      b.add_edge(u, ins[k].output, v, k, b.var_of[u], ui.out_classes[ins[k].output], ui.out_reps[ins[k].output], -1);
+      b.add_edge(u, ins[k].output, v, k, b.var_of[u], ui.out_classes[ins[k].output], ui.out_reps[ins[k].output],
+                 ui.out_grad_reps[ins[k].output], -1);
     }
   }
   for (int v = 0; v < n; ++v)
@@ -410,18 +444,19 @@ std::vector<int> Planner::solve(double lambda, const Constraints* c, double* cos
     const int proxy = b.p.add_var(std::vector<double>(t.proxy.size(), 0.0));
     const TensorId entry = t.entry[0];
     for (int v : verts) {
-      if (g_.node(v).kind != NodeKind::kOp) continue;
+      if (!takes_tensors(g_.node(v).kind)) continue;
       const auto& ins = cm_->inputs(v);
       for (int k = 0; k < static_cast<int>(ins.size()); ++k) {
         const int u = ins[k].node;
         if (g_.node(u).kind == NodeKind::kConstant) continue;
         if (b.var_of[u] >= 0) {
           const VertexInfo& ui = cm_->info(u);
-          b.add_edge(u, ins[k].output, v, k, b.var_of[u], ui.out_classes[ins[k].output], ui.out_reps[ins[k].output], -1);
+          b.add_edge(u, ins[k].output, v, k, b.var_of[u], ui.out_classes[ins[k].output], ui.out_reps[ins[k].output],
+                 ui.out_grad_reps[ins[k].output], -1);
         } else {
           DT_CHECK(ins[k] == entry, "planner: internal error: template input");
           b.add_edge(u, ins[k].output, v, k, proxy, identity_classes(static_cast<int>(t.proxy.size())), t.proxy,
-                     static_cast<int>(ti));
+                     t.proxy_grad, static_cast<int>(ti));
         }
       }
     }
@@ -441,13 +476,14 @@ std::vector<int> Planner::solve(double lambda, const Constraints* c, double* cos
     else if (templates_[ti].verts[instance_of_[v]][templates_[ti].exit_pos] == v) b.add_var(v, true);
   }
   for (int v = 0; v < n; ++v) {
-    if (g_.node(v).kind != NodeKind::kOp || template_of_[v] >= 0) continue;
+    if (!takes_tensors(g_.node(v).kind) || template_of_[v] >= 0) continue;
     const auto& ins = cm_->inputs(v);
     for (int k = 0; k < static_cast<int>(ins.size()); ++k) {
       const int u = ins[k].node;
       if (g_.node(u).kind == NodeKind::kConstant) continue;
       const VertexInfo& ui = cm_->info(u);
-      b.add_edge(u, ins[k].output, v, k, b.var_of[u], ui.out_classes[ins[k].output], ui.out_reps[ins[k].output], -1);
+      b.add_edge(u, ins[k].output, v, k, b.var_of[u], ui.out_classes[ins[k].output], ui.out_reps[ins[k].output],
+                 ui.out_grad_reps[ins[k].output], -1);
     }
   }
   for (int v = 0; v < n; ++v)
@@ -521,7 +557,7 @@ Constraints Planner::megatron_constraints(int tp, std::string* note) const {
       } else if (nd.kind == NodeKind::kInput) {
         for (int i = 0; i < mesh_.ndim(); ++i)
           ok &= i == tp ? st.outputs[0][i].is_replicate() : st.outputs[0][i].is_shard(0);
-      } else if (nd.kind == NodeKind::kOp && split_batch && cm_->requires_grad(v)) {
+      } else if (takes_tensors(nd.kind) && split_batch && cm_->requires_grad(v)) {
         // Data parallel on the other dims: no activation is replicated there.
         for (int i = 0; i < mesh_.ndim(); ++i)
           if (i != tp)
@@ -569,7 +605,7 @@ Constraints Planner::data_parallel_constraints(std::string* note) const {
   std::vector<std::string> problems;
   for (int v = 0; v < n; ++v) {
     const Node& nd = g_.node(v);
-    if (nd.kind == NodeKind::kConstant || nd.kind == NodeKind::kOp) continue;
+    if (nd.kind == NodeKind::kConstant || takes_tensors(nd.kind)) continue;
     const VertexInfo& info = cm_->info(v);
     auto& a = c.allowed[v];
     a.assign(info.choices.size(), 0);
@@ -603,6 +639,14 @@ Baseline Planner::greedy() const {
     if (nd.kind == NodeKind::kConstant) continue;
     const VertexInfo& info = cm_->info(v);
     Choice& c = (*b.owned)[v];
+    if (nd.kind == NodeKind::kRedistribute) {
+      // Eager DTensor moves each consumer's input on its own: the tensor stays as made.
+      const TensorId t = cm_->inputs(v)[0];
+      c = CostModel::redistribute_choice(b.plan[t.node]->strategy.outputs[t.output],
+                                         CostModel::grad_target(*b.plan[t.node], t.output));
+      b.plan[v] = &c;
+      continue;
+    }
     if (nd.kind != NodeKind::kOp) {
       // Inputs split on dim 0 over every mesh dim it fits, parameters and optimizer state replicated.
       Placements want(mesh_.ndim(), Replicate());
@@ -802,51 +846,13 @@ void Planner::mix_layers(const Search::Found& fast, double limit, Search* out) c
   }
 }
 
-PlanResult Planner::run() {
-  const double t0 = now_ms();
-  check_mesh_dims();
-  PlanResult r;
-  r.cost_model = cm_;
-  r.memory_limit_bytes = options_.memory_limit_bytes > 0 ? options_.memory_limit_bytes : hw_.memory_GB * 1e9;
-  r.templates = static_cast<int>(templates_.size());
-  for (const Template& t : templates_) r.templated_layers += static_cast<int>(t.layers.size());
-  const double limit = r.memory_limit_bytes;
-  Search s = lagrangian(nullptr, limit);
-  r.solves = s.solves;
-  r.exact = s.exact;
-  if (!s.best.valid) {
-    const PlanEval& e = s.least.eval;
-    const double need = static_cast<double>(e.peak_memory_bytes);
-    const int64_t devices = mesh_.size();
-    int64_t want = devices;
-    while (static_cast<double>(want) < static_cast<double>(devices) * need / limit && want < (int64_t{1} << 40)) want *= 2;
-    DT_FAIL("dtensor plan: no plan of ", g_.name, " on mesh ", mesh_.str(), " fits in ", gb(limit),
-            " per device: the least memory a plan needs is ", gb(need), " (parameters ", gb(e.param_bytes),
-            ", gradients ", gb(e.grad_bytes), ", optimizer state ", gb(e.state_bytes), ", activations ",
-            gb(e.activation_bytes), "). Would fit: --memory-limit ", std::ceil(need / 1e9), ", or about ", want,
-            " devices (a larger mesh), or a smaller --batch / --seq (activations scale with them)");
-  }
-  r.eval = s.best.eval;
-  r.plan = choices(s.best.x);
-  r.lambda = s.best.lambda;
-  r.mixed_layers = s.mixed;
-  r.plan_time_ms = build_ms_ + (now_ms() - t0);
-
-  if (options_.compare) {
-    const double t1 = now_ms();
+std::vector<Baseline> Planner::compare(double limit) const {
+  std::vector<Baseline> out;
+  {
     auto finish = [&](Baseline& b) {
       if (!b.valid) return;
       b.eval = evaluate(*cm_, b.plan, b.lambda);
       b.fits = b.eval.peak_memory_bytes <= limit;
-      if (b.fits && b.eval.step_time_us < r.eval.step_time_us * (1 - 1e-9)) {
-        r.notes.push_back(absl::StrCat("the ", b.name, " baseline beat the search (", absl::StrFormat("%.1f", b.eval.step_time_us),
-                                       " vs ", absl::StrFormat("%.1f", r.eval.step_time_us), " µs) and is returned"));
-        r.eval = b.eval;
-        r.plan = b.plan;
-        r.owned = b.owned;
-        r.lambda = b.lambda;
-        r.source = b.name;
-      }
     };
     // A constrained baseline gets the same memory search: its best plan that fits, or its least memory.
     auto constrained = [&](const std::string& name, const Constraints& c, const std::string& note) {
@@ -871,26 +877,26 @@ PlanResult Planner::run() {
       std::string note;
       Constraints c = megatron_constraints(tp, &note);
       Baseline b = constrained("megatron", c, note);
-      r.baselines.push_back(std::move(b));
+      out.push_back(std::move(b));
     } else {
       Baseline b;
       b.name = "megatron";
       b.note = "the graph marks no column/row roles";
-      r.baselines.push_back(std::move(b));
+      out.push_back(std::move(b));
     }
     {
       std::string note;
       Constraints c = data_parallel_constraints(&note);
-      r.baselines.push_back(constrained("data-parallel", c, note));
+      out.push_back(constrained("data-parallel", c, note));
     }
-    r.baselines.push_back(greedy());
-    for (Baseline& b : r.baselines) finish(b);
+    out.push_back(greedy());
+    for (Baseline& b : out) finish(b);
     // Megatron: say where a column-split output cannot stay split (heads not divisible by tp, ...).
-    for (Baseline& b : r.baselines) {
+    for (Baseline& b : out) {
       if (b.name != "megatron" || !b.valid) continue;
       std::vector<std::string> moved;
       for (int v = 0; v < g_.num_vertices(); ++v) {
-        if (g_.node(v).kind != NodeKind::kOp || g_.node(v).layer > 0) continue;
+        if (!takes_tensors(g_.node(v).kind) || g_.node(v).layer > 0) continue;
         const auto& ins = cm_->inputs(v);
         for (const CollectiveUse& c : b.eval.vertices[v].collectives) {
           if (c.phase != "forward" || c.input < 0 || c.mesh_dim != tp) continue;
@@ -908,7 +914,65 @@ PlanResult Planner::run() {
                                                    mesh_.shape[tp], ")")
                                     : "");
     }
-    r.compare_time_ms = now_ms() - t1;
+  }
+  return out;
+}
+
+PlanResult Planner::run() {
+  const double t0 = now_ms();
+  check_mesh_dims();
+  PlanResult r;
+  r.cost_model = cm_;
+  r.memory_limit_bytes = options_.memory_limit_bytes > 0 ? options_.memory_limit_bytes : hw_.memory_GB * 1e9;
+  r.templates = static_cast<int>(templates_.size());
+  for (const Template& t : templates_) r.templated_layers += static_cast<int>(t.layers.size());
+  const double limit = r.memory_limit_bytes;
+  // The baselines on a second thread while the search runs (both only read the cost model and the
+  // shared tables); a failing search waits for them in the future's destructor.
+  double compare_ms = 0;
+  std::future<std::vector<Baseline>> baselines;
+  if (options_.compare)
+    baselines = std::async(std::launch::async, [this, limit, &compare_ms] {
+      const double t1 = now_ms();
+      std::vector<Baseline> out = compare(limit);
+      compare_ms = now_ms() - t1;
+      return out;
+    });
+  Search s = lagrangian(nullptr, limit);
+  r.solves = s.solves;
+  r.exact = s.exact;
+  if (!s.best.valid) {
+    const PlanEval& e = s.least.eval;
+    const double need = static_cast<double>(e.peak_memory_bytes);
+    const int64_t devices = mesh_.size();
+    int64_t want = devices;
+    while (static_cast<double>(want) < static_cast<double>(devices) * need / limit && want < (int64_t{1} << 40)) want *= 2;
+    DT_FAIL("dtensor plan: no plan of ", g_.name, " on mesh ", mesh_.str(), " fits in ", gb(limit),
+            " per device: the least memory a plan needs is ", gb(need), " (parameters ", gb(e.param_bytes),
+            ", gradients ", gb(e.grad_bytes), ", optimizer state ", gb(e.state_bytes), ", activations ",
+            gb(e.activation_bytes), "). Would fit: --memory-limit ", std::ceil(need / 1e9), ", or about ", want,
+            " devices (a larger mesh), or a smaller --batch / --seq (activations scale with them)");
+  }
+  r.eval = s.best.eval;
+  r.plan = choices(s.best.x);
+  r.lambda = s.best.lambda;
+  r.mixed_layers = s.mixed;
+  r.plan_time_ms = build_ms_ + (now_ms() - t0);
+
+  if (options_.compare) {
+    r.baselines = baselines.get();
+    r.compare_time_ms = compare_ms;
+    for (Baseline& b : r.baselines) {
+      if (b.valid && b.fits && b.eval.step_time_us < r.eval.step_time_us * (1 - 1e-9)) {
+        r.notes.push_back(absl::StrCat("the ", b.name, " baseline beat the search (", absl::StrFormat("%.1f", b.eval.step_time_us),
+                                       " vs ", absl::StrFormat("%.1f", r.eval.step_time_us), " µs) and is returned"));
+        r.eval = b.eval;
+        r.plan = b.plan;
+        r.owned = b.owned;
+        r.lambda = b.lambda;
+        r.source = b.name;
+      }
+    }
   }
   // Mesh dims the plan does not split at all.
   for (int i = 0; i < mesh_.ndim(); ++i) {

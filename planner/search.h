@@ -131,6 +131,7 @@ class Planner {
   void prefetch_tables();  // fills every edge table, on several threads
   void mix_layers(const Search::Found& fast, double limit, Search* out) const;
   void check_mesh_dims() const;
+  std::vector<Baseline> compare(double limit) const;  // the baselines, priced
   const ModelGraph& g_;
   MeshSpec mesh_;
   const HardwareProfile& hw_;

@@ -16,7 +16,7 @@ void bind_planner(nb::module_& m) {
   m.def(
       "_plan_graph_file",
       [](const std::string& path, const std::string& mesh, const std::string& hardware, double memory_limit_gb,
-         bool compare) {
+         bool compare, bool baseline_ops) {
         dtensor::planner::CommandOptions o;
         o.graph_file = path;
         o.mesh = mesh;
@@ -24,6 +24,7 @@ void bind_planner(nb::module_& m) {
         o.memory_limit_gb = memory_limit_gb;
         o.compare = compare;
         o.format = "json";
+        o.ops = baseline_ops;
         std::ostringstream out, err;
         {
           nb::gil_scoped_release release;  // a search takes up to seconds; other threads may run
@@ -32,5 +33,6 @@ void bind_planner(nb::module_& m) {
         return out.str();
       },
       "path"_a, "mesh"_a, "hardware"_a, "memory_limit_gb"_a = 0.0, "compare"_a = true,
-      "The plan of the graph file as `dtensor plan --graph PATH --format json` prints it.");
+      "baseline_ops"_a = false,
+      "The plan of the graph file as `dtensor plan --graph PATH --format json [--ops]` prints it.");
 }

@@ -33,7 +33,7 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"adamw", "sgd"}));
   sub->add_option("--format", o->format, "table or json")->capture_default_str()->check(CLI::IsMember({"table", "json"}));
-  sub->add_flag("--ops", o->ops, "table: one row per op as well");
+  sub->add_flag("--ops", o->ops, "table: one row per op as well; json: each baseline's ops as well");
   sub->add_option("--output", o->output, "write the report to FILE");
   sub->add_option("--dot", o->dot, "write a Graphviz picture of the plan (and FILE.svg when dot is installed)");
   sub->add_option("--svg", o->svg, "write the picture as SVG (through dot)");

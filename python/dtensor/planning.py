@@ -445,13 +445,15 @@ def export_graph(model, example_args, path, example_kwargs=None, training=True, 
 
 
 def plan(model, example_args, mesh="dp=2,tp=4", hardware="h100-nvlink", example_kwargs=None, training=True,
-         optimizer="adamw", memory_limit_gb=0.0, compare=True, graph_path=None):
+         optimizer="adamw", memory_limit_gb=0.0, compare=True, graph_path=None, baseline_ops=False):
     """Plans `model` (an nn.Module, on any device including `meta`) for `mesh` on `hardware`.
 
     Returns the planner's report as a dict (the JSON of `dtensor plan --format json`: per-op
     placements and collectives, totals, baselines) with "import" added: the graph summary
     (parameters, forward_flops, unknown_ops planned replicated, skipped_ops, export_s) and
-    "search_s", the planner's wall time. graph_path keeps the graph file (else a temporary one).
+    "search_s", the planner's wall time ("search_cpu_s": its CPU time, all threads). graph_path keeps the graph file (else a temporary one).
+    Each baseline has "layers" (collectives per layer, as the plan's); baseline_ops adds its "ops"
+    (placements and collectives per op) to compare a plan with Megatron's op by op.
     Raises GraphImportError when the model cannot be traced or described, DTensorError naming the
     node when the planner rejects the graph."""
     from . import _dtensor
@@ -461,9 +463,11 @@ def plan(model, example_args, mesh="dp=2,tp=4", hardware="h100-nvlink", example_
         summary = export_graph(model, example_args, path, example_kwargs, training, optimizer)
         with open(path) as f:
             summary["modules"] = module_ops(json.load(f))
-        t0 = time.perf_counter()
-        text = _dtensor._plan_graph_file(path, mesh, hardware, float(memory_limit_gb), bool(compare))
+        t0, c0 = time.perf_counter(), time.process_time()
+        text = _dtensor._plan_graph_file(path, mesh, hardware, float(memory_limit_gb), bool(compare),
+                                     bool(baseline_ops))
         summary["search_s"] = time.perf_counter() - t0
+        summary["search_cpu_s"] = time.process_time() - c0  # every thread's CPU time: the load-free cost
     report = json.loads(text)
     report["import"] = summary
     if summary["unknown_ops"]:

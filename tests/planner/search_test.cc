@@ -130,5 +130,44 @@ TEST(Search, RepeatedLayersSolvedOnceGiveTheSamePlanCost) {
   }
 }
 
+TEST(Search, TensorUsedBySeveralOpsMovesOnceAndItsGradientsAreSummedFirst) {
+  // A row-parallel linear's output, normalized, feeds q, k and v (Megatron's attention input). The
+  // norm's output moves once for the three (sequence parallelism's all-gather, or nothing after an
+  // all-reduce), and the three input gradients are summed before one collective takes them back.
+  GraphBuilder b("qkv", "norm feeding three column-parallel linears");
+  TensorId x = b.input("x", {2, 256, 512}, kBf16);
+  x = b.op1("proj", "linear", {x, b.param("w_in", {512, 512}, kBf16)}, {}, "row");
+  TensorId n = b.op1("norm", "layer_norm", {x, L({512})});
+  std::vector<TensorId> qkv;
+  for (const char* name : {"q", "k", "v"})
+    qkv.push_back(b.op1(name, "linear", {n, b.param(std::string("w") + name, {512, 512}, kBf16)}, {}, "column"));
+  TensorId s = b.op1("qk", "add", {qkv[0], qkv[1]});
+  s = b.op1("qkv", "add", {s, qkv[2]});
+  b.op1("out", "linear", {s, b.param("w_out", {512, 512}, kBf16)}, {}, "row");
+  ModelGraph g = b.finish(true);
+  const int r = g.find("norm.redistribute");
+  ASSERT_GE(r, 0);
+  EXPECT_EQ(g.node(r).kind, NodeKind::kRedistribute);
+  for (const char* name : {"q", "k", "v"}) EXPECT_EQ(g.inputs(g.find(name))[0].node, r) << name;
+  EXPECT_EQ(g.inputs(r)[0].node, g.find("norm"));
+
+  PlanResult res = plan_model(g, mesh("tp=4"), hardware_profile("h100-nvlink"));
+  const Baseline* megatron = nullptr;
+  for (const Baseline& bl : res.baselines)
+    if (bl.name == "megatron") megatron = &bl;
+  ASSERT_TRUE(megatron && megatron->valid) << (megatron ? megatron->note : "no megatron baseline");
+  // Megatron's q, k, v take the norm's output replicated, and give Partial input gradients.
+  int fwd = 0, bwd = 0;  // collectives moving the norm's output or its gradient
+  for (int v : {r, g.find("q"), g.find("k"), g.find("v")})
+    for (const CollectiveUse& c : megatron->eval.vertices[v].collectives) {
+      if (c.input != 0) continue;
+      fwd += c.phase == "forward";
+      bwd += c.phase == "backward";
+    }
+  EXPECT_LE(fwd, 1);
+  EXPECT_EQ(bwd, 1);
+  EXPECT_LE(res.eval.step_time_us, megatron->eval.step_time_us * (1 + 1e-9));
+}
+
 }  // namespace
 }  // namespace dtensor::planner

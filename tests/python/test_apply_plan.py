@@ -89,24 +89,21 @@ def test_llama_tp4_styles(reports):
     report = reports[("llama", "tp=4")]
     plan = dtensor.parallelize_plan(report, json_form=True)
     styles = {path.split(".", 3)[-1]: s["style"] for path, s in plan["styles"].items() if ".layers.0." in path}
-    # Megatron's MLP and attention output; q/k/v are row-parallel (see docs/PYTHON.md "Applying a
-    # plan": the residual stream is sequence-sharded, q/k/v's partial sums are reduce-scattered onto
-    # heads, and the cost model prices that at or below Megatron's column-parallel q/k/v). Both norms
-    # have their weight sharded (explicit placements): they run on hidden-sharded rows, their row
-    # statistics summed by a small all-reduce (2048 rows), which costs NCCL's small-message latency
-    # (propagation/hardware/h100-nvlink.json), not 2(n-1) full link latencies.
+    # Megatron's column-parallel q/k/v and gate/up, row-parallel o_proj and down_proj, both norms on
+    # the sequence-sharded residual stream (sequence parallelism): the norm's output is gathered once
+    # for q, k and v (see docs/PYTHON.md "Applying a plan").
     assert styles == {"mlp.gate_proj": "ColwiseParallel", "mlp.up_proj": "ColwiseParallel",
                       "mlp.down_proj": "RowwiseParallel", "self_attn.o_proj": "RowwiseParallel",
-                      "self_attn.q_proj": "RowwiseParallel", "self_attn.k_proj": "RowwiseParallel",
-                      "self_attn.v_proj": "RowwiseParallel"}
+                      "self_attn.q_proj": "ColwiseParallel", "self_attn.k_proj": "ColwiseParallel",
+                      "self_attn.v_proj": "ColwiseParallel", "input_layernorm": "SequenceParallel",
+                      "post_attention_layernorm": "SequenceParallel"}
     megatron = next(b for b in report["baselines"] if b["name"] == "megatron")
     assert megatron["valid"] and report["totals"]["step_time_us"] <= megatron["step_time_us"] * (1 + 1e-9)
     assert plan["styles"]["model.layers.0.mlp.gate_proj"] == {"style": "ColwiseParallel", "input_layouts": "R",
                                                              "output_layouts": "S(2)"}
     assert plan["inputs"] == {"input_ids": "S(1)", "labels": "R"}
-    assert "model.norm" not in plan["styles"]  # the final norm too: weight sharded, like the layers' norms
-    assert plan["params"] == {"model.norm.weight": ["S(0)"]} | {
-        f"model.layers.{i}.{norm}.weight": ["S(0)"] for i in (0, 1) for norm in ("input_layernorm", "post_attention_layernorm")}
+    assert plan["styles"]["model.norm"] == {"style": "SequenceParallel", "sequence_dim": 1}
+    assert plan["params"] == {}  # the norms' weights are replicated, as SequenceParallel has them
 
 
 def _report(w, x, bias=None, mesh=("tp", 4)):

@@ -214,6 +214,63 @@ def test_llama3_8b_size_on_meta_plans_within_a_second():
     assert report["totals"]["step_time_us"] <= megatron["step_time_us"] * (1 + 1e-9)
 
 
+_LLAMA3 = {"8B": dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32),
+           "70B": dict(hidden_size=8192, intermediate_size=28672, num_attention_heads=64)}
+
+
+def _llama3_layers(size, layers=2):
+    """A Llama-3 of the real width on meta (no memory), with fewer layers: the planner solves the
+    identical layers once, so each plans as at full depth."""
+    tf = _transformers()
+    tf.logging.set_verbosity_error()
+    cfg = tf.LlamaConfig(num_hidden_layers=layers, num_key_value_heads=8, vocab_size=128256,
+                         max_position_embeddings=8192, rope_theta=500000.0, use_cache=False, **_LLAMA3[size])
+    with torch.device("meta"):
+        return tf.LlamaForCausalLM(cfg).to(torch.bfloat16)
+
+
+def _layer_collectives(part, phase="forward"):
+    return part["collectives"][phase]
+
+
+@pytest.mark.parametrize("size,mesh,batch", [("8B", "tp=8", (1, 2048)), ("70B", "tp=8", (1, 2048)),
+                                             ("70B", "dp=8,tp=8", (8, 8192))])
+def test_imported_llama3_layers_have_megatrons_collectives(size, mesh, batch):
+    # What Hugging Face runs (RMSNorm in float32, rotary as slice/neg/cat, q/k/v as three linears,
+    # views to heads) planned per layer as Megatron-LM with sequence parallelism: the norm's output
+    # all-gathered once for q, k, v (and once for gate, up), o_proj's and down_proj's partial sums
+    # reduce-scattered onto the sequence; never slower than the Megatron baseline.
+    model = _llama3_layers(size)
+    ids = torch.zeros(*batch, dtype=torch.long, device="meta")
+    report = dtensor.plan(model, (ids,), mesh=mesh, example_kwargs={"labels": ids, "num_items_in_batch": ids.numel()})
+    megatron = next(b for b in report["baselines"] if b["name"] == "megatron")
+    assert megatron["valid"], megatron["note"]
+    assert report["totals"]["step_time_us"] <= megatron["step_time_us"] * (1 + 1e-9)
+    layer = next(p for p in report["layers"] if p["layer"] == 1)
+    meg_layer = next(p for p in megatron["layers"] if p["layer"] == 1)
+    sequence_parallel = {"all_gather tp": 2, "reduce_scatter tp": 2}
+    two_all_reduces = {"all_reduce tp": 2}
+    named = {k.replace("AG", "all_gather").replace("RS", "reduce_scatter").replace("AR", "all_reduce"): n
+             for k, n in _layer_collectives(layer).items()}
+    assert named in (sequence_parallel, two_all_reduces), layer["collectives"]
+    assert _layer_collectives(layer) == _layer_collectives(meg_layer)
+
+
+def test_llama3_8b_long_sequences_on_dp8_tp8_are_no_slower_than_megatron():
+    # 8 x 8192 tokens on dp=8,tp=8: each tp group holds 8192 tokens, whose [8192, 4096] activations
+    # (64 MB) outweigh o_proj's weight (32 MB), so the cost model prefers an all-to-all from heads to
+    # sequence before a replicated o_proj (gradients reduced over tp instead) to Megatron's
+    # reduce-scatter of o_proj's output; the MLP stays Megatron's.
+    model = _llama3_layers("8B")
+    ids = torch.zeros(8, 8192, dtype=torch.long, device="meta")
+    report = dtensor.plan(model, (ids,), mesh="dp=8,tp=8", example_kwargs={"labels": ids, "num_items_in_batch": ids.numel()})
+    megatron = next(b for b in report["baselines"] if b["name"] == "megatron")
+    assert megatron["valid"], megatron["note"]
+    assert report["totals"]["step_time_us"] <= megatron["step_time_us"] * (1 + 1e-9)
+    layer = next(p for p in report["layers"] if p["layer"] == 1)
+    assert _layer_collectives(layer)["AG tp"] == 2  # the norms' outputs, gathered once each
+
+
 def test_untraceable_or_data_dependent_models_say_so():
     class Branchy(torch.nn.Module):
         def forward(self, x):

@@ -7,11 +7,15 @@
 // Global tensor: [n, n] float32 with n * n * 4 = size bytes (n is a multiple of 4: even shards),
 // on a 1-d mesh of the 4 ranks. For each size:
 //   S(0)->R     redistribute | gloo::allgatherv of the local [n/4, n] shard into an [n, n] buffer
-//   P->R        redistribute | gloo::allreduce (sum) in place on the local [n, n] block
-//   P->S(0)     redistribute | gloo::allreduce (sum) in place on the local [n, n] block (the Gloo
-//                              backend's reduce_scatter is an allreduce of a copy, then a copy)
-//   S(0)->S(1)  redistribute | gloo::alltoallv of a pre-packed [n/4 * n] buffer (n/4 * n/4 elements
-//                              to each rank) into another one
+//   P->R        redistribute | gloo::allreduce (sum) of the local [n, n] block into another [n, n]
+//                              buffer (setInput + setOutput): like redistribute, it leaves the
+//                              Partial input untouched (Gloo copies it into the output as it goes)
+//   P->S(0)     redistribute | the same out-of-place gloo::allreduce (Gloo has no reduce-scatter;
+//                              an allreduce is what a direct Gloo user calls for it)
+//   S(0)->S(1)  redistribute | the shard packed into per-rank blocks (one strided copy, as the
+//                              all-to-all needs contiguous blocks: redistribute packs the same way),
+//                              then gloo::alltoallv (n/4 * n/4 elements to each rank)
+// Every direct buffer is allocated once, before timing.
 // The direct calls use their own gloo::rendezvous::Context, connected through a PrefixStore
 // ("bench/direct") on the job's store (DTENSOR_STORE), and the plain gloo::sum<float> reduction
 // (DTensor's Gloo backend reduces through dtensor's reduce_pair). A third context ("bench/sync",
@@ -139,9 +143,11 @@ void sync_max(std::vector<double>& v) {
   gloo::allreduce(opts);
 }
 
-void direct_allreduce_sum(float* data, size_t n) {
+// Out of place: `in` is read, `out` receives the sum.
+void direct_allreduce_sum(const float* in, float* out, size_t n) {
   gloo::AllreduceOptions opts(job->ctx);
-  opts.setOutput(data, n);
+  opts.setInput(const_cast<float*>(in), n);
+  opts.setOutput(out, n);
   opts.setReduceFunction(
       static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
   opts.setTag(job->tag++);
@@ -243,9 +249,10 @@ void bench(benchmark::State& state, const std::string& name, int64_t bytes, Op o
           benchmark::DoNotOptimize(x.redistribute(dst, kTimeout));
         });
       } else {
-        // In place on the local block (all zeros, so the values never change).
-        float* data = const_cast<float*>(x.local_tensor().data<float>());
-        measure(state, name, bytes, op, direct, [&] { direct_allreduce_sum(data, n * n); });
+        Tensor out = Tensor::zeros({n, n});
+        measure(state, name, bytes, op, direct, [&] {
+          direct_allreduce_sum(x.local_tensor().data<float>(), out.data<float>(), n * n);
+        });
       }
       break;
     }
@@ -256,11 +263,12 @@ void bench(benchmark::State& state, const std::string& name, int64_t bytes, Op o
           benchmark::DoNotOptimize(x.redistribute({Shard(1)}, kTimeout));
         });
       } else {
-        // Packed once, untimed: the piece for rank r (the shard's columns r*rows..(r+1)*rows-1)
-        // at offset r*rows*rows, as redistribute packs it on every call.
-        Tensor packed = x.local_tensor().view({rows, kWorld, rows}).transpose(0, 1).contiguous();
+        // The piece for rank r (the shard's columns r*rows..(r+1)*rows-1) at offset r*rows*rows.
+        const Tensor pieces = x.local_tensor().view({rows, kWorld, rows}).transpose(0, 1);
+        Tensor packed = Tensor::zeros({kWorld, rows, rows});
         Tensor out = Tensor::zeros({rows * n});
         measure(state, name, bytes, op, direct, [&] {
+          packed.copy_(pieces);
           direct_alltoall(packed.data<float>(), out.data<float>(), rows * rows);
         });
       }

@@ -2,7 +2,8 @@
 // does the same data movement, on the same buffers, for global float32 tensors of 1 KB to 64 MB.
 //
 //   bazel build //bench:redistribute_gloo_bench //tools:dtensor
-//   bazel-bin/tools/dtensor launch -n 4 -- bazel-bin/bench/redistribute_gloo_bench [gbench flags]
+//   bazel-bin/tools/dtensor launch -n 4 -- bazel-bin/bench/redistribute_gloo_bench [--interleave]
+//       [gbench flags]
 //
 // Global tensor: [n, n] float32 with n * n * 4 = size bytes (n is a multiple of 4: even shards),
 // on a 1-d mesh of the 4 ranks. For each size:
@@ -19,8 +20,10 @@
 // The direct calls use their own gloo::rendezvous::Context, connected through a PrefixStore
 // ("bench/direct") on the job's store (DTENSOR_STORE), and the plain gloo::sum<float> reduction
 // (DTensor's Gloo backend reduces through dtensor's reduce_pair). A third context ("bench/sync",
-// same device as the direct one) carries the timing synchronisation, so that neither variant
-// shares a context with it.
+// on a third TCP device) carries the timing synchronisation, so that neither variant shares a
+// context or a device (a device has its own event-loop thread) with it: on a loaded machine the
+// time an op waits to be scheduled depends on how long its device's thread has slept, and a
+// variant sharing its device with the synchronisation looked several times slower at 1 MB.
 //
 // Lockstep: every rank runs the same benchmarks in the same order with fixed iteration counts
 // (->Iterations(n), scaled down for big sizes; do not pass --benchmark_enable_random_interleaving).
@@ -32,6 +35,11 @@
 // mean over iterations (and bytes/s: the global tensor's bytes once per iteration); the counter
 // median_us and the final table give the median, which resists the scheduling outliers of 4
 // processes sharing a small machine.
+//
+// With --interleave, each (size, op) is instead one benchmark whose iterations time both variants
+// back to back (each as above), alternating which goes first; the table gives the median of each
+// variant's times. On a machine shared with other work this keeps slow drifts of the load out of the
+// ratio, which separate benchmarks seconds apart do not.
 //
 // Only rank 0 reports: the other ranks use a reporter that prints nothing and ignore
 // --benchmark_out. At the end rank 0 prints a table: size, op, DTensor time, direct time, ratio
@@ -117,7 +125,8 @@ struct Job {
   MeshPtr mesh;
   std::shared_ptr<gloo::rendezvous::Store> store;
   std::unique_ptr<gloo::rendezvous::PrefixStore> prefix;
-  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::transport::Device> device;       // the direct collectives
+  std::shared_ptr<gloo::transport::Device> sync_device;  // the synchronisation
   std::unique_ptr<gloo::rendezvous::PrefixStore> sync_prefix;
   std::shared_ptr<gloo::rendezvous::Context> ctx;   // the direct collectives
   std::shared_ptr<gloo::rendezvous::Context> sync;  // barriers and timing reductions
@@ -198,6 +207,16 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
+// One timed iteration of `body`: barrier, the op, the slowest rank's seconds.
+double time_once(const std::function<void()>& body) {
+  sync_barrier();
+  const auto start = Clock::now();
+  body();
+  std::vector<double> t = {std::chrono::duration<double>(Clock::now() - start).count()};
+  sync_max(t);
+  return t[0];
+}
+
 // The timing loop described in the file comment.
 void measure(benchmark::State& state, const std::string& name, int64_t bytes, Op op,
              bool direct, const std::function<void()>& body) {
@@ -205,81 +224,108 @@ void measure(benchmark::State& state, const std::string& name, int64_t bytes, Op
   body();  // warm-up, untimed
   std::vector<double> times;
   for (auto _ : state) {
-    sync_barrier();
-    const auto start = Clock::now();
-    body();
-    std::vector<double> t = {std::chrono::duration<double>(Clock::now() - start).count()};
-    sync_max(t);
-    state.SetIterationTime(t[0]);
-    times.push_back(t[0]);
+    times.push_back(time_once(body));
+    state.SetIterationTime(times.back());
   }
   state.SetBytesProcessed(state.iterations() * bytes);
   state.counters["median_us"] = median(times) * 1e6;
   results[{bytes, static_cast<int>(op), direct}] = median(times);
 }
 
-void bench(benchmark::State& state, const std::string& name, int64_t bytes, Op op, bool direct) {
-  const int64_t n = static_cast<int64_t>(std::llround(std::sqrt(bytes / 4.0)));
-  if (n * n * 4 != bytes || n % kWorld != 0) {
-    state.SkipWithError("size is not 4 * n * n bytes with n a multiple of 4");
-    return;
+// --interleave: one iteration times both variants, DTensor first on even iterations and the direct
+// call first on odd ones, so that both see the same load; the iteration's time is their sum.
+void measure_pair(benchmark::State& state, const std::string& name, int64_t bytes, Op op,
+                  const std::function<void()>& dtensor, const std::function<void()>& direct) {
+  check_lockstep(name);
+  dtensor();  // warm-up, untimed
+  direct();
+  std::vector<double> td, tg;
+  for (auto _ : state) {
+    if (td.size() % 2 == 0) {
+      td.push_back(time_once(dtensor));
+      tg.push_back(time_once(direct));
+    } else {
+      tg.push_back(time_once(direct));
+      td.push_back(time_once(dtensor));
+    }
+    state.SetIterationTime(td.back() + tg.back());
   }
+  state.counters["dtensor_median_us"] = median(td) * 1e6;
+  state.counters["direct_median_us"] = median(tg) * 1e6;
+  state.counters["ratio"] = median(td) / median(tg);
+  results[{bytes, static_cast<int>(op), false}] = median(td);
+  results[{bytes, static_cast<int>(op), true}] = median(tg);
+}
+
+// The op of one variant on its own buffers (allocated here, before any timing).
+std::function<void()> make_body(int64_t bytes, Op op, bool direct) {
+  const int64_t n = static_cast<int64_t>(std::llround(std::sqrt(bytes / 4.0)));
   const int64_t rows = n / kWorld;  // rows of an S(0) shard
   switch (op) {
     case Op::kS0toR: {
       DTensor x = from_local(Tensor::zeros({rows, n}), job->mesh, {Shard(0)});
-      if (!direct) {
-        measure(state, name, bytes, op, direct, [&] {
-          benchmark::DoNotOptimize(x.redistribute({Replicate()}, kTimeout));
-        });
-      } else {
-        Tensor out = Tensor::zeros({n, n});
-        measure(state, name, bytes, op, direct, [&] {
-          direct_allgather(x.local_tensor().data<float>(), rows * n, out.data<float>());
-        });
-      }
-      break;
+      if (!direct) return [x] { benchmark::DoNotOptimize(x.redistribute({Replicate()}, kTimeout)); };
+      Tensor out = Tensor::zeros({n, n});
+      return [x, out, rows, n] {
+        direct_allgather(x.local_tensor().data<float>(), rows * n, out.data<float>());
+      };
     }
     case Op::kPtoR:
     case Op::kPtoS0: {
       DTensor x = from_local(Tensor::zeros({n, n}), job->mesh, {Partial()});
       const Placements dst = {op == Op::kPtoR ? Replicate() : Shard(0)};
-      if (!direct) {
-        measure(state, name, bytes, op, direct, [&] {
-          benchmark::DoNotOptimize(x.redistribute(dst, kTimeout));
-        });
-      } else {
-        Tensor out = Tensor::zeros({n, n});
-        measure(state, name, bytes, op, direct, [&] {
-          direct_allreduce_sum(x.local_tensor().data<float>(), out.data<float>(), n * n);
-        });
-      }
-      break;
+      if (!direct) return [x, dst] { benchmark::DoNotOptimize(x.redistribute(dst, kTimeout)); };
+      Tensor out = Tensor::zeros({n, n});
+      return [x, out, n] {
+        direct_allreduce_sum(x.local_tensor().data<float>(), out.data<float>(), n * n);
+      };
     }
     case Op::kS0toS1: {
       DTensor x = from_local(Tensor::zeros({rows, n}), job->mesh, {Shard(0)});
-      if (!direct) {
-        measure(state, name, bytes, op, direct, [&] {
-          benchmark::DoNotOptimize(x.redistribute({Shard(1)}, kTimeout));
-        });
-      } else {
-        // The piece for rank r (the shard's columns r*rows..(r+1)*rows-1) at offset r*rows*rows.
-        const Tensor pieces = x.local_tensor().view({rows, kWorld, rows}).transpose(0, 1);
-        Tensor packed = Tensor::zeros({kWorld, rows, rows});
-        Tensor out = Tensor::zeros({rows * n});
-        measure(state, name, bytes, op, direct, [&] {
-          packed.copy_(pieces);
-          direct_alltoall(packed.data<float>(), out.data<float>(), rows * rows);
-        });
-      }
-      break;
+      if (!direct) return [x] { benchmark::DoNotOptimize(x.redistribute({Shard(1)}, kTimeout)); };
+      // The piece for rank r (the shard's columns r*rows..(r+1)*rows-1) at offset r*rows*rows.
+      const Tensor pieces = x.local_tensor().view({rows, kWorld, rows}).transpose(0, 1);
+      Tensor packed = Tensor::zeros({kWorld, rows, rows});
+      Tensor out = Tensor::zeros({rows * n});
+      return [pieces, packed, out, rows]() mutable {
+        packed.copy_(pieces);
+        direct_alltoall(packed.data<float>(), out.data<float>(), rows * rows);
+      };
     }
   }
+  return [] {};
 }
 
-void register_all() {
+bool size_ok(benchmark::State& state, int64_t bytes) {
+  const int64_t n = static_cast<int64_t>(std::llround(std::sqrt(bytes / 4.0)));
+  if (n * n * 4 != bytes || n % kWorld != 0) {
+    state.SkipWithError("size is not 4 * n * n bytes with n a multiple of 4");
+    return false;
+  }
+  return true;
+}
+
+void bench(benchmark::State& state, const std::string& name, int64_t bytes, Op op, bool direct) {
+  if (!size_ok(state, bytes)) return;
+  measure(state, name, bytes, op, direct, make_body(bytes, op, direct));
+}
+
+void bench_pair(benchmark::State& state, const std::string& name, int64_t bytes, Op op) {
+  if (!size_ok(state, bytes)) return;
+  measure_pair(state, name, bytes, op, make_body(bytes, op, false), make_body(bytes, op, true));
+}
+
+void register_all(bool interleave) {
   for (const SizeSpec& s : kSizes) {
     for (Op op : kOps) {
+      if (interleave) {
+        std::string name = absl::StrCat(op_id(op), "/", size_str(s.bytes), "/interleaved");
+        benchmark::RegisterBenchmark(name.c_str(), bench_pair, name, s.bytes, op)
+            ->Iterations(s.iterations)
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+        continue;
+      }
       for (bool direct : {false, true}) {
         std::string name =
             absl::StrCat(op_id(op), "/", size_str(s.bytes), direct ? "/direct" : "/dtensor");
@@ -338,22 +384,25 @@ int run(int argc, char** argv) {
   j.sync_prefix = std::make_unique<gloo::rendezvous::PrefixStore>("bench/sync", *j.store);
   j.sync = std::make_shared<gloo::rendezvous::Context>(j.rank, kWorld);
   j.sync->setTimeout(kTimeout);
-  j.sync->connectFullMesh(*j.sync_prefix, j.device);
+  j.sync_device = gloo::transport::tcp::CreateDevice(attr);
+  j.sync->connectFullMesh(*j.sync_prefix, j.sync_device);
 
   // Ranks other than 0 neither print nor write --benchmark_out.
-  std::vector<char*> args(argv, argv + argc);
-  if (j.rank != 0) {
-    std::vector<char*> kept;
-    for (char* a : args) {
-      if (std::strncmp(a, "--benchmark_out", 15) != 0) kept.push_back(a);
+  // --interleave is ours; the other flags go to Google Benchmark.
+  bool interleave = false;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--interleave") == 0) {
+      interleave = true;
+    } else if (j.rank == 0 || std::strncmp(argv[i], "--benchmark_out", 15) != 0) {
+      args.push_back(argv[i]);
     }
-    args = kept;
   }
   int nargs = static_cast<int>(args.size());
   args.push_back(nullptr);
   benchmark::Initialize(&nargs, args.data());
   if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 1;
-  register_all();
+  register_all(interleave);
   if (j.rank == 0) {
     benchmark::RunSpecifiedBenchmarks();
     print_table();

@@ -44,6 +44,7 @@
 // Only rank 0 reports: the other ranks use a reporter that prints nothing and ignore
 // --benchmark_out. At the end rank 0 prints a table: size, op, DTensor time, direct time, ratio
 // (all medians).
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -197,8 +198,12 @@ void check_lockstep(const std::string& name) {
   }
 }
 
-// Median seconds per iteration, by (bytes, op, direct?), kept on rank 0 for the final table.
-std::map<std::tuple<int64_t, int, bool>, double> results;
+// Median wall and CPU seconds of a variant (see time_once), by (bytes, op, direct?), kept on rank 0
+// for the final table.
+struct Medians {
+  double wall = 0, cpu = 0;
+};
+std::map<std::tuple<int64_t, int, bool>, Medians> results;
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -207,14 +212,43 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
-// One timed iteration of `body`: barrier, the op, the slowest rank's seconds.
-double time_once(const std::function<void()>& body) {
+// Seconds of CPU time this process (all its threads: the caller and Gloo's device threads) used.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// One timed iteration of `body`: barrier, the op; the slowest rank's wall seconds and the CPU
+// seconds of all ranks together. Gloo waits by blocking (epoll, condition variables), so the CPU
+// time is the memory and network-stack work the op did: it barely depends on how long the op
+// waited to be scheduled, which dominates wall time on a loaded machine.
+struct Sample {
+  double wall = 0, cpu = 0;
+};
+Sample time_once(const std::function<void()>& body) {
   sync_barrier();
+  const double cpu0 = process_cpu_seconds();
   const auto start = Clock::now();
   body();
-  std::vector<double> t = {std::chrono::duration<double>(Clock::now() - start).count()};
+  // [wall, cpu of rank 0, ..., cpu of rank 3]: the max of each is the wall max and each rank's cpu.
+  std::vector<double> t(1 + kWorld, 0.0);
+  t[0] = std::chrono::duration<double>(Clock::now() - start).count();
+  t[1 + job->rank] = process_cpu_seconds() - cpu0;
   sync_max(t);
-  return t[0];
+  Sample out{t[0], 0};
+  for (int r = 0; r < kWorld; ++r) out.cpu += t[1 + r];
+  return out;
+}
+
+// Medians of a variant's samples.
+Medians medians(const std::vector<Sample>& v) {
+  std::vector<double> w, c;
+  for (const Sample& x : v) {
+    w.push_back(x.wall);
+    c.push_back(x.cpu);
+  }
+  return {median(w), median(c)};
 }
 
 // The timing loop described in the file comment.
@@ -222,14 +256,16 @@ void measure(benchmark::State& state, const std::string& name, int64_t bytes, Op
              bool direct, const std::function<void()>& body) {
   check_lockstep(name);
   body();  // warm-up, untimed
-  std::vector<double> times;
+  std::vector<Sample> times;
   for (auto _ : state) {
     times.push_back(time_once(body));
-    state.SetIterationTime(times.back());
+    state.SetIterationTime(times.back().wall);
   }
+  const Medians m = medians(times);
   state.SetBytesProcessed(state.iterations() * bytes);
-  state.counters["median_us"] = median(times) * 1e6;
-  results[{bytes, static_cast<int>(op), direct}] = median(times);
+  state.counters["median_us"] = m.wall * 1e6;
+  state.counters["cpu_median_us"] = m.cpu * 1e6;
+  results[{bytes, static_cast<int>(op), direct}] = m;
 }
 
 // --interleave: one iteration times both variants, DTensor first on even iterations and the direct
@@ -239,7 +275,7 @@ void measure_pair(benchmark::State& state, const std::string& name, int64_t byte
   check_lockstep(name);
   dtensor();  // warm-up, untimed
   direct();
-  std::vector<double> td, tg;
+  std::vector<Sample> td, tg;
   for (auto _ : state) {
     if (td.size() % 2 == 0) {
       td.push_back(time_once(dtensor));
@@ -248,13 +284,15 @@ void measure_pair(benchmark::State& state, const std::string& name, int64_t byte
       tg.push_back(time_once(direct));
       td.push_back(time_once(dtensor));
     }
-    state.SetIterationTime(td.back() + tg.back());
+    state.SetIterationTime(td.back().wall + tg.back().wall);
   }
-  state.counters["dtensor_median_us"] = median(td) * 1e6;
-  state.counters["direct_median_us"] = median(tg) * 1e6;
-  state.counters["ratio"] = median(td) / median(tg);
-  results[{bytes, static_cast<int>(op), false}] = median(td);
-  results[{bytes, static_cast<int>(op), true}] = median(tg);
+  const Medians d = medians(td), g = medians(tg);
+  state.counters["dtensor_median_us"] = d.wall * 1e6;
+  state.counters["direct_median_us"] = g.wall * 1e6;
+  state.counters["ratio"] = d.wall / g.wall;
+  state.counters["cpu_ratio"] = d.cpu / g.cpu;
+  results[{bytes, static_cast<int>(op), false}] = d;
+  results[{bytes, static_cast<int>(op), true}] = g;
 }
 
 // The op of one variant on its own buffers (allocated here, before any timing).
@@ -339,15 +377,20 @@ void register_all(bool interleave) {
 }
 
 void print_table() {
-  std::printf("\nMedian per iteration (slowest rank), redistribute vs the direct Gloo call:\n");
-  std::printf("%-6s %-11s %14s %14s %7s\n", "size", "op", "dtensor (us)", "direct (us)", "ratio");
+  std::printf("\nMedian per iteration, redistribute vs the direct Gloo call: wall time (slowest rank)"
+              " and CPU time (all ranks):\n");
+  std::printf("%-6s %-11s %14s %14s %7s %14s %14s %7s\n", "size", "op", "dtensor (us)", "direct (us)",
+              "ratio", "dtensor cpu", "direct cpu", "ratio");
   for (const SizeSpec& s : kSizes) {
     for (Op op : kOps) {
       auto d = results.find({s.bytes, static_cast<int>(op), false});
       auto g = results.find({s.bytes, static_cast<int>(op), true});
       if (d == results.end() || g == results.end()) continue;
-      std::printf("%-6s %-11s %14.1f %14.1f %7.2f\n", size_str(s.bytes).c_str(), op_name(op),
-                  d->second * 1e6, g->second * 1e6, d->second / g->second);
+      const Medians& a = d->second;
+      const Medians& b = g->second;
+      std::printf("%-6s %-11s %14.1f %14.1f %7.2f %14.1f %14.1f %7.2f\n", size_str(s.bytes).c_str(),
+                  op_name(op), a.wall * 1e6, b.wall * 1e6, a.wall / b.wall, a.cpu * 1e6, b.cpu * 1e6,
+                  a.cpu / b.cpu);
     }
   }
   std::fflush(stdout);

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -48,6 +49,8 @@ using gloo::rendezvous::Store;
 
 // Slots of point-to-point messages: a prefix none of Gloo's collectives use, then the user tag.
 constexpr uint64_t kP2PSlotBase = uint64_t{0x40} << 56;
+// Slots of reduce_scatter's messages: the next prefix, then the op's sequence number.
+constexpr uint64_t kReduceScatterSlotBase = uint64_t{0x41} << 56;
 
 // ---------------------------------------------------------------------------------------------
 // Store helpers.
@@ -293,24 +296,73 @@ class GlooGroup : public ProcessGroup {
     });
   }
 
+  // Direct exchange (Gloo has no options-based reduce-scatter): block r of `in` goes straight from
+  // `in` to rank r, the other ranks' blocks for this rank land in a scratch buffer, and they are
+  // reduced into `out` in rank order (((b0 + b1) + b2) + ..., as the threads backend does), the
+  // first reduction reading this rank's block from `in`. Each rank sends (k-1)/k of `in`, as a ring
+  // reduce-scatter does, and `in` is never copied.
   void do_reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
                          ReduceOp op, Timeout timeout) override {
     const char* name = "reduce_scatter";
     const int n = size();
+    const int me = rank();
     uint32_t seq = next_seq();
-    int64_t offset = 0;
-    for (int r = 0; r < rank(); ++r) offset += counts[r];
-    // Gloo has no options-based reduce-scatter: allreduce into a scratch buffer, keep this rank's block.
-    Tensor tmp = Tensor::empty(in.sizes(), in.dtype());
-    if (n == 1 && in.numel() > 0) std::memcpy(tmp.data_ptr(), in.data_ptr(), in.nbytes());
-    run(name, seq, timeout,
-        [&] { allreduce_raw(in.data_ptr(), tmp.data_ptr(), tmp.numel(), tmp.dtype(), op, seq, timeout); });
-    if (out.numel() > 0) {
-      std::memcpy(out.data_ptr(),
-                  static_cast<const char*>(tmp.data_ptr()) + offset * tmp.element_size(),
-                  out.nbytes());
-      if (op == ReduceOp::kAvg) finish_avg(out.data_ptr(), out.numel(), out.dtype(), n);
+    const size_t es = in.element_size();
+    std::vector<int64_t> offset(n + 1, 0);
+    for (int r = 0; r < n; ++r) offset[r + 1] = offset[r] + counts[r];
+    const int64_t mine = counts[me];
+    const char* in_bytes = static_cast<const char*>(in.data_ptr());
+    if (n == 1) {
+      if (mine > 0) std::memcpy(out.data_ptr(), in_bytes, mine * es);
+      return;
     }
+    // The block received from rank r is at scratch index r (r < me) or r - 1 (r > me).
+    Tensor scratch = Tensor::empty({mine * (n - 1)}, in.dtype());
+    char* scratch_bytes = static_cast<char*>(scratch.data_ptr());
+    auto block = [&](int r) -> const void* {
+      if (r == me) return in_bytes + offset[me] * es;
+      return scratch_bytes + (r < me ? r : r - 1) * mine * es;
+    };
+    run(name, seq, timeout, [&] {
+      const auto deadline = Clock::now() + timeout;
+      auto left = [&] {
+        auto l = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        return std::max(l, std::chrono::milliseconds(1));
+      };
+      const uint64_t slot = kReduceScatterSlotBase | seq;
+      // Empty messages are skipped on both sides (both know every count).
+      std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recvs(n);
+      if (mine > 0) {
+        for (int r = 0; r < n; ++r) {
+          if (r == me) continue;
+          recvs[r] = ctx_->createUnboundBuffer(const_cast<void*>(block(r)), mine * es);
+          recvs[r]->recv(r, slot);
+        }
+      }
+      std::unique_ptr<gloo::transport::UnboundBuffer> sends;
+      int posted = 0;
+      if (in.numel() > mine) {
+        sends = ctx_->createUnboundBuffer(in.data_ptr(), in.nbytes());
+        for (int r = 0; r < n; ++r) {
+          if (r == me || counts[r] == 0) continue;
+          sends->send(r, slot, offset[r] * es, counts[r] * es);
+          ++posted;
+        }
+      }
+      if (mine > 0) {
+        for (int r = 0; r < n; ++r) {
+          if (r != me && !recvs[r]->waitRecv(left())) throw gloo::IoException("aborted");
+          if (r == 1) {
+            reduce_pair(out.data_ptr(), block(0), block(1), mine, in.dtype(), op);
+          } else if (r > 1) {
+            reduce_into(out.data_ptr(), block(r), mine, in.dtype(), op);
+          }
+        }
+      }
+      for (int i = 0; i < posted; ++i)
+        if (!sends->waitSend(left())) throw gloo::IoException("aborted");
+    });
+    if (op == ReduceOp::kAvg && mine > 0) finish_avg(out.data_ptr(), mine, out.dtype(), n);
   }
 
   void do_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,

@@ -12,10 +12,11 @@
 //                   dtype (bf16, fp16 and bool included) reduces exactly as in the threads backend;
 //                   avg = sum, then divided by the group size (integer avg truncates).
 //   all_gather      gloo::allgatherv (uneven and empty per-rank counts allowed).
-//   reduce_scatter  Gloo has no options-based reduce-scatter: it is a Gloo allreduce of a copy of
-//   `in`
-//                   followed by a copy of this rank's block into `out` (so it moves about twice the
-//                   bytes of a true ring reduce-scatter; CommStats still counts the ring formula).
+//   reduce_scatter  Gloo has no options-based reduce-scatter: a direct exchange over unbound
+//                   buffers. Block r of `in` is sent from `in` itself to rank r; the blocks for this
+//                   rank land in a scratch buffer and are reduced into `out` in rank order (the
+//                   threads backend's order, so both give the same bits). Each rank sends (k-1)/k
+//                   of `in`, the ring formula CommStats counts.
 //   all_to_all      gloo::alltoallv.
 //   broadcast       gloo::broadcast.
 //   barrier         gloo::barrier.

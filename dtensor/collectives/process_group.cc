@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
@@ -77,6 +78,20 @@ void check_same_dtype(const char* op, const std::string& group, const Tensor& in
            " differ in dtype; they must match");
 }
 
+// Whether two tensors' element spans (first to last byte, strides taken as they are) share memory.
+bool overlaps(const Tensor& a, const Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0 || a.storage() != b.storage()) return false;
+  auto span = [](const Tensor& t) {
+    int64_t last = 0;
+    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+    const char* p = static_cast<const char*>(t.data_ptr());
+    return std::make_pair(p, p + (last + 1) * static_cast<int64_t>(t.element_size()));
+  };
+  auto [a0, a1] = span(a);
+  auto [b0, b1] = span(b);
+  return a0 < b1 && b0 < a1;
+}
+
 bool home_ready(const Tensor& t, Device home) { return t.device() == home && t.is_contiguous(); }
 
 Tensor home_copy(const Tensor& t, Device home) { return t.to(home).contiguous(); }
@@ -135,6 +150,8 @@ void ProcessGroup::reduce_scatter(const Tensor& in, Tensor& out, const std::vect
   check_counts(name, "counts", counts, in.numel());
   DT_CHECK(out.numel() == counts[rank_], name, " on ", describe(), ": output has ", out.numel(),
            " elements, counts[", rank_, "] = ", counts[rank_]);
+  DT_CHECK(!overlaps(in, out), name, " on ", describe(), ": output ", out.str(), " overlaps input ", in.str(),
+           "; give an output that does not share memory with the input");
   count(CommKind::kReduceScatter,
         comm_bytes_sent(CommKind::kReduceScatter, static_cast<int64_t>(in.nbytes()), size()));
   staged(in, out, [&](const Tensor& i, Tensor& o) { do_reduce_scatter(i, o, counts, op, timeout); });

@@ -82,7 +82,8 @@ class ProcessGroup {
   void all_gather(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
                   Timeout timeout = default_timeout());
   // `in` holds size() consecutive blocks of counts[r] elements; rank r receives op over all ranks'
-  // block r in `out` (numel counts[rank()]). Bytes: of `in`.
+  // block r in `out` (numel counts[rank()]); `out` must not share memory with `in` (Error). Bytes:
+  // of `in`.
   void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts, ReduceOp op,
                       Timeout timeout = default_timeout());
   // `in` holds send_counts[r] elements for each rank r, in order; `out` receives recv_counts[r]

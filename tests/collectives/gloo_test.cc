@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -164,6 +165,70 @@ void scenario_reduce_scatter(Backend& b) {
       expected.push_back(op == ReduceOp::kSum ? 10 * j1 : op == ReduceOp::kAvg ? 2.5 * j1 : 4 * j1);
     }
     check_values(out, expected, absl::StrCat("reduce_scatter ", reduce_op_name(op)));
+  }
+  // Every op on narrow and integer dtypes (integer avg truncates), same counts.
+  for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kInt64}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) {
+      auto value = [](int r, int j) { return (r + 1) * (j + 1) * (j % 2 == 0 ? 1.0 : -1.0); };
+      std::vector<double> in_v, expected;
+      for (int j = 0; j < 9; ++j) in_v.push_back(value(me, j));
+      for (int64_t i = 0; i < counts[me]; ++i) {
+        const int j = static_cast<int>(offset + i);
+        double s = 0, mx = -1e9, mn = 1e9;
+        for (int r = 0; r < kWorld; ++r) {
+          s += value(r, j);
+          mx = std::max(mx, value(r, j));
+          mn = std::min(mn, value(r, j));
+        }
+        const double avg = dt == DType::kInt64 ? std::trunc(s / kWorld) : s / kWorld;
+        expected.push_back(op == ReduceOp::kSum   ? s
+                           : op == ReduceOp::kAvg ? avg
+                           : op == ReduceOp::kMax ? mx
+                                                  : mn);
+      }
+      Tensor out = Tensor::full({counts[me]}, -1.0, dt);
+      world->reduce_scatter(make(in_v, dt), out, counts, op, kOkTimeout);
+      check_values(out, expected,
+                   absl::StrCat("reduce_scatter ", reduce_op_name(op), " ", dtype_name(dt)));
+    }
+  }
+  // float32 sums in rank order, ((b0 + b1) + b2) + b3, as the threads backend: with 1e8, 1, -1e8, 1
+  // that is exactly 1 (1e8 + 1 rounds to 1e8); other orders give 0 or 2.
+  {
+    const double mine[] = {1e8, 1.0, -1e8, 1.0};
+    Tensor in = Tensor::full({8}, mine[me], DType::kFloat32);
+    Tensor out = Tensor::full({2}, -1.0, DType::kFloat32);
+    world->reduce_scatter(in, out, {2, 2, 2, 2}, ReduceOp::kSum, kOkTimeout);
+    check_values(out, {1.0, 1.0}, "reduce_scatter float32 rank order");
+  }
+  // Large uneven blocks (several MiB, one empty) and everything to one rank, back to back.
+  {
+    const std::vector<int64_t> big = {(1 << 20) + 5, 0, 3, (1 << 19) + 1};
+    int64_t total = 0, at = 0;
+    for (int r = 0; r < kWorld; ++r) total += big[r];
+    for (int r = 0; r < me; ++r) at += big[r];
+    std::vector<float> in_v(total);
+    for (int64_t j = 0; j < total; ++j) in_v[j] = static_cast<float>(j * (me + 1));
+    Tensor out = Tensor::full({big[me]}, -1.0, DType::kFloat32);
+    world->reduce_scatter(Tensor::from_vector(in_v, {total}), out, big, ReduceOp::kSum, kOkTimeout);
+    std::vector<float> got = out.to_vector<float>();
+    for (int64_t i = 0; i < big[me]; ++i)
+      WCHECK(got[i] == 10.0f * static_cast<float>(at + i), "large reduce_scatter element ", i, " = ", got[i]);
+    const std::vector<int64_t> one = {0, 0, 6, 0};
+    Tensor in1 = Tensor::full({6}, me + 1.0, DType::kFloat64);
+    Tensor out1 = Tensor::full({one[me]}, -1.0, DType::kFloat64);
+    world->reduce_scatter(in1, out1, one, ReduceOp::kMax, kOkTimeout);
+    check_values(out1, std::vector<double>(one[me], 4.0), "reduce_scatter to one rank");
+  }
+  // A non-contiguous input (a transposed view) is staged by the front.
+  {
+    std::vector<double> base_v(8);
+    for (int j = 0; j < 8; ++j) base_v[j] = j * (me + 1.0);
+    Tensor in = Tensor::from_vector(base_v, {2, 4}).transpose(0, 1);  // [4, 2]: 0 4 1 5 2 6 3 7, scaled
+    Tensor out = Tensor::full({2}, -1.0, DType::kFloat64);
+    world->reduce_scatter(in, out, {2, 2, 2, 2}, ReduceOp::kSum, kOkTimeout);
+    const double first[] = {0, 1, 2, 3};
+    check_values(out, {10 * first[me], 10 * (first[me] + 4)}, "reduce_scatter of a transposed view");
   }
 }
 

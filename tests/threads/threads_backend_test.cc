@@ -110,6 +110,16 @@ TEST(ThreadsBackend, FrontStagesNonContiguousCountsBytesAndChecksArguments) {
     EXPECT_THROW(pg->send(t, r), Error);  // to itself
     Tensor f64 = Tensor::empty({4}, DType::kFloat64);
     EXPECT_THROW(pg->all_reduce(t, f64, ReduceOp::kSum), Error);
+    // A reduce_scatter output inside its own input (this rank's block) is refused: backends read
+    // this rank's block of the input after writing the output.
+    try {
+      Tensor own = t.narrow(0, 2 * r, 2);
+      pg->reduce_scatter(t, own, {2, 2}, ReduceOp::kSum);
+      ADD_FAILURE() << "a reduce_scatter output overlapping its input was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("reduce_scatter on group 'world'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("overlaps input"), std::string::npos) << e.what();
+    }
     pg->barrier();  // the group is still usable
   });
 }

@@ -5,6 +5,8 @@
 # installed (scripts/setup_python.sh pins it).
 import json
 
+import math
+
 import pytest
 
 import dtensor
@@ -77,19 +79,29 @@ def test_models_plan_on_data_and_tensor_parallel_meshes(name, mesh):
     assert len(ops) == sum(report["import"]["mapped_ops"].values())
     if name == "resnet50":
         # Batch statistics over a split batch or spatial dim are SyncBatchNorm's: such a batch_norm
-        # all-reduces its per-channel sums over exactly the mesh dims that split them (a channel
-        # split needs none).
+        # all-reduces its per-channel sum and sum of squares (float32: 8 bytes a channel) once per
+        # phase over the group of exactly the mesh dims that split them (a channel split needs none).
+        # A group of several mesh dims is one all-reduce, reported under the first of them; its
+        # bytes (ring: 2(n-1)/n of the buffer) tell the group's size n.
         dims = [d.split("=")[0] for d in mesh.split(",")]
+        sizes = dict(d.split("=") for d in mesh.split(","))
         synced = 0
         for o in ops:
             if o["op"] != "batch_norm":
                 continue
             x = o["placements"]["inputs"][0].strip("[]").split(", ")
             split = {dims[i] for i, p in enumerate(x) if p.startswith("S(") and p != "S(1)"}
-            steps = {c["mesh_dim_name"] for c in o["collectives"] if c["what"] == "step"}
-            assert steps == split, o
-            assert all(c["kind"] == "all_reduce" for c in o["collectives"] if c["what"] == "step"), o
-            synced += bool(split)
+            steps = [c for c in o["collectives"] if c["what"] == "step"]
+            if not split:
+                assert not steps, o
+                continue
+            n = math.prod(int(sizes[d]) for d in split)
+            channels = model.get_submodule(o["name"].rsplit(".", 1)[0]).num_features
+            assert sorted(c["phase"] for c in steps) == ["backward", "forward"], o
+            for c in steps:
+                assert c["kind"] == "all_reduce" and c["mesh_dim_name"] in split, o
+                assert c["bytes"] == pytest.approx(2 * (n - 1) / n * 8 * channels), o
+            synced += 1
         assert synced  # at 8 images per rank, most batch norms are planned with the batch split
 
 

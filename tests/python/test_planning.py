@@ -258,9 +258,11 @@ def test_imported_llama3_layers_have_megatrons_collectives(size, mesh, batch):
 
 def test_llama3_8b_long_sequences_on_dp8_tp8_are_no_slower_than_megatron():
     # 8 x 8192 tokens on dp=8,tp=8: each tp group holds 8192 tokens, whose [8192, 4096] activations
-    # (64 MB) outweigh o_proj's weight (32 MB), so the cost model prefers an all-to-all from heads to
-    # sequence before a replicated o_proj (gradients reduced over tp instead) to Megatron's
-    # reduce-scatter of o_proj's output; the MLP stays Megatron's.
+    # (64 MB) outweigh the attention weights (q/k/v/o: 2 x 32 MB + 2 x 8 MB), so the cost model
+    # prefers attention on the sequence-sharded stream with all-to-alls between sequence and heads
+    # (DeepSpeed-Ulysses' pattern: 4 per layer forward; weights replicated over tp, their gradients
+    # reduced over tp) to Megatron's column/row-parallel attention; the MLP stays Megatron's (one
+    # all-gather, one reduce-scatter).
     model = _llama3_layers("8B")
     ids = torch.zeros(8, 8192, dtype=torch.long, device="meta")
     report = dtensor.plan(model, (ids,), mesh="dp=8,tp=8", example_kwargs={"labels": ids, "num_items_in_batch": ids.numel()})
@@ -268,7 +270,7 @@ def test_llama3_8b_long_sequences_on_dp8_tp8_are_no_slower_than_megatron():
     assert megatron["valid"], megatron["note"]
     assert report["totals"]["step_time_us"] <= megatron["step_time_us"] * (1 + 1e-9)
     layer = next(p for p in report["layers"] if p["layer"] == 1)
-    assert _layer_collectives(layer)["AG tp"] == 2  # the norms' outputs, gathered once each
+    assert _layer_collectives(layer) == {"A2A tp": 4, "AG tp": 1, "RS tp": 1}
 
 
 def test_untraceable_or_data_dependent_models_say_so():

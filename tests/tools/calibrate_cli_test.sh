@@ -8,22 +8,8 @@ fails=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# expect STATUS NEEDLE -- ARGS...: runs `dtensor ARGS` (120 s limit) and checks the exit status and
-# that NEEDLE appears in what it printed.
-expect() {
-  local want="$1" needle="$2"
-  shift 3
-  local out rc
-  out=$(timeout -s KILL 120 "$bin" "$@" </dev/null 2>&1)
-  rc=$?
-  if [ "$rc" -ne "$want" ] || ! grep -qF -- "$needle" <<<"$out"; then
-    echo "FAILED: dtensor $* -> exit $rc (want $want), output:"
-    echo "$out" | head -8
-    fails=$((fails + 1))
-  else
-    echo "ok: dtensor $* -> $rc"
-  fi
-}
+EXPECT_TIMEOUT=120
+source "$(dirname "$0")/cli_expect.sh"
 
 out="$tmp/p.json"
 expect 2 "--backend 'mpi'"     -- calibrate --backend mpi --out "$out"

@@ -8,22 +8,7 @@ fails=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# expect STATUS NEEDLE -- ARGS...: runs `dtensor ARGS` (stdin from /dev/null, 60 s limit) and checks
-# the exit status and that NEEDLE appears in what it printed.
-expect() {
-  local want="$1" needle="$2"
-  shift 3
-  local out rc
-  out=$(timeout -s KILL 60 "$bin" "$@" </dev/null 2>&1)
-  rc=$?
-  if [ "$rc" -ne "$want" ] || ! grep -qF -- "$needle" <<<"$out"; then
-    echo "FAILED: dtensor $* -> exit $rc (want $want), output:"
-    echo "$out" | head -5
-    fails=$((fails + 1))
-  else
-    echo "ok: dtensor $* -> $rc"
-  fi
-}
+source "$(dirname "$0")/cli_expect.sh"
 
 # train: usage errors exit 2 and name the flag.
 expect 2 "tp=3 must divide"   -- train --mesh tp=3 --steps 1

@@ -24,9 +24,8 @@ bool fused_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor&
   const DType t = p.dtype();
   if ((t != DType::kFloat32 && t != DType::kFloat64) || !p.device().is_cpu() || !g.device().is_cpu())
     return false;
-  for (const Tensor* x : {&g, &m, &v})
+  for (const Tensor* x : {&p, &g, &m, &v})
     if (x->dtype() != t || x->numel() != p.numel() || !x->is_contiguous()) return false;
-  if (!p.is_contiguous()) return false;
   const kernels::vec::AdamWScalars s{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, c1, c2};
   if (t == DType::kFloat32)
     kernels::vec::adamw_step(p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), p.numel(), s);

@@ -143,6 +143,35 @@ inline Tensor unrows(const Tensor& r, const Tensor& like, int64_t dim, DType dty
   return t.to(dtype).contiguous();
 }
 
+// The length-n rows of a tensor (row r: elements [r n, (r + 1) n) in row-major order) read as
+// float64: a contiguous float32 tensor's rows are widened one at a time into a buffer (row()'s
+// pointer is valid until the next call), anything else is converted to one float64 copy up front.
+class RowReader {
+ public:
+  RowReader(const Tensor& rows, int64_t n) : n_(n) {
+    if (rows.dtype() == DType::kFloat32 && rows.is_contiguous()) {
+      keep_ = rows;
+      f_ = rows.data<float>();
+      buf_.resize(static_cast<size_t>(n));
+    } else {
+      keep_ = rows.to(DType::kFloat64).contiguous();
+      d_ = keep_.data<double>();
+    }
+  }
+  const double* row(int64_t r) {
+    if (d_) return d_ + r * n_;
+    std::copy(f_ + r * n_, f_ + (r + 1) * n_, buf_.begin());
+    return buf_.data();
+  }
+
+ private:
+  int64_t n_;
+  Tensor keep_;
+  const float* f_ = nullptr;
+  const double* d_ = nullptr;
+  std::vector<double> buf_;
+};
+
 // Calls f(in_row, out_row, n) for every row of the [.., n] float64 rows of x (see rows_f64) and
 // returns the results in x's layout and the given dtype.
 template <typename F>
@@ -154,12 +183,11 @@ Tensor map_rows(const Tensor& x, int64_t dim, DType dtype, F&& f) {
     Tensor out = Tensor::empty(x.sizes(), DType::kFloat32);
     const int64_t n = x.size(-1);
     const int64_t rows = n == 0 ? 0 : x.numel() / n;
-    std::vector<double> ib(static_cast<size_t>(n)), ob(static_cast<size_t>(n));
-    const float* ip = x.data<float>();
+    RowReader in(x, n);
+    std::vector<double> ob(static_cast<size_t>(n));
     float* op = out.data<float>();
     for (int64_t r = 0; r < rows; ++r) {
-      std::copy(ip + r * n, ip + (r + 1) * n, ib.begin());
-      f(ib.data(), ob.data(), n);
+      f(in.row(r), ob.data(), n);
       std::transform(ob.begin(), ob.end(), op + r * n, [](double v) { return static_cast<float>(v); });
     }
     return out;

@@ -43,34 +43,6 @@ Tensor normalized_rows(const char* op, const Tensor& x, const Shape& normalized_
   return x.reshape({numel(Shape(x.sizes().begin(), x.sizes().end() - k)), numel(normalized_shape)});
 }
 
-// Rows [outer, n] read as float64: contiguous float32 rows are widened one at a time into a buffer,
-// anything else is converted to one float64 copy up front.
-class RowReader {
- public:
-  RowReader(const Tensor& rows, int64_t n) : n_(n) {
-    if (rows.dtype() == DType::kFloat32 && rows.is_contiguous()) {
-      keep_ = rows;
-      f_ = rows.data<float>();
-      buf_.resize(static_cast<size_t>(n));
-    } else {
-      keep_ = rows.to(DType::kFloat64).contiguous();
-      d_ = keep_.data<double>();
-    }
-  }
-  const double* row(int64_t r) {
-    if (d_) return d_ + r * n_;
-    std::copy(f_ + r * n_, f_ + (r + 1) * n_, buf_.begin());
-    return buf_.data();
-  }
-
- private:
-  int64_t n_;
-  Tensor keep_;
-  const float* f_ = nullptr;
-  const double* d_ = nullptr;
-  std::vector<double> buf_;
-};
-
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
@@ -126,7 +98,7 @@ std::vector<Tensor> layer_norm_backward(const Tensor& grad_out, const Tensor& x,
            " must have the input's shape ", shape_str(x.sizes()));
   const std::vector<double> w = affine(op, "weight", weight, normalized_shape, 1);
   const int64_t outer = rows.size(0), n = rows.size(1);
-  RowReader xr(rows, n), gr(grad_out.reshape(rows.sizes()), n);
+  detail::RowReader xr(rows, n), gr(grad_out.reshape(rows.sizes()), n);
   const bool f32 = x.dtype() == DType::kFloat32;  // dx written as float32 directly, else via float64
   Tensor dx = Tensor::empty(rows.sizes(), f32 ? DType::kFloat32 : DType::kFloat64);
   std::vector<double> dw(static_cast<size_t>(n), 0.0), db(static_cast<size_t>(n), 0.0), xhat(static_cast<size_t>(n));

@@ -69,6 +69,9 @@ void define_pooling_ops(Registry& r);
 // <family>_backward_ops.cc.
 void define_pointwise_backward_ops(Registry& r);
 void define_norm_backward_ops(Registry& r);
+// The norm ops' normalized_shape argument, checked to be non-empty (torch's rule) and to equal the
+// trailing dims of tensor input `input`; fails naming the call otherwise (norm_ops.cc).
+Shape normalized_shape_arg(const OpCall& c, int input);
 void define_embedding_backward_ops(Registry& r);
 void define_loss_backward_ops(Registry& r);
 void define_view_backward_ops(Registry& r);

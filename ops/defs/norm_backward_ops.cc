@@ -20,13 +20,7 @@ void define_norm_backward_ops(Registry& reg) {
     check_floating(c, 1, "input");
     const Shape& x = c.tensor(1).shape;
     check_shape(c, 0, "grad_out", x);
-    const std::vector<int64_t> ns = c.get_int_list("normalized_shape");
-    bool ok = !ns.empty() && ns.size() <= x.size();
-    for (size_t i = 0; ok && i < ns.size(); ++i) ok = ns[i] == x[x.size() - ns.size() + i];
-    if (!ok)
-      fail(c, absl::StrCat("normalized_shape [", absl::StrJoin(ns, ", "),
-                           "] must be non-empty and equal the trailing dims of the input ", shape_str(x)));
-    const Shape norm(ns.begin(), ns.end());
+    const Shape norm = normalized_shape_arg(c, 1);
     const int wi = c.tensor_index("weight");
     if (wi >= 0) {
       check_floating(c, wi, "weight");

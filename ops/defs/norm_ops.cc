@@ -12,17 +12,10 @@ void check_float(const OpCall& c) {
 MetaFn norm_meta() {
   return [](const OpCall& c) {
     check_float(c);
-    const Shape& x = c.tensor(0).shape;
-    std::vector<int64_t> ns = c.get_int_list("normalized_shape");
-    bool ok = ns.size() <= x.size();
-    for (size_t i = 0; ok && i < ns.size(); ++i) ok = ns[i] == x[x.size() - ns.size() + i];
-    if (!ok)
-      fail(c, absl::StrCat("normalized_shape [", absl::StrJoin(ns, ", "),
-                           "] must equal the trailing dims of the input ", shape_str(x)));
+    const Shape ns = normalized_shape_arg(c, 0);
     for (const char* w : {"weight", "bias"}) {
       int t = c.has(w) ? c.tensor_index(w) : -1;
-      if (t >= 0 && c.tensor(t).shape != Shape(ns.begin(), ns.end()))
-        fail(c, absl::StrCat(w, " must have shape [", absl::StrJoin(ns, ", "), "]"));
+      if (t >= 0 && c.tensor(t).shape != ns) fail(c, absl::StrCat(w, " must have shape ", shape_str(ns)));
     }
     return std::vector<TensorMeta>{c.tensor(0)};
   };
@@ -34,6 +27,17 @@ std::optional<Tensor> opt(const std::vector<Tensor>& in, const OpCall& c, const 
 }
 
 }  // namespace
+
+Shape normalized_shape_arg(const OpCall& c, int input) {
+  const Shape& x = c.tensor(input).shape;
+  const std::vector<int64_t> ns = c.get_int_list("normalized_shape");
+  bool ok = !ns.empty() && ns.size() <= x.size();
+  for (size_t i = 0; ok && i < ns.size(); ++i) ok = ns[i] == x[x.size() - ns.size() + i];
+  if (!ok)
+    fail(c, absl::StrCat("normalized_shape [", absl::StrJoin(ns, ", "),
+                         "] must be non-empty and equal the trailing dims of the input ", shape_str(x)));
+  return Shape(ns.begin(), ns.end());
+}
 
 void define_norm_ops(Registry& reg) {
   for (const char* name : {"softmax", "log_softmax"}) {

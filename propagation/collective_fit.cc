@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -31,11 +33,96 @@ double sse(const std::vector<double>& k, const std::vector<double>& r, const std
   return s;
 }
 
+// One range's line y = a + b x over points (x, y), minimising the sum of ((a + b x) / y - 1)^2 with
+// a, b >= 0: the unconstrained solution when both are >= 0, else the better of a only and b only.
+// Returns the sum of squared relative errors.
+double fit_line(const std::vector<double>& x, const std::vector<double>& y, size_t begin, size_t end, double* a,
+                double* b) {
+  std::vector<double> xs(x.begin() + begin, x.begin() + end), ys(y.begin() + begin, y.begin() + end), w;
+  for (double v : ys) w.push_back(1.0 / (v * v));
+  auto rel_sse = [&](double aa, double bb) {
+    double s = 0;
+    for (size_t i = 0; i < xs.size(); ++i) s += std::pow((aa + bb * xs[i]) / ys[i] - 1, 2);
+    return s;
+  };
+  double best = std::numeric_limits<double>::infinity();
+  auto consider = [&](double aa, double bb) {
+    if (const double s = rel_sse(aa, bb); s < best) best = s, *a = aa, *b = bb;
+  };
+  double aa = 0, bb = 0;
+  if (line_fit(xs, ys, w, &aa, &bb) && aa >= 0 && bb >= 0) consider(aa, bb);
+  double s1 = 0, s2 = 0, sx = 0, sxx = 0;
+  for (size_t i = 0; i < xs.size(); ++i)
+    s1 += 1 / ys[i], s2 += w[i], sx += xs[i] / ys[i], sxx += w[i] * xs[i] * xs[i];
+  consider(s1 / s2, 0);                          // latency only
+  if (sxx > 0) consider(0, std::max(sx / sxx, 0.0));  // bytes only
+  return best;
+}
+
 }  // namespace
 
 double predicted_time_us(const CollectiveModel& m, const CollectiveTiming& t) {
-  return m.base_latency_us + m.latency_us * static_cast<double>(ring_steps(t.kind, t.group_size)) +
-         static_cast<double>(t.bytes_sent()) / m.bytes_per_us();
+  return m.time_us(t.kind, t.bytes_sent(), t.group_size);
+}
+
+std::vector<CollectiveSegment> fit_ranges(const std::vector<CollectiveTiming>& timings, const FitOptions& o) {
+  DT_CHECK(!timings.empty(), "fit_ranges: no timings");
+  std::vector<CollectiveTiming> ts = timings;
+  for (const CollectiveTiming& t : ts)
+    DT_CHECK(t.kind == ts[0].kind && t.group_size == ts[0].group_size && std::isfinite(t.time_us) && t.time_us > 0,
+             "fit_ranges: timings of one kind and group size with finite times > 0 expected (",
+             comm_kind_name(ts[0].kind), " on ", ts[0].group_size, " ranks, then ", comm_kind_name(t.kind), " on ",
+             t.group_size, " ranks, ", t.time_us, " us)");
+  std::stable_sort(ts.begin(), ts.end(),
+                   [](const CollectiveTiming& p, const CollectiveTiming& q) { return p.bytes_sent() < q.bytes_sent(); });
+  const size_t n = ts.size();
+  std::vector<double> x(n), y(n);
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<double>(ts[i].bytes_sent()), y[i] = ts[i].time_us;
+  // Splits into ranges at cuts (indices where a range starts, strictly between points of different
+  // sizes), searched exhaustively: at most max_ranges - 1 cuts over a few dozen sizes.
+  const size_t min_pts = static_cast<size_t>(std::max(o.min_range_points, 1));
+  struct Split {
+    std::vector<size_t> starts;  // first point of each range
+    double sse = 0;
+  };
+  std::vector<Split> candidates;
+  std::vector<size_t> starts = {0};
+  auto score = [&](const std::vector<size_t>& st) {
+    double s = 0, a, b;
+    for (size_t r = 0; r < st.size(); ++r) s += fit_line(x, y, st[r], r + 1 < st.size() ? st[r + 1] : n, &a, &b);
+    return s;
+  };
+  std::function<void()> extend = [&] {
+    candidates.push_back({starts, score(starts)});
+    if (static_cast<int>(starts.size()) >= o.max_ranges) return;
+    for (size_t c = starts.back() + min_pts; c + min_pts <= n; ++c) {
+      if (x[c - 1] == x[c]) continue;
+      starts.push_back(c);
+      extend();
+      starts.pop_back();
+    }
+  };
+  extend();
+  auto bic = [&](const Split& s) {
+    const double nn = static_cast<double>(n);
+    const double p = 3.0 * static_cast<double>(s.starts.size()) - 1;
+    return nn * std::log(std::max(s.sse / nn, 1e-12)) + p * std::log(nn);
+  };
+  const Split& best = *std::min_element(candidates.begin(), candidates.end(),
+                                        [&](const Split& p, const Split& q) { return bic(p) < bic(q); });
+  std::vector<CollectiveSegment> out;
+  for (size_t r = 0; r < best.starts.size(); ++r) {
+    const size_t b = best.starts[r], e = r + 1 < best.starts.size() ? best.starts[r + 1] : n;
+    CollectiveSegment seg;
+    fit_line(x, y, b, e, &seg.latency_us, &seg.us_per_byte);
+    if (r > 0) {
+      const double lo = x[b - 1], hi = x[b];
+      seg.from_bytes = lo > 0 ? static_cast<int64_t>(std::ceil(std::sqrt(lo * hi))) : static_cast<int64_t>(hi);
+      seg.from_bytes = std::clamp(seg.from_bytes, out.back().from_bytes + 1, static_cast<int64_t>(hi));
+    }
+    out.push_back(seg);
+  }
+  return out;
 }
 
 CollectiveModel fit_collective(const std::vector<CollectiveTiming>& timings, const FitOptions& o) {
@@ -89,6 +176,11 @@ CollectiveModel fit_collective(const std::vector<CollectiveTiming>& timings, con
     k.push_back(static_cast<double>(ring_steps(t.kind, t.group_size)));
     r.push_back(t.time_us - static_cast<double>(t.bytes_sent()) / m.bytes_per_us());
     w.push_back(1.0 / (t.time_us * t.time_us));
+  }
+  if (o.by_group_size) {
+    std::map<int64_t, std::vector<CollectiveTiming>> groups;
+    for (const CollectiveTiming& t : timings) groups[t.group_size].push_back(t);
+    for (const auto& [g, ts] : groups) m.by_group_size[g] = fit_ranges(ts, o);
   }
   double base = 0, per_step = 0;
   if (line_fit(k, r, w, &base, &per_step) && base >= 0 && per_step >= 0) {

@@ -17,6 +17,18 @@
 //      the unconstrained solution when both are >= 0, else the better of base only and per-step
 //      only). With one distinct step count (one group size) the two cannot be told apart: all of
 //      it is base_latency_us and latency_us is 0.
+//
+// Then, per group size (FitOptions::by_group_size), message-size ranges (CollectiveModel::
+// by_group_size, hardware.h): the timings of one group size, in order of bytes sent, are split into
+// at most max_ranges runs of consecutive sizes (at least min_range_points each), each fitted by the
+// same relative least squares to latency_us + bytes_sent * us_per_byte, both >= 0. Why: Gloo (and
+// NCCL) change algorithm and protocol with the group and the message size, and on an
+// oversubscribed host a small message costs a scheduling delay that depends on the group size, so
+// one line over all group sizes and sizes misses (BENCHMARKS.md, "Measured cost model"). The
+// number of ranges is the one with the least Bayesian information criterion, N ln(RSS / N) + p ln N
+// (RSS the sum of squared relative errors, N the timings, p = 3 x ranges - 1 parameters): a range is
+// added only when the data says so. A range starts (from_bytes) at the geometric mean of the bytes
+// sent of the last timing before it and its first timing; the first starts at 0.
 #pragma once
 
 #include <cstdint>
@@ -42,13 +54,20 @@ struct CollectiveTiming {
 struct FitOptions {
   int64_t bandwidth_min_bytes = int64_t{1} << 20;  // 1 MiB
   int64_t latency_max_bytes = int64_t{4} << 10;    // 4 KiB
+  bool by_group_size = true;                       // also fit each group size's message-size ranges
+  int max_ranges = 3;
+  int min_range_points = 3;
 };
 
 // Fits one kind's model to `timings` (all of that kind, group sizes >= 2, times > 0). Throws
 // dtensor::Error when there are none, kinds are mixed, or a timing is not finite and > 0.
 CollectiveModel fit_collective(const std::vector<CollectiveTiming>& timings, const FitOptions& options = {});
 
-// The model's time for a timing's collective, in µs.
+// The message-size ranges of one group size's timings (all of one kind and one group size, >= 1 of
+// them; checked as fit_collective does), as described above.
+std::vector<CollectiveSegment> fit_ranges(const std::vector<CollectiveTiming>& timings, const FitOptions& options = {});
+
+// The model's time for a timing's collective, in µs (CollectiveModel::time_us).
 double predicted_time_us(const CollectiveModel& model, const CollectiveTiming& t);
 
 }  // namespace dtensor

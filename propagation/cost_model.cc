@@ -4,9 +4,7 @@ namespace dtensor {
 
 double collective_time_us(CommKind kind, int64_t bytes, int64_t n, const LinkModel& link) {
   if (n <= 1 || kind == CommKind::kLocal) return 0.0;
-  const CollectiveModel m = link.model(kind);
-  return m.base_latency_us + static_cast<double>(ring_steps(kind, n)) * m.latency_us +
-         static_cast<double>(bytes) / m.bytes_per_us();
+  return link.time_us(kind, bytes, n);
 }
 
 double plan_time_us(const RedistributePlan& plan, const Shape& mesh_shape,

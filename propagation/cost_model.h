@@ -3,6 +3,8 @@
 // that kind (LinkModel::model, propagation/hardware.h) and ring step counts (ring_steps): n-1 for
 // all_gather, reduce_scatter, all_to_all and broadcast, 2(n-1) for all_reduce, 1 for send_recv, 0 for
 // local steps. Bytes are what each rank sends (comm_bytes_sent, dtensor/collectives/comm_kind.h).
+// A measured profile (dtensor calibrate) replaces the formula, for the group sizes it measured, by
+// that group size's fitted message-size ranges (CollectiveModel::by_group_size, hardware.h).
 #pragma once
 
 #include <string>

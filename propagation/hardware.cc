@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/file_io.h"
@@ -38,6 +39,25 @@ CollectiveModel LinkModel::model(CommKind kind) const {
   return own ? *own : CollectiveModel{base_latency_us, latency_us, bandwidth_GBps};
 }
 
+double CollectiveModel::time_us(CommKind kind, int64_t bytes, int64_t n) const {
+  if (auto it = by_group_size.find(n); it != by_group_size.end() && !it->second.empty()) {
+    const std::vector<CollectiveSegment>& ranges = it->second;
+    auto next = std::upper_bound(ranges.begin(), ranges.end(), bytes,
+                                 [](int64_t b, const CollectiveSegment& r) { return b < r.from_bytes; });
+    const CollectiveSegment& r = next == ranges.begin() ? ranges.front() : *std::prev(next);
+    return r.latency_us + static_cast<double>(bytes) * r.us_per_byte;
+  }
+  return base_latency_us + latency_us * static_cast<double>(ring_steps(kind, n)) +
+         static_cast<double>(bytes) / bytes_per_us();
+}
+
+double LinkModel::time_us(CommKind kind, int64_t bytes, int64_t n) const {
+  const auto& own = collectives[static_cast<int>(kind)];
+  if (own) return own->time_us(kind, bytes, n);
+  return base_latency_us + latency_us * static_cast<double>(ring_steps(kind, n)) +
+         static_cast<double>(bytes) / bytes_per_us();
+}
+
 std::vector<LinkModel> HardwareProfile::links_for_mesh(const Shape& mesh_shape) const {
   std::vector<LinkModel> links(mesh_shape.size(), inter_host);
   int64_t span = 1;
@@ -63,6 +83,37 @@ void check_model(const CollectiveModel& m, const std::string& where) {
   DT_CHECK(m.bandwidth_GBps > 0 && m.latency_us >= 0 && m.base_latency_us >= 0 &&
                std::isfinite(m.bandwidth_GBps) && std::isfinite(m.latency_us) && std::isfinite(m.base_latency_us),
            "hardware profile ", where, " needs finite bandwidth_GBps > 0, latency_us >= 0 and base_latency_us >= 0");
+}
+
+// "by_group_size": {"N": [{"from_bytes", "latency_us", "bandwidth_GBps"?}, ...], ...} (hardware.h).
+std::map<int64_t, std::vector<CollectiveSegment>> parse_by_group_size(const nlohmann::json& j, const std::string& where) {
+  DT_CHECK(j.is_object(), "hardware profile ", where, ": expected an object by group size");
+  std::map<int64_t, std::vector<CollectiveSegment>> out;
+  for (const auto& [key, ranges] : j.items()) {
+    int64_t n = 0;
+    DT_CHECK(absl::SimpleAtoi(key, &n) && n >= 2, "hardware profile ", where, ": '", key,
+             "' is not a group size (an integer >= 2)");
+    const std::string at = where + "." + key;
+    DT_CHECK(ranges.is_array() && !ranges.empty(), "hardware profile ", at, ": expected a non-empty list of ranges");
+    std::vector<CollectiveSegment>& v = out[n];
+    for (const auto& r : ranges) {
+      DT_CHECK(r.is_object() && r.contains("from_bytes") && r.contains("latency_us"), "hardware profile ", at,
+               ": a range needs from_bytes and latency_us (and bandwidth_GBps unless flat)");
+      CollectiveSegment s{r.at("from_bytes").get<int64_t>(), r.at("latency_us").get<double>(), 0.0};
+      if (r.contains("bandwidth_GBps")) {
+        const double bw = r.at("bandwidth_GBps").get<double>();
+        DT_CHECK(std::isfinite(bw) && bw > 0, "hardware profile ", at, ": bandwidth_GBps ", bw,
+                 " must be finite and > 0 (leave it out for a range whose time does not grow with the bytes)");
+        s.us_per_byte = 1.0 / (bw * 1e3);
+      }
+      DT_CHECK(std::isfinite(s.latency_us) && s.latency_us >= 0, "hardware profile ", at, ": latency_us ",
+               s.latency_us, " must be finite and >= 0");
+      DT_CHECK(v.empty() ? s.from_bytes == 0 : s.from_bytes > v.back().from_bytes, "hardware profile ", at,
+               ": from_bytes must start at 0 and increase strictly (got ", s.from_bytes, ")");
+      v.push_back(s);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -110,6 +161,9 @@ HardwareProfile HardwareProfile::from_json(const std::string& text) {
         CollectiveModel m{c.value("base_latency_us", link->base_latency_us), c.value("latency_us", link->latency_us),
                           c.value("bandwidth_GBps", link->bandwidth_GBps)};
         check_model(m, where + ".collectives." + kind_name);
+        if (c.contains("by_group_size"))
+          m.by_group_size =
+              parse_by_group_size(c.at("by_group_size"), where + ".collectives." + kind_name + ".by_group_size");
         link->collectives[static_cast<int>(kind)] = m;
       }
     }

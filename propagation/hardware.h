@@ -24,6 +24,15 @@
 //                      "bandwidth_GBps"}, each optional, defaulting to the link's: a fitted model per
 //                      kind (dtensor calibrate). Other keys of an entry ("fit", "measured") are
 //                      ignored by the loader.
+//   "collectives".KIND."by_group_size"  optional (dtensor calibrate writes it): by group size ("2",
+//                      "4", ...), a list of message-size ranges [{"from_bytes", "latency_us",
+//                      "bandwidth_GBps"}, ...], from_bytes (bytes a rank sends) strictly increasing
+//                      from 0; a range holds up to the next one's from_bytes and costs
+//                          time = latency_us + bytes / bandwidth_GBps
+//                      (bandwidth_GBps absent: the range's time does not grow with the bytes). For a
+//                      group size listed there, it replaces the kind's formula above; other group
+//                      sizes keep the formula. Profiles without it load unchanged, and loaders
+//                      before it ignore it (unknown keys of an entry are ignored).
 #pragma once
 
 #include <array>
@@ -38,17 +47,34 @@
 
 namespace dtensor {
 
-// One collective kind's cost on a link: base + per-step latency (µs) and bus bandwidth (GB/s).
-struct CollectiveModel {
-  double base_latency_us = 0;
+// One message-size range of a measured model (by_group_size above): from `from_bytes` (bytes a rank
+// sends) up to the next range's, time = latency_us + bytes * us_per_byte (us_per_byte = 1 / (1e3 *
+// bandwidth_GBps), 0 when the range's time does not grow with the bytes).
+struct CollectiveSegment {
+  int64_t from_bytes = 0;
   double latency_us = 0;
-  double bandwidth_GBps = 1;
-  double bytes_per_us() const { return bandwidth_GBps * 1e3; }
-  bool operator==(const CollectiveModel&) const = default;
+  double us_per_byte = 0;
+  bool operator==(const CollectiveSegment&) const = default;
 };
 
 // The ring's sequential steps for `kind` over n ranks (see above); 0 for local, barrier or n <= 1.
 int64_t ring_steps(CommKind kind, int64_t n);
+
+// One collective kind's cost on a link: base + per-step latency (µs) and bus bandwidth (GB/s), and,
+// for the group sizes that were measured, the ranges fitted to them.
+struct CollectiveModel {
+  double base_latency_us = 0;
+  double latency_us = 0;
+  double bandwidth_GBps = 1;
+  // By group size: ranges sorted by from_bytes, the first from 0 (checked by from_json).
+  std::map<int64_t, std::vector<CollectiveSegment>> by_group_size = {};
+
+  double bytes_per_us() const { return bandwidth_GBps * 1e3; }
+  // Time in µs of the collective of `kind` over `n` ranks where each rank sends `bytes`: the range
+  // of by_group_size[n] holding `bytes` when n was measured, else the formula.
+  double time_us(CommKind kind, int64_t bytes, int64_t n) const;
+  bool operator==(const CollectiveModel&) const = default;
+};
 
 struct LinkModel {
   double base_latency_us = 0;  // per collective call
@@ -60,6 +86,8 @@ struct LinkModel {
   double bytes_per_us() const { return bandwidth_GBps * 1e3; }
   // The model `kind` uses on this link: its own entry, else the link's numbers.
   CollectiveModel model(CommKind kind) const;
+  // model(kind).time_us(kind, bytes, n), without copying the model.
+  double time_us(CommKind kind, int64_t bytes, int64_t n) const;
   bool operator==(const LinkModel&) const = default;
 };
 

@@ -123,6 +123,8 @@ void validate_calibrate_options(const CalibrateOptions& o) {
   DT_CHECK(o.warmup >= 0 && o.warmup <= kMaxCalibrateIters, "--warmup ", o.warmup, ": accepted: 0 to ",
            kMaxCalibrateIters);
   DT_CHECK(std::isfinite(o.budget_s) && o.budget_s > 0, "--budget ", o.budget_s, ": accepted: a finite number > 0");
+  DT_CHECK(o.rounds >= 1 && o.rounds <= kMaxCalibrateRounds, "--rounds ", o.rounds, ": accepted: 1 to ",
+           kMaxCalibrateRounds);
   if (o.backend == "threads")
     DT_CHECK(o.ranks >= 2 && o.ranks <= kMaxCalibrateRanks, "--ranks ", o.ranks, ": accepted: 2 to ",
              kMaxCalibrateRanks);
@@ -160,37 +162,50 @@ std::vector<CollectiveTiming> measure_collectives(Backend& backend, const Calibr
   for (int r = 0; r < world_size; ++r) all[r] = r;
   auto world = backend.new_group(all, "calibrate/world");
   const std::vector<int64_t> sizes = calibrate_sizes(o.min_bytes, o.max_bytes);
+  const std::vector<CommKind> kinds = kinds_of(o);
+  const int rounds = std::max(o.rounds, 1);
   std::vector<CollectiveTiming> out;
   for (int g : calibrate_group_sizes(world_size)) {
     // This rank's block of g contiguous ranks (the inner mesh dims' groups).
     std::vector<int> members(g);
     for (int i = 0; i < g; ++i) members[i] = me / g * g + i;
     auto pg = g == world_size ? world : backend.new_group(members, absl::StrCat("calibrate/group", g, "/", me / g));
-    for (CommKind kind : kinds_of(o)) {
-      for (int64_t size : sizes) {
-        Op op(kind, *pg, size, device);
-        for (int i = 0; i < o.warmup; ++i) op.run();
-        // One timed call sets, the same on every rank, how many back-to-back calls make a sample
-        // (about kSampleSeconds) and how many samples fit the budget.
-        world->barrier();
-        auto t0 = Clock::now();
-        op.run();
-        const double first = std::max(world_max(*world, seconds_since(t0)), 1e-9);
-        const int reps = std::clamp(static_cast<int>(std::ceil(kSampleSeconds / first)), 1, kMaxReps);
-        const int samples =
-            std::clamp(static_cast<int>(o.budget_s / (first * reps)), std::min(kMinIters, o.iters), o.iters);
-        Tensor us = Tensor::empty({samples}, DType::kFloat64);
-        for (int i = 0; i < samples; ++i) {
+    // Every (kind, size) once per round, so that a drift of the machine's load spreads over all of
+    // them instead of biasing the ones measured while it lasted; the timing is the median of all
+    // rounds' samples.
+    std::vector<std::vector<double>> samples(kinds.size() * sizes.size());
+    for (int round = 0; round < rounds; ++round) {
+      for (size_t k = 0; k < kinds.size(); ++k) {
+        for (size_t j = 0; j < sizes.size(); ++j) {
+          Op op(kinds[k], *pg, sizes[j], device);
+          for (int i = 0; i < o.warmup; ++i) op.run();
+          // One timed call sets, the same on every rank, how many back-to-back calls make a sample
+          // (about kSampleSeconds) and how many samples fit this round's share of the budget.
           world->barrier();
-          t0 = Clock::now();
-          for (int r = 0; r < reps; ++r) op.run();
-          us.data<double>()[i] = seconds_since(t0) * 1e6 / reps;
+          auto t0 = Clock::now();
+          op.run();
+          const double first = std::max(world_max(*world, seconds_since(t0)), 1e-9);
+          const int reps = std::clamp(static_cast<int>(std::ceil(kSampleSeconds / first)), 1, kMaxReps);
+          const int most = std::max(1, (o.iters + rounds - 1) / rounds);
+          const int least = std::min(most, std::max(1, (kMinIters + rounds - 1) / rounds));
+          const int n = std::clamp(static_cast<int>(o.budget_s / rounds / (first * reps)), least, most);
+          Tensor us = Tensor::empty({n}, DType::kFloat64);
+          for (int i = 0; i < n; ++i) {
+            world->barrier();
+            t0 = Clock::now();
+            for (int r = 0; r < reps; ++r) op.run();
+            us.data<double>()[i] = seconds_since(t0) * 1e6 / reps;
+          }
+          // A sample's time is its slowest rank's.
+          world->all_reduce(us, ReduceOp::kMax);
+          samples[k * sizes.size() + j].insert(samples[k * sizes.size() + j].end(), us.data<double>(),
+                                               us.data<double>() + n);
         }
-        // A sample's time is its slowest rank's; the timing is the median sample.
-        world->all_reduce(us, ReduceOp::kMax);
-        out.push_back({kind, g, size, median(std::vector<double>(us.data<double>(), us.data<double>() + samples))});
       }
     }
+    for (size_t k = 0; k < kinds.size(); ++k)
+      for (size_t j = 0; j < sizes.size(); ++j)
+        out.push_back({kinds[k], g, sizes[j], median(samples[k * sizes.size() + j])});
   }
   return out;
 }
@@ -212,9 +227,20 @@ std::string calibrated_profile_json(const std::vector<CollectiveTiming>& timings
     if (kind == by_kind.begin()->first) link_default = m;  // all_reduce's when measured (CommKind order)
     json measured = json::array();
     for (const CollectiveTiming& t : ts) measured.push_back({{"ranks", t.group_size}, {"size", t.size}, {"time_us", t.time_us}});
+    json by_group = json::object();
+    for (const auto& [g, ranges] : m.by_group_size) {
+      json rs = json::array();
+      for (const CollectiveSegment& r : ranges) {
+        json range = {{"from_bytes", r.from_bytes}, {"latency_us", r.latency_us}};
+        if (r.us_per_byte > 0) range["bandwidth_GBps"] = 1.0 / (r.us_per_byte * 1e3);
+        rs.push_back(range);
+      }
+      by_group[std::to_string(g)] = rs;
+    }
     collectives[comm_kind_name(kind)] = {{"base_latency_us", m.base_latency_us},
                                          {"latency_us", m.latency_us},
                                          {"bandwidth_GBps", m.bandwidth_GBps},
+                                         {"by_group_size", by_group},
                                          {"measured", measured}};
   }
   json intra = {{"base_latency_us", link_default.base_latency_us},
@@ -229,10 +255,11 @@ std::string calibrated_profile_json(const std::vector<CollectiveTiming>& timings
             {"links", {{"intra_host", intra}, {"inter_host", link_json(base.inter_host)}}},
             {"compute",
              {{"peak_tflops", peak}, {"memory_bandwidth_GBps", base.memory_bandwidth_GBps}, {"memory_GB", base.memory_GB}}},
-            {"sources", absl::StrCat("intra_host: dtensor calibrate (fit: propagation/collective_fit.h; bandwidth from "
-                                     "buffers >= ", fit.bandwidth_min_bytes, " B, latency from buffers <= ",
-                                     fit.latency_max_bytes, " B); inter_host and compute: profile '", base.name,
-                                     "' (not measured)")}};
+            {"sources", absl::StrCat("intra_host: dtensor calibrate (fit: propagation/collective_fit.h; "
+                                     "by_group_size: at most ", fit.max_ranges, " message-size ranges per group "
+                                     "size, by BIC; the formula for other group sizes: bandwidth from buffers >= ",
+                                     fit.bandwidth_min_bytes, " B, latency from buffers <= ", fit.latency_max_bytes,
+                                     " B); inter_host and compute: profile '", base.name, "' (not measured)")}};
   return j.dump(2) + "\n";
 }
 
@@ -251,6 +278,12 @@ void print_calibration_table(const std::vector<CollectiveTiming>& timings, const
     const CollectiveModel m = link.model(k);
     out << absl::StrFormat("# fit %-14s base %.2f us + %.3f us/step + bytes_sent / %.3f GB/s\n", comm_kind_name(k),
                            m.base_latency_us, m.latency_us, m.bandwidth_GBps);
+    for (const auto& [g, ranges] : m.by_group_size)
+      for (const CollectiveSegment& r : ranges)
+        out << absl::StrFormat("#   %d ranks, bytes_sent >= %d: %.2f us + bytes_sent / %s\n", g, r.from_bytes,
+                               r.latency_us,
+                               r.us_per_byte > 0 ? absl::StrFormat("%.3f GB/s", 1.0 / (r.us_per_byte * 1e3))
+                                                 : std::string("inf (flat)"));
   }
 }
 

@@ -4,13 +4,15 @@
 // `--hardware FILE`.
 //
 // Measurement, in the manner of nccl-tests: for each group size (the whole world, then halves down
-// to 2: the contiguous blocks that the inner dims of a mesh form, all blocks running at once), each
-// kind and each size (float32 buffers; uneven splits where a size does not divide), every rank runs
-// `warmup` untimed calls, then up to `iters` timed samples, each after a barrier of the whole world,
-// fewer for large sizes so that one size takes about `budget_s` (at least kMinIters samples). A
-// sample is a run of back-to-back calls lasting about 20 ms (one call for large sizes; up to 100 for
-// small ones, as nccl-tests averages a loop of calls), its time the average call; a sample's time
-// is its slowest rank's, and the timing is the median sample.
+// to 2: the contiguous blocks that the inner dims of a mesh form, all blocks running at once), in
+// `rounds` rounds each visiting every kind and size once (float32 buffers; uneven splits where a
+// size does not divide), every rank runs `warmup` untimed calls, then timed samples, each after a
+// barrier of the whole world: up to `iters` in all rounds together, fewer for large sizes so that one
+// size takes about `budget_s` in all (at least kMinIters). A sample is a run of back-to-back calls
+// lasting about 20 ms (one call for large sizes; up to 100 for small ones, as nccl-tests averages a
+// loop of calls), its time the average call; a sample's time is its slowest rank's, and the timing
+// is the median sample of all rounds. Rounds spread a drift of a shared machine's load over every
+// size instead of biasing the sizes measured while it lasted.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +34,8 @@ struct CalibrateOptions {
   int64_t max_bytes = int64_t{64} << 20;
   int iters = 20;                   // most timed samples per size
   int warmup = 2;
-  double budget_s = 0.5;            // wall time one (group size, kind, size) aims at
+  double budget_s = 0.5;            // wall time one (group size, kind, size) aims at, all rounds
+  int rounds = 3;                   // passes over every (kind, size); see above
   std::vector<std::string> kinds;   // collective kinds; empty: all of kCalibratedKinds
   std::string base;                 // profile giving compute and inter-host links; empty: by backend
   std::string name;                 // the written profile's name; empty: "calibrated-<backend>"
@@ -45,11 +48,13 @@ inline constexpr int kMinIters = 3;
 inline constexpr int64_t kMinCalibrateBytes = 4;                     // one float32
 inline constexpr int64_t kMaxCalibrateBytes = int64_t{1} << 30;      // 1 GiB per buffer
 inline constexpr int kMaxCalibrateIters = 100000;
+inline constexpr int kMaxCalibrateRounds = 100;
 inline constexpr int kMaxCalibrateRanks = 64;  // thread ranks: each holds its own buffers
 
 // Checks the options (sizes in [kMinCalibrateBytes, kMaxCalibrateBytes], min <= max, multiples of 4;
-// iters in [1, kMaxCalibrateIters], warmup >= 0, budget > 0, ranks in [2, kMaxCalibrateRanks] for
-// threads, known kinds, a known --base); throws dtensor::Error naming the flag and what is accepted.
+// iters in [1, kMaxCalibrateIters], warmup >= 0, budget > 0, rounds in [1, kMaxCalibrateRounds],
+// ranks in [2, kMaxCalibrateRanks] for threads, known kinds, a known --base); throws dtensor::Error
+// naming the flag and what is accepted.
 void validate_calibrate_options(const CalibrateOptions& o);
 
 // The buffer sizes measured: min * 4^k <= max, then max when it is not one of them.
@@ -64,8 +69,8 @@ std::vector<CollectiveTiming> measure_collectives(Backend& backend, const Calibr
 
 // The profile JSON for `timings`: `base`'s compute and inter-host link, an intra-host link of
 // `ranks_per_host` ranks with one fitted model per measured kind (all_reduce's also as the link's
-// own numbers, for kinds not measured), and the measurements themselves under each kind's
-// "measured" (ignored by the loader).
+// own numbers, for kinds not measured) and its "by_group_size" ranges (propagation/hardware.h), and
+// the measurements themselves under each kind's "measured" (ignored by the loader).
 std::string calibrated_profile_json(const std::vector<CollectiveTiming>& timings, const HardwareProfile& base,
                                     const std::string& name, const std::string& description, int ranks_per_host,
                                     const FitOptions& fit = {});

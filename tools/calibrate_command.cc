@@ -1,5 +1,5 @@
 // `dtensor calibrate --backend threads|gloo|nccl --out FILE [--ranks N] [--sizes MIN:MAX] [--iters N]
-// [--warmup N] [--budget S] [--kinds LIST] [--base PROFILE] [--name NAME]`: measures the
+// [--warmup N] [--budget S] [--rounds N] [--kinds LIST] [--base PROFILE] [--name NAME]`: measures the
 // collectives and writes a hardware profile (tools/calibrate.h). Thread ranks run in this process;
 // Gloo and NCCL ranks are processes, one per rank, started by `dtensor launch -n N -- dtensor
 // calibrate --backend gloo ...` (rank 0 writes --out and prints the table).
@@ -148,7 +148,10 @@ void add_calibrate_command(CLI::App& app) {
   sub->add_option("--iters", o->iters, "most timed samples per size (fewer where one size would pass --budget)")
       ->capture_default_str();
   sub->add_option("--warmup", o->warmup, "untimed calls per size")->capture_default_str();
-  sub->add_option("--budget", o->budget_s, "seconds one size's timed calls aim at")->capture_default_str();
+  sub->add_option("--budget", o->budget_s, "seconds one size's timed calls aim at (all rounds)")
+      ->capture_default_str();
+  sub->add_option("--rounds", o->rounds, "passes over every kind and size (spreads load drift over all sizes)")
+      ->capture_default_str();
   sub->add_option("--kinds", *kinds, "comma-separated kinds (default: all_reduce, all_gather, reduce_scatter, "
                                      "all_to_all, broadcast, send_recv)");
   sub->add_option("--base", o->base, "profile giving compute and the inter-host link (default: cpu-tcp; "

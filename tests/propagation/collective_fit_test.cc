@@ -1,6 +1,7 @@
 // The fit of `dtensor calibrate` (propagation/collective_fit.h): timings made from a known model are
 // fitted back to it.
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "dtensor/core/error.h"
@@ -36,7 +37,69 @@ TEST(CollectiveFit, RecoversAKnownModelFromSeveralGroupSizes) {
     EXPECT_NEAR(fit.bandwidth_GBps, truth.bandwidth_GBps, 1e-6 * truth.bandwidth_GBps) << comm_kind_name(kind);
     EXPECT_NEAR(fit.base_latency_us, truth.base_latency_us, 1e-6) << comm_kind_name(kind);
     EXPECT_NEAR(fit.latency_us, truth.latency_us, 1e-6) << comm_kind_name(kind);
+    // Each group size: one straight range, its latency the formula's base + steps x per-step.
+    ASSERT_EQ(fit.by_group_size.size(), 3u);
+    for (const auto& [g, ranges] : fit.by_group_size) {
+      ASSERT_EQ(ranges.size(), 1u) << comm_kind_name(kind) << " " << g;
+      EXPECT_EQ(ranges[0].from_bytes, 0);
+      EXPECT_NEAR(ranges[0].latency_us, 40.0 + 15.0 * ring_steps(kind, g), 1e-6) << comm_kind_name(kind) << " " << g;
+      EXPECT_NEAR(ranges[0].us_per_byte, 1.0 / 2.5e3, 1e-12) << comm_kind_name(kind) << " " << g;
+    }
   }
+}
+
+// Timings of `kind` on `g` ranks: flat at `flat_us` for the sizes below `knee` (a buffer size), then
+// latency_us + bytes_sent / bw_GBps; sizes 8 B to 32 MiB by 4, each scaled like synthetic's.
+std::vector<CollectiveTiming> knee(CommKind kind, int64_t g, double flat_us, int64_t knee_size, double latency_us,
+                                   double bw_GBps, double noise = 0) {
+  std::vector<CollectiveTiming> out;
+  int i = 0;
+  for (int64_t size = 8; size <= (int64_t{32} << 20); size *= 4) {
+    CollectiveTiming t{kind, g, size, 0};
+    const double exact = size < knee_size ? flat_us : latency_us + static_cast<double>(t.bytes_sent()) / (bw_GBps * 1e3);
+    t.time_us = exact * (1 + noise * std::sin(2.3 * ++i));
+    out.push_back(t);
+  }
+  return out;
+}
+
+TEST(CollectiveFit, RangesRecoverAFlatThenLinearModelPerGroupSize) {
+  // As Gloo on an oversubscribed host: small messages cost a group-size-dependent scheduling delay,
+  // large ones latency + bytes / bandwidth, with other numbers on each group size.
+  const int64_t knee_size = int64_t{2} << 20;  // 2 MiB: 512 KiB is the last flat size
+  std::vector<CollectiveTiming> ts = knee(CommKind::kAllGather, 4, 3000, knee_size, 1000, 1.1);
+  for (const CollectiveTiming& t : knee(CommKind::kAllGather, 2, 150, knee_size, 400, 0.8)) ts.push_back(t);
+  const CollectiveModel fit = fit_collective(ts);
+  ASSERT_EQ(fit.by_group_size.size(), 2u);
+  for (auto [g, flat, lat, bw] : {std::tuple{4, 3000.0, 1000.0, 1.1}, {2, 150.0, 400.0, 0.8}}) {
+    const std::vector<CollectiveSegment>& r = fit.by_group_size.at(g);
+    ASSERT_EQ(r.size(), 2u) << g;
+    EXPECT_EQ(r[0].from_bytes, 0);
+    EXPECT_NEAR(r[0].latency_us, flat, 1e-6 * flat) << g;
+    EXPECT_NEAR(r[0].us_per_byte, 0.0, 1e-15) << g;
+    // The second range starts between the bytes sent of 512 KiB and of 2 MiB.
+    const int64_t lo = comm_bytes_sent(CommKind::kAllGather, int64_t{512} << 10, g);
+    const int64_t hi = comm_bytes_sent(CommKind::kAllGather, knee_size, g);
+    EXPECT_GT(r[1].from_bytes, lo) << g;
+    EXPECT_LE(r[1].from_bytes, hi) << g;
+    EXPECT_NEAR(r[1].latency_us, lat, 1e-6 * lat) << g;
+    EXPECT_NEAR(1.0 / (r[1].us_per_byte * 1e3), bw, 1e-9 * bw) << g;
+  }
+  for (const CollectiveTiming& t : ts) EXPECT_NEAR(predicted_time_us(fit, t) / t.time_us, 1.0, 1e-9) << t.size;
+}
+
+TEST(CollectiveFit, RangesWithNoiseStayCloseAndALineStaysOneRange) {
+  const std::vector<CollectiveTiming> ts = knee(CommKind::kAllReduce, 4, 5000, int64_t{2} << 20, 2000, 1.0, 0.03);
+  const CollectiveModel fit = fit_collective(ts);
+  for (const CollectiveTiming& t : ts) EXPECT_NEAR(predicted_time_us(fit, t) / t.time_us, 1.0, 0.06) << t.size;
+  const std::vector<CollectiveSegment> r = fit_ranges(ts);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_NEAR(1.0 / (r[1].us_per_byte * 1e3), 1.0, 0.1);
+  // A straight line with the same noise: the information criterion adds no range.
+  const std::vector<CollectiveTiming> line = knee(CommKind::kAllReduce, 4, 0, 0, 200, 1.0, 0.03);
+  EXPECT_EQ(fit_ranges(line).size(), 1u);
+  EXPECT_THROW(fit_ranges({}), Error);
+  EXPECT_THROW(fit_ranges({{CommKind::kAllReduce, 2, 8, 1.0}, {CommKind::kAllReduce, 4, 8, 1.0}}), Error);
 }
 
 TEST(CollectiveFit, OneGroupSizeGivesAllLatencyToTheBase) {

@@ -54,6 +54,28 @@ TEST(CostModel, BaseLatencyAndPerKindModels) {
   EXPECT_EQ(collective_time_us(CommKind::kAllReduce, 1000, 1, p.intra_host), 0.0);
 }
 
+TEST(CostModel, MeasuredRangesReplaceTheFormulaForTheirGroupSize) {
+  // all_reduce measured on 2 and 4 ranks (dtensor calibrate's by_group_size): 4 ranks flat at 3000 us
+  // below 1 MB sent, then 1000 us + bytes / 1 GB/s; 2 ranks one range 100 us + bytes / 2 GB/s.
+  HardwareProfile p = HardwareProfile::from_json(profile_text(R"({
+      "latency_us": 1, "bandwidth_GBps": 4,
+      "collectives": {"all_reduce": {"base_latency_us": 10, "latency_us": 0.5, "bandwidth_GBps": 1,
+          "by_group_size": {"4": [{"from_bytes": 0, "latency_us": 3000},
+                                  {"from_bytes": 1000000, "latency_us": 1000, "bandwidth_GBps": 1}],
+                            "2": [{"from_bytes": 0, "latency_us": 100, "bandwidth_GBps": 2}]}}}})"));
+  const LinkModel& l = p.intra_host;
+  EXPECT_DOUBLE_EQ(collective_time_us(CommKind::kAllReduce, 0, 4, l), 3000.0);
+  EXPECT_DOUBLE_EQ(collective_time_us(CommKind::kAllReduce, 999999, 4, l), 3000.0);
+  EXPECT_DOUBLE_EQ(collective_time_us(CommKind::kAllReduce, 1000000, 4, l), 1000.0 + 1000.0);
+  EXPECT_DOUBLE_EQ(collective_time_us(CommKind::kAllReduce, 8000000, 4, l), 1000.0 + 8000.0);
+  EXPECT_DOUBLE_EQ(collective_time_us(CommKind::kAllReduce, 4000, 2, l), 100.0 + 2.0);
+  // 8 ranks were not measured: the kind's formula, 10 + 14 steps x 0.5 + 1000 B / 1 GB/s.
+  EXPECT_DOUBLE_EQ(collective_time_us(CommKind::kAllReduce, 1000, 8, l), 18.0);
+  // Other kinds: the link's numbers, 3 steps x 1 + 4000 B / 4 GB/s.
+  EXPECT_DOUBLE_EQ(collective_time_us(CommKind::kAllGather, 4000, 4, l), 4.0);
+  EXPECT_EQ(l.model(CommKind::kAllReduce).by_group_size.at(4).size(), 2u);
+}
+
 TEST(CostModel, SmallAllReduceOnH100CostsAFewMicroseconds) {
   // 256 B all-reduced on 4 ranks within a host: each sends 2 x 3/4 x 256 = 384 B. NCCL's tuning model
   // (propagation/hardware/h100-nvlink.json): 3.6 us + 6 steps x 0.6 us + 384 B / 360 GB/s.
@@ -87,6 +109,24 @@ TEST(CostModel, BadFieldsAreNamed) {
             std::string::npos);
   EXPECT_NE(message(R"({"latency_us": 1, "bandwidth_GBps": 1, "collectives": [1]})").find("by kind name"),
             std::string::npos);
+  auto ranges = [&](const std::string& by_group) {
+    return message(R"({"latency_us": 1, "bandwidth_GBps": 1, "collectives": {"all_gather": {"by_group_size": )" +
+                   by_group + "}}}");
+  };
+  EXPECT_EQ(ranges(R"({"4": [{"from_bytes": 0, "latency_us": 5}]})"), "no error");
+  EXPECT_NE(ranges(R"({"four": [{"from_bytes": 0, "latency_us": 5}]})").find("'four' is not a group size"),
+            std::string::npos);
+  EXPECT_NE(ranges(R"({"1": [{"from_bytes": 0, "latency_us": 5}]})").find("not a group size"), std::string::npos);
+  EXPECT_NE(ranges(R"({"4": []})").find("non-empty list"), std::string::npos);
+  EXPECT_NE(ranges(R"({"4": [{"from_bytes": 8, "latency_us": 5}]})").find("start at 0"), std::string::npos);
+  EXPECT_NE(ranges(R"({"4": [{"from_bytes": 0, "latency_us": 5}, {"from_bytes": 0, "latency_us": 6}]})")
+                .find("increase strictly"),
+            std::string::npos);
+  EXPECT_NE(ranges(R"({"4": [{"from_bytes": 0, "latency_us": 5, "bandwidth_GBps": 0}]})").find("bandwidth_GBps 0"),
+            std::string::npos);
+  EXPECT_NE(ranges(R"({"4": [{"from_bytes": 0, "latency_us": -1}]})").find("latency_us -1"), std::string::npos);
+  const std::string missing = ranges(R"({"4": [{"latency_us": 5}]})");
+  EXPECT_NE(missing.find("all_gather.by_group_size.4"), std::string::npos) << missing;
 }
 
 TEST(CostModel, ProfilesLoadFromFiles) {

@@ -4,6 +4,7 @@
 #include "tools/calibrate.h"
 
 #include <fstream>
+#include <tuple>
 
 #include "dtensor/collectives/threads_backend.h"
 #include "dtensor/core/file_io.h"
@@ -56,6 +57,9 @@ TEST(Calibrate, OptionsOutOfRangeAreNamed) {
   o.iters = 0;
   EXPECT_NE(message(o).find("--iters"), std::string::npos);
   o = {};
+  o.rounds = 0;
+  EXPECT_NE(message(o).find("--rounds 0"), std::string::npos);
+  o = {};
   o.ranks = 1;
   EXPECT_NE(message(o).find("--ranks"), std::string::npos);
   o = {};
@@ -64,6 +68,38 @@ TEST(Calibrate, OptionsOutOfRangeAreNamed) {
   o = {};
   o.base = "tpu";
   EXPECT_NE(message(o).find("unknown hardware"), std::string::npos);
+}
+
+TEST(Calibrate, ProfileJsonRoundTripsTheFittedRanges) {
+  // Timings from a known piecewise model (flat, then linear) on 4 and 2 ranks, written and loaded back.
+  std::vector<CollectiveTiming> ts;
+  for (auto [g, flat, lat, bw] : {std::tuple{4, 2500.0, 900.0, 1.2}, {2, 120.0, 300.0, 0.9}})
+    for (int64_t size = 8; size <= (int64_t{32} << 20); size *= 4) {
+      CollectiveTiming t{CommKind::kAllToAll, g, size, 0};
+      t.time_us = size < (int64_t{2} << 20) ? flat : lat + static_cast<double>(t.bytes_sent()) / (bw * 1e3);
+      ts.push_back(t);
+    }
+  const CollectiveModel fit = fit_collective(ts);
+  const HardwareProfile p = HardwareProfile::from_json(
+      calibrated_profile_json(ts, hardware_profile("cpu-tcp"), "round-trip", "synthetic", 4));
+  const CollectiveModel loaded = p.intra_host.model(CommKind::kAllToAll);
+  EXPECT_EQ(loaded.base_latency_us, fit.base_latency_us);
+  EXPECT_EQ(loaded.bandwidth_GBps, fit.bandwidth_GBps);
+  ASSERT_EQ(loaded.by_group_size.size(), 2u);
+  for (int64_t g : {2, 4}) {
+    const auto& want = fit.by_group_size.at(g);
+    const auto& got = loaded.by_group_size.at(g);
+    ASSERT_EQ(got.size(), 2u) << g;
+    ASSERT_EQ(got.size(), want.size()) << g;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].from_bytes, want[i].from_bytes) << g << " " << i;
+      EXPECT_EQ(got[i].latency_us, want[i].latency_us) << g << " " << i;
+      EXPECT_NEAR(got[i].us_per_byte, want[i].us_per_byte, 1e-12 * want[i].us_per_byte) << g << " " << i;
+    }
+  }
+  // The loaded profile predicts the synthetic timings (hand-set above) exactly.
+  for (const CollectiveTiming& t : ts)
+    EXPECT_NEAR(p.intra_host.time_us(t.kind, t.bytes_sent(), t.group_size), t.time_us, 1e-6 * t.time_us) << t.size;
 }
 
 TEST(Calibrate, ThreadRanksMeasureEveryKindAndTheProfileChangesExplainCosts) {
@@ -96,13 +132,18 @@ TEST(Calibrate, ThreadRanksMeasureEveryKindAndTheProfileChangesExplainCosts) {
     ASSERT_TRUE(fitted.contains(k)) << k;
     EXPECT_GT(fitted[k]["bandwidth_GBps"].get<double>(), 0.0) << k;
   }
-  // A kind's time on 4 ranks from the file's numbers: base + steps x per-step + bytes / bandwidth.
+  // A kind's time on 4 ranks from the file's numbers: the range of by_group_size["4"] holding the
+  // bytes, latency + bytes / bandwidth (4 ranks were measured, so the formula is not used).
   auto expected_us = [&](const json& collective) {
     const std::string kind = collective["kind"];
-    const json& m = fitted[kind];
-    const double steps = kind == "all_reduce" ? 6 : kind == "send_recv" ? 1 : 3;
-    return m["base_latency_us"].get<double>() + steps * m["latency_us"].get<double>() +
-           collective["bytes"].get<double>() / (m["bandwidth_GBps"].get<double>() * 1e3);
+    const double bytes = collective["bytes"].get<double>();
+    const json* range = nullptr;
+    for (const json& r : fitted[kind]["by_group_size"]["4"])
+      if (r["from_bytes"].get<double>() <= bytes) range = &r;
+    EXPECT_NE(range, nullptr) << kind;
+    if (!range) return 0.0;
+    const double bw = range->value("bandwidth_GBps", 0.0);
+    return (*range)["latency_us"].get<double>() + (bw > 0 ? bytes / (bw * 1e3) : 0.0);
   };
 
   // explain with --hardware FILE: a P(sum) into exp (which needs the sum) and an mm of two Shard(0)

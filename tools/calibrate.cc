@@ -263,6 +263,31 @@ std::string calibrated_profile_json(const std::vector<CollectiveTiming>& timings
   return j.dump(2) + "\n";
 }
 
+std::vector<CollectiveTiming> measured_timings(const std::string& profile_json) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(profile_json);
+  } catch (const std::exception& e) {
+    DT_FAIL("dtensor calibrate --refit: invalid JSON: ", e.what());
+  }
+  std::vector<CollectiveTiming> out;
+  try {
+    const auto& cs = j.at("links").at("intra_host").at("collectives");
+    for (const auto& [kind_name, c] : cs.items()) {
+      const CommKind kind = comm_kind_from_name(kind_name);
+      DT_CHECK(c.contains("measured"), "dtensor calibrate --refit: links.intra_host.collectives.", kind_name,
+               " has no 'measured' list (not written by dtensor calibrate)");
+      for (const auto& t : c.at("measured"))
+        out.push_back({kind, t.at("ranks").get<int64_t>(), t.at("size").get<int64_t>(), t.at("time_us").get<double>()});
+    }
+  } catch (const nlohmann::json::exception& e) {
+    DT_FAIL("dtensor calibrate --refit: not a calibrated profile (links.intra_host.collectives.KIND.measured: "
+            "ranks, size, time_us): ", e.what());
+  }
+  DT_CHECK(!out.empty(), "dtensor calibrate --refit: the profile holds no measurements");
+  return out;
+}
+
 void print_calibration_table(const std::vector<CollectiveTiming>& timings, const LinkModel& link, std::ostream& out) {
   out << absl::StrFormat("# %-14s %5s %12s %12s %10s %10s %12s %8s\n", "kind", "ranks", "size(B)", "time(us)",
                          "algbw(GB/s)", "busbw(GB/s)", "pred(us)", "err(%)");

@@ -75,6 +75,11 @@ std::string calibrated_profile_json(const std::vector<CollectiveTiming>& timings
                                     const std::string& name, const std::string& description, int ranks_per_host,
                                     const FitOptions& fit = {});
 
+// The measurements a calibrated profile keeps (links.intra_host.collectives.KIND.measured: ranks,
+// size, time_us), to fit again (`dtensor calibrate --refit FILE`). Throws dtensor::Error naming the
+// field when the text is not such a profile.
+std::vector<CollectiveTiming> measured_timings(const std::string& profile_json);
+
 // An nccl-tests-like table of the timings against `link`'s models: kind, ranks, size (B), time
 // (µs), algbw and busbw (GB/s), predicted time (µs), error (%).
 void print_calibration_table(const std::vector<CollectiveTiming>& timings, const LinkModel& link, std::ostream& out);

@@ -1,6 +1,7 @@
 // `dtensor calibrate --backend threads|gloo|nccl --out FILE [--ranks N] [--sizes MIN:MAX] [--iters N]
-// [--warmup N] [--budget S] [--rounds N] [--kinds LIST] [--base PROFILE] [--name NAME]`: measures the
-// collectives and writes a hardware profile (tools/calibrate.h). Thread ranks run in this process;
+// [--warmup N] [--budget S] [--rounds N] [--kinds LIST] [--base PROFILE] [--name NAME] [--refit FILE]`:
+// measures the collectives and writes a hardware profile (tools/calibrate.h); with --refit, fits
+// the measurements an earlier profile keeps instead of measuring. Thread ranks run in this process;
 // Gloo and NCCL ranks are processes, one per rank, started by `dtensor launch -n N -- dtensor
 // calibrate --backend gloo ...` (rank 0 writes --out and prints the table).
 #include <unistd.h>
@@ -71,11 +72,13 @@ std::string host_name() {
 
 // Rank 0's part after the measurement: write the profile, read it back as --hardware would, print.
 void write_profile(const std::vector<CollectiveTiming>& timings, const CalibrateOptions& o, int world,
-                   int ranks_per_host) {
+                   int ranks_per_host, const std::string& what = "") {
   const HardwareProfile& base = hardware_profile(!o.base.empty() ? o.base : o.backend == "nccl" ? "h100-nvlink" : "cpu-tcp");
   const std::string name = o.name.empty() ? "calibrated-" + o.backend : o.name;
-  const std::string description = absl::StrCat("dtensor calibrate --backend ", o.backend, ": ", world, " ranks on ",
-                                               host_name(), ", ", utc_now());
+  const std::string description =
+      !what.empty() ? what
+                    : absl::StrCat("dtensor calibrate --backend ", o.backend, ": ", world, " ranks on ", host_name(),
+                                   ", ", utc_now());
   const std::string text = calibrated_profile_json(timings, base, name, description, ranks_per_host);
   write_file_atomic(o.out, text);
   const HardwareProfile loaded = HardwareProfile::from_json(text);
@@ -84,7 +87,7 @@ void write_profile(const std::vector<CollectiveTiming>& timings, const Calibrate
   std::cout << "# wrote " << o.out << " (use: --hardware " << o.out << ")\n" << std::flush;
 }
 
-void run_calibrate(const CalibrateOptions& o) {
+void run_calibrate(const CalibrateOptions& o, const std::string& refit) {
   try {
     validate_calibrate_options(o);
   } catch (const Error& e) {
@@ -92,6 +95,18 @@ void run_calibrate(const CalibrateOptions& o) {
   }
   if (const std::string why = unwritable_reason(o.out); !why.empty())
     throw CLI::ValidationError("--out", o.out + ": cannot write: " + why);
+  if (!refit.empty()) {
+    // The measurements of an earlier run, fitted again (by this build's fit); nothing is measured.
+    const std::string text = read_file(refit, int64_t{64} << 20);
+    const HardwareProfile old = HardwareProfile::from_json(text);
+    const std::vector<CollectiveTiming> timings = measured_timings(text);
+    int world = 0;
+    for (const CollectiveTiming& t : timings) world = std::max<int>(world, static_cast<int>(t.group_size));
+    CalibrateOptions again = o;
+    if (again.name.empty()) again.name = old.name;
+    write_profile(timings, again, world, old.ranks_per_host, "refit of " + refit + " (" + old.description + ")");
+    return;
+  }
   if (o.backend == "threads") {
     std::vector<CollectiveTiming> timings;
     run_threads(o.ranks, [&](std::shared_ptr<Backend> b) {
@@ -136,6 +151,7 @@ void add_calibrate_command(CLI::App& app) {
   auto o = std::make_shared<CalibrateOptions>();
   auto sizes = std::make_shared<std::string>("8:64M");
   auto kinds = std::make_shared<std::string>();
+  auto refit = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand(
       "calibrate", "Measure the collectives on this machine and write a hardware profile for --hardware FILE");
   sub->add_option("--backend", o->backend, "threads (ranks as threads) or gloo, nccl (one rank per process, "
@@ -157,13 +173,15 @@ void add_calibrate_command(CLI::App& app) {
   sub->add_option("--base", o->base, "profile giving compute and the inter-host link (default: cpu-tcp; "
                                      "h100-nvlink for nccl)");
   sub->add_option("--name", o->name, "name of the written profile (default: calibrated-BACKEND)");
-  sub->callback([o, sizes, kinds] {
+  sub->add_option("--refit", *refit, "measure nothing: fit again the measurements a calibrated profile FILE "
+                                     "keeps, and write --out");
+  sub->callback([o, sizes, kinds, refit] {
     const std::vector<std::string> parts = absl::StrSplit(*sizes, ':');
     if (parts.size() != 2 || !parse_bytes(parts[0], &o->min_bytes) || !parse_bytes(parts[1], &o->max_bytes))
       throw CLI::ValidationError("--sizes", "'" + *sizes + "': expected MIN:MAX, e.g. 8:64M");
     o->kinds.clear();
     if (!kinds->empty()) o->kinds = absl::StrSplit(*kinds, ',');
-    run_calibrate(*o);
+    run_calibrate(*o, *refit);
   });
 }
 

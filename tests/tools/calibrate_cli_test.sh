@@ -44,6 +44,19 @@ else
   echo "ok: explain --hardware FILE costs $(cost "$with_file") us (default profile: $(cost "$default") us)"
 fi
 expect 0 "" -- plan --model gpt2 --mesh tp=4 --hardware "$out"
+# --refit fits the kept measurements again: the same profile's numbers, nothing measured.
+refit="$tmp/refit.json"
+expect 0 "wrote $refit" -- calibrate --refit "$out" --out "$refit"
+if ! python3 - "$out" "$refit" <<'PY'
+import json, sys
+a, b = (json.load(open(f))["links"]["intra_host"]["collectives"] for f in sys.argv[1:3])
+assert a.keys() == b.keys() and all(a[k]["by_group_size"] == b[k]["by_group_size"] and
+                                    a[k]["measured"] == b[k]["measured"] for k in a), "refit differs"
+PY
+then echo "FAILED: --refit did not reproduce the fit of $out"; fails=$((fails + 1)); fi
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); del p["links"]["intra_host"]["collectives"]["all_reduce"]["measured"]; json.dump(p, open(sys.argv[2], "w"))' "$out" "$tmp/unmeasured.json"
+expect 1 "no 'measured' list"  -- calibrate --refit "$tmp/unmeasured.json" --out "$refit"
+expect 2 "--rounds"            -- calibrate --backend threads --rounds 0 --out "$out"
 expect 2 "unknown hardware"    -- train --hardware tpu --steps 1
 expect 0 "done: 2 steps"       -- train --hardware "$out" --mesh tp=2 --steps 2 --batch 2 --seq 8 --dim 16 \
   --layers 1 --heads 2 --sample 0 --log-every 1

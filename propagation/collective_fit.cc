@@ -54,7 +54,7 @@ double fit_line(const std::vector<double>& x, const std::vector<double>& y, size
   double s1 = 0, s2 = 0, sx = 0, sxx = 0;
   for (size_t i = 0; i < xs.size(); ++i)
     s1 += 1 / ys[i], s2 += w[i], sx += xs[i] / ys[i], sxx += w[i] * xs[i] * xs[i];
-  consider(s1 / s2, 0);                          // latency only
+  consider(s1 / s2, 0);                               // latency only
   if (sxx > 0) consider(0, std::max(sx / sxx, 0.0));  // bytes only
   return best;
 }

@@ -63,8 +63,8 @@ struct FitOptions {
 // dtensor::Error when there are none, kinds are mixed, or a timing is not finite and > 0.
 CollectiveModel fit_collective(const std::vector<CollectiveTiming>& timings, const FitOptions& options = {});
 
-// The message-size ranges of one group size's timings (all of one kind and one group size, >= 1 of
-// them; checked as fit_collective does), as described above.
+// The message-size ranges of one group size's timings, as described above. Throws dtensor::Error
+// when there are none, or they mix kinds or group sizes, or a time is not finite and > 0.
 std::vector<CollectiveSegment> fit_ranges(const std::vector<CollectiveTiming>& timings, const FitOptions& options = {});
 
 // The model's time for a timing's collective, in µs (CollectiveModel::time_us).

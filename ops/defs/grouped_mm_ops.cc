@@ -51,7 +51,7 @@ std::vector<TensorMeta> grouped_mm_meta(const OpCall& c) {
 // The kernel on this rank's blocks. Only the rows form has grouped-dim shards (rows of a: S(0) of
 // a; groups of b: S(0) of b): the global offsets are cut to the local row range and groups, and rows
 // of groups held elsewhere stay zero (the rule makes that output Partial).
-std::vector<Tensor> grouped_mm_kernel(const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
+std::vector<Tensor> local_grouped_mm(const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
   const int oi = c.tensor_index("offs");
   if (oi < 0) return {kernels::grouped_mm(in[0], in[1], std::nullopt)};
   if (form_of(c) != Form::kRows || ctx.single_device()) return {kernels::grouped_mm(in[0], in[1], in[oi])};
@@ -68,6 +68,11 @@ std::vector<Tensor> grouped_mm_kernel(const std::vector<Tensor>& in, const OpCal
                                     Tensor::from_vector(lo, {groups}).to(in[0].device()));
   out.narrow(0, start, rows - start).copy_(part);
   return {out};
+}
+
+// Errors (bad offsets) name the call: op, global shapes and placements.
+std::vector<Tensor> grouped_mm_kernel(const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
+  return guard(c, [&] { return local_grouped_mm(in, c, ctx); });
 }
 
 // Valid offsets for the samples: sorted draws in [0, extent] (empty groups and trailing rows occur).

@@ -49,6 +49,11 @@ Routing route(const Tensor& probs, int64_t k) {
   return r;
 }
 
+// Whether the experts' FFN dim is split over mesh dim `tp` (ExpertParallel::param_placements).
+bool mesh_tp_split(const DeviceMesh& mesh, int tp, int ep) {
+  return tp >= 0 && tp < mesh.ndim() && tp != ep && mesh.size(tp) > 1;
+}
+
 std::vector<int64_t> inverse(const std::vector<int64_t>& perm) {
   std::vector<int64_t> inv(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
@@ -134,8 +139,17 @@ DTensor MoE::forward(const DTensor& x) {
   }
   DTensor xg = F::embedding(got, index_tensor(by_expert, self, device));
   DTensor offs_t = dtensor::from_local(Tensor::from_vector(offs, {El}).to(device), self, {Replicate()});
+  // Tensor parallel inside the experts (Megatron's MLP per expert): w1's FFN columns and w2's rows
+  // split over tp, so each tp rank's product is a partial sum. The tp ranks of one ep rank hold the
+  // same rows; xg enters as Megatron's f (identity, gradient all-reduced over tp) and y leaves as g
+  // (all-reduced, gradient passed whole to every rank).
+  const int tp = tp_dim();
+  const bool tp_split = !gathered && mesh_tp_split(*mesh, tp, ep);
+  MeshPtr tpm = tp_split ? mesh->submesh({mesh->dim_names()[tp]}) : nullptr;
+  if (tp_split) xg = to_local(from_local(xg, tpm, {Replicate()}), Placements{Partial()});
   DTensor h = F::gelu(F::grouped_mm(xg, expert_weight(*w1_), offs_t), "tanh");
   DTensor y = F::grouped_mm(h, expert_weight(*w2_), offs_t);  // [rows here, D]
+  if (tp_split) y = to_local(redistribute(from_local(y, tpm, {Partial()}), {Replicate()}));
 
   // Combine: back to source order, back to the tokens' ranks, back to (token, slot) order.
   DTensor back = F::embedding(y, index_tensor(inverse(by_expert), self, device));
@@ -167,10 +181,14 @@ DTensor MoE::forward(const DTensor& x) {
 }
 
 Placements ExpertParallel::param_placements(const std::string& name, const Module&, const DeviceMesh& mesh,
-                                            int) const {
+                                            int tp_dim) const {
   Placements p(mesh.ndim(), Replicate());
   const int ep = ep_dim_of(mesh);
   if (ep >= 0 && (name == "w1" || name == "w2")) p[ep] = Shard(0);
+  if (mesh_tp_split(mesh, tp_dim, ep)) {
+    if (name == "w1") p[tp_dim] = Shard(2);  // [E, D, H]: FFN columns
+    if (name == "w2") p[tp_dim] = Shard(1);  // [E, H, D]: FFN rows
+  }
   return p;
 }
 

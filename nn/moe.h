@@ -7,7 +7,8 @@
 //   experts: grouped_mm(x, w1[e]) -> gelu(tanh) -> grouped_mm(., w2[e]) with int32 group offsets;
 //   combine: the reverse all_to_all_v, then the top_k outputs of each token summed with its weights.
 // Parameters: router [E, D] (replicated), w1 [E, D, H] and w2 [E, H, D] (S(0) on "ep": each ep rank
-// holds E / ep experts; replicated on the other dims). Tokens are split over "ep" on the batch dim
+// holds E / ep experts; on the module's tp dim, when it is another dim of more than one rank, w1 S(2)
+// and w2 S(1): each expert's FFN split Megatron-style, its output all-reduced over tp). Tokens are split over "ep" on the batch dim
 // (the batch must divide by the ep size, else dtensor::Error); the layer's output comes back as the
 // input's batch split [S(0) on ep, R elsewhere]. Without an "ep" dim every rank holds every expert.
 // aux_loss(): the Switch Transformer load-balancing loss (Fedus et al. 2021, eq. 4),
@@ -42,8 +43,8 @@ class MoE : public Module {
   int64_t rows_sent_ = 0, rows_received_ = 0;
 };
 
-// The style of MoE modules: w1/w2 S(0) on the mesh dim named "ep" (when the mesh has one), everything
-// else replicated; activations pass as they come (the layer splits tokens itself).
+// The style of MoE modules: w1/w2 S(0) on the mesh dim named "ep" (when the mesh has one), w1 S(2) /
+// w2 S(1) on the tp dim (when it is not ep and has more than one rank), everything else replicated; activations pass as they come (the layer splits tokens itself).
 struct ExpertParallel : ParallelStyle {
   Placement param_placement(const std::string&, const Module&) const override { return Replicate(); }
   Placements param_placements(const std::string& name, const Module& m, const DeviceMesh& mesh,

@@ -364,6 +364,33 @@ Tensor a2a_local(const Tensor& x, ProcessGroup& g, int64_t split, int64_t concat
   return cat(got, concat);
 }
 
+// Rows of x (dim 0) split by send[r] to rank r; recv[r] rows from rank r, stacked in rank order.
+Tensor a2a_rows(const Tensor& x, ProcessGroup& g, const std::vector<int64_t>& send, const std::vector<int64_t>& recv,
+                Timeout t) {
+  const size_t k = static_cast<size_t>(g.size());
+  DT_CHECK(x.dim() >= 1 && send.size() == k && recv.size() == k, "all_to_all_v: ", x.str(), " with ", send.size(),
+           " send and ", recv.size(), " recv splits over ", g.describe(), " (accepted: one split per rank, dim 0 split)");
+  int64_t sent = 0, got = 0;
+  for (size_t r = 0; r < k; ++r) {
+    DT_CHECK(send[r] >= 0 && recv[r] >= 0, "all_to_all_v: negative split at rank ", r);
+    sent += send[r];
+    got += recv[r];
+  }
+  DT_CHECK(sent == x.size(0), "all_to_all_v: send splits sum to ", sent, " rows but ", x.str(), " has ", x.size(0));
+  const int64_t row = numel(Shape(x.sizes().begin() + 1, x.sizes().end()));  // elements per row
+  std::vector<int64_t> sc(k), rc(k);
+  for (size_t r = 0; r < k; ++r) {
+    sc[r] = send[r] * row;
+    rc[r] = recv[r] * row;
+  }
+  Shape out_shape = x.sizes();
+  out_shape[0] = got;
+  Tensor in = x.contiguous().view({x.numel()});
+  Tensor out = Tensor::empty({got * row}, x.dtype(), x.device());
+  g.all_to_all(in, sc, out, rc, t);
+  return out.view(out_shape);
+}
+
 DTensor on_self(const MeshPtr& self, Tensor t) { return dtensor::from_local(t, self, {Replicate()}); }
 
 }  // namespace
@@ -420,6 +447,21 @@ DTensor all_to_all(const DTensor& local, const DeviceMesh& mesh, int mesh_dim, i
                         if (gr[0])
                           r[0] = on_self(self, a2a_local(gr[0]->local_tensor(), m->group(mesh_dim), concat_dim,
                                                           split_dim, m->timeout()));
+                        return r;
+                      });
+}
+
+DTensor all_to_all_v(const DTensor& local, const DeviceMesh& mesh, int mesh_dim, std::vector<int64_t> send_splits,
+                     std::vector<int64_t> recv_splits) {
+  DTensor out = on_self(local.mesh(), a2a_rows(local.local_tensor(), mesh.group(mesh_dim), send_splits, recv_splits,
+                                               mesh.timeout()));
+  const DeviceMesh* m = &mesh;
+  return record_unary(local, out, "AllToAllVBackward",
+                      [m, mesh_dim, send_splits, recv_splits, self = local.mesh()](std::vector<std::optional<DTensor>> gr) {
+                        std::vector<std::optional<DTensor>> r(1);
+                        if (gr[0])
+                          r[0] = on_self(self, a2a_rows(gr[0]->local_tensor(), m->group(mesh_dim), recv_splits,
+                                                         send_splits, m->timeout()));
                         return r;
                       });
 }

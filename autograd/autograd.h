@@ -95,6 +95,15 @@ DTensor reduce_scatter(const DTensor& local, const DeviceMesh& mesh, int mesh_di
 DTensor all_reduce(const DTensor& local, const DeviceMesh& mesh, int mesh_dim);
 DTensor all_to_all(const DTensor& local, const DeviceMesh& mesh, int mesh_dim, int64_t split_dim,
                    int64_t concat_dim);
+// Uneven all_to_all along dim 0 (torch.distributed.all_to_all_single with input/output split
+// sizes; MoE token dispatch and combine): the first send_splits[0] rows go to group rank 0, the next
+// send_splits[1] to rank 1, ...; the result holds recv_splits[r] rows from each rank r in rank order.
+// recv_splits[r] must equal rank r's send_splits[this rank] (the caller exchanges the counts first).
+// Both lists have one entry >= 0 per rank of the mesh dim; send_splits must sum to local's dim 0
+// (dtensor::Error naming all_to_all_v and the shapes otherwise). Backward: the same exchange of the
+// gradient with the splits swapped.
+DTensor all_to_all_v(const DTensor& local, const DeviceMesh& mesh, int mesh_dim, std::vector<int64_t> send_splits,
+                     std::vector<int64_t> recv_splits);
 
 // ---- Backward formulas, per op (registered into OpDef::backward by init_autograd()).
 struct BackwardCtx {

@@ -61,6 +61,7 @@ void init_autograd() {
     init_ops();
     bw::register_pointwise_backward();
     bw::register_matrix_backward();
+    bw::register_grouped_mm_backward();
     bw::register_reduction_backward();
     bw::register_norm_backward();
     bw::register_embedding_backward();

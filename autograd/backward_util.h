@@ -32,6 +32,7 @@ IValue iv(const std::string& v);
 
 void register_pointwise_backward();
 void register_matrix_backward();
+void register_grouped_mm_backward();
 void register_reduction_backward();
 void register_norm_backward();
 void register_embedding_backward();

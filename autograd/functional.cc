@@ -38,6 +38,9 @@ DTensor matmul(const DTensor& a, const DTensor& b) { return call1("matmul", {a, 
 DTensor linear(const DTensor& x, const DTensor& w, const std::optional<DTensor>& bias) {
   return call1("linear", {x, w, opt(bias)});
 }
+DTensor grouped_mm(const DTensor& a, const DTensor& b, const std::optional<DTensor>& offs) {
+  return call1("grouped_mm", {a, b, opt(offs)});
+}
 
 DTensor sum(const DTensor& a, std::vector<int64_t> dims, bool keepdim) {
   return call1("sum", {a, dims.empty() ? IValue{} : L(dims), IValue(keepdim)});

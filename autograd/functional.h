@@ -62,6 +62,9 @@ DTensor mm(const DTensor& a, const DTensor& b);
 DTensor bmm(const DTensor& a, const DTensor& b);
 DTensor matmul(const DTensor& a, const DTensor& b);
 DTensor linear(const DTensor& x, const DTensor& w, const std::optional<DTensor>& bias = std::nullopt);
+// grouped_mm (torch._grouped_mm; forms in kernels/cpu/grouped_mm.h): a[M, K] @ b[G, K, N] with int32
+// offs[G] (cumulative row ends) -> [M, N]; also 2-d x 2-d, 3-d x 2-d and 3-d x 3-d (no offs).
+DTensor grouped_mm(const DTensor& a, const DTensor& b, const std::optional<DTensor>& offs);
 
 // Reductions over `dims` (empty: all dims; negative dims count from the end; a dim listed twice is
 // an Error). mean over an unevenly sharded dim is exact (global count). amax: nan propagates.

@@ -133,6 +133,8 @@ using TensorPair = std::pair<Tensor, Tensor>;
   X(addmm, addmm, Tensor(const Tensor& self, const Tensor& a, const Tensor& b, double beta,         \
       double alpha))                                                                                \
   X(linear, linear, Tensor(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias))    \
+  X(grouped_mm, grouped_mm,                                                                         \
+    Tensor(const Tensor& a, const Tensor& b, const std::optional<Tensor>& offs))                    \
   X(matmul, matmul, Tensor(const Tensor& a, const Tensor& b))                                       \
   X(scaled_dot_product_attention, scaled_dot_product_attention, Tensor(const Tensor& query,         \
       const Tensor& key, const Tensor& value, const std::optional<Tensor>& attn_mask,               \

@@ -1,6 +1,7 @@
 #include "nn/layers.h"
 
 #include "absl/strings/str_cat.h"
+#include "nn/moe.h"
 
 namespace dtensor::nn {
 
@@ -49,22 +50,26 @@ DTensor CausalSelfAttention::forward(const DTensor& x) {
   return (*child("out_proj"))(y);
 }
 
-Block::Block(int64_t dim, int64_t heads, uint64_t seed) {
+Block::Block(int64_t dim, int64_t heads, uint64_t seed, int64_t experts, int64_t top_k) {
   add_module("ln1", std::make_shared<LayerNorm>(dim));
   add_module("attn", std::make_shared<CausalSelfAttention>(dim, heads, seed_of("attn", seed)));
   add_module("ln2", std::make_shared<LayerNorm>(dim));
-  add_module("mlp", std::make_shared<MLP>(dim, 4 * dim, seed_of("mlp", seed)));
+  ffn_ = experts > 0 ? "moe" : "mlp";
+  if (experts > 0)
+    add_module("moe", std::make_shared<MoE>(dim, 4 * dim, experts, top_k, seed_of("moe", seed)));
+  else
+    add_module("mlp", std::make_shared<MLP>(dim, 4 * dim, seed_of("mlp", seed)));
 }
 DTensor Block::forward(const DTensor& x) {
   DTensor h = F::add(x, (*child("attn"))((*child("ln1"))(x)));
-  return F::add(h, (*child("mlp"))((*child("ln2"))(h)));
+  return F::add(h, (*child(ffn_))((*child("ln2"))(h)));
 }
 
 GPT::GPT(const GPTConfig& c) : c_(c) {
   add_module("tok_emb", std::make_shared<Embedding>(c.vocab, c.dim, seed_of("tok_emb", c.seed)));
   add_module("pos_emb", std::make_shared<Embedding>(c.seq, c.dim, seed_of("pos_emb", c.seed)));
   for (int64_t i = 0; i < c.layers; ++i)
-    add_module(absl::StrCat("blocks.", i), std::make_shared<Block>(c.dim, c.heads, seed_of(absl::StrCat("blocks.", i), c.seed)));
+    add_module(absl::StrCat("blocks.", i), std::make_shared<Block>(c.dim, c.heads, seed_of(absl::StrCat("blocks.", i), c.seed), c.experts, c.top_k));
   add_module("ln_f", std::make_shared<LayerNorm>(c.dim));
   add_module("lm_head", std::make_shared<Linear>(c.dim, c.vocab, false, seed_of("lm_head", c.seed)));
 }
@@ -79,6 +84,16 @@ DTensor GPT::forward(const DTensor& ids) {
   DTensor x = F::add(tok, (*child("pos_emb"))(p));
   for (int64_t i = 0; i < c_.layers; ++i) x = (*child(absl::StrCat("blocks.", i)))(x);
   return (*child("lm_head"))((*child("ln_f"))(x));
+}
+
+std::optional<DTensor> GPT::aux_loss() const {
+  std::optional<DTensor> total;
+  for (auto& [path, m] : const_cast<GPT*>(this)->named_modules()) {
+    auto* moe = dynamic_cast<MoE*>(m);
+    if (moe == nullptr || !moe->aux_loss()) continue;
+    total = total ? F::add(*total, *moe->aux_loss()) : *moe->aux_loss();
+  }
+  return total;
 }
 
 DTensor GPT::loss(const DTensor& logits, const DTensor& targets) {

@@ -62,11 +62,14 @@ class CausalSelfAttention : public Module {
   int64_t dim_, heads_;
 };
 
-// Pre-norm transformer block: x + attn(ln1(x)), then + mlp(ln2(x)).
+// Pre-norm transformer block: x + attn(ln1(x)), then + mlp(ln2(x)); with experts > 0 the MLP is a
+// mixture of experts (nn/moe.h, child "moe", FFN 4 dim per expert).
 class Block : public Module {
  public:
-  Block(int64_t dim, int64_t heads, uint64_t seed);
+  Block(int64_t dim, int64_t heads, uint64_t seed, int64_t experts = 0, int64_t top_k = 2);
   DTensor forward(const DTensor& x) override;
+ private:
+  std::string ffn_;  // "mlp" or "moe"
 };
 
 struct GPTConfig {
@@ -76,6 +79,8 @@ struct GPTConfig {
   int64_t heads = 4;
   int64_t layers = 2;
   uint64_t seed = 1234;
+  int64_t experts = 0;  // > 0: MoE blocks (nn/moe.h) with this many experts
+  int64_t top_k = 2;
 };
 
 // Token + position embeddings, blocks, final norm, lm_head (D -> vocab). forward(ids) -> logits.
@@ -86,6 +91,9 @@ class GPT : public Module {
   const GPTConfig& config() const { return c_; }
   // Mean next-token cross-entropy of logits [B, T, V] against targets int64 [B, T].
   static DTensor loss(const DTensor& logits, const DTensor& targets);
+  // Sum over the MoE blocks of their load-balancing losses from the last forward (nullopt without
+  // experts).
+  std::optional<DTensor> aux_loss() const;
  private:
   GPTConfig c_;
 };

@@ -67,6 +67,13 @@ bool path_matches(const std::string& pattern, const std::string& path) {
   return p == pattern.size();
 }
 
+Placements ParallelStyle::param_placements(const std::string& name, const Module& m, const DeviceMesh& mesh,
+                                           int tp_dim) const {
+  Placements p(mesh.ndim(), Replicate());
+  p[tp_dim] = param_placement(name, m);
+  return p;
+}
+
 void parallelize_module(Module& m, const ParallelStyle* style, MeshPtr mesh, int tp_dim, DType dtype,
                         Device device) {
   m.set_mesh(mesh, tp_dim);
@@ -74,7 +81,7 @@ void parallelize_module(Module& m, const ParallelStyle* style, MeshPtr mesh, int
     const std::string& name = m.params_[i].first;
     Tensor init = m.params_[i].second.defined() ? m.params_[i].second.full_tensor() : m.init_[i].second;
     Placements p(mesh->ndim(), Replicate());
-    if (style) p[tp_dim] = style->param_placement(name, m);
+    if (style) p = style->param_placements(name, m, *mesh, tp_dim);
     DTensor d = distribute_tensor(init.to(dtype).to(device), mesh, p);
     set_requires_grad(d);
     m.params_[i].second = d;

@@ -26,6 +26,10 @@ class ParallelStyle {
   virtual ~ParallelStyle() = default;
   // Placement on the tp mesh dim of parameter `name` ("weight", "bias") of module m.
   virtual Placement param_placement(const std::string& name, const Module& m) const = 0;
+  // Placements over every mesh dim of parameter `name`: by default param_placement on tp_dim and
+  // Replicate elsewhere (ExpertParallel in nn/moe.h also shards on the "ep" dim).
+  virtual Placements param_placements(const std::string& name, const Module& m, const DeviceMesh& mesh,
+                                      int tp_dim) const;
   virtual DTensor prepare_input(const DTensor& x, const Module& m) const;
   virtual DTensor prepare_output(const DTensor& y, const Module& m) const;
   virtual std::string str() const = 0;

@@ -20,6 +20,7 @@
 #include "nn/checkpoint.h"
 #include "nn/data.h"
 #include "nn/layers.h"
+#include "nn/moe.h"
 #include "nn/optim.h"
 #include "nn/parallel.h"
 #include "propagation/hardware.h"
@@ -49,8 +50,9 @@ void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vecto
   for (absl::string_view part : absl::StrSplit(spec, ',')) {
     std::vector<std::string> kv = absl::StrSplit(part, '=');
     int64_t n = 0;
-    DT_CHECK(kv.size() == 2 && (kv[0] == "dp" || kv[0] == "tp") && absl::SimpleAtoi(kv[1], &n) && n >= 1,
-             "--mesh '", spec, "': accepted forms are tp=N or dp=M,tp=N with positive sizes");
+    DT_CHECK(kv.size() == 2 && (kv[0] == "dp" || kv[0] == "ep" || kv[0] == "tp") && absl::SimpleAtoi(kv[1], &n) &&
+                 n >= 1,
+             "--mesh '", spec, "': accepted forms are tp=N, dp=M,tp=N or ep=M,tp=N with positive sizes");
     DT_CHECK(n <= kMaxTrainRanks && world * n <= kMaxTrainRanks, "--mesh '", spec, "': ",
              "a world of more than ", kMaxTrainRanks, " ranks; accepted: at most ", kMaxTrainRanks,
              " ranks on one machine");
@@ -58,8 +60,9 @@ void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vecto
     names->push_back(kv[0]);
     sizes->push_back(n);
   }
-  DT_CHECK(!names->empty() && names->back() == "tp" && (names->size() == 1 || (*names)[0] == "dp"),
-           "--mesh '", spec, "': accepted forms are tp=N or dp=M,tp=N");
+  DT_CHECK(!names->empty() && names->back() == "tp" &&
+               (names->size() == 1 || (names->size() == 2 && ((*names)[0] == "dp" || (*names)[0] == "ep"))),
+           "--mesh '", spec, "': accepted forms are tp=N, dp=M,tp=N or ep=M,tp=N");
 }
 
 void validate_train_options(const TrainOptions& o) {
@@ -82,6 +85,13 @@ void validate_train_options(const TrainOptions& o) {
   in_range("--sample", o.sample_chars, 0, kMaxSample);
   DT_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr ", o.lr, ": accepted: a finite number > 0");
   DT_CHECK(o.dim % o.heads == 0, "--dim ", o.dim, " must be a multiple of --heads ", o.heads);
+  if (names.front() == "ep")
+    DT_CHECK(o.experts > 0, "--mesh ", o.mesh, ": an ep dim needs --moe (experts to shard)");
+  if (o.experts > 0) {
+    in_range("--top-k", o.top_k, 1, o.experts);
+    DT_CHECK(names.front() != "ep" || (o.experts % sizes.front() == 0 && o.batch % sizes.front() == 0), "--mesh ",
+             o.mesh, ": ep=", sizes.front(), " must divide --experts (", o.experts, ") and --batch (", o.batch, ")");
+  }
   const int64_t tp = sizes.back();
   DT_CHECK(o.heads % tp == 0 && o.dim % tp == 0, "--mesh ", o.mesh, ": tp=", tp, " must divide --heads (",
            o.heads, ") and --dim (", o.dim, ")");
@@ -144,12 +154,17 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   cfg.heads = o.heads;
   cfg.layers = o.layers;
   cfg.seed = o.seed;
+  cfg.experts = o.experts;
+  cfg.top_k = o.top_k;
   DT_CHECK(o.heads % sizes.back() == 0 && o.dim % sizes.back() == 0, "dtensor train: tp=", sizes.back(),
            " must divide heads (", o.heads, ") and dim (", o.dim, ")");
   nn::GPT model(cfg);
   // --check compares with one rank in float64, where only summation order separates the two runs.
   const DType dtype = o.check ? DType::kFloat64 : DType::kFloat32;
-  nn::parallelize(model, mesh, nn::megatron_plan(o.sequence_parallel, o.loss_parallel), tp, dtype, device);
+  nn::parallelize(model, mesh,
+                  o.experts > 0 ? nn::moe_plan(o.sequence_parallel, o.loss_parallel)
+                                : nn::megatron_plan(o.sequence_parallel, o.loss_parallel),
+                  tp, dtype, device);
   nn::AdamW opt(model.named_parameters(), {o.lr});
   int64_t start_step = 0;
   nn::NamedTensors state = model.named_parameters();
@@ -160,7 +175,8 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   }
   if (out) {
     *out << "dtensor train: GPT " << o.layers << " layers, dim " << o.dim << ", " << o.heads << " heads, vocab "
-         << cfg.vocab << ", seq " << o.seq << ", batch " << o.batch << ", " << dtype_name(dtype) << "; mesh "
+         << cfg.vocab << (o.experts > 0 ? absl::StrCat(", ", o.experts, " experts (top-", o.top_k, ")") : "")
+         << ", seq " << o.seq << ", batch " << o.batch << ", " << dtype_name(dtype) << "; mesh "
          << o.mesh << " ("
          << backend->kind() << " backend, " << device.str() << (o.sequence_parallel ? ", sequence parallel" : "")
          << (o.loss_parallel ? ", loss parallel" : "") << "; " << kernels::blas_threads()
@@ -196,6 +212,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     DTensor x = distribute_tensor(tok.narrow(1, 0, o.seq).contiguous(), mesh, data_pl);
     DTensor y = distribute_tensor(tok.narrow(1, 1, o.seq).contiguous(), mesh, data_pl);
     DTensor loss = nn::GPT::loss(model(x), y);
+    if (auto aux = model.aux_loss()) loss = F::add(loss, F::mul(*aux, o.moe_aux_coef));
     backward(loss);
     opt.step();
     opt.zero_grad();

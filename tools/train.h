@@ -23,6 +23,12 @@ struct TrainOptions {
   double lr = 3e-3;
   bool sequence_parallel = false;
   bool loss_parallel = false;  // keep the logits sharded over the vocabulary into the loss
+  // Mixture of experts (nn/moe.h): > 0 replaces every block's MLP by this many experts (top_k of
+  // them per token), sharded over the mesh dim "ep" (--mesh ep=M,tp=N); the loss adds moe_aux_coef
+  // times the load-balancing loss.
+  int experts = 0;
+  int top_k = 2;
+  double moe_aux_coef = 0.01;
   bool check = false;  // train in float64, also on one rank, and compare losses (kCheckTolerance)
   int sample_chars = 200;
   int log_every = 10;

@@ -42,6 +42,9 @@ std::vector<std::string> argv_of(const TrainOptions& o) {
   if (!o.hardware.empty()) a.insert(a.end(), {"--hardware", o.hardware});
   if (o.sequence_parallel) a.push_back("--sequence-parallel");
   if (o.loss_parallel) a.push_back("--loss-parallel");
+  if (o.experts > 0)
+    a.insert(a.end(), {"--moe", std::to_string(o.experts), "--top-k", std::to_string(o.top_k), "--moe-aux-coef",
+                       absl::StrFormat("%.17g", o.moe_aux_coef)});
   if (o.check) a.push_back("--check");
   if (!o.save.empty()) a.insert(a.end(), {"--save", o.save});
   if (!o.load.empty()) a.insert(a.end(), {"--load", o.load});
@@ -108,7 +111,7 @@ void run_train(const TrainOptions& o) {
 void add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   CLI::App* sub = app.add_subcommand("train", "Train a character-level GPT with tensor parallelism on a text file");
-  sub->add_option("--mesh", o->mesh, "tp=N or dp=M,tp=N")->capture_default_str();
+  sub->add_option("--mesh", o->mesh, "tp=N, dp=M,tp=N or ep=M,tp=N (ep: with --moe)")->capture_default_str();
   sub->add_option("--backend", o->backend, "threads (ranks as threads) or gloo (ranks as processes)")
       ->capture_default_str()
       ->check(CLI::IsMember({"threads", "gloo"}));
@@ -143,6 +146,14 @@ void add_train_command(CLI::App& app) {
                   "compute (BLAS) threads per rank (default: $OPENBLAS_NUM_THREADS or $OMP_NUM_THREADS, "
                   "else the cores divided by the ranks on this machine)")
       ->check(CLI::Range(1, 1024));
+  sub->add_option("--moe", o->experts,
+                  "mixture of experts: this many experts per block, sharded over the ep mesh dim (0: dense MLP)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 256));
+  sub->add_option("--top-k", o->top_k, "experts per token with --moe")->capture_default_str()->check(CLI::Range(1, 256));
+  sub->add_option("--moe-aux-coef", o->moe_aux_coef, "weight of the load-balancing loss with --moe")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   sub->add_flag("--sequence-parallel", o->sequence_parallel, "Megatron sequence parallelism");
   sub->add_flag("--loss-parallel", o->loss_parallel, "cross-entropy over vocabulary-sharded logits");
   sub->add_flag("--check", o->check,

@@ -3,6 +3,7 @@
 
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/loss.h"
+#include "kernels/cpu/grouped_mm.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/pointwise.h"

@@ -204,6 +204,8 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta =
              double alpha = 1);
 Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias = std::nullopt);
 Tensor matmul(const Tensor& a, const Tensor& b);
+// grouped_mm (kernels/cpu/grouped_mm.h): one cuBLASLt product per group; offs read on the host.
+Tensor grouped_mm(const Tensor& a, const Tensor& b, const std::optional<Tensor>& offs);
 
 // ---- Scaled dot-product attention (kernels/cpu/attention.h: same shapes, masks, query_offset,
 // and a fully masked row gives zeros), no dropout.

@@ -194,13 +194,13 @@ TensorId moe_mlp(GraphBuilder& b, TensorId x, const Config& c, int64_t B, int64_
   TensorId d = b.op1("moe.dispatch", "moe_dispatch", {t, probs, I(c.top_k), F(1.0)});
   const int64_t C = b.meta(d).shape[1];
   TensorId w13 = b.param("moe.experts.w13", {E, h, 2 * c.ffn}, kBf16);
-  TensorId gu = b.op1("moe.w13", "bmm", {d, w13}, {}, "column");
+  TensorId gu = b.op1("moe.w13", "grouped_mm", {d, w13}, {}, "column");
   gu = b.op1("moe.pairs", "view", {gu, L({E, C, c.ffn, 2})});
   TensorId gate = b.op1("moe.gate", "select", {gu, I(3), I(0)});
   TensorId up = b.op1("moe.up", "select", {gu, I(3), I(1)});
   TensorId act = b.op1("moe.mul", "mul", {b.op1("moe.silu", "silu", {gate}), up});
   TensorId w2 = b.param("moe.experts.w2", {E, c.ffn, h}, kBf16);
-  TensorId y = b.op1("moe.w2", "bmm", {act, w2}, {}, "row");
+  TensorId y = b.op1("moe.w2", "grouped_mm", {act, w2}, {}, "row");
   TensorId o = b.op1("moe.combine", "moe_combine", {y, probs, I(c.top_k)});
   o = b.op1("moe.out", "reshape", {o, L({B, S, h})});
   return b.op1("ffn.residual", "add", {x, o});

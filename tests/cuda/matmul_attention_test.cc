@@ -60,6 +60,24 @@ TEST_F(Matmul, MmBmmAddmmLinearMatmulInEveryDtype) {
   EXPECT_THROW(C::mm(G(rand({2, 3}, 1)), G(rand({3, 2}, 2, DType::kFloat64))), Error);
 }
 
+// grouped_mm on the GPU against the CPU kernel, every form, with an empty group and trailing rows.
+TEST_F(Matmul, GroupedMmEveryFormMatchesCpu) {
+  auto offs = [](std::vector<int32_t> v) { return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}); };
+  for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+    const double t = mm_tol(dt, 32);
+    Tensor a = rand({40, 32}, 93, dt), b = rand({3, 32, 24}, 94, dt), o = offs({10, 10, 36});
+    expect_matches(C::grouped_mm(G(a), G(b), G(o)), K::grouped_mm(a, b, o), t, "rows");
+    expect_matches(C::grouped_mm(G(a), G(b), o), K::grouped_mm(a, b, o), t, "rows, offs on the host");
+    Tensor at = rand({32, 40}, 95, dt), c = rand({40, 24}, 96, dt);
+    expect_matches(C::grouped_mm(G(at), G(c), G(o)), K::grouped_mm(at, c, o), t, "contraction");
+    Tensor a3 = rand({3, 16, 32}, 97, dt), bc = rand({32, 40}, 98, dt);
+    expect_matches(C::grouped_mm(G(a3), G(bc), G(o)), K::grouped_mm(a3, bc, o), t, "cols");
+    Tensor b3 = rand({3, 32, 8}, 99, dt);
+    expect_matches(C::grouped_mm(G(a3), G(b3), std::nullopt), K::grouped_mm(a3, b3, std::nullopt), t, "batched");
+  }
+  EXPECT_THROW(C::grouped_mm(G(rand({6, 4}, 1)), G(rand({2, 4, 3}, 2)), offs({4, 2})), Error);
+}
+
 TEST_F(Matmul, Tf32IsOptIn) {
   Tensor a = rand({128, 256}, 93), b = rand({256, 64}, 94);
   EXPECT_FALSE(C::allow_tf32());

@@ -184,3 +184,41 @@ TEST(Explain, LargeMediansKeepTheTensorShardedThroughTheRadixSelect) {
 
 }  // namespace
 }  // namespace dtensor::tools
+
+namespace dtensor::tools {
+namespace {
+
+TEST(Explain, GroupedMmShardsExpertsAndTheirColumns) {
+  // MoE experts b[G=4, K, N] on mesh [ep=2, tp=2]: groups on ep (each rank runs its experts' rows:
+  // P(sum)), N on tp (S(1) of the output); offs stays replicated; no collective; the run matches the
+  // single-device op on valid offsets.
+  json ans = json::parse(explain_line(
+      R"j({"mesh": [2, 2], "op": "grouped_mm", "args": [{"shape": [12, 8]},
+          {"shape": [4, 8, 6], "placements": ["S(0)", "S(2)"]},
+          {"shape": [4], "dtype": "int32"}], "run": true})j"));
+  ASSERT_FALSE(ans.contains("error")) << ans.dump();
+  EXPECT_EQ(ans["outputs"][0]["shape"], json::parse("[12, 6]"));
+  EXPECT_EQ(ans["outputs"][0]["placements"], json::parse(R"j(["P(sum)", "S(1)"])j"));
+  EXPECT_EQ(ans["inputs"][2]["to"], json::parse(R"j(["R", "R"])j"));
+  EXPECT_TRUE(ans["collectives"].empty()) << ans.dump();
+  EXPECT_TRUE(ans["run"]["match"].get<bool>()) << ans.dump();
+  // Tokens split on one dim and K inside the experts on the other: [S(0), P(sum)].
+  json k = json::parse(explain_line(
+      R"j({"mesh": [2, 2], "op": "grouped_mm", "args": [{"shape": [12, 8], "placements": ["S(0)", "S(1)"]},
+          {"shape": [4, 8, 6], "placements": ["R", "S(1)"]},
+          {"shape": [4], "dtype": "int32"}], "run": true})j"));
+  ASSERT_FALSE(k.contains("error")) << k.dump();
+  EXPECT_EQ(k["outputs"][0]["placements"], json::parse(R"j(["S(0)", "P(sum)"])j"));
+  EXPECT_TRUE(k["run"]["match"].get<bool>()) << k.dump();
+  // Bad offs dtype and mismatched K name the op and the shapes.
+  std::string e = json::parse(explain_line(
+      R"j({"mesh": [2], "op": "grouped_mm", "args": [{"shape": [12, 8]}, {"shape": [4, 8, 6]}, {"shape": [4]}]})j"))["error"];
+  EXPECT_NE(e.find("grouped_mm(float32[12, 8]"), std::string::npos) << e;
+  EXPECT_NE(e.find("int32"), std::string::npos) << e;
+  std::string km = json::parse(explain_line(
+      R"j({"mesh": [2], "op": "grouped_mm", "args": [{"shape": [12, 8]}, {"shape": [4, 7, 6]}, {"shape": [4], "dtype": "int32"}]})j"))["error"];
+  EXPECT_NE(km.find("contraction dims differ"), std::string::npos) << km;
+}
+
+}  // namespace
+}  // namespace dtensor::tools

@@ -112,3 +112,28 @@ TEST(TrainRecord, TheRecordReplaysTheRun) {
 
 }  // namespace
 }  // namespace dtensor::tools
+
+namespace dtensor::tools {
+namespace {
+
+// --moe on --mesh ep=2,tp=2: experts split over ep (tokens dispatched by all_to_all_v), attention
+// tensor parallel on tp, the float64 losses (with the load-balancing term) equal one rank's; and the
+// experts' parameters really are sharded (the exchange moved bytes).
+TEST(TrainCheck, MixtureOfExpertsOnEpTimesTpMatchesOneRank) {
+  TrainOptions o = small("ep=2,tp=2");
+  o.steps = 8;
+  o.experts = 4;
+  o.top_k = 2;
+  o.moe_aux_coef = 0.05;
+  std::vector<double> losses = sharded_losses(o, 4);
+  ASSERT_EQ(losses.size(), 8u);
+  const double worst = max_relative_loss_difference(o, losses);
+  EXPECT_LE(worst, kCheckTolerance);
+  EXPECT_LT(losses.back(), losses.front());
+  // An ep dim without experts is refused, naming the flag.
+  TrainOptions bad = small("ep=2,tp=2");
+  EXPECT_THROW(validate_train_options(bad), Error);
+}
+
+}  // namespace
+}  // namespace dtensor::tools

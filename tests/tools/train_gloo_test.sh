@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# `dtensor train` on Gloo processes: tp=2, tp=4 and dp=2 x tp=2 (plain and sequence parallel) train
-# 20 steps with the same losses as one rank (--check fails the run above 1e-5 relative).
+# `dtensor train` on Gloo processes: tp=2, tp=4, dp=2 x tp=2 (plain and sequence parallel) and a
+# mixture of experts on ep=2 x tp=2 (tokens exchanged by all_to_all_v between processes) train 20
+# steps with the same losses as one rank (--check fails the run above 1e-9 relative).
 set -euo pipefail
 bin="$1"
-for args in "--mesh tp=2" "--mesh tp=4" "--mesh dp=2,tp=2" "--mesh dp=2,tp=2 --sequence-parallel --loss-parallel"; do
+for args in "--mesh tp=2" "--mesh tp=4" "--mesh dp=2,tp=2" "--mesh dp=2,tp=2 --sequence-parallel --loss-parallel" \
+            "--mesh ep=2,tp=2 --moe 4 --top-k 2"; do
   out=$("$bin" train --backend gloo $args --steps 20 --batch 4 --seq 16 --dim 32 --layers 1 --sample 0 --check 2>&1) || {
     echo "FAILED: dtensor train --backend gloo $args"; echo "$out"; exit 1; }
   echo "$out" | grep "^check:"

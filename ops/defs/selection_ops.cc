@@ -41,6 +41,7 @@ Tensor ties_and_nans(int i, const OpCall& c, uint64_t seed) { return coarse_inpu
 StepDef max_min_gather(bool is_max) {
   StepDef step;
   step.name = "candidate_gather";
+  step.runs_on_device = true;  // kernels and collectives only; buffers on the input's device
   step.traffic = [](const OpCall& c, const Strategy& st, const std::vector<int>& dims) {
     Shape block = local_block(c.tensor(0).shape, st.inputs[0], c.mesh_shape(),
                               std::vector<int64_t>(c.mesh_shape().size(), 0)).first;
@@ -62,8 +63,8 @@ StepDef max_min_gather(bool is_max) {
       i = kernels::add(r.second, Scalar(off));
     } else {
       Shape s = reduce_shape(x.sizes(), d, true);
-      v = Tensor::zeros(s, x.dtype());
-      i = Tensor::full(s, -1, DType::kInt64);
+      v = Tensor::zeros(s, x.dtype(), x.device());
+      i = Tensor::full(s, -1, DType::kInt64, x.device());
     }
     auto [bv, bi] = gather_candidates(v, i, is_max, dims, mesh, timeout);
     if (!keepdim(c)) {

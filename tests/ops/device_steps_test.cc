@@ -108,8 +108,9 @@ TEST(DeviceSteps, RunOnDeviceBlocksWithoutHostCopies) {
       }
     }
   }
-  // The softmax statistics and every scan's carry exchange at least.
-  for (const char* op : {"softmax", "log_softmax", "logsumexp", "cumsum", "cumprod", "logcumsumexp", "cummax", "cummin"})
+  // The softmax statistics, every scan's carry exchange and max.dim/min.dim's candidate gather at least.
+  for (const char* op : {"softmax", "log_softmax", "logsumexp", "cumsum", "cumprod", "logcumsumexp", "cummax", "cummin",
+                         "max.dim", "min.dim"})
     EXPECT_TRUE(stepped.count(op)) << op;
   EXPECT_GT(runs, 0);
 }

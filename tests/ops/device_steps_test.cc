@@ -108,9 +108,9 @@ TEST(DeviceSteps, RunOnDeviceBlocksWithoutHostCopies) {
       }
     }
   }
-  // The softmax statistics, every scan's carry exchange and max.dim/min.dim's candidate gather at least.
+  // The softmax statistics, every scan's carry exchange and the candidate gather at least.
   for (const char* op : {"softmax", "log_softmax", "logsumexp", "cumsum", "cumprod", "logcumsumexp", "cummax", "cummin",
-                         "max.dim", "min.dim"})
+                         "max.dim", "min.dim", "argmax", "argmin"})
     EXPECT_TRUE(stepped.count(op)) << op;
   EXPECT_GT(runs, 0);
 }

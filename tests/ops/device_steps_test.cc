@@ -108,9 +108,10 @@ TEST(DeviceSteps, RunOnDeviceBlocksWithoutHostCopies) {
       }
     }
   }
-  // The softmax statistics, every scan's carry exchange and the candidate gather at least.
-  for (const char* op : {"softmax", "log_softmax", "logsumexp", "cumsum", "cumprod", "logcumsumexp", "cummax", "cummin",
-                         "max.dim", "min.dim", "argmax", "argmin"})
+  // The softmax statistics, every scan's carry exchange, the candidate gather and the pooling
+  // halo exchange at least.
+  for (const char* op : {"softmax", "log_softmax", "logsumexp", "cumsum", "cumprod", "logcumsumexp", "cummax",
+                         "cummin", "max.dim", "min.dim", "argmax", "argmin", "avg_pool2d", "max_pool2d_with_indices"})
     EXPECT_TRUE(stepped.count(op)) << op;
   EXPECT_GT(runs, 0);
 }

@@ -24,13 +24,23 @@ Device device_of(const OpCall& call, const std::vector<Tensor>& locals) {
   return d;
 }
 
-// Runs `run(inputs)` where the inputs are, except a distributed step on a device: that runs on host
-// copies, its outputs copied back (steps read small host-side values; counted like a kernel's host
-// fallback).
-std::vector<Tensor> run_on_device(const OpCall& call, std::vector<Tensor> locals, bool is_step,
+// True when `step` can take `d`'s tensors as they are: its code is device-generic and every group it
+// communicates over moves `d`'s memory (StepDef::runs_on_device).
+bool step_runs_on(const StepDef& step, const std::vector<int>& mesh_dims, const DeviceMesh& mesh, const Device& d) {
+  if (!step.runs_on_device) return false;
+  for (int md : mesh_dims)
+    if (mesh.group(md).home() != d) return false;
+  return true;
+}
+
+// Runs `run(inputs)` where the inputs are, except a distributed step on a device that it cannot run
+// on (step_runs_on): that runs on host copies, its outputs copied back (counted like a kernel's host
+// fallback). `step` is null for a kernel.
+std::vector<Tensor> run_on_device(const OpCall& call, std::vector<Tensor> locals, const StepDef* step,
+                                  const std::vector<int>& step_dims, const DeviceMesh* mesh,
                                   const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& run) {
   const Device d = device_of(call, locals);
-  if (d.is_cpu() || !is_step) return run(locals);
+  if (d.is_cpu() || step == nullptr || step_runs_on(*step, step_dims, *mesh, d)) return run(locals);
   kernels::note_host_fallback(call.op().name() + " (distributed step)");
   for (Tensor& t : locals) t = t.to(cpu());
   std::vector<Tensor> outs = run(locals);
@@ -76,10 +86,11 @@ std::vector<DTensor> execute_strategy(
   ctx.mesh_shape = mesh->shape();
   ctx.coord = mesh->coordinate();
   const uint8_t step = strategy.step();
+  const StepDef* step_def = step != 0 ? &call.op().steps.at(step - 1) : nullptr;
+  const std::vector<int> step_dims = step != 0 ? strategy.step_mesh_dims() : std::vector<int>{};
   std::vector<Tensor> outs = run_on_device(
-      call, std::move(locals), step != 0, [&](const std::vector<Tensor>& in) {
-        if (step != 0)
-          return call.op().steps.at(step - 1).run(in, call, ctx, strategy.step_mesh_dims(), *mesh, timeout);
+      call, std::move(locals), step_def, step_dims, mesh.get(), [&](const std::vector<Tensor>& in) {
+        if (step_def != nullptr) return step_def->run(in, call, ctx, step_dims, *mesh, timeout);
         return call.op().kernel(in, call, ctx);
       });
   DT_CHECK(outs.size() == out_meta.size(), call.str(), ": internal error: the kernel returned ",
@@ -95,7 +106,7 @@ std::vector<DTensor> execute_strategy(
 std::vector<Tensor> run_single_device(const OpCall& call, const std::vector<Tensor>& inputs) {
   LocalContext ctx;
   ctx.out_meta = call.op().meta(call);
-  return run_on_device(call, inputs, false,
+  return run_on_device(call, inputs, nullptr, {}, nullptr,
                        [&](const std::vector<Tensor>& in) { return call.op().kernel(in, call, ctx); });
 }
 

@@ -61,7 +61,11 @@ std::vector<Tensor> run_single_device(const OpCall& call, const std::vector<Tens
 // Devices: an op runs where its local tensors are (all on one device, else dtensor::Error naming
 // the op and the devices). Op kernels are device-generic: each kernel function they call runs its
 // CUDA implementation for CUDA tensors, or its cpu code on host copies when it has none
-// (kernels/device_dispatch.h). A distributed step (DESIGN §6) on device tensors runs on host
-// copies, its outputs copied back. kernels::host_fallback_counts() says what left the device.
+// (kernels/device_dispatch.h). A distributed step (DESIGN §6) on device tensors runs on them as
+// they are when it is device-generic (StepDef::runs_on_device: the scans' carry exchange, the
+// softmax statistics, the candidate gather of max/min/argmax/argmin, the pooling forward's halo
+// exchange) and every group it uses moves that device's memory (ProcessGroup::home():
+// NCCL); otherwise (Gloo, threads, or a step that reads host memory) on host copies, its outputs
+// copied back. kernels::host_fallback_counts() says what left the device.
 
 }  // namespace dtensor

@@ -102,6 +102,19 @@ using TensorPair = std::pair<Tensor, Tensor>;
   X(logcumsumexp, logcumsumexp, Tensor(const Tensor& x, int64_t dim))                               \
   X(cummax, cummax, TensorPair(const Tensor& x, int64_t dim))                                       \
   X(cummin, cummin, TensorPair(const Tensor& x, int64_t dim))                                       \
+  /* The carried scans of the carry exchange (kernels/cpu/scan.h). */                               \
+  X(cumsum_with_carry, cumsum_with_carry,                                                           \
+    Tensor(const Tensor& x, int64_t dim, const Tensor& carry))                                      \
+  X(cumprod_with_carry, cumprod_with_carry,                                                         \
+    Tensor(const Tensor& x, int64_t dim, const Tensor& carry))                                      \
+  X(logcumsumexp_with_carry, logcumsumexp_with_carry,                                               \
+    Tensor(const Tensor& x, int64_t dim, const Tensor& carry))                                      \
+  X(cummax_with_carry, cummax_with_carry,                                                           \
+    TensorPair(const Tensor& x, int64_t dim, const Tensor& carry_values,                            \
+               const Tensor& carry_indices, int64_t index_offset))                                  \
+  X(cummin_with_carry, cummin_with_carry,                                                           \
+    TensorPair(const Tensor& x, int64_t dim, const Tensor& carry_values,                            \
+               const Tensor& carry_indices, int64_t index_offset))                                  \
   /* Value-selecting reductions. */                                                                 \
   X(max_dim, max_dim, TensorPair(const Tensor& x, int64_t dim, bool keepdim))                       \
   X(min_dim, min_dim, TensorPair(const Tensor& x, int64_t dim, bool keepdim))                       \

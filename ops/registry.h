@@ -98,6 +98,12 @@ struct StepDef {
       run;
   // Valid only when a single mesh dim carries it (e.g. a scan whose dim is sharded twice is not).
   bool one_mesh_dim = false;
+  // True when `run` touches its tensors only through kernels, Tensor methods and the mesh's
+  // collectives (never host data pointers) and makes its buffers on its inputs' device: then
+  // inputs on a device whose groups move that device's memory (ProcessGroup::home(), NCCL) run as
+  // they are; otherwise (Gloo or threads with device tensors) `run` gets host copies
+  // (dispatch/dispatch.cc), counted as a host fallback "<op> (distributed step)".
+  bool runs_on_device = false;
   // Further conditions on the strategy (null: none), checked when rules are expanded.
   std::function<bool(const OpCall&, const Strategy&)> valid;
 };

@@ -3,11 +3,11 @@
 #   1. every GPU test (bazel test //tests/cuda/..., with the skipped tests counted: a test that skips
 #      on a machine with a GPU is a failure here),
 #   2. dtensor train --device cuda --check on the threads backend (tp=2 against one rank),
-#   3. bench/cuda_bench (HBM fraction of the memory-bound kernels, bf16 GEMM against cuBLAS, cuDNN
+#   3. the same with --backend nccl (one process per GPU, tp=2, or tp=1 on a one-GPU machine),
+#   4. bench/cuda_bench (HBM fraction of the memory-bound kernels, bf16 GEMM against cuBLAS, cuDNN
 #      SDPA TFLOP/s),
 # and prints one summary table for BENCHMARKS.md, with the device's name. Exits 0 when every step
 # passed, 1 when one failed, and 1 with a message when no GPU is visible (nothing checked).
-# Not yet covered: `train --backend nccl` (#15 item 4 is not built; the line says so).
 #
 # Usage: bash scripts/gpu_check.sh [--quick]   (--quick: cuda_bench with a short minimum time)
 set -uo pipefail
@@ -54,9 +54,19 @@ else
 fi
 fallbacks=$(grep -iE 'host fallback' "$out/train.log" | head -1)
 [ -n "$fallbacks" ] && record "host fallbacks in train" info "$fallbacks"
-record "train --backend nccl" "not run" "not built yet (#15 item 4)"
+# 3. The same on NCCL processes, one per GPU (at most 2), against one rank.
+gpus=$(nvidia-smi -L | grep -c '^GPU ')
+nccl_tp=$((gpus < 2 ? gpus : 2))
+if bazel-bin/tools/dtensor train --backend nccl --device cuda --mesh tp=$nccl_tp --steps 20 --check \
+     --log-every 1000 --sample 0 >"$out/train_nccl.log" 2>&1; then
+  record "train --backend nccl --device cuda --mesh tp=$nccl_tp --check" pass "$(grep -E '^check:' "$out/train_nccl.log" | head -1)"
+else
+  record "train --backend nccl --device cuda --mesh tp=$nccl_tp --check" FAIL "$(tail -1 "$out/train_nccl.log")"
+fi
+fallbacks=$(grep -iE 'host fallback' "$out/train_nccl.log" | head -1)
+[ -n "$fallbacks" ] && record "host fallbacks in train (nccl)" info "$fallbacks"
 
-# 3. Kernel benchmarks.
+# 4. Kernel benchmarks.
 bench_args=(--benchmark_counters_tabular=true)
 [ "$quick" -eq 1 ] && bench_args+=(--benchmark_min_time=0.05)
 if bazel-bin/bench/cuda_bench "${bench_args[@]}" >"$out/bench.log" 2>&1; then

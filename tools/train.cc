@@ -69,8 +69,12 @@ void validate_train_options(const TrainOptions& o) {
   std::vector<int64_t> sizes;
   std::vector<std::string> names;
   parse_mesh(o.mesh, &sizes, &names);
-  DT_CHECK(o.backend == "threads" || o.backend == "gloo", "--backend '", o.backend,
-           "': accepted: threads, gloo");
+  DT_CHECK(o.backend == "threads" || o.backend == "gloo" || o.backend == "nccl", "--backend '", o.backend,
+           "': accepted: threads, gloo, nccl");
+  // NCCL moves device memory only, and each process owns the GPU of its local rank.
+  DT_CHECK(o.backend != "nccl" || o.device == "cuda", "--backend nccl --device ", o.device,
+           ": NCCL ranks are processes, each on the GPU of its local rank; accepted with --backend nccl: "
+           "--device cuda");
   if (!o.hardware.empty()) hardware_profile(o.hardware);  // throws naming the known profiles
   auto in_range = [](const char* flag, int64_t v, int64_t lo, int64_t hi) {
     DT_CHECK(v >= lo && v <= hi, flag, " ", v, ": accepted: ", lo, " to ", hi);
@@ -243,7 +247,8 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     // What left the device: kernel functions without a CUDA version, distributed steps.
     std::vector<std::string> parts;
     for (auto& [name, n] : kernels::host_fallback_counts()) parts.push_back(absl::StrCat(name, " x", n));
-    *out << "host fallbacks (all ranks): " << (parts.empty() ? "none" : absl::StrJoin(parts, ", ")) << "\n";
+    // Counted per process: every thread rank's, or rank 0's own when ranks are processes.
+    *out << "host fallbacks (" << (backend->kind() == "threads" ? "all ranks" : "rank 0") << "): " << (parts.empty() ? "none" : absl::StrJoin(parts, ", ")) << "\n";
   }
   if (trace.is_open()) {
     trace.close();

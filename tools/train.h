@@ -1,5 +1,6 @@
 // The main job, `dtensor train`: a GPT-style character-level model trained on a real text file with
-// tensor parallelism (and data parallelism on a 2-d mesh) over threads or Gloo processes.
+// tensor parallelism (and data parallelism on a 2-d mesh) over threads, Gloo processes or NCCL
+// processes (one per GPU).
 #pragma once
 
 #include <ostream>
@@ -12,7 +13,7 @@ namespace dtensor::tools {
 
 struct TrainOptions {
   std::string mesh = "tp=4";  // "tp=N" or "dp=M,tp=N"
-  std::string backend = "threads";  // or "gloo"
+  std::string backend = "threads";  // or "gloo", or "nccl" (with device "cuda")
   std::string text = "/usr/share/common-licenses/GPL-3";
   int steps = 400;
   int batch = 8;

@@ -1,5 +1,6 @@
-// `dtensor train`: see tools/train.h. Threads by default; with --backend gloo and no RANK in the
-// environment it launches itself on the mesh's number of local processes.
+// `dtensor train`: see tools/train.h. Threads by default; with --backend gloo or nccl and no RANK in
+// the environment it launches itself on the mesh's number of local processes (NCCL: one per GPU,
+// rank r on cuda:LOCAL_RANK).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -7,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/collectives/env.h"
@@ -17,6 +19,10 @@
 #include "tools/launcher.h"
 #include "tools/subcommands.h"
 #include "tools/train.h"
+#ifdef DTENSOR_HAVE_NCCL
+#include "dtensor/collectives/nccl_backend.h"
+#include "dtensor/core/cuda/cuda_util.h"
+#endif
 
 namespace dtensor::tools {
 namespace {
@@ -31,7 +37,7 @@ int world_of(const TrainOptions& o) {
 }
 
 std::vector<std::string> argv_of(const TrainOptions& o) {
-  std::vector<std::string> a = {"/proc/self/exe", "train", "--backend", "gloo", "--mesh", o.mesh, "--text", o.text,
+  std::vector<std::string> a = {"/proc/self/exe", "train", "--backend", o.backend, "--mesh", o.mesh, "--text", o.text,
                                 "--steps", std::to_string(o.steps), "--batch", std::to_string(o.batch),
                                 "--seq", std::to_string(o.seq), "--dim", std::to_string(o.dim), "--layers",
                                 std::to_string(o.layers), "--heads", std::to_string(o.heads), "--lr",
@@ -50,6 +56,32 @@ std::vector<std::string> argv_of(const TrainOptions& o) {
   if (!o.load.empty()) a.insert(a.end(), {"--load", o.load});
   if (!o.record.empty()) a.insert(a.end(), {"--record", o.record});
   return a;
+}
+
+// NCCL runs one process per GPU of this machine: says why that cannot be, before any rank starts
+// (exit 1, a runtime condition, not a usage error).
+void check_nccl_possible(const TrainOptions& o, int world) {
+#ifdef DTENSOR_HAVE_NCCL
+  const int gpus = cuda::device_count();
+  DT_CHECK(gpus >= world, "dtensor train --backend nccl: the mesh ", o.mesh, " has ", world,
+           " rank(s), one process per GPU, and this machine has ", gpus, " GPU(s)",
+           gpus == 0 ? " (" + cuda::unavailable_reason() + ")" : std::string(), "; accepted: ",
+           gpus == 0 ? std::string() : absl::StrCat("a mesh of at most ", gpus, " rank(s), or "),
+           "--backend threads or gloo");
+#else
+  (void)o;
+  (void)world;
+  DT_FAIL("dtensor train --backend nccl: this dtensor was built without CUDA and NCCL (no toolkit at build "
+          "time, or --define=cuda=off); accepted here: --backend threads, gloo");
+#endif
+}
+
+std::shared_ptr<Backend> init_rank_backend(const TrainOptions& o, Timeout start) {
+#ifdef DTENSOR_HAVE_NCCL
+  if (o.backend == "nccl") return init_nccl_backend_from_env(start);
+#endif
+  if (o.backend == "nccl") check_nccl_possible(o, 1);  // throws: no NCCL in this build
+  return init_backend_from_env(start);
 }
 
 // Trains the same steps on one rank and reports the largest loss difference (tools/train.h).
@@ -89,6 +121,7 @@ void run_train(const TrainOptions& o) {
     return;
   }
   if (std::getenv("RANK") == nullptr) {
+    if (o.backend == "nccl") check_nccl_possible(o, world);
     LaunchOptions lo;
     lo.nprocs = world;
     lo.command = argv_of(o);
@@ -100,7 +133,7 @@ void run_train(const TrainOptions& o) {
     return;
   }
   // Starting processes can take a while on a loaded machine: the start waits at least 30 s.
-  auto backend = init_backend_from_env(std::max<Timeout>(default_timeout(), std::chrono::seconds(30)));
+  auto backend = init_rank_backend(o, std::max<Timeout>(default_timeout(), std::chrono::seconds(30)));
   TrainResult r = train_rank(backend, o, &std::cout);
   std::cout.flush();
   if (o.check && backend->rank() == 0) check_against_one_rank(o, r.losses);
@@ -112,9 +145,10 @@ void add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   CLI::App* sub = app.add_subcommand("train", "Train a character-level GPT with tensor parallelism on a text file");
   sub->add_option("--mesh", o->mesh, "tp=N, dp=M,tp=N or ep=M,tp=N (ep: with --moe)")->capture_default_str();
-  sub->add_option("--backend", o->backend, "threads (ranks as threads) or gloo (ranks as processes)")
+  sub->add_option("--backend", o->backend, "threads (ranks as threads), gloo (ranks as processes) or nccl (one process per GPU, "
+                                      "with --device cuda; needs a CUDA build)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"threads", "gloo"}));
+      ->check(CLI::IsMember({"threads", "gloo", "nccl"}));
   sub->add_option("--text", o->text, "training text")->capture_default_str()->check(CLI::ExistingFile);
   // Ranges and divisibility are checked together by validate_train_options (tools/train.h).
   sub->add_option("--steps", o->steps)->capture_default_str()->check(CLI::Range(1, kMaxSteps));
@@ -137,7 +171,8 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--hardware", o->hardware,
                   "cost-model hardware profile: a name (dtensor plan --list-hardware) or a JSON file (dtensor "
                   "calibrate --out); default h100-nvlink");
-  sub->add_option("--device", o->device, "cpu, cuda or cuda:N (needs a CUDA build and a GPU)")->capture_default_str();
+  sub->add_option("--device", o->device, "cpu, cuda or cuda:N (needs a CUDA build and a GPU; --backend nccl: cuda, each rank "
+                                            "on cuda:LOCAL_RANK)")->capture_default_str();
   sub->add_option("--timeout", o->timeout_s,
                   "collective timeout in seconds: a stopped or lost rank is reported within it "
                   "(default: $DTENSOR_TIMEOUT, else 300)")

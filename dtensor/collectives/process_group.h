@@ -69,6 +69,9 @@ class ProcessGroup {
   // e.g. "group 'mesh0/dim1' ranks [0, 2]".
   std::string describe() const;
   const CommStats& stats() const { return stats_; }
+  // Where the transport reads and writes memory (cpu; NCCL: its GPU). Tensors elsewhere are staged
+  // through copies there; code that keeps its buffers on home() avoids them.
+  virtual Device home() const { return cpu(); }
 
   // In place: every rank ends with op over all ranks' `t` (avg = sum / size; integer avg truncates).
   // dtype: any. Bytes counted: comm_bytes_sent(kAllReduce, t.nbytes(), size()).
@@ -105,8 +108,6 @@ class ProcessGroup {
   ProcessGroup(std::string name, int rank, std::vector<int> global_ranks)
       : name_(std::move(name)), rank_(rank), global_ranks_(std::move(global_ranks)) {}
 
-  // Where the transport reads and writes memory.
-  virtual Device home() const { return cpu(); }
   // The backend's collectives. Called by the front with arguments already checked: tensors defined,
   // contiguous, on home(), of equal dtype, numels matching the counts (counts sized size(), >= 0);
   // root and peers in range (peers != rank()). `in` and `out` of do_all_reduce may be one tensor.

@@ -192,32 +192,32 @@ std::pair<Tensor, Tensor> cummin(const Tensor& x, int64_t dim) {
 }
 
 Tensor cumsum_with_carry(const Tensor& x, int64_t dim, const Tensor& carry) {
-  DT_KERNEL_HOST_ONLY(cumsum_with_carry, x, dim, carry);
+  DT_KERNEL_ON_DEVICE(cumsum_with_carry, x, dim, carry);
   return by_kind(x, [&]<typename T>(detail::Tag<T>) {
     return cumsum_impl<T>("cumsum_with_carry", x, dim, &carry);
   });
 }
 Tensor cumprod_with_carry(const Tensor& x, int64_t dim, const Tensor& carry) {
-  DT_KERNEL_HOST_ONLY(cumprod_with_carry, x, dim, carry);
+  DT_KERNEL_ON_DEVICE(cumprod_with_carry, x, dim, carry);
   return by_kind(x, [&]<typename T>(detail::Tag<T>) {
     return cumprod_impl<T>("cumprod_with_carry", x, dim, &carry);
   });
 }
 Tensor logcumsumexp_with_carry(const Tensor& x, int64_t dim, const Tensor& carry) {
-  DT_KERNEL_HOST_ONLY(logcumsumexp_with_carry, x, dim, carry);
+  DT_KERNEL_ON_DEVICE(logcumsumexp_with_carry, x, dim, carry);
   return logcumsumexp_impl("logcumsumexp_with_carry", x, dim, &carry);
 }
 std::pair<Tensor, Tensor> cummax_with_carry(const Tensor& x, int64_t dim,
                                             const Tensor& carry_values, const Tensor& carry_indices,
                                             int64_t index_offset) {
-  DT_KERNEL_HOST_ONLY(cummax_with_carry, x, dim, carry_values, carry_indices, index_offset);
+  DT_KERNEL_ON_DEVICE(cummax_with_carry, x, dim, carry_values, carry_indices, index_offset);
   return cum_extreme<true>("cummax_with_carry", x, dim, &carry_values, &carry_indices,
                            index_offset);
 }
 std::pair<Tensor, Tensor> cummin_with_carry(const Tensor& x, int64_t dim,
                                             const Tensor& carry_values, const Tensor& carry_indices,
                                             int64_t index_offset) {
-  DT_KERNEL_HOST_ONLY(cummin_with_carry, x, dim, carry_values, carry_indices, index_offset);
+  DT_KERNEL_ON_DEVICE(cummin_with_carry, x, dim, carry_values, carry_indices, index_offset);
   return cum_extreme<false>("cummin_with_carry", x, dim, &carry_values, &carry_indices,
                             index_offset);
 }

@@ -161,6 +161,15 @@ Tensor cumprod(const Tensor& x, int64_t dim);
 Tensor logcumsumexp(const Tensor& x, int64_t dim);
 std::pair<Tensor, Tensor> cummax(const Tensor& x, int64_t dim);
 std::pair<Tensor, Tensor> cummin(const Tensor& x, int64_t dim);
+// The carried scans (kernels/cpu/scan.h): the scan of [carry, x] along dim without the carry's
+// position (the scans are associative, scan_kernels.cu), indices mapped to global ones.
+Tensor cumsum_with_carry(const Tensor& x, int64_t dim, const Tensor& carry);
+Tensor cumprod_with_carry(const Tensor& x, int64_t dim, const Tensor& carry);
+Tensor logcumsumexp_with_carry(const Tensor& x, int64_t dim, const Tensor& carry);
+std::pair<Tensor, Tensor> cummax_with_carry(const Tensor& x, int64_t dim, const Tensor& carry_values,
+                                            const Tensor& carry_indices, int64_t index_offset);
+std::pair<Tensor, Tensor> cummin_with_carry(const Tensor& x, int64_t dim, const Tensor& carry_values,
+                                            const Tensor& carry_indices, int64_t index_offset);
 
 // ---- Value-selecting reductions (kernels/cpu/selection.h). median / nanmedian / kthvalue sort
 // each row with CUB's radix sort (rows shorter than 2^31 elements).

@@ -79,4 +79,80 @@ std::pair<Tensor, Tensor> cummin(const Tensor& x, int64_t dim) {
   return {s.values, s.indices};
 }
 
+namespace {
+
+// [carry, x] along dim in `dtype`, after checking the carry's shape (x's with dim of size 1).
+Tensor with_carry_first(const char* op, const Tensor& x, int64_t dim, const Tensor& carry, DType dtype) {
+  check_cuda(op, x);
+  check_same_device(op, x, carry, "carry");
+  Shape want = x.sizes();
+  want[dim] = 1;
+  DT_CHECK(carry.sizes() == want, op, ": carry ", shape_str(carry.sizes()), " for input ", shape_str(x.sizes()),
+           " along dim ", dim, "; accepted: ", shape_str(want));
+  return cat({to(carry, dtype), to(x, dtype)}, dim);
+}
+
+// x of dim >= 1 (a 0-d x is scanned as one element).
+template <typename Scan>
+Tensor carried(const char* op, const Tensor& x, int64_t dim, const Tensor& carry, DType dtype, Scan scan) {
+  if (x.dim() == 0) return carried(op, x.view({1}), 0, carry.reshape({1}), dtype, scan).view({});
+  dim = wrap_dim(dim, x.dim(), op);
+  const Tensor s = scan(with_carry_first(op, x, dim, carry, dtype), dim);
+  return contiguous(s.narrow(dim, 1, x.size(dim)));
+}
+
+// cummax / cummin over [carry, x]: position 0 is the carry (its index is carry_indices), position
+// p > 0 is x's element p - 1, global index index_offset + p - 1.
+template <typename Scan>
+std::pair<Tensor, Tensor> carried_extreme(const char* op, const Tensor& x, int64_t dim, const Tensor& cv,
+                                          const Tensor& ci, int64_t offset, Scan scan) {
+  if (x.dim() == 0) {
+    auto [v, i] = carried_extreme(op, x.view({1}), 0, cv.reshape({1}), ci.reshape({1}), offset, scan);
+    return {v.view({}), i.view({})};
+  }
+  dim = wrap_dim(dim, x.dim(), op);
+  DT_CHECK(ci.dtype() == DType::kInt64 && ci.sizes() == cv.sizes(), op, ": carry indices ", ci.str(),
+           " for carry values ", shape_str(cv.sizes()), "; accepted: int64 of the same shape");
+  check_same_device(op, x, ci, "carry indices");
+  auto [v, i] = scan(with_carry_first(op, x, dim, cv, x.dtype()), dim);
+  const int64_t n = x.size(dim);
+  const Tensor local = contiguous(i.narrow(dim, 1, n));
+  namespace kc = ::dtensor::kernels::cuda;
+  const Tensor global = kc::where(kc::eq(local, Scalar(0)), ci, kc::add(local, Scalar(offset - 1)));
+  return {contiguous(v.narrow(dim, 1, n)), global};
+}
+
+DType sum_dtype(const Tensor& x) { return is_floating(x.dtype()) ? x.dtype() : DType::kInt64; }
+
+}  // namespace
+
+Tensor cumsum_with_carry(const Tensor& x, int64_t dim, const Tensor& carry) {
+  return carried("cumsum_with_carry", x, dim, carry, sum_dtype(x),
+                 [](const Tensor& t, int64_t d) { return cumsum(t, d); });
+}
+
+Tensor cumprod_with_carry(const Tensor& x, int64_t dim, const Tensor& carry) {
+  return carried("cumprod_with_carry", x, dim, carry, sum_dtype(x),
+                 [](const Tensor& t, int64_t d) { return cumprod(t, d); });
+}
+
+Tensor logcumsumexp_with_carry(const Tensor& x, int64_t dim, const Tensor& carry) {
+  check_cuda("logcumsumexp_with_carry", x);
+  check_floating_scan("logcumsumexp_with_carry", x);
+  return carried("logcumsumexp_with_carry", x, dim, carry, x.dtype(),
+                 [](const Tensor& t, int64_t d) { return logcumsumexp(t, d); });
+}
+
+std::pair<Tensor, Tensor> cummax_with_carry(const Tensor& x, int64_t dim, const Tensor& carry_values,
+                                            const Tensor& carry_indices, int64_t index_offset) {
+  return carried_extreme("cummax_with_carry", x, dim, carry_values, carry_indices, index_offset,
+                         [](const Tensor& t, int64_t d) { return cummax(t, d); });
+}
+
+std::pair<Tensor, Tensor> cummin_with_carry(const Tensor& x, int64_t dim, const Tensor& carry_values,
+                                            const Tensor& carry_indices, int64_t index_offset) {
+  return carried_extreme("cummin_with_carry", x, dim, carry_values, carry_indices, index_offset,
+                         [](const Tensor& t, int64_t d) { return cummin(t, d); });
+}
+
 }  // namespace dtensor::kernels::cuda

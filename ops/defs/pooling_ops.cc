@@ -68,9 +68,9 @@ Shape out_shape(const OpCall& c, Pool p, const Params& q) {
 }
 
 // Empty outputs of this rank's output block shapes (an empty shard of a batch or channel dim).
-std::vector<Tensor> empty_outputs(Pool p, const LocalContext& ctx) {
-  std::vector<Tensor> out{Tensor::empty(ctx.out_block(0).first, ctx.out_meta[0].dtype)};
-  if (p == Pool::kMax) out.push_back(Tensor::empty(ctx.out_block(1).first, DType::kInt64));
+std::vector<Tensor> empty_outputs(Pool p, const LocalContext& ctx, Device device) {
+  std::vector<Tensor> out{Tensor::empty(ctx.out_block(0).first, ctx.out_meta[0].dtype, device)};
+  if (p == Pool::kMax) out.push_back(Tensor::empty(ctx.out_block(1).first, DType::kInt64, device));
   return out;
 }
 
@@ -109,6 +109,9 @@ std::vector<std::pair<int, int>> sharded_spatial(const OpCall& c, const Strategy
 StepDef halo_exchange(Pool p, int dims) {
   StepDef step;
   step.name = "halo_exchange";
+  // Narrows, cat and send/recv on the input's device; the pooling of the slab is a kernel (on CUDA
+  // its slab form still runs on host copies, counted under the kernel's name).
+  step.runs_on_device = true;
   // Each spatial dim is sharded by at most one mesh dim (nested chunks of one dim are not handled).
   step.valid = [dims](const OpCall& c, const Strategy& st) {
     const int lead = static_cast<int>(c.tensor(0).shape.size()) - dims;
@@ -165,7 +168,7 @@ StepDef halo_exchange(Pool p, int dims) {
         if (a2 < b2) {
           Shape s = slab.sizes();
           s[td] = b2 - a2;
-          pieces[r] = Tensor::empty(s, slab.dtype());
+          pieces[r] = Tensor::empty(s, slab.dtype(), slab.device());
           ops.push_back({P2POp::kRecv, pieces[r], r, 0});
         }
       }
@@ -179,7 +182,7 @@ StepDef halo_exchange(Pool p, int dims) {
       if (parts.empty()) {
         Shape s = slab.sizes();
         s[td] = 0;
-        slab = Tensor::empty(s, slab.dtype());
+        slab = Tensor::empty(s, slab.dtype(), slab.device());
         start = 0;
       } else {
         slab = cat(parts, td);
@@ -189,7 +192,7 @@ StepDef halo_exchange(Pool p, int dims) {
     }
     bool empty_out = false;
     for (const auto& sl : slabs) empty_out |= sl.output_start >= sl.output_end;
-    if (slab.numel() == 0 || empty_out) return empty_outputs(p, ctx);
+    if (slab.numel() == 0 || empty_out) return empty_outputs(p, ctx, slab.device());
     return run_pool(p, slab, q, slabs);
   };
   return step;
@@ -220,7 +223,7 @@ void define_pool(Registry& reg, Pool p, int dims) {
     return m;
   };
   op.kernel = [p, dims](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
-    if (in[0].numel() == 0 && !ctx.single_device()) return empty_outputs(p, ctx);
+    if (in[0].numel() == 0 && !ctx.single_device()) return empty_outputs(p, ctx, in[0].device());
     return run_pool(p, in[0], params(c, p, dims), {});
   };
   op.samples = [p, dims] {

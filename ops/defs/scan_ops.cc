@@ -85,31 +85,25 @@ int64_t slab_bytes(Scan s, const OpCall& c, const std::vector<TensorMeta>& meta,
 }
 
 // (cv, ci) <- the running (value, index) after one more element (v, i) with a global index, by the
-// single-device rule: the element replaces the running pair when it is NaN, or when the running
-// value is not NaN and v >= cv (cummax) / v <= cv (cummin). Index -1 marks an empty shard's slab.
-void combine_extreme(bool is_max, Tensor& cv, Tensor& ci, const Tensor& v, const Tensor& i) {
-  Tensor v64 = v.to(DType::kFloat64).contiguous(), c64 = cv.to(DType::kFloat64).contiguous();
-  Tensor idx = ci.contiguous().clone(), iv = i.contiguous();
-  double* pc = c64.data<double>();
-  const double* pv = v64.data<double>();
-  int64_t* pi = idx.data<int64_t>();
-  const int64_t* pe = iv.data<int64_t>();
-  for (int64_t k = 0; k < c64.numel(); ++k) {
-    if (pe[k] < 0) continue;
-    bool take = std::isnan(pv[k]) || (!std::isnan(pc[k]) && (is_max ? pv[k] >= pc[k] : pv[k] <= pc[k]));
-    if (take) {
-      pc[k] = pv[k];
-      pi[k] = pe[k];
-    }
-  }
-  cv = c64.to(cv.dtype());
-  ci = idx;
+// single-device rule (cummax/cummin_with_carry's: the element replaces the running pair when it is
+// NaN, or when the running value is not NaN and v >= cv (cummax) / v <= cv (cummin)). Index -1
+// marks an empty shard's slab, which changes nothing. Kernels only, so it runs where the tensors
+// are. v, i, cv, ci: one slab each (size 1 along d).
+void combine_extreme(bool is_max, int64_t d, Tensor& cv, Tensor& ci, const Tensor& v, const Tensor& i) {
+  // The carried scan of the one element v; its index is kTaken where v wins (local index 0 + kTaken).
+  constexpr int64_t kTaken = -2;  // neither a global index nor the empty marker -1
+  auto [nv, ni] = is_max ? kernels::cummax_with_carry(v, d, cv, ci, kTaken)
+                         : kernels::cummin_with_carry(v, d, cv, ci, kTaken);
+  const Tensor empty = kernels::lt(i, Scalar(0));
+  cv = kernels::where(empty, cv, nv);
+  ci = kernels::where(empty, ci, kernels::where(kernels::eq(ni, Scalar(kTaken)), i, ni));
 }
 
 StepDef carry_exchange(Scan s) {
   StepDef step;
   step.name = "carry_exchange";
   step.one_mesh_dim = true;
+  step.runs_on_device = true;  // kernels and collectives only; buffers on the input's device
   step.traffic = [s](const OpCall& c, const Strategy& st, const std::vector<int>& dims) {
     auto meta = c.op().meta(c);
     Shape block = local_block(c.tensor(0).shape, st.inputs[0], c.mesh_shape(),
@@ -122,6 +116,7 @@ StepDef carry_exchange(Scan s) {
                  const std::vector<int>& dims, const DeviceMesh& mesh, Timeout timeout) {
     const int64_t d = scan_dim(c);
     const Tensor x = scan_input(s, in[0], c);
+    const Device dev = x.device();
     ProcessGroup& g = mesh.group(dims[0]);
     const int k = g.size();
     const int64_t offset = ctx.in_block(c, 0).second[d];
@@ -134,20 +129,20 @@ StepDef carry_exchange(Scan s) {
       last_v = own[0].narrow(d, x.size(d) - 1, 1).contiguous();
       if (two_outputs(s)) last_i = kernels::add(own[1].narrow(d, x.size(d) - 1, 1), Scalar(offset));
     } else {
-      last_v = Tensor::full(slab_shape, neutral(s), own[0].dtype());
-      if (two_outputs(s)) last_i = Tensor::full(slab_shape, -1, DType::kInt64);
+      last_v = Tensor::full(slab_shape, neutral(s), own[0].dtype(), dev);
+      if (two_outputs(s)) last_i = Tensor::full(slab_shape, -1, DType::kInt64, dev);
     }
     const int64_t slab = numel(slab_shape);
-    Tensor all_v = Tensor::empty({k * slab}, last_v.dtype());
+    Tensor all_v = Tensor::empty({k * slab}, last_v.dtype(), dev);
     g.all_gather(last_v.reshape({slab}), all_v, std::vector<int64_t>(k, slab), timeout);
     Tensor all_i;
     if (two_outputs(s)) {
-      all_i = Tensor::empty({k * slab}, DType::kInt64);
+      all_i = Tensor::empty({k * slab}, DType::kInt64, dev);
       g.all_gather(last_i.contiguous().reshape({slab}), all_i, std::vector<int64_t>(k, slab), timeout);
     }
     // The carry into this shard: the earlier shards' last elements scanned in rank order.
-    Tensor cv = Tensor::full(slab_shape, neutral(s), own[0].dtype());
-    Tensor ci = Tensor::full(slab_shape, -1, DType::kInt64);
+    Tensor cv = Tensor::full(slab_shape, neutral(s), own[0].dtype(), dev);
+    Tensor ci = Tensor::full(slab_shape, -1, DType::kInt64, dev);
     const int me = g.rank();
     for (int r = 0; r < me; ++r) {
       Tensor v = all_v.narrow(0, r * slab, slab).view(slab_shape);
@@ -155,7 +150,7 @@ StepDef carry_exchange(Scan s) {
         cv = scan_with_carry(s, v, d, cv, ci, 0)[0];  // a carried scan of shard r's last element
         continue;
       }
-      combine_extreme(s == Scan::kMax, cv, ci, v, all_i.narrow(0, r * slab, slab).view(slab_shape));
+      combine_extreme(s == Scan::kMax, d, cv, ci, v, all_i.narrow(0, r * slab, slab).view(slab_shape));
     }
     if (me == 0) return own.size() == 2 ? std::vector<Tensor>{own[0], kernels::add(own[1], Scalar(offset))} : own;
     return scan_with_carry(s, x, d, cv, ci, offset);

@@ -41,6 +41,7 @@ Tensor ties_and_nans(int i, const OpCall& c, uint64_t seed) { return coarse_inpu
 StepDef max_min_gather(bool is_max) {
   StepDef step;
   step.name = "candidate_gather";
+  step.runs_on_device = true;  // kernels and collectives only; buffers on the input's device
   step.traffic = [](const OpCall& c, const Strategy& st, const std::vector<int>& dims) {
     Shape block = local_block(c.tensor(0).shape, st.inputs[0], c.mesh_shape(),
                               std::vector<int64_t>(c.mesh_shape().size(), 0)).first;
@@ -62,8 +63,8 @@ StepDef max_min_gather(bool is_max) {
       i = kernels::add(r.second, Scalar(off));
     } else {
       Shape s = reduce_shape(x.sizes(), d, true);
-      v = Tensor::zeros(s, x.dtype());
-      i = Tensor::full(s, -1, DType::kInt64);
+      v = Tensor::zeros(s, x.dtype(), x.device());
+      i = Tensor::full(s, -1, DType::kInt64, x.device());
     }
     auto [bv, bi] = gather_candidates(v, i, is_max, dims, mesh, timeout);
     if (!keepdim(c)) {
@@ -80,6 +81,9 @@ StepDef max_min_gather(bool is_max) {
 StepDef arg_gather(bool is_max) {
   StepDef step;
   step.name = "candidate_gather";
+  // Kernels and collectives on the input's device; the whole-tensor case reads its one candidate
+  // (two scalars) through device copies to map the local flat index to the global one.
+  step.runs_on_device = true;
   step.traffic = [](const OpCall& c, const Strategy& st, const std::vector<int>& dims) {
     Shape block = local_block(c.tensor(0).shape, st.inputs[0], c.mesh_shape(),
                               std::vector<int64_t>(c.mesh_shape().size(), 0)).first;
@@ -103,8 +107,8 @@ StepDef arg_gather(bool is_max) {
         i = kernels::add(r.second, Scalar(offset[d]));
       } else {
         Shape s = reduce_shape(x.sizes(), d, true);
-        v = Tensor::zeros(s, x.dtype());
-        i = Tensor::full(s, -1, DType::kInt64);
+        v = Tensor::zeros(s, x.dtype(), x.device());
+        i = Tensor::full(s, -1, DType::kInt64, x.device());
       }
       auto [bv, bi] = gather_candidates(v, i, is_max, dims, mesh, timeout);
       return std::vector<Tensor>{keepdim(c) ? bi : bi.squeeze(d).contiguous()};
@@ -124,8 +128,8 @@ StepDef arg_gather(bool is_max) {
         rem /= shape[k];
       }
     }
-    auto [bv, bi] = gather_candidates(Tensor::full({}, best, DType::kFloat64), Tensor::full({}, gidx, DType::kInt64),
-                                      is_max, dims, mesh, timeout);
+    auto [bv, bi] = gather_candidates(Tensor::full({}, best, DType::kFloat64, x.device()),
+                                      Tensor::full({}, gidx, DType::kInt64, x.device()), is_max, dims, mesh, timeout);
     Shape out = keepdim(c) ? Shape(global.size(), 1) : Shape{};
     return std::vector<Tensor>{bi.reshape(out)};
   };

@@ -22,14 +22,15 @@ Tensor all_reduce(Tensor t, ReduceOp op, const std::vector<int>& dims, const Dev
 Tensor global_lse(const Tensor& x64, int64_t d, const std::vector<int>& dims, const DeviceMesh& mesh, Timeout to) {
   Shape s = x64.sizes();
   s[d] = 1;
+  const Device dev = x64.device();  // every buffer stays there (StepDef::runs_on_device)
   Tensor mx = x64.size(d) > 0 ? kernels::amax(x64, {d}, true)
-                              : Tensor::full(s, -std::numeric_limits<double>::infinity(), DType::kFloat64);
+                              : Tensor::full(s, -std::numeric_limits<double>::infinity(), DType::kFloat64, dev);
   mx = all_reduce(mx, ReduceOp::kMax, dims, mesh, to);
   // A row of -inf everywhere would give NaN below; shift by 0 there instead.
   Tensor safe = kernels::where(kernels::eq(mx, Scalar(-std::numeric_limits<double>::infinity())),
-                               Tensor::zeros(s, DType::kFloat64), mx);
+                               Tensor::zeros(s, DType::kFloat64, dev), mx);
   Tensor se = x64.size(d) > 0 ? kernels::sum(kernels::exp(kernels::sub(x64, safe)), {d}, true)
-                              : Tensor::zeros(s, DType::kFloat64);
+                              : Tensor::zeros(s, DType::kFloat64, dev);
   se = all_reduce(se, ReduceOp::kSum, dims, mesh, to);
   return kernels::add(kernels::log(se), safe);
 }
@@ -52,6 +53,7 @@ StepTraffic two_reductions(const OpCall& c, const Strategy& st, const std::vecto
 StepDef softmax_stats_step(const std::string& kind) {
   StepDef step;
   step.name = "softmax_stats";
+  step.runs_on_device = true;
   step.traffic = [](const OpCall& c, const Strategy& st, const std::vector<int>& dims) {
     int64_t d = wrap_dim(c.has("dim") ? c.get_int_list("dim")[0] : 0, static_cast<int64_t>(c.tensor(0).shape.size()), "dim");
     return two_reductions(c, st, dims, d, 2);

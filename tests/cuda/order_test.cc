@@ -61,6 +61,39 @@ TEST_F(Scan, EveryScanAlongEveryDim) {
   expect_matches(C::cumsum(G(s), 0), K::cumsum(s, 0), 0);
 }
 
+// The carried scans of the carry exchange: a carry for each row (values with NaN and infinities,
+// global indices) then the block, as the cpu kernels scan them.
+TEST_F(Scan, CarriedScansMatchTheCpu) {
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kInt64}) {
+    Tensor x = is_floating(dt) ? tricky(dt) : randint({3, 4}, 43, 3, dt);
+    for (int64_t dim : {0, 1}) {
+      Shape cs = x.sizes();
+      cs[dim] = 1;
+      const std::vector<double> pool = {0.5, kNaN, -kInf, 2, kInf, 1};
+      std::vector<double> cvals(numel(cs)), cidx(numel(cs));
+      for (size_t k = 0; k < cvals.size(); ++k) {
+        cvals[k] = is_floating(dt) ? pool[k % pool.size()] : static_cast<double>(k % 3);
+        cidx[k] = static_cast<double>(k) * 7;
+      }
+      Tensor cv = Tensor::from_vector(cvals, cs).to(dt), ci = Tensor::from_vector(cidx, cs).to(DType::kInt64);
+      const std::string w = absl::StrCat(dtype_name(dt), " dim ", dim);
+      const double t = is_floating(dt) ? tol(dt) * 20 : 0;
+      const Tensor sum_carry = is_floating(dt) ? cv : cv.to(DType::kInt64);
+      expect_matches(C::cumsum_with_carry(G(x), dim, G(sum_carry)), K::cumsum_with_carry(x, dim, sum_carry), t,
+                     "cumsum_with_carry " + w);
+      expect_matches(C::cumprod_with_carry(G(x), dim, G(sum_carry)), K::cumprod_with_carry(x, dim, sum_carry), t,
+                     "cumprod_with_carry " + w);
+      if (is_floating(dt))
+        expect_matches(C::logcumsumexp_with_carry(G(x), dim, G(cv)), K::logcumsumexp_with_carry(x, dim, cv), 1e-6,
+                       "logcumsumexp_with_carry " + w);
+      expect_pair(C::cummax_with_carry(G(x), dim, G(cv), G(ci), 100), K::cummax_with_carry(x, dim, cv, ci, 100), 0,
+                  "cummax_with_carry " + w);
+      expect_pair(C::cummin_with_carry(G(x), dim, G(cv), G(ci), 100), K::cummin_with_carry(x, dim, cv, ci, 100), 0,
+                  "cummin_with_carry " + w);
+    }
+  }
+}
+
 using Selection = CudaTest;
 
 TEST_F(Selection, MaxMinArgmaxArgminWithTiesAndNaN) {

@@ -15,7 +15,9 @@ expect 2 "tp=3 must divide"   -- train --mesh tp=3 --steps 1
 expect 2 "--mesh"             -- train --mesh tp=4294967296
 expect 2 "at most 1024"       -- train --mesh tp=1000000
 expect 2 "--mesh"             -- train --mesh pp=2
-expect 2 "--backend"          -- train --backend nccl
+expect 2 "--backend"          -- train --backend mpi
+expect 2 "accepted with --backend nccl: --device cuda" -- train --backend nccl
+expect 2 "accepted with --backend nccl: --device cuda" -- train --backend nccl --device cuda:1
 expect 2 "--log-every"        -- train --log-every 0
 expect 2 "--heads"            -- train --heads 0
 expect 2 "--steps"            -- train --steps -1
@@ -28,6 +30,9 @@ expect 2 "needs about"        -- train --mesh tp=1 --dim 65536 --layers 1024 --h
 expect 2 "--steps"            -- train --steps 99999999999999
 # train: runtime errors exit 1.
 expect 1 "checkpoint"         -- train --steps 1 --sample 0 --load "$tmp/no-such-checkpoint"
+# NCCL on more GPUs than any machine here has, or on a build without CUDA: exit 1 before any rank
+# starts (tests/cuda/train_nccl_test.cc trains on the GPUs there are).
+expect 1 "dtensor train --backend nccl" -- train --backend nccl --device cuda --mesh dp=512,tp=2 --steps 1
 # An unwritable --save is found before training (a million steps would not finish in the limit).
 expect 1 "cannot write"       -- train --steps 1000000 --save /proc/no-such-dir/ckpt
 # demo, launch, plan, explain.

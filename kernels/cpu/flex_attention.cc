@@ -323,7 +323,9 @@ AttentionGrads flex_attention_backward(const Tensor& grad_out, const Tensor& que
           const T* z = rows.Z.data() + rr * p.S;
           for (int64_t tj : rows.cols)
             for (int64_t j = tj * p.bs, j1 = std::min(p.S, j + p.bs); j < j1; ++j) {
-              if (pr[j] == T(0)) {  // masked (z = -inf) or underflowed: no gradient
+              // Masked: no gradient. (Eigen's float exp returns a tiny positive value rather than
+              // 0 at -inf, so the test is on the score, not on P.)
+              if (z[j] == -std::numeric_limits<T>::infinity()) {
                 ds[j] = 0;
                 continue;
               }

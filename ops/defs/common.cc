@@ -100,6 +100,7 @@ void define_all_ops() {
     define_selection_backward_ops(r);
     define_scan_backward_ops(r);
     define_attention_ops(r);
+    define_flex_attention_ops(r);
   });
 }
 

@@ -64,6 +64,9 @@ def test_flex_attention_matches_torch_forward_and_backward(causal, window, prefi
         dq, dk, dv = (dtensor.distribute_tensor(x, mesh, [Shard(shard)]).requires_grad_() for x in (q, k, v))
         kw = dict(document_ids=dtensor.distribute_tensor(docs, mesh, [Replicate()]), is_causal=causal,
                   window=window, prefix_length=prefix, soft_cap=soft_cap, block_size=8)
+        if shard == 0:  # the tile map computed once, passed to the forward and, by autograd, the backward
+            kw["block_mask"] = dtensor.ops.create_block_mask(kw["document_ids"], is_causal=causal, window=window,
+                                                             prefix_length=prefix, block_size=8)
         if alibi:
             kw["alibi_slopes"] = dtensor.distribute_tensor(slopes, mesh, [Replicate()])
         out = dtensor.ops.flex_attention(dq, dk, dv, **kw)

@@ -31,7 +31,9 @@ Tensor flex_attention(const Tensor& query, const Tensor& key, const Tensor& valu
   if (mask.document_ids) host_mask.document_ids = mask.document_ids->to(::dtensor::cpu());
   const Tensor tiles_host = block_mask ? block_mask->to(::dtensor::cpu())
                                        : kernels::create_block_mask(host_mask, L, S, block_size, q_offset, kv_offset);
+  const int64_t rows0 = query.dim() >= 3 ? query.size(0) : 1;  // entries of dim 0 the rows index
   DT_CHECK(tiles_host.dtype() == DType::kInt32 && tiles_host.dim() == 3 &&
+               (tiles_host.size(0) == 1 || tiles_host.size(0) == rows0) &&
                tiles_host.size(1) == (L + block_size - 1) / block_size &&
                tiles_host.size(2) == (S + block_size - 1) / block_size,
            op, ": block_mask ", tiles_host.str(), " does not fit L ", L, ", S ", S, ", block_size ", block_size);
@@ -51,9 +53,10 @@ Tensor flex_attention(const Tensor& query, const Tensor& key, const Tensor& valu
   Tensor doc, slopes;
   if (mask.document_ids) {
     const Tensor& d = *host_mask.document_ids;
-    DT_CHECK(d.dtype() == DType::kInt64 && (d.dim() == 1 || d.dim() == 2) && d.size(-1) >= q_offset + L &&
+    DT_CHECK(d.dtype() == DType::kInt64 && (d.dim() == 1 || (d.dim() == 2 && d.size(0) == rows0)) &&
+                 q_offset >= 0 && kv_offset >= 0 && d.size(-1) >= q_offset + L &&
                  d.size(-1) >= kv_offset + S,
-             op, ": document_ids ", d.str(), " (accepted: int64 [N] or [B0, N] covering every position)");
+             op, ": document_ids ", d.str(), " (accepted: int64 [N] or [query.size(0), N] covering every position)");
     doc = d.contiguous().to(query.device());
     a.doc = static_cast<const int64_t*>(doc.data_ptr());
     a.doc_rows = d.dim() == 2 ? d.size(0) : 1;

@@ -67,6 +67,7 @@ void init_autograd() {
     bw::register_embedding_backward();
     bw::register_loss_backward();
     bw::register_attention_backward();
+    bw::register_flex_attention_backward();
     bw::register_view_backward();
     bw::register_scan_backward();
     bw::register_selection_backward();

@@ -38,6 +38,7 @@ void register_norm_backward();
 void register_embedding_backward();
 void register_loss_backward();
 void register_attention_backward();
+void register_flex_attention_backward();
 void register_view_backward();
 void register_scan_backward();
 void register_selection_backward();

@@ -69,6 +69,27 @@ DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const D
   return call1("scaled_dot_product_attention", {q, k, v}, {{"is_causal", IValue(is_causal)}});
 }
 
+DTensor flex_attention(const DTensor& q, const DTensor& k, const DTensor& v, const FlexAttentionOptions& o) {
+  std::vector<std::pair<std::string, OpArg>> kw{{"document_ids", opt(o.document_ids)},
+                                                {"alibi_slopes", opt(o.alibi_slopes)},
+                                                {"block_mask", opt(o.block_mask)},
+                                                {"is_causal", IValue(o.is_causal)},
+                                                {"window", I(o.window)},
+                                                {"prefix_length", I(o.prefix_length)},
+                                                {"soft_cap", D(o.soft_cap)},
+                                                {"block_size", I(o.block_size)}};
+  if (o.scale) kw.emplace_back("scale", D(*o.scale));
+  return call1("flex_attention", {q, k, v}, kw);
+}
+
+DTensor create_block_mask(const DTensor& document_ids, const FlexAttentionOptions& o) {
+  return call1("create_block_mask", {document_ids},
+               {{"is_causal", IValue(o.is_causal)},
+                {"window", I(o.window)},
+                {"prefix_length", I(o.prefix_length)},
+                {"block_size", I(o.block_size)}});
+}
+
 DTensor view(const DTensor& a, std::vector<int64_t> s) { return call1("view", {a, L(s)}); }
 DTensor reshape(const DTensor& a, std::vector<int64_t> s) { return call1("reshape", {a, L(s)}); }
 DTensor transpose(const DTensor& a, int64_t d0, int64_t d1) { return call1("transpose", {a, I(d0), I(d1)}); }

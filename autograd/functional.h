@@ -91,6 +91,23 @@ DTensor cross_entropy(const DTensor& logits, const DTensor& target, const std::s
 // scaled_dot_product_attention: q [..., L, E], k [..., S, E], v [..., S, Ev] -> [..., L, Ev], scale
 // 1/sqrt(E); is_causal masks keys after the query position. Heads (a batch dim) may be sharded.
 DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v, bool is_causal);
+// flex_attention (ops/defs/flex_attention_ops.cc, kernels/cpu/flex_attention.h): attention with
+// the mask and score modifier as data. document_ids int64 [N] or [q.size(0), N] (N = L = S),
+// alibi_slopes [H] (H = q.size(-3)), block_mask from create_block_mask (computed once, reused by
+// every layer and the backward; None: each call builds its own).
+struct FlexAttentionOptions {
+  bool is_causal = false;
+  int64_t window = -1;         // keep |q - k| <= window; -1: none
+  int64_t prefix_length = 0;   // keys [0, prefix_length) seen by every query
+  double soft_cap = 0;         // 0: none
+  std::optional<double> scale;
+  int64_t block_size = 64;
+  std::optional<DTensor> document_ids, alibi_slopes, block_mask;
+};
+DTensor flex_attention(const DTensor& q, const DTensor& k, const DTensor& v, const FlexAttentionOptions& o);
+// The int32 tile map [1 or B0, ceil(N / block_size), ceil(N / block_size)] of the mask options of
+// `o` (document_ids required: pass zeros for a mask without documents).
+DTensor create_block_mask(const DTensor& document_ids, const FlexAttentionOptions& o);
 
 // Views and shape ops with ATen's semantics (one -1 allowed in view/reshape; expand: -1 keeps a dim).
 // The engine keeps a sharded dim sharded where the view leaves its blocks contiguous, else

@@ -27,6 +27,8 @@ namespace dtensor::kernels {
 class Scalar;           // kernels/cpu/pointwise.h
 struct PoolSlab;        // kernels/cpu/pooling.h
 struct AttentionGrads;  // kernels/cpu/attention.h
+struct FlexMask;        // kernels/cpu/flex_attention.h
+struct FlexScoreMod;    // kernels/cpu/flex_attention.h
 
 using Dims = std::vector<int64_t>;
 using TensorPair = std::pair<Tensor, Tensor>;
@@ -156,6 +158,14 @@ using TensorPair = std::pair<Tensor, Tensor>;
       const Tensor& grad_out, const Tensor& query, const Tensor& key, const Tensor& value,          \
       const Tensor& out, bool is_causal, std::optional<double> scale,                               \
       const std::optional<Tensor>& attn_mask, int64_t query_offset))                                \
+  X(flex_attention, flex_attention, Tensor(const Tensor& query, const Tensor& key,                 \
+      const Tensor& value, const FlexMask& mask, const FlexScoreMod& score_mod,                     \
+      const std::optional<Tensor>& block_mask, int64_t block_size, std::optional<double> scale,     \
+      int64_t q_offset, int64_t kv_offset))                                                         \
+  X(flex_attention_backward, flex_attention_backward, AttentionGrads(const Tensor& grad_out,        \
+      const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& out,               \
+      const FlexMask& mask, const FlexScoreMod& score_mod, const std::optional<Tensor>& block_mask,  \
+      int64_t block_size, std::optional<double> scale, int64_t q_offset, int64_t kv_offset))        \
   /* Backward kernels and shape ops. */                                                             \
   X(gelu_backward, gelu_backward, Tensor(const Tensor& grad, const Tensor& x,                       \
       const std::string& approximate))                                                              \

@@ -60,6 +60,7 @@ void register_all_rules() {
     register_pooling_rules(r);
     register_attention_rules(r);
     register_grouped_mm_rules(r);
+    register_flex_attention_rules(r);
   });
 }
 

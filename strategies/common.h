@@ -57,6 +57,7 @@ void register_selection_rules(Registry& r);
 void register_pooling_rules(Registry& r);
 void register_attention_rules(Registry& r);
 void register_grouped_mm_rules(Registry& r);
+void register_flex_attention_rules(Registry& r);
 
 // All of the above, once.
 void register_all_rules();

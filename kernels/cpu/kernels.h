@@ -13,4 +13,5 @@
 #include "kernels/cpu/scan.h"
 #include "kernels/cpu/selection.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/flex_attention.h"
 #include "kernels/cpu/grad_kernels.h"

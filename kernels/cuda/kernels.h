@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "dtensor/core/tensor.h"
+#include "kernels/cpu/flex_attention.h"  // FlexMask, FlexScoreMod
 #include "kernels/cpu/pointwise.h"  // Scalar, broadcast_shapes, promote_types, result_type
 
 namespace dtensor::kernels::cuda {
@@ -254,5 +255,14 @@ AttentionGrads scaled_dot_product_attention_backward(
     AttentionBackend backend = AttentionBackend::kAuto);
 // Whether the cuDNN path was built in (cuDNN's C++ frontend found at build time).
 bool cudnn_attention_built();
+
+// ---- flex_attention (kernels/cpu/flex_attention.h: same mask, score modifier, block mask and
+// offsets), forward only: float32 math (other dtypes converted), one warp per query row with an
+// online softmax over the key tiles its block-mask row marks non-empty (empty tiles are never
+// read; the mask is evaluated on partial tiles only). The block mask is built on the host when
+// none is given. Head dims up to 512. The backward runs on host copies (register.cc).
+Tensor flex_attention(const Tensor& query, const Tensor& key, const Tensor& value, const FlexMask& mask,
+                      const FlexScoreMod& score_mod, const std::optional<Tensor>& block_mask, int64_t block_size,
+                      std::optional<double> scale, int64_t q_offset, int64_t kv_offset);
 
 }  // namespace dtensor::kernels::cuda

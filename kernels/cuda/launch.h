@@ -266,4 +266,23 @@ void launch_attention_backward(const Attention& a, const float* q, const float* 
                                const float* out, const float* lse, const float* dout, float* dq,
                                float* dk, float* dv, float* delta, cudaStream_t stream);
 
+// ---- flex_attention forward in float32 (flex_attention_kernels.cu). q [batch, L, E], k
+// [batch, S, E], v [batch, S, Ev], out [batch, L, Ev], contiguous; tiles int32 [tile_rows, nq, nk]
+// (0 empty, 1 partial, 2 full); doc int64 [doc_rows, doc_n] or null; slopes float [heads] or null.
+// Mask and score modifier as kernels/cpu/flex_attention.h. E, Ev <= kMaxHeadDim.
+struct FlexAttention {
+  int64_t batch = 0, L = 0, S = 0, E = 0, Ev = 0;
+  float scale = 1, soft_cap = 0;
+  int64_t heads = 1, per_b0 = 1, q_offset = 0, kv_offset = 0;
+  bool causal = false;
+  int64_t window = -1, prefix = 0;
+  const int64_t* doc = nullptr;
+  int64_t doc_rows = 1, doc_n = 0;
+  const float* slopes = nullptr;
+  const int32_t* tiles = nullptr;
+  int64_t tile_rows = 1, nq = 0, nk = 0, block = 1;
+};
+void launch_flex_attention_forward(const FlexAttention& a, const float* q, const float* k, const float* v,
+                                   float* out, cudaStream_t stream);
+
 }  // namespace dtensor::kernels::cuda::detail

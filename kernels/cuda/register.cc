@@ -68,6 +68,15 @@ kernels::AttentionGrads scaled_dot_product_attention_backward(
   return {r.query, r.key, r.value};
 }
 
+// No CUDA backward for flex_attention yet: host copies.
+kernels::AttentionGrads flex_attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                                                const Tensor& out, const FlexMask& mask, const FlexScoreMod& mod,
+                                                const std::optional<Tensor>& block_mask, int64_t block_size,
+                                                std::optional<double> scale, int64_t q_offset, int64_t kv_offset) {
+  return dd::call(KernelNames::flex_attention_backward, nullptr, host_kernels().flex_attention_backward, g, q, k, v,
+                  out, mask, mod, block_mask, block_size, scale, q_offset, kv_offset);
+}
+
 }  // namespace slots
 
 namespace {

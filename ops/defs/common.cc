@@ -101,6 +101,7 @@ void define_all_ops() {
     define_scan_backward_ops(r);
     define_attention_ops(r);
     define_grouped_mm_ops(r);
+    define_flex_attention_ops(r);
   });
 }
 

@@ -80,6 +80,7 @@ void define_selection_backward_ops(Registry& r);
 void define_scan_backward_ops(Registry& r);
 void define_attention_ops(Registry& r);
 void define_grouped_mm_ops(Registry& r);
+void define_flex_attention_ops(Registry& r);
 
 // Softmax statistics steps on logsumexp, softmax, log_softmax and cross_entropy (softmax_steps.cc).
 void add_softmax_steps(Registry& r);

@@ -186,6 +186,8 @@ TEST(GradCheck, EveryOpsBackwardMatchesFiniteDifferences) {
             if ((name == "nll_loss" || name == "cross_entropy") && t == 2) continue;
             // Attention masks get no gradient (as in torch for boolean masks).
             if (name == "scaled_dot_product_attention" && t == 3) continue;
+            // flex_attention's mask data (document ids, ALiBi slopes, block mask) gets none either.
+            if (name == "flex_attention" && t >= 3) continue;
             if (!got[t].defined()) {
               failures.push_back(absl::StrCat(c.call.str(), " inputs ", s.str(), ": no gradient for input ", t));
               continue;

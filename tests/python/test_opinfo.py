@@ -34,8 +34,12 @@ TIE_DIFFERENCES = {"kthvalue"}
 
 # dtensor ops no OpInfo entry covers, by why.
 UNCOVERED_REASON = "no OpInfo entry: a backward op, reached through autograd (tests/autograd)"
-# dtensor ops with no OpInfo entry that another test checks against torch: op -> that test.
-OWN_TORCH_TESTS = {"grouped_mm": "tests/python/test_grouped_mm.py (torch._grouped_mm)"}
+# dtensor ops with no OpInfo entry that another test checks against torch: op -> where.
+OWN_TORCH_TESTS = {
+    "grouped_mm": "tests/python/test_grouped_mm.py (torch._grouped_mm)",
+    "flex_attention": "tests/python/test_flex_attention.py (torch's SDPA with explicit masks)",
+    "create_block_mask": "tests/kernels/flex_attention_test.cc (its tile map, checked by hand)",
+}
 
 
 @pytest.fixture(scope="module")

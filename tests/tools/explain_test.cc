@@ -220,5 +220,49 @@ TEST(Explain, GroupedMmShardsExpertsAndTheirColumns) {
   EXPECT_NE(km.find("contraction dims differ"), std::string::npos) << km;
 }
 
+// flex_attention: batch and heads shard as for SDPA, the mask data alongside (document ids and
+// block mask with the batch, ALiBi slopes with the heads), query rows with the document ids whole;
+// every run matches the single device.
+TEST(Explain, FlexAttentionShardsBatchHeadsAndQueryRowsWithItsMaskData) {
+  auto ask = [](const std::string& line) {
+    json ans = json::parse(explain_line(line));
+    EXPECT_FALSE(ans.contains("error")) << line << "\n-> " << ans.dump();
+    EXPECT_TRUE(ans["run"]["match"].get<bool>()) << ans.dump();
+    json ins = json::array();
+    for (const auto& i : ans["inputs"]) ins.push_back(i["to"]);
+    return std::make_pair(ans["outputs"][0]["placements"], ins);
+  };
+  const std::string qkv = R"j({"shape": [4, 2, 16, 8], "placements": ["P"]}, {"shape": [4, 2, 16, 8], "placements": ["P"]},
+      {"shape": [4, 2, 16, 8], "placements": ["P"]})j";
+  auto with = [&](const std::string& p) {
+    std::string s = qkv;
+    for (size_t at; (at = s.find("\"P\"")) != std::string::npos;) s.replace(at, 3, "\"" + p + "\"");
+    return s;
+  };
+  // Heads sharded: the slopes follow them, the per-batch document ids stay whole.
+  auto [out, ins] = ask(R"j({"mesh": [2], "op": "flex_attention", "args": [)j" + with("S(1)") +
+                        R"j(], "kwargs": {"document_ids": {"shape": [4, 16], "dtype": "int64"},
+      "alibi_slopes": {"shape": [2]}, "is_causal": true, "soft_cap": 4.0, "block_size": 4}, "run": true})j");
+  EXPECT_EQ(out, json::parse(R"j(["S(1)"])j"));
+  // (kwargs in name order: alibi_slopes, then document_ids)
+  EXPECT_EQ(ins, json::parse(R"j([["S(1)"], ["S(1)"], ["S(1)"], ["S(0)"], ["R"]])j"));
+  // Batch sharded: document ids and the block mask (one row per batch entry) with it.
+  std::tie(out, ins) = ask(R"j({"mesh": [2], "op": "flex_attention", "args": [)j" + with("S(0)") +
+                           R"j(], "kwargs": {"document_ids": {"shape": [4, 16], "dtype": "int64", "placements": ["S(0)"]},
+      "block_mask": {"shape": [4, 4, 4], "dtype": "int32", "placements": ["S(0)"]}, "is_causal": true,
+      "block_size": 4}, "run": true})j");
+  EXPECT_EQ(out, json::parse(R"j(["S(0)"])j"));
+  EXPECT_EQ(ins, json::parse(R"j([["S(0)"], ["S(0)"], ["S(0)"], ["S(0)"], ["S(0)"]])j"));
+  // Query rows sharded (key and value replicated): the mask reads whole document ids at each
+  // shard's global positions.
+  const std::string rows = R"j({"shape": [1, 1, 64, 8], "placements": ["S(2)"]}, {"shape": [1, 1, 64, 8]},
+      {"shape": [1, 1, 64, 8]})j";
+  std::tie(out, ins) = ask(R"j({"mesh": [4], "op": "flex_attention", "args": [)j" + rows +
+                           R"j(], "kwargs": {"document_ids": {"shape": [64], "dtype": "int64"}, "window": 9,
+      "is_causal": true, "block_size": 8}, "run": true})j");
+  EXPECT_EQ(out, json::parse(R"j(["S(2)"])j"));
+  EXPECT_EQ(ins, json::parse(R"j([["S(2)"], ["R"], ["R"], ["R"]])j"));
+}
+
 }  // namespace
 }  // namespace dtensor::tools

@@ -1,0 +1,84 @@
+// flex_attention forward on CUDA: argument checks (the CPU kernel's, on host metadata), the block
+// mask (given, or built on the host from host copies of the document ids), then the float32
+// kernel of flex_attention_kernels.cu.
+#include <cmath>
+
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/kernels.h"
+
+namespace dtensor::kernels::cuda {
+
+using namespace detail;  // NOLINT
+using ::dtensor::cuda::DeviceGuard;
+
+Tensor flex_attention(const Tensor& query, const Tensor& key, const Tensor& value, const FlexMask& mask,
+                      const FlexScoreMod& score_mod, const std::optional<Tensor>& block_mask, int64_t block_size,
+                      std::optional<double> scale, int64_t q_offset, int64_t kv_offset) {
+  const char* op = "flex_attention";
+  check_cuda(op, query, "query");
+  check_same_device(op, query, key, "key");
+  check_same_device(op, query, value, "value");
+  check_floating(op, query, "query");
+  DT_CHECK(query.dim() >= 2 && key.dim() == query.dim() && value.dim() == query.dim() &&
+               key.dtype() == query.dtype() && value.dtype() == query.dtype(),
+           op, ": query ", query.str(), ", key ", key.str(), " and value ", value.str(),
+           " (accepted: [..., L, E], [..., S, E], [..., S, Ev] of one floating dtype)");
+  const int64_t L = query.size(-2), S = key.size(-2), E = query.size(-1), Ev = value.size(-1);
+  DT_CHECK(E <= kMaxHeadDim && Ev <= kMaxHeadDim, op, ": head dims ", E, " and ", Ev, " (accepted on CUDA: at most ",
+           kMaxHeadDim, ")");
+  // The tile map when none is given, built on the host (once per call; pass one to reuse it).
+  FlexMask host_mask = mask;
+  if (mask.document_ids) host_mask.document_ids = mask.document_ids->to(::dtensor::cpu());
+  const Tensor tiles_host = block_mask ? block_mask->to(::dtensor::cpu())
+                                       : kernels::create_block_mask(host_mask, L, S, block_size, q_offset, kv_offset);
+  const int64_t rows0 = query.dim() >= 3 ? query.size(0) : 1;  // entries of dim 0 the rows index
+  DT_CHECK(tiles_host.dtype() == DType::kInt32 && tiles_host.dim() == 3 &&
+               (tiles_host.size(0) == 1 || tiles_host.size(0) == rows0) &&
+               tiles_host.size(1) == (L + block_size - 1) / block_size &&
+               tiles_host.size(2) == (S + block_size - 1) / block_size,
+           op, ": block_mask ", tiles_host.str(), " does not fit L ", L, ", S ", S, ", block_size ", block_size);
+  const Shape batch(query.sizes().begin(), query.sizes().end() - 2);
+  FlexAttention a;
+  a.batch = numel(batch), a.L = L, a.S = S, a.E = E, a.Ev = Ev;
+  a.scale = static_cast<float>(scale.value_or(1.0 / std::sqrt(static_cast<double>(E))));
+  a.soft_cap = static_cast<float>(score_mod.soft_cap);
+  a.heads = query.dim() >= 3 ? query.size(-3) : 1;
+  a.per_b0 = query.dim() >= 3 && query.size(0) > 0 ? a.batch / query.size(0) : 1;
+  a.q_offset = q_offset, a.kv_offset = kv_offset;
+  a.causal = mask.is_causal, a.window = mask.window, a.prefix = mask.prefix_length;
+  a.block = block_size, a.nq = tiles_host.size(1), a.nk = tiles_host.size(2), a.tile_rows = tiles_host.size(0);
+  DeviceGuard guard(query.device().index);
+  const Tensor tiles = tiles_host.contiguous().to(query.device());
+  a.tiles = static_cast<const int32_t*>(tiles.data_ptr());
+  Tensor doc, slopes;
+  if (mask.document_ids) {
+    const Tensor& d = *host_mask.document_ids;
+    DT_CHECK(d.dtype() == DType::kInt64 && (d.dim() == 1 || (d.dim() == 2 && d.size(0) == rows0)) &&
+                 q_offset >= 0 && kv_offset >= 0 && d.size(-1) >= q_offset + L &&
+                 d.size(-1) >= kv_offset + S,
+             op, ": document_ids ", d.str(), " (accepted: int64 [N] or [query.size(0), N] covering every position)");
+    doc = d.contiguous().to(query.device());
+    a.doc = static_cast<const int64_t*>(doc.data_ptr());
+    a.doc_rows = d.dim() == 2 ? d.size(0) : 1;
+    a.doc_n = d.size(-1);
+  }
+  if (score_mod.alibi_slopes) {
+    DT_CHECK(score_mod.alibi_slopes->numel() == a.heads && query.dim() >= 3, op, ": alibi_slopes ",
+             score_mod.alibi_slopes->str(), " (accepted: [query.size(-3)])");
+    slopes = contiguous(to(score_mod.alibi_slopes->to(query.device()), DType::kFloat32));
+    a.slopes = static_cast<const float*>(slopes.data_ptr());
+  }
+  const Tensor qf = contiguous(to(query, DType::kFloat32)), kf = contiguous(to(key, DType::kFloat32)),
+               vf = contiguous(to(value, DType::kFloat32));
+  Shape out_shape = batch;
+  out_shape.push_back(L);
+  out_shape.push_back(Ev);
+  Tensor out = Tensor::empty(out_shape, DType::kFloat32, query.device());
+  launch_flex_attention_forward(a, static_cast<const float*>(qf.data_ptr()), static_cast<const float*>(kf.data_ptr()),
+                                static_cast<const float*>(vf.data_ptr()), static_cast<float*>(out.data_ptr()),
+                                stream_of(query));
+  check_launch(op);
+  return to(out, query.dtype());
+}
+
+}  // namespace dtensor::kernels::cuda

@@ -1,0 +1,100 @@
+// flex_attention forward in float32: one warp per query row, keys 32 at a time (one per lane)
+// with the online softmax of FlashAttention (Dao et al., 2022), visiting only the key tiles the
+// block mask marks non-empty and evaluating the mask only inside partial tiles. Not tuned.
+#include "kernels/cuda/device_util.cuh"
+
+namespace dtensor::kernels::cuda::detail {
+namespace {
+
+constexpr int kWarps = 4;               // rows per block
+constexpr int kPer = kMaxHeadDim / 32;  // head-dim elements a lane owns
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// The mask of kernels/cpu/flex_attention.h at global positions qp, kp.
+__device__ __forceinline__ bool visible(const FlexAttention& a, const int64_t* doc, int64_t qp, int64_t kp) {
+  if (doc != nullptr && doc[qp] != doc[kp]) return false;
+  if (kp < a.prefix) return true;
+  if (a.causal && kp > qp) return false;
+  const int64_t d = qp > kp ? qp - kp : kp - qp;
+  return a.window < 0 || d <= a.window;
+}
+
+__global__ void flex_forward_kernel(FlexAttention a, const float* q, const float* k, const float* v,
+                                    float* out) {
+  __shared__ float qs[kWarps][kMaxHeadDim];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t row = blockIdx.x * int64_t(kWarps) + warp;  // b * L + i
+  if (row >= a.batch * a.L) return;                         // whole warp leaves together
+  const int64_t b = row / a.L, i = row % a.L, b0 = b / a.per_b0;
+  const int64_t qp = a.q_offset + i;
+  for (int64_t e = lane; e < a.E; e += 32) qs[warp][e] = q[row * a.E + e];
+  __syncwarp();
+  const float* kb = k + b * a.S * a.E;
+  const float* vb = v + b * a.S * a.Ev;
+  const int64_t* doc = a.doc == nullptr ? nullptr : a.doc + (a.doc_rows == 1 ? 0 : b0) * a.doc_n;
+  const int32_t* tiles = a.tiles + ((a.tile_rows == 1 ? 0 : b0) * a.nq + i / a.block) * a.nk;
+  const float slope = a.slopes == nullptr ? 0.f : a.slopes[b % a.heads];
+  float m = -INFINITY, l = 0, acc[kPer];
+#pragma unroll
+  for (int t = 0; t < kPer; ++t) acc[t] = 0;
+  for (int64_t tj = 0; tj < a.nk; ++tj) {
+    const int32_t kind = tiles[tj];
+    if (kind == 0) continue;  // empty tile: skipped
+    const int64_t t0 = tj * a.block, t1 = t0 + a.block < a.S ? t0 + a.block : a.S;
+    for (int64_t j0 = t0; j0 < t1; j0 += 32) {
+      const int64_t j = j0 + lane, kp = a.kv_offset + j;
+      float s = -INFINITY;
+      if (j < t1 && (kind == 2 || visible(a, doc, qp, kp))) {
+        const float* kj = kb + j * a.E;
+        float dot = 0;
+        for (int64_t e = 0; e < a.E; ++e) dot += qs[warp][e] * kj[e];
+        s = dot * a.scale + slope * static_cast<float>(kp - qp);
+        if (a.soft_cap > 0.f) s = a.soft_cap * tanhf(s / a.soft_cap);
+      }
+      const float nm = fmaxf(m, warp_max(s));
+      if (nm == -INFINITY) continue;  // everything so far is masked
+      const float p = s == -INFINITY ? 0.f : expf(s - nm);
+      const float corr = m == -INFINITY ? 0.f : expf(m - nm);
+      l = l * corr + warp_sum(p);
+#pragma unroll
+      for (int t = 0; t < kPer; ++t) acc[t] *= corr;
+      const int64_t n = t1 - j0 < 32 ? t1 - j0 : 32;
+      for (int jj = 0; jj < n; ++jj) {
+        const float pj = __shfl_sync(0xffffffffu, p, jj);
+        if (pj == 0.f) continue;
+        const float* vj = vb + (j0 + jj) * a.Ev;
+#pragma unroll
+        for (int t = 0; t < kPer; ++t) {
+          const int64_t d = t * 32 + lane;
+          if (d < a.Ev) acc[t] += pj * vj[d];
+        }
+      }
+      m = nm;
+    }
+  }
+  float* oi = out + row * a.Ev;
+#pragma unroll
+  for (int t = 0; t < kPer; ++t) {
+    const int64_t d = t * 32 + lane;
+    if (d < a.Ev) oi[d] = l > 0.f ? acc[t] / l : 0.f;  // no visible key: zeros
+  }
+}
+
+}  // namespace
+
+void launch_flex_attention_forward(const FlexAttention& a, const float* q, const float* k, const float* v,
+                                   float* out, cudaStream_t stream) {
+  const int64_t rows = a.batch * a.L;
+  if (rows == 0) return;
+  flex_forward_kernel<<<static_cast<unsigned>(ceil_div(rows, kWarps)), kWarps * 32, 0, stream>>>(a, q, k, v, out);
+}
+
+}  // namespace dtensor::kernels::cuda::detail

@@ -164,6 +164,8 @@ RedistributePlan compute_redistribute_plan(const Shape& mesh_shape, const Placem
   DT_CHECK(src.size() == mesh_shape.size() && dst.size() == mesh_shape.size(),
            "redistribute: placements ", placements_str(src), " -> ", placements_str(dst),
            " for a ", mesh_shape.size(), "-d mesh; give one placement per mesh dim");
+  check_shard_weights(src, mesh_shape, "redistribute");
+  check_shard_weights(dst, mesh_shape, "redistribute");
   return Planner(mesh_shape, src, dst, shape, dtype).run();
 }
 

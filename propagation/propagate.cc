@@ -88,6 +88,64 @@ const HardwareProfile& hw_of(const PropagateOptions& o) {
   return o.hardware ? *o.hardware : default_hardware();
 }
 
+// Weighted shards (DESIGN §2) carried through a rule row: at mesh dim i, the row's column may take
+// the weights `id` of a weighted input when every tensor it shards there is split along a dim of the
+// same global size n as that input's (so rank r's part is the same index range [start, start+len) of
+// n on every tensor, as with even shards), no other mesh dim shards those dims (no nesting), the row
+// has no distributed step (steps assume torch.chunk parts) and needs no evenness. Rows that fail get
+// no weighted variant: the engine then redistributes the weighted input to an even one.
+bool weights_fit(const OpCall& call, const std::vector<TensorMeta>& meta, const Strategy& s,
+                 const Rule& rule, int i, int64_t n) {
+  if (s.steps[i] != 0 || rule.even_input0 != 0 || rule.even_output0 != 0) return false;
+  auto fits = [&](const Placements& p, const Shape& shape) {
+    if (!p[i].is_shard()) return true;
+    if (p[i].dim >= static_cast<int>(shape.size()) || shape[p[i].dim] != n) return false;
+    for (int j = 0; j < static_cast<int>(p.size()); ++j)
+      if (j != i && p[j].is_shard(p[i].dim)) return false;
+    return true;
+  };
+  for (size_t o = 0; o < s.outputs.size(); ++o)
+    if (!fits(s.outputs[o], meta[o].shape)) return false;
+  for (int t = 0; t < call.num_tensors(); ++t)
+    if (!fits(s.inputs[t], call.tensor(t).shape)) return false;
+  return true;
+}
+
+// Appends to `out` the variants of the even strategy `s` in which some mesh dims' columns take the
+// weights of a weighted input placement (every combination; usually one mesh dim, one weight list).
+void add_weighted_variants(const OpCall& call, const std::vector<TensorMeta>& meta, const Strategy& s,
+                           const std::vector<const Rule*>& rules, std::vector<Strategy>& out) {
+  const int nd = static_cast<int>(s.steps.size());
+  std::vector<std::vector<uint16_t>> options(nd, std::vector<uint16_t>{0});
+  bool any = false;
+  for (int i = 0; i < nd; ++i)
+    for (int t = 0; t < call.num_tensors(); ++t) {
+      const Placement& given = call.placements(t)[i];
+      if (!given.is_weighted() || !s.inputs[t][i].is_shard(given.dim)) continue;
+      auto& opt = options[i];
+      if (std::find(opt.begin(), opt.end(), given.weights_id) != opt.end()) continue;
+      if (!weights_fit(call, meta, s, *rules[i], i, call.tensor(t).shape[given.dim])) continue;
+      opt.push_back(given.weights_id);
+      any = true;
+    }
+  if (!any) return;
+  std::vector<size_t> pick(nd, 0);
+  while (true) {
+    int i = nd - 1;  // next combination; the all-even one (all zeros) is `s` itself
+    while (i >= 0 && ++pick[i] == options[i].size()) pick[i--] = 0;
+    if (i < 0) break;
+    Strategy w = s;
+    for (int m = 0; m < nd; ++m) {
+      const uint16_t id = options[m][pick[m]];
+      if (id == 0) continue;
+      for (auto* group : {&w.outputs, &w.inputs})
+        for (Placements& p : *group)
+          if (p[m].is_shard()) p[m].weights_id = id;
+    }
+    out.push_back(std::move(w));
+  }
+}
+
 }  // namespace
 
 std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<TensorMeta>& meta,
@@ -125,8 +183,10 @@ std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<Te
     s.inputs.assign(n_in, Placements(nd));
     s.steps.assign(nd, 0);
     uint32_t even_in = 0, even_out = 0;
+    std::vector<const Rule*> used(nd);
     for (int i = 0; i < nd; ++i) {
       const Rule& r = rules[idx[i]];
+      used[i] = &r;
       even_in |= r.even_input0;
       even_out |= r.even_output0;
       for (int o = 0; o < n_out; ++o) s.outputs[o][i] = r.outputs[o];
@@ -151,7 +211,10 @@ std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<Te
       if (ok && sd.valid) ok = sd.valid(call, s);
     }
     if (ok && n_out > 0) ok = even(meta[0].shape, s.outputs[0], mesh, even_out);
-    if (ok) out.push_back(std::move(s));
+    if (ok) {
+      add_weighted_variants(call, meta, s, used, out);
+      out.push_back(std::move(s));
+    }
     int i = nd - 1;  // next combination (odometer over mesh dims)
     while (i >= 0 && ++idx[i] == rules.size()) idx[i--] = 0;
     if (i < 0) break;

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "dtensor/collectives/threads_backend.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/device_dispatch.h"
@@ -62,10 +63,36 @@ void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vecto
            "--mesh '", spec, "': accepted forms are tp=N or dp=M,tp=N");
 }
 
+std::vector<int64_t> parse_rank_weights(const std::string& spec, int64_t dp) {
+  if (spec.empty()) return {};
+  DT_CHECK(dp > 0, "--rank-weights '", spec, "': weights are per data-parallel rank; give a mesh with a "
+           "dp dim (--mesh dp=M,tp=N)");
+  std::vector<int64_t> w;
+  for (absl::string_view part : absl::StrSplit(spec, ',')) {
+    int64_t v = 0;
+    DT_CHECK(absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &v) && v >= 1 && v <= kMaxShardWeight,
+             "--rank-weights '", spec, "': '", part, "' is not accepted; each weight must be an integer from 1 to ",
+             kMaxShardWeight);
+    w.push_back(v);
+  }
+  DT_CHECK(static_cast<int64_t>(w.size()) == dp, "--rank-weights '", spec, "': ", w.size(),
+           " weights for dp=", dp, "; give one weight per data-parallel rank");
+  return w;
+}
+
 void validate_train_options(const TrainOptions& o) {
   std::vector<int64_t> sizes;
   std::vector<std::string> names;
   parse_mesh(o.mesh, &sizes, &names);
+  const auto weights = parse_rank_weights(o.rank_weights, names.size() == 2 ? sizes[0] : 0);
+  if (!weights.empty()) {
+    int64_t total = 0, low = weights[0];
+    for (int64_t x : weights) total += x, low = std::min(low, x);
+    // Every dp rank needs at least one row: the smallest share of the batch must round to >= 1.
+    DT_CHECK(o.batch * low >= total, "--rank-weights ", o.rank_weights, " with --batch ", o.batch,
+             ": the lightest rank would get no rows (", o.batch, " * ", low, " / ", total,
+             " < 1); raise --batch or the weight");
+  }
   DT_CHECK(o.backend == "threads" || o.backend == "gloo", "--backend '", o.backend,
            "': accepted: threads, gloo");
   if (!o.hardware.empty()) hardware_profile(o.hardware);  // throws naming the known profiles
@@ -183,7 +210,10 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     }
   }
   Placements data_pl(mesh->ndim(), Replicate());
-  if (mesh->ndim() == 2) data_pl[0] = Shard(0);
+  if (mesh->ndim() == 2) {
+    const auto w = parse_rank_weights(o.rank_weights, sizes[0]);
+    data_pl[0] = w.empty() ? Shard(0) : Shard(0, w);  // batch rows by weight
+  }
   TrainResult r;
   double seconds = 0;
   int64_t bytes = 0;
@@ -264,6 +294,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
 double max_relative_loss_difference(const TrainOptions& o, const std::vector<double>& losses) {
   TrainOptions one = o;
   one.mesh = "tp=1";
+  one.rank_weights.clear();
   one.check = true;  // float64, as the run it is compared with
   one.sample_chars = 0;
   one.save.clear();

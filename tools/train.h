@@ -46,6 +46,9 @@ struct TrainOptions {
   // Cost-model hardware profile for every op's sharding choice (propagation/hardware.h): a built-in
   // name or a profile JSON file (dtensor calibrate --out); empty: the default (h100-nvlink).
   std::string hardware;
+  // Data-parallel batch shares by weight, one positive integer per dp rank ("3,1"): the batch is
+  // sharded S(0)[3:1] (a weighted shard, DESIGN §2) so a faster rank takes more rows. Empty: even.
+  std::string rank_weights;
 };
 
 struct TrainResult {
@@ -73,6 +76,11 @@ void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vecto
 // tp | heads and dim), a known --hardware, and an estimate of the memory the model needs against the machine's. Throws
 // dtensor::Error naming the flag, its value and what is accepted.
 void validate_train_options(const TrainOptions& o);
+
+// The weights of --rank-weights for a mesh whose dp size is `dp` (0: no dp mesh dim). Empty for an
+// empty spec. Throws dtensor::Error naming the flag for a weight that is not an integer in
+// [1, kMaxShardWeight], a count other than dp, or weights without a dp mesh dim.
+std::vector<int64_t> parse_rank_weights(const std::string& spec, int64_t dp);
 
 // `--check` trains in float64 on the mesh and on one rank. The two runs compute the same function
 // and differ only in summation order (sharded matmuls and all-reduces add in another order): about

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iomanip>
 #include <random>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -80,7 +81,20 @@ std::vector<int64_t> parse_rank_weights(const std::string& spec, int64_t dp) {
   return w;
 }
 
+SlowRank slow_rank_from_env() {
+  const char* env = std::getenv("DTENSOR_SLOW_RANK");
+  if (env == nullptr || *env == 0) return {};
+  std::vector<std::string> parts = absl::StrSplit(env, ':');
+  SlowRank s;
+  DT_CHECK(parts.size() == 2 && absl::SimpleAtoi(parts[0], &s.rank) && s.rank >= 0 &&
+               absl::SimpleAtod(parts[1], &s.ms_per_row) && std::isfinite(s.ms_per_row) &&
+               s.ms_per_row >= 0 && s.ms_per_row <= 1e4,
+           "$DTENSOR_SLOW_RANK='", env, "': accepted: RANK:MS (a rank >= 0 and milliseconds per batch row, 0 to 10000)");
+  return s;
+}
+
 void validate_train_options(const TrainOptions& o) {
+  slow_rank_from_env();  // a malformed value is a usage error before any rank starts
   std::vector<int64_t> sizes;
   std::vector<std::string> names;
   parse_mesh(o.mesh, &sizes, &names);
@@ -211,9 +225,15 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   }
   Placements data_pl(mesh->ndim(), Replicate());
   if (mesh->ndim() == 2) {
-    const auto w = parse_rank_weights(o.rank_weights, sizes[0]);
-    data_pl[0] = w.empty() ? Shard(0) : Shard(0, w);  // batch rows by weight
+    // Batch rows by weight. The placement's weights are the row counts themselves, which split the
+    // batch exactly, so the views that merge batch and sequence carry them (propagation needs an
+    // exact split there) and no activation is re-split.
+    const std::vector<int64_t> w = parse_rank_weights(o.rank_weights, sizes[0]);
+    std::vector<int64_t> rows(w.size());
+    for (size_t r = 0; r < w.size(); ++r) rows[r] = weighted_range(o.batch, w, static_cast<int64_t>(r)).second;
+    data_pl[0] = rows.empty() ? Shard(0) : Shard(0, rows);
   }
+  const SlowRank slow = slow_rank_from_env();
   TrainResult r;
   double seconds = 0;
   int64_t bytes = 0;
@@ -227,6 +247,8 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     DTensor y = distribute_tensor(tok.narrow(1, 1, o.seq).contiguous(), mesh, data_pl);
     DTensor loss = nn::GPT::loss(model(x), y);
     backward(loss);
+    if (slow.rank == backend->rank() && slow.ms_per_row > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(slow.ms_per_row * x.local_tensor().size(0)));
     opt.step();
     opt.zero_grad();
     double l = loss.full_tensor().item();

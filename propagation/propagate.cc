@@ -132,7 +132,7 @@ bool weights_fit(const OpCall& call, const std::vector<TensorMeta>& meta, const 
 // Appends to `out` the variants of the even strategy `s` in which some mesh dims' columns take the
 // weights of a weighted input placement (every combination; usually one mesh dim, one weight list).
 void add_weighted_variants(const OpCall& call, const std::vector<TensorMeta>& meta, const Strategy& s,
-                           const std::vector<const Rule*>& rules, std::vector<Strategy>& out) {
+                           absl::Span<const Rule* const> rules, std::vector<Strategy>& out) {
   const int nd = static_cast<int>(s.steps.size());
   std::vector<std::vector<uint16_t>> options(nd, std::vector<uint16_t>{0});
   bool any = false;
@@ -195,13 +195,18 @@ std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<Te
   const int nd = static_cast<int>(mesh.size());
   std::vector<Strategy> out;
   std::vector<size_t> idx(nd, 0);
+  // Weighted input shards get weighted variants of the rows (add_weighted_variants); without them
+  // the expansion is the plain one.
+  bool weighted_input = false;
+  for (int t = 0; t < n_in; ++t)
+    for (const Placement& p : call.placements(t)) weighted_input |= p.is_weighted();
   while (true) {
     Strategy s;
     s.outputs.assign(n_out, Placements(nd));
     s.inputs.assign(n_in, Placements(nd));
     s.steps.assign(nd, 0);
     uint32_t even_in = 0, even_out = 0;
-    std::vector<const Rule*> used(nd);
+    absl::InlinedVector<const Rule*, 4> used(nd);
     for (int i = 0; i < nd; ++i) {
       const Rule& r = rules[idx[i]];
       used[i] = &r;
@@ -219,6 +224,7 @@ std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<Te
         ok = false;
     }
     for (int o = 0; o < n_out && ok; ++o) ok = !mixes_partial_ops(s.outputs[o]);
+    if (ok && n_in > 0 && !weighted_input) ok = even(call.tensor(0).shape, s.inputs[0], mesh, even_in);
     // One distinct step per strategy; a one-mesh-dim step on one mesh dim only.
     if (ok && s.step() != 0) {
       auto dims = s.step_mesh_dims();
@@ -227,7 +233,9 @@ std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<Te
       if (sd.one_mesh_dim) ok &= dims.size() == 1;
       if (ok && sd.valid) ok = sd.valid(call, s);
     }
-    if (ok) {
+    if (ok && !weighted_input) {
+      if (n_out == 0 || even(meta[0].shape, s.outputs[0], mesh, even_out)) out.push_back(std::move(s));
+    } else if (ok) {
       // The row itself and its weighted variants, each where the views' evenness holds.
       std::vector<Strategy> rows;
       add_weighted_variants(call, meta, s, used, rows);

@@ -26,7 +26,8 @@ struct RedistributeStep {
   Placement from, to;
   CommKind kind;  // kLocal, kAllGather, kAllReduce, kReduceScatter or kAllToAll
   // Bytes each rank sends: comm_bytes_sent(kind, bytes of the block the group of mesh_dim holds,
-  // group size), the block taken at mesh coordinate 0 (the largest chunks).
+  // group size), the block taken at the coordinate of the largest parts (0 for even shards, the
+  // heaviest rank of a weighted one).
   int64_t bytes;
 };
 

@@ -117,6 +117,13 @@ TEST(Redistribute, PlansUseTheDesignedCollectives) {
   // Bytes: S(0)->R of a 16x16 float tensor over 4 ranks sends 3/4 of 1 KiB.
   auto plan = compute_redistribute_plan({4}, {Shard(0)}, {Replicate()}, {16, 16}, DType::kFloat32);
   EXPECT_EQ(plan.total_bytes(), 768);
+  // Weighted: bytes are counted on the heaviest rank's block, wherever it sits.
+  auto heavy_last = compute_redistribute_plan({2, 2}, {Shard(0, {1, 3}), Shard(1)}, {Shard(0, {1, 3}), Replicate()},
+                                              {8, 8}, DType::kFloat32);
+  auto heavy_first = compute_redistribute_plan({2, 2}, {Shard(0, {3, 1}), Shard(1)}, {Shard(0, {3, 1}), Replicate()},
+                                               {8, 8}, DType::kFloat32);
+  EXPECT_EQ(heavy_last.total_bytes(), heavy_first.total_bytes());
+  EXPECT_EQ(heavy_first.total_bytes(), 6 * 8 * 4 / 2);  // 6 rows of 8 floats; all-gather sends half
 }
 
 TEST(Redistribute, PlansAreCachedAndTheCacheIsBounded) {

@@ -34,6 +34,7 @@ expect 2 "'1.5' is not accepted"  -- train --mesh dp=2,tp=2 --rank-weights 1.5,1
 expect 2 "3 weights for dp=2"     -- train --mesh dp=2,tp=2 --rank-weights 3,1,1
 expect 2 "give a mesh with a dp" -- train --mesh tp=2 --rank-weights 3,1
 expect 2 "would get no rows"      -- train --mesh dp=2,tp=2 --rank-weights 100,1 --batch 8
+DTENSOR_SLOW_RANK=1:x expect 2 "DTENSOR_SLOW_RANK" -- train --steps 1
 # train: runtime errors exit 1.
 expect 1 "checkpoint"         -- train --steps 1 --sample 0 --load "$tmp/no-such-checkpoint"
 # An unwritable --save is found before training (a million steps would not finish in the limit).

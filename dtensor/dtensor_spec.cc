@@ -24,6 +24,7 @@ DTensorSpec::DTensorSpec(MeshPtr m, Placements p, Shape s, DType dt)
   DT_CHECK(mesh != nullptr, "DTensorSpec: null mesh");
   placements = normalize_placements(p, static_cast<int64_t>(shape.size()), mesh->ndim(),
                                     "DTensorSpec");
+  check_shard_weights(placements, mesh->shape(), "DTensorSpec");
   // Partial dims with different ops would make the global value depend on reduction order.
   const Placement* first = nullptr;
   for (const Placement& x : placements) {
@@ -41,7 +42,7 @@ std::pair<Shape, Shape> local_block(const Shape& global, const Placements& place
   for (int i = 0; i < static_cast<int>(placements.size()); ++i) {
     const Placement& p = placements[i];
     if (i == skip || !p.is_shard()) continue;
-    auto [start, len] = chunk_range(size[p.dim], mesh_shape[i], coord[i]);
+    auto [start, len] = shard_range(p, size[p.dim], mesh_shape[i], coord[i]);
     offset[p.dim] += start;
     size[p.dim] = len;
   }

@@ -1,7 +1,8 @@
 // DTensorSpec (DESIGN §2): mesh + placements + global shape + dtype. Local shapes and offsets follow
 // torch.chunk semantics: along a sharded dim of size n over k ranks, chunk size is ceil(n/k) and the
 // last ranks get the short or empty chunks (10 over 4 -> 3,3,3,1; 5 over 4 -> 2,2,1,0). Mesh dims
-// that shard the same tensor dim apply left to right.
+// that shard the same tensor dim apply left to right. A weighted shard S(d)[w...] splits by weight
+// instead (weighted_range in placement.h).
 #pragma once
 
 #include <utility>
@@ -11,13 +12,6 @@
 #include "dtensor/placement.h"
 
 namespace dtensor {
-
-// Start and length of chunk `idx` of a dim of size `n` split over `k` ranks (torch.chunk).
-inline std::pair<int64_t, int64_t> chunk_range(int64_t n, int64_t k, int64_t idx) {
-  int64_t c = (n + k - 1) / k;
-  int64_t start = std::min(n, c * idx);
-  return {start, std::min(n, start + c) - start};
-}
 
 // Shape and global offset of the block at mesh coordinate `coord` of a `global` tensor laid out by
 // `placements` over a mesh of `mesh_shape`; mesh dim `skip` (if >= 0) is treated as Replicate.
@@ -32,7 +26,8 @@ struct DTensorSpec {
   DType dtype = DType::kFloat32;
 
   // Validates and normalizes (negative shard dims counted from the end). Throws dtensor::Error if
-  // placements are not one per mesh dim, or a shard dim is out of range for the tensor's rank.
+  // placements are not one per mesh dim, a shard dim is out of range for the tensor's rank, or a
+  // weighted shard has not one weight per rank of its mesh dim.
   DTensorSpec(MeshPtr mesh, Placements placements, Shape shape, DType dtype);
   DTensorSpec() = default;
 

@@ -1,6 +1,8 @@
 // Redistribution (DESIGN §3): moving a DTensor's local data from one placement to another.
 //
-// Per mesh dim:  S(d)->R all_gather | P->R all_reduce | P->S(d) reduce_scatter | S(i)->S(j) all_to_all
+// Per mesh dim (S(d) even or weighted; uneven counts travel as per-rank counts):
+//                S(d)->R all_gather | P->R all_reduce | P->S(d) reduce_scatter | S(i)->S(j) all_to_all
+//                (also S(d)[a]->S(d)[b], same dim other weights: all_to_all of the overlapping ranges)
 //                R->S(d) local chunk | R->P(op) local (coordinate 0 keeps the value, the others hold
 //                op's identity: 0 for sum, the value itself for avg/max/min) | S->P, P(a)->P(b) via R.
 // A plan orders these per-mesh-dim steps so that nested shards (several mesh dims sharding one tensor
@@ -24,7 +26,8 @@ struct RedistributeStep {
   Placement from, to;
   CommKind kind;  // kLocal, kAllGather, kAllReduce, kReduceScatter or kAllToAll
   // Bytes each rank sends: comm_bytes_sent(kind, bytes of the block the group of mesh_dim holds,
-  // group size), the block taken at mesh coordinate 0 (the largest chunks).
+  // group size), the block taken at the coordinate of the largest parts (0 for even shards, the
+  // heaviest rank of a weighted one).
   int64_t bytes;
 };
 

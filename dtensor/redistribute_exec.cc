@@ -1,4 +1,5 @@
 // Executes a redistribution plan on one rank's local block.
+#include <algorithm>
 #include <cstring>
 
 #include "dtensor/redistribute.h"
@@ -6,13 +7,30 @@
 namespace dtensor {
 namespace {
 
-// Element counts of each rank's piece when a block of shape `block` is split along `d` over k ranks,
-// with `d` moved to the front (so pieces are consecutive in memory).
-std::vector<int64_t> piece_counts(const Shape& block, int d, int64_t k) {
-  const int64_t inner = block[d] == 0 ? 0 : numel(block) / block[d];
+// Element counts of each rank's piece when a block of shape `block` is split along p.dim over k ranks
+// by shard placement p (even or weighted), with p.dim moved to the front (so pieces are consecutive
+// in memory).
+std::vector<int64_t> piece_counts(const Shape& block, const Placement& p, int64_t k) {
+  const int d = p.dim;
+  int64_t inner = 1;
+  for (int t = 0; t < static_cast<int>(block.size()); ++t)
+    if (t != d) inner *= block[t];
   std::vector<int64_t> counts(k);
-  for (int64_t r = 0; r < k; ++r) counts[r] = chunk_range(block[d], k, r).second * inner;
+  for (int64_t r = 0; r < k; ++r) counts[r] = shard_range(p, block[d], k, r).second * inner;
   return counts;
+}
+
+// Packs `pieces` (any strides) one after another into one flat contiguous tensor of `total` elements.
+Tensor pack(const std::vector<Tensor>& pieces, int64_t total, const Tensor& like) {
+  Tensor in = Tensor::empty({total}, like.dtype(), like.device());
+  int64_t at = 0;
+  for (const Tensor& p : pieces) {
+    Tensor dst = Tensor::from_storage(in.storage(), at, p.sizes(), contiguous_strides(p.sizes()),
+                                      like.dtype());
+    dst.copy_(p);
+    at += p.numel();
+  }
+  return in;
 }
 
 Shape front(const Shape& s, int d, int64_t len) {
@@ -47,7 +65,7 @@ Tensor redistribute_local(const Tensor& local_in, const DTensorSpec& src, const 
     switch (s.kind) {
       case CommKind::kLocal: {
         if (s.to.is_shard()) {
-          auto [start, len] = chunk_range(block[s.to.dim], k, me);
+          auto [start, len] = shard_range(s.to, block[s.to.dim], k, me);
           x = x.narrow(s.to.dim, start, len);
         } else if (s.to.is_partial() && me != 0) {
           x = partial_identity(x, s.to.reduce);
@@ -58,7 +76,7 @@ Tensor redistribute_local(const Tensor& local_in, const DTensorSpec& src, const 
         const int d = s.from.dim;
         Tensor in = x.movedim(d, 0).contiguous();
         Tensor out = Tensor::empty(front(block, d, block[d]), x.dtype(), x.device());
-        g.all_gather(in, out, piece_counts(block, d, k), timeout);
+        g.all_gather(in, out, piece_counts(block, s.from, k), timeout);
         x = out.movedim(0, d);
         break;
       }
@@ -72,49 +90,62 @@ Tensor redistribute_local(const Tensor& local_in, const DTensorSpec& src, const 
       case CommKind::kReduceScatter: {
         const int d = s.to.dim;
         Tensor in = x.movedim(d, 0).contiguous();
-        auto counts = piece_counts(block, d, k);
-        Tensor out = Tensor::empty(front(block, d, chunk_range(block[d], k, me).second), x.dtype(), x.device());
+        auto counts = piece_counts(block, s.to, k);
+        Tensor out = Tensor::empty(front(block, d, shard_range(s.to, block[d], k, me).second), x.dtype(),
+                                   x.device());
         g.reduce_scatter(in, out, counts, s.from.reduce, timeout);
         x = out.movedim(0, d);
         break;
       }
       case CommKind::kAllToAll: {
-        // Each rank holds chunk `me` of the block along d and ends with chunk `me` along e. The piece
-        // for rank r is our chunk's part of chunk r along e; with d moved to the front, the pieces
-        // received from ranks 0..k-1 concatenate into the new block.
         const int d = s.from.dim, e = s.to.dim;
         std::vector<int64_t> send(k), recv(k);
         std::vector<Tensor> pieces;
-        const int64_t my_d = chunk_range(block[d], k, me).second;
-        const int64_t my_e = chunk_range(block[e], k, me).second;
-        int64_t rest = 1;
-        for (int t = 0; t < static_cast<int>(block.size()); ++t)
-          if (t != d && t != e) rest *= block[t];
-        for (int64_t r = 0; r < k; ++r) {
-          auto [es, el] = chunk_range(block[e], k, r);
-          pieces.push_back(x.narrow(e, es, el).movedim(d, 0));
-          send[r] = my_d * el * rest;
-          recv[r] = chunk_range(block[d], k, r).second * my_e * rest;
-        }
         int64_t send_total = 0, recv_total = 0;
-        for (int64_t r = 0; r < k; ++r) {
-          send_total += send[r];
-          recv_total += recv[r];
+        Shape new_block = block;
+        if (d == e) {
+          // Same dim, other weights (S(d)[a] -> S(d)[b] or even <-> weighted): rank r gets the part of
+          // our old range that falls in its new range; the parts received, in rank order, tile our
+          // new range.
+          auto [os, ol] = shard_range(s.from, block[d], k, me);
+          auto [ns, nl] = shard_range(s.to, block[d], k, me);
+          const int64_t rest = block[d] == 0 ? 0 : numel(block) / block[d];
+          for (int64_t r = 0; r < k; ++r) {
+            auto [rs, rl] = shard_range(s.to, block[d], k, r);
+            const int64_t lo = std::max(os, rs), len = std::max<int64_t>(std::min(os + ol, rs + rl) - lo, 0);
+            pieces.push_back(x.narrow(d, len == 0 ? 0 : lo - os, len).movedim(d, 0));
+            send[r] = len * rest;
+            auto [qs, ql] = shard_range(s.from, block[d], k, r);
+            recv[r] = std::max<int64_t>(std::min(qs + ql, ns + nl) - std::max(qs, ns), 0) * rest;
+            send_total += send[r];
+            recv_total += recv[r];
+          }
+          new_block[d] = nl;
+        } else {
+          // Each rank holds its part of the block along d and ends with its part along e. The piece
+          // for rank r is our part's share of r's part along e; with d moved to the front, the
+          // pieces received from ranks 0..k-1 concatenate into the new block.
+          const int64_t my_d = shard_range(s.from, block[d], k, me).second;
+          const int64_t my_e = shard_range(s.to, block[e], k, me).second;
+          int64_t rest = 1;
+          for (int t = 0; t < static_cast<int>(block.size()); ++t)
+            if (t != d && t != e) rest *= block[t];
+          for (int64_t r = 0; r < k; ++r) {
+            auto [es, el] = shard_range(s.to, block[e], k, r);
+            pieces.push_back(x.narrow(e, es, el).movedim(d, 0));
+            send[r] = my_d * el * rest;
+            recv[r] = shard_range(s.from, block[d], k, r).second * my_e * rest;
+            send_total += send[r];
+            recv_total += recv[r];
+          }
+          new_block[e] = my_e;
+          new_block[d] = block[d];
         }
-        Tensor in = Tensor::empty({send_total}, x.dtype(), x.device());
-        int64_t at = 0;
-        for (int64_t r = 0; r < k; ++r) {
-          const Tensor& p = pieces[r];
-          Tensor dst = Tensor::from_storage(in.storage(), at, p.sizes(), contiguous_strides(p.sizes()),
-                                            x.dtype());
-          dst.copy_(p);
-          at += send[r];
-        }
+        Tensor in = pack(pieces, send_total, x);
         Tensor out = Tensor::empty({recv_total}, x.dtype(), x.device());
         g.all_to_all(in, send, out, recv, timeout);
-        Shape new_block = block;
-        new_block[e] = my_e;
-        x = out.view(front(new_block, d, block[d])).movedim(0, d);
+        // With d at the front, the received pieces stack along d (rank order) into the new block.
+        x = out.view(front(new_block, d, new_block[d])).movedim(0, d);
         break;
       }
       case CommKind::kBroadcast:

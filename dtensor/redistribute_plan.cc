@@ -1,4 +1,5 @@
 // The redistribution planner: pure placement logic, no data.
+#include <algorithm>
 #include <mutex>
 
 #include "absl/container/flat_hash_map.h"
@@ -119,8 +120,15 @@ class Planner {
 
   void emit(RedistributePlan& plan, int i, const Placement& to) {
     CommKind kind = kind_of(cur_[i], to);
-    // The block the group of mesh dim i holds, at coordinate 0 (largest chunks).
-    Shape block = local_block(shape_, cur_, mesh_, std::vector<int64_t>(n_, 0), i).first;
+    // The block the group of mesh dim i holds, at the coordinate of the largest parts: 0 for even
+    // shards (torch.chunk's first chunks are the largest), the heaviest rank for weighted ones.
+    std::vector<int64_t> at(n_, 0);
+    for (int j = 0; j < n_; ++j)
+      if (cur_[j].is_weighted()) {
+        const auto& w = cur_[j].weights();
+        at[j] = std::max_element(w.begin(), w.end()) - w.begin();
+      }
+    Shape block = local_block(shape_, cur_, mesh_, at, i).first;
     const int64_t bytes = numel(block) * static_cast<int64_t>(itemsize(dtype_));
     plan.steps.push_back({i, cur_[i], to, kind, comm_bytes_sent(kind, bytes, mesh_[i])});
     cur_[i] = to;
@@ -164,6 +172,8 @@ RedistributePlan compute_redistribute_plan(const Shape& mesh_shape, const Placem
   DT_CHECK(src.size() == mesh_shape.size() && dst.size() == mesh_shape.size(),
            "redistribute: placements ", placements_str(src), " -> ", placements_str(dst),
            " for a ", mesh_shape.size(), "-d mesh; give one placement per mesh dim");
+  check_shard_weights(src, mesh_shape, "redistribute");
+  check_shard_weights(dst, mesh_shape, "redistribute");
   return Planner(mesh_shape, src, dst, shape, dtype).run();
 }
 

@@ -142,6 +142,7 @@ OpCall OpCall::bind(const OpDef& op, const std::vector<ArgValue>& positional,
   for (size_t t = 0; t < tensors.size(); ++t)
     placements[t] = normalize_placements(placements[t], static_cast<int64_t>(tensors[t].shape.size()),
                                          static_cast<int>(mesh_shape.size()), op.name().c_str());
+  for (const Placements& p : placements) check_shard_weights(p, mesh_shape, op.name().c_str());
   c.tensors_ = std::move(tensors);
   c.placements_ = std::move(placements);
   // Cache key hash: op, mesh shape, tensors (shape, dtype, placements), other argument values.

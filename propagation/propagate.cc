@@ -29,12 +29,27 @@ bool shardable(const Shape& shape, const Placements& p, const Shape& mesh) {
   return true;
 }
 
-// Dims flagged in `mask` split evenly over the mesh dims that shard them.
+// A dim of size n splits by weights w with no remainder: every part is exactly n * w_r / W.
+bool exact_by_weights(int64_t n, const std::vector<int64_t>& w) {
+  int64_t total = 0;
+  for (int64_t x : w) total += x;
+  for (int64_t x : w)
+    if (n * x % total != 0) return false;
+  return true;
+}
+
+// Dims flagged in `mask` split evenly over the mesh dims that shard them; a dim with a weighted shard
+// (never nested: see weights_fit) must split by its weights with no remainder. Both make the parts
+// of a merged or split dim (views) line up.
 bool even(const Shape& shape, const Placements& p, const Shape& mesh, uint32_t mask) {
   if (mask == 0) return true;
   absl::InlinedVector<int64_t, 6> pieces(shape.size(), 1);
-  for (size_t i = 0; i < p.size(); ++i)
-    if (p[i].is_shard()) pieces[p[i].dim] *= mesh[i];
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (!p[i].is_shard()) continue;
+    if (p[i].is_weighted() && (mask >> p[i].dim & 1u) && !exact_by_weights(shape[p[i].dim], p[i].weights()))
+      return false;
+    if (!p[i].is_weighted()) pieces[p[i].dim] *= mesh[i];
+  }
   for (size_t d = 0; d < shape.size(); ++d)
     if ((mask >> d & 1u) && shape[d] % pieces[d] != 0) return false;
   return true;
@@ -88,6 +103,67 @@ const HardwareProfile& hw_of(const PropagateOptions& o) {
   return o.hardware ? *o.hardware : default_hardware();
 }
 
+// Weighted shards (DESIGN §2) carried through a rule row: at mesh dim i, the row's column may take
+// the weights of a weighted input when every tensor it shards there is split along a dim of the same
+// global size n as that input's (so rank r's part is the same index range of n on every tensor, as
+// with even shards) or, for the dims a view merges or splits (the rule's even masks), along a dim
+// that the weights split with no remainder (checked by `even` on the variant); no other mesh dim
+// shards those dims (no nesting); and the column runs no distributed step (steps assume torch.chunk
+// parts). Rows that fail get no weighted variant: the engine then redistributes the weighted input to
+// an even placement.
+bool weights_fit(const OpCall& call, const std::vector<TensorMeta>& meta, const Strategy& s,
+                 const Rule& rule, int i, int64_t n) {
+  if (s.steps[i] != 0) return false;
+  auto fits = [&](const Placements& p, const Shape& shape, uint32_t mask) {
+    if (!p[i].is_shard()) return true;
+    const int d = p[i].dim;
+    if (d >= static_cast<int>(shape.size()) || (shape[d] != n && !(mask >> d & 1u))) return false;
+    for (int j = 0; j < static_cast<int>(p.size()); ++j)
+      if (j != i && p[j].is_shard(d)) return false;
+    return true;
+  };
+  for (size_t o = 0; o < s.outputs.size(); ++o)
+    if (!fits(s.outputs[o], meta[o].shape, o == 0 ? rule.even_output0 : 0)) return false;
+  for (int t = 0; t < call.num_tensors(); ++t)
+    if (!fits(s.inputs[t], call.tensor(t).shape, t == 0 ? rule.even_input0 : 0)) return false;
+  return true;
+}
+
+// Appends to `out` the variants of the even strategy `s` in which some mesh dims' columns take the
+// weights of a weighted input placement (every combination; usually one mesh dim, one weight list).
+void add_weighted_variants(const OpCall& call, const std::vector<TensorMeta>& meta, const Strategy& s,
+                           absl::Span<const Rule* const> rules, std::vector<Strategy>& out) {
+  const int nd = static_cast<int>(s.steps.size());
+  std::vector<std::vector<uint16_t>> options(nd, std::vector<uint16_t>{0});
+  bool any = false;
+  for (int i = 0; i < nd; ++i)
+    for (int t = 0; t < call.num_tensors(); ++t) {
+      const Placement& given = call.placements(t)[i];
+      if (!given.is_weighted() || !s.inputs[t][i].is_shard(given.dim)) continue;
+      auto& opt = options[i];
+      if (std::find(opt.begin(), opt.end(), given.weights_id) != opt.end()) continue;
+      if (!weights_fit(call, meta, s, *rules[i], i, call.tensor(t).shape[given.dim])) continue;
+      opt.push_back(given.weights_id);
+      any = true;
+    }
+  if (!any) return;
+  std::vector<size_t> pick(nd, 0);
+  while (true) {
+    int i = nd - 1;  // next combination; the all-even one (all zeros) is `s` itself
+    while (i >= 0 && ++pick[i] == options[i].size()) pick[i--] = 0;
+    if (i < 0) break;
+    Strategy w = s;
+    for (int m = 0; m < nd; ++m) {
+      const uint16_t id = options[m][pick[m]];
+      if (id == 0) continue;
+      for (auto* group : {&w.outputs, &w.inputs})
+        for (Placements& p : *group)
+          if (p[m].is_shard()) p[m].weights_id = id;
+    }
+    out.push_back(std::move(w));
+  }
+}
+
 }  // namespace
 
 std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<TensorMeta>& meta,
@@ -119,14 +195,21 @@ std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<Te
   const int nd = static_cast<int>(mesh.size());
   std::vector<Strategy> out;
   std::vector<size_t> idx(nd, 0);
+  // Weighted input shards get weighted variants of the rows (add_weighted_variants); without them
+  // the expansion is the plain one.
+  bool weighted_input = false;
+  for (int t = 0; t < n_in; ++t)
+    for (const Placement& p : call.placements(t)) weighted_input |= p.is_weighted();
   while (true) {
     Strategy s;
     s.outputs.assign(n_out, Placements(nd));
     s.inputs.assign(n_in, Placements(nd));
     s.steps.assign(nd, 0);
     uint32_t even_in = 0, even_out = 0;
+    absl::InlinedVector<const Rule*, 4> used(nd);
     for (int i = 0; i < nd; ++i) {
       const Rule& r = rules[idx[i]];
+      used[i] = &r;
       even_in |= r.even_input0;
       even_out |= r.even_output0;
       for (int o = 0; o < n_out; ++o) s.outputs[o][i] = r.outputs[o];
@@ -141,7 +224,7 @@ std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<Te
         ok = false;
     }
     for (int o = 0; o < n_out && ok; ++o) ok = !mixes_partial_ops(s.outputs[o]);
-    if (ok && n_in > 0) ok = even(call.tensor(0).shape, s.inputs[0], mesh, even_in);
+    if (ok && n_in > 0 && !weighted_input) ok = even(call.tensor(0).shape, s.inputs[0], mesh, even_in);
     // One distinct step per strategy; a one-mesh-dim step on one mesh dim only.
     if (ok && s.step() != 0) {
       auto dims = s.step_mesh_dims();
@@ -150,8 +233,18 @@ std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<Te
       if (sd.one_mesh_dim) ok &= dims.size() == 1;
       if (ok && sd.valid) ok = sd.valid(call, s);
     }
-    if (ok && n_out > 0) ok = even(meta[0].shape, s.outputs[0], mesh, even_out);
-    if (ok) out.push_back(std::move(s));
+    if (ok && !weighted_input) {
+      if (n_out == 0 || even(meta[0].shape, s.outputs[0], mesh, even_out)) out.push_back(std::move(s));
+    } else if (ok) {
+      // The row itself and its weighted variants, each where the views' evenness holds.
+      std::vector<Strategy> rows;
+      add_weighted_variants(call, meta, s, used, rows);
+      rows.push_back(std::move(s));
+      for (Strategy& r : rows)
+        if ((n_in == 0 || even(call.tensor(0).shape, r.inputs[0], mesh, even_in)) &&
+            (n_out == 0 || even(meta[0].shape, r.outputs[0], mesh, even_out)))
+          out.push_back(std::move(r));
+    }
     int i = nd - 1;  // next combination (odometer over mesh dims)
     while (i >= 0 && ++idx[i] == rules.size()) idx[i--] = 0;
     if (i < 0) break;

@@ -46,7 +46,8 @@ std::vector<std::pair<Strategy, double>> rank_strategies(const OpCall& call,
 // The op's rules expanded to the call's mesh (plus the all-R row), without costing: every
 // combination of one rule per mesh dim that passes the filters (no mixed Partial ops on a tensor;
 // evenness where a rule needs it; with check_shardable, no new shard splitting a dim into more pieces
-// than it has elements). `meta` is op.meta(call).
+// than it has elements). `meta` is op.meta(call). Where an input's placement is a weighted shard,
+// rows that can carry its weights also appear with them (see add_weighted_variants), first.
 std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<TensorMeta>& meta,
                                         bool check_shardable);
 

@@ -224,6 +224,10 @@ NB_MODULE(_dtensor, m) {
       .def_prop_ro("reduce_op", [](const Placement& p) -> std::optional<std::string> {
         return p.is_partial() ? std::optional<std::string>(reduce_op_name(p.reduce)) : std::nullopt;
       })
+      // A weighted shard's weights (one per rank of its mesh dim, divided by their gcd); None otherwise.
+      .def_prop_ro("weights", [](const Placement& p) -> std::optional<std::vector<int64_t>> {
+        return p.is_weighted() ? std::optional<std::vector<int64_t>>(p.weights()) : std::nullopt;
+      })
       .def("is_shard", [](const Placement& p, std::optional<int> dim) {
         return dim ? p.is_shard(*dim) : p.is_shard();
       }, "dim"_a = nb::none())
@@ -232,7 +236,10 @@ NB_MODULE(_dtensor, m) {
       .def("__eq__", [](const Placement& a, const Placement& b) { return a == b; })
       .def("__hash__", [](const Placement& p) { return std::hash<std::string>()(p.str()); })
       .def("__repr__", &Placement::str);
-  m.def("Shard", [](int dim) { return Shard(dim); }, "dim"_a);
+  // Shard(d) (torch.chunk parts) or, with weights, the weighted shard S(d)[w0:w1:...] (DESIGN §2).
+  m.def("Shard", [](int dim, std::optional<std::vector<int64_t>> weights) {
+    return weights ? Shard(dim, *weights) : Shard(dim);
+  }, "dim"_a, "weights"_a = nb::none());
   m.def("Replicate", [] { return Replicate(); });
   m.def("Partial", [](const std::string& op) { return Partial(parse_reduce_op(op)); },
         "reduce_op"_a = "sum");

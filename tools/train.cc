@@ -8,12 +8,14 @@
 #include <fstream>
 #include <iomanip>
 #include <random>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "dtensor/collectives/threads_backend.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/device_dispatch.h"
@@ -65,10 +67,49 @@ void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vecto
            "--mesh '", spec, "': accepted forms are tp=N, dp=M,tp=N or ep=M,tp=N");
 }
 
+std::vector<int64_t> parse_rank_weights(const std::string& spec, int64_t dp) {
+  if (spec.empty()) return {};
+  DT_CHECK(dp > 0, "--rank-weights '", spec, "': weights are per data-parallel rank; give a mesh with a "
+           "dp dim (--mesh dp=M,tp=N)");
+  std::vector<int64_t> w;
+  for (absl::string_view part : absl::StrSplit(spec, ',')) {
+    int64_t v = 0;
+    DT_CHECK(absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &v) && v >= 1 && v <= kMaxShardWeight,
+             "--rank-weights '", spec, "': '", part, "' is not accepted; each weight must be an integer from 1 to ",
+             kMaxShardWeight);
+    w.push_back(v);
+  }
+  DT_CHECK(static_cast<int64_t>(w.size()) == dp, "--rank-weights '", spec, "': ", w.size(),
+           " weights for dp=", dp, "; give one weight per data-parallel rank");
+  return w;
+}
+
+SlowRank slow_rank_from_env() {
+  const char* env = std::getenv("DTENSOR_SLOW_RANK");
+  if (env == nullptr || *env == 0) return {};
+  std::vector<std::string> parts = absl::StrSplit(env, ':');
+  SlowRank s;
+  DT_CHECK(parts.size() == 2 && absl::SimpleAtoi(parts[0], &s.rank) && s.rank >= 0 &&
+               absl::SimpleAtod(parts[1], &s.ms_per_row) && std::isfinite(s.ms_per_row) &&
+               s.ms_per_row >= 0 && s.ms_per_row <= 1e4,
+           "$DTENSOR_SLOW_RANK='", env, "': accepted: RANK:MS (a rank >= 0 and milliseconds per batch row, 0 to 10000)");
+  return s;
+}
+
 void validate_train_options(const TrainOptions& o) {
+  slow_rank_from_env();  // a malformed value is a usage error before any rank starts
   std::vector<int64_t> sizes;
   std::vector<std::string> names;
   parse_mesh(o.mesh, &sizes, &names);
+  const auto weights = parse_rank_weights(o.rank_weights, names.size() == 2 && names[0] == "dp" ? sizes[0] : 0);
+  if (!weights.empty()) {
+    int64_t total = 0, low = weights[0];
+    for (int64_t x : weights) total += x, low = std::min(low, x);
+    // Every dp rank needs at least one row: the smallest share of the batch must round to >= 1.
+    DT_CHECK(o.batch * low >= total, "--rank-weights ", o.rank_weights, " with --batch ", o.batch,
+             ": the lightest rank would get no rows (", o.batch, " * ", low, " / ", total,
+             " < 1); raise --batch or the weight");
+  }
   DT_CHECK(o.backend == "threads" || o.backend == "gloo" || o.backend == "nccl", "--backend '", o.backend,
            "': accepted: threads, gloo, nccl");
   // NCCL moves device memory only, and each process owns the GPU of its local rank.
@@ -203,7 +244,16 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     }
   }
   Placements data_pl(mesh->ndim(), Replicate());
-  if (mesh->ndim() == 2) data_pl[0] = Shard(0);
+  if (mesh->ndim() == 2) {
+    // Batch rows by weight. The placement's weights are the row counts themselves, which split the
+    // batch exactly, so the views that merge batch and sequence carry them (propagation needs an
+    // exact split there) and no activation is re-split.
+    const std::vector<int64_t> w = parse_rank_weights(o.rank_weights, sizes[0]);
+    std::vector<int64_t> rows(w.size());
+    for (size_t r = 0; r < w.size(); ++r) rows[r] = weighted_range(o.batch, w, static_cast<int64_t>(r)).second;
+    data_pl[0] = rows.empty() ? Shard(0) : Shard(0, rows);
+  }
+  const SlowRank slow = slow_rank_from_env();
   TrainResult r;
   double seconds = 0;
   int64_t bytes = 0;
@@ -218,6 +268,8 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     DTensor loss = nn::GPT::loss(model(x), y);
     if (auto aux = model.aux_loss()) loss = F::add(loss, F::mul(*aux, o.moe_aux_coef));
     backward(loss);
+    if (slow.rank == backend->rank() && slow.ms_per_row > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(slow.ms_per_row * x.local_tensor().size(0)));
     opt.step();
     opt.zero_grad();
     double l = loss.full_tensor().item();
@@ -286,6 +338,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
 double max_relative_loss_difference(const TrainOptions& o, const std::vector<double>& losses) {
   TrainOptions one = o;
   one.mesh = "tp=1";
+  one.rank_weights.clear();
   one.check = true;  // float64, as the run it is compared with
   one.sample_chars = 0;
   one.save.clear();

@@ -53,6 +53,11 @@ struct TrainOptions {
   // Cost-model hardware profile for every op's sharding choice (propagation/hardware.h): a built-in
   // name or a profile JSON file (dtensor calibrate --out); empty: the default (h100-nvlink).
   std::string hardware;
+  // Data-parallel batch shares by weight, one positive integer per dp rank ("3,1"): the batch is
+  // sharded by weight (a weighted shard, DESIGN §2) so a faster rank takes more rows: rank r gets
+  // weighted_range(batch, weights, r) rows, and the placement's weights are those row counts (8 rows
+  // by 2,1 -> 5 and 3 rows, S(0)[5:3]). Empty: even.
+  std::string rank_weights;
 };
 
 struct TrainResult {
@@ -80,6 +85,22 @@ void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vecto
 // tp | heads and dim), a known --hardware, and an estimate of the memory the model needs against the machine's. Throws
 // dtensor::Error naming the flag, its value and what is accepted.
 void validate_train_options(const TrainOptions& o);
+
+// For benchmarks of uneven hardware: $DTENSOR_SLOW_RANK="R:MS" makes global rank R sleep MS
+// milliseconds per local batch row every step (after its backward), emulating a slower device whose
+// extra time grows with its share of the batch. It sleeps rather than spins so that, on a shared
+// machine, the emulated device takes no CPU from the others. Unset or empty: rank -1 (none). Throws
+// dtensor::Error naming the variable for a malformed value.
+struct SlowRank {
+  int64_t rank = -1;
+  double ms_per_row = 0;
+};
+SlowRank slow_rank_from_env();
+
+// The weights of --rank-weights for a mesh whose dp size is `dp` (0: no dp mesh dim). Empty for an
+// empty spec. Throws dtensor::Error naming the flag for a weight that is not an integer in
+// [1, kMaxShardWeight], a count other than dp, or weights without a dp mesh dim.
+std::vector<int64_t> parse_rank_weights(const std::string& spec, int64_t dp);
 
 // `--check` trains in float64 on the mesh and on one rank. The two runs compute the same function
 // and differ only in summation order (sharded matmuls and all-reduces add in another order): about

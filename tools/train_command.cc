@@ -52,6 +52,7 @@ std::vector<std::string> argv_of(const TrainOptions& o) {
     a.insert(a.end(), {"--moe", std::to_string(o.experts), "--top-k", std::to_string(o.top_k), "--moe-aux-coef",
                        absl::StrFormat("%.17g", o.moe_aux_coef)});
   if (o.check) a.push_back("--check");
+  if (!o.rank_weights.empty()) a.insert(a.end(), {"--rank-weights", o.rank_weights});
   if (!o.save.empty()) a.insert(a.end(), {"--save", o.save});
   if (!o.load.empty()) a.insert(a.end(), {"--load", o.load});
   if (!o.record.empty()) a.insert(a.end(), {"--record", o.record});
@@ -163,6 +164,9 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::Range(0, kMaxSample));
   sub->add_option("--log-every", o->log_every)->capture_default_str()->check(CLI::Range(1, kMaxSteps));
   sub->add_option("--seed", o->seed)->capture_default_str();
+  sub->add_option("--rank-weights", o->rank_weights,
+                  "data-parallel batch shares, one positive integer weight per dp rank (e.g. 3,1): "
+                  "the batch is sharded S(0)[3:1] so faster ranks take more rows");
   sub->add_option("--save", o->save, "write a sharded checkpoint to this directory at the end");
   sub->add_option("--load", o->load, "start from a checkpoint (saved on any mesh)");
   sub->add_option("--record", o->record,

@@ -64,6 +64,9 @@ def _from_torch_placement(p, tdt):
 
 
 def _to_torch_placement(p, tdt):
+    if p.weights is not None:
+        raise DTensorError(f"to_torch: placement {p!r} is a weighted shard, which torch.distributed.tensor "
+                           f"has no counterpart for; redistribute to an even Shard({p.dim}) first")
     if p.is_shard():
         return tdt.Shard(p.dim)
     if p.is_replicate():

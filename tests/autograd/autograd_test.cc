@@ -2,6 +2,8 @@
 // functional collectives, and the to_local / from_local crossings (DESIGN §5).
 #include "autograd/functional.h"
 
+#include <tuple>
+
 #include "dtensor/collectives/threads_backend.h"
 #include "dtensor/partial_split.h"
 #include "gtest/gtest.h"
@@ -169,6 +171,54 @@ TEST(Autograd, EveryRedistributionBackwardIsTheIdentityOnValues) {
       }
     });
   }
+}
+
+// Weighted shards (DESIGN §2): mean(tanh(x @ w)) with x's rows split by weight over dp and w's columns
+// over tp has the single-device gradients, and x's gradient keeps x's weighted placement. Also every
+// redistribution between weighted, even and replicated placements has the identity backward.
+TEST(Autograd, WeightedShardsDifferentiateAsTheSingleDeviceProgram) {
+  Tensor x = random_tensor({7, 5}, DType::kFloat64, 21), w = random_tensor({5, 4}, DType::kFloat64, 22);
+  auto grads = [&](const Shape& mesh_shape, const Placements& xp, const Placements& wp) {
+    std::pair<Tensor, Tensor> out;
+    run_threads(static_cast<int>(numel(mesh_shape)), [&](std::shared_ptr<Backend> b) {
+      auto mesh = DeviceMesh::create(b, mesh_shape);
+      DTensor xd = distribute_tensor(x, mesh, xp), wd = distribute_tensor(w, mesh, wp);
+      set_requires_grad(xd);
+      set_requires_grad(wd);
+      backward(F::mean(F::tanh(F::mm(xd, wd))));
+      EXPECT_EQ(grad(xd)->placements(), xp);
+      Tensor gx = grad(xd)->full_tensor(), gw = grad(wd)->full_tensor();
+      if (b->rank() == 0) out = {gx, gw};
+    });
+    return out;
+  };
+  auto want = grads({1}, {Replicate()}, {Replicate()});
+  for (auto [mesh, xp, wp] : std::vector<std::tuple<Shape, Placements, Placements>>{
+           {{2}, {Shard(0, {3, 1})}, {Replicate()}},
+           {{3}, {Shard(1, {1, 2, 2})}, {Shard(0, {1, 2, 2})}},
+           {{2, 2}, {Shard(0, {3, 1}), Replicate()}, {Replicate(), Shard(1)}},
+           {{2, 2}, {Shard(0, {1, 4}), Shard(1, {2, 3})}, {Replicate(), Shard(0, {2, 3})}}}) {
+    auto got = grads(mesh, xp, wp);
+    EXPECT_TRUE(allclose(got.first, want.first, 1e-12, 1e-12)) << placements_str(xp);
+    EXPECT_TRUE(allclose(got.second, want.second, 1e-12, 1e-12)) << placements_str(wp);
+  }
+  const std::vector<Placements> opts = {{Shard(0, {3, 1})}, {Shard(1, {1, 2})}, {Shard(0)}, {Replicate()},
+                                        {Partial()}};
+  Tensor v = random_tensor({5, 3}, DType::kFloat64, 23);
+  run_threads(2, [&](std::shared_ptr<Backend> b) {
+    auto mesh = DeviceMesh::create(b, {2});
+    DTensor vd = distribute_tensor(v, mesh, {Replicate()});
+    for (const auto& src : opts)
+      for (const auto& dst : opts) {
+        DTensor d(DTensorSpec(mesh, src, {5, 3}, DType::kFloat64),
+                  adversarial_local_block(x.narrow(1, 0, 3).narrow(0, 0, 5).contiguous(), src, {2},
+                                          mesh->coordinate(), 3));
+        set_requires_grad(d);
+        backward(F::sum(F::mul(redistribute(d, dst), vd)));
+        ASSERT_TRUE(allclose(grad(d)->full_tensor(), v, 1e-12, 1e-12))
+            << placements_str(src) << " -> " << placements_str(dst);
+      }
+  });
 }
 
 }  // namespace

@@ -23,6 +23,14 @@ Placement random_placement(std::mt19937_64& rng, int rank, ReduceOp op) {
   return Replicate();
 }
 
+// S(d) at a mesh dim of k ranks becomes S(d)[w...] with weights 1..4 two times in three.
+Placement maybe_weighted(std::mt19937_64& rng, Placement p, int64_t k) {
+  if (!p.is_shard() || rng() % 3 == 0) return p;
+  std::vector<int64_t> w(k);
+  for (auto& x : w) x = 1 + static_cast<int64_t>(rng() % 4);
+  return Shard(p.dim, w);
+}
+
 }  // namespace
 
 std::string RedistCase::str() const {
@@ -30,7 +38,7 @@ std::string RedistCase::str() const {
                       placements_str(src), " -> ", placements_str(dst), " seed ", seed);
 }
 
-RedistCase random_case(std::mt19937_64& rng, const Shape& mesh) {
+RedistCase random_case(std::mt19937_64& rng, const Shape& mesh, bool weighted) {
   RedistCase c;
   c.mesh = mesh;
   int rank = 1 + static_cast<int>(rng() % 3);
@@ -40,6 +48,10 @@ RedistCase random_case(std::mt19937_64& rng, const Shape& mesh) {
   for (size_t i = 0; i < mesh.size(); ++i) {
     c.src.push_back(random_placement(rng, rank, src_op));
     c.dst.push_back(random_placement(rng, rank, dst_op));
+    if (weighted) {
+      c.src.back() = maybe_weighted(rng, c.src.back(), mesh[i]);
+      c.dst.back() = maybe_weighted(rng, c.dst.back(), mesh[i]);
+    }
   }
   bool partial = false;
   for (size_t i = 0; i < mesh.size(); ++i) partial |= c.src[i].is_partial() || c.dst[i].is_partial();

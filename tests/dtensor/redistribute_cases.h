@@ -21,8 +21,9 @@ struct RedistCase {
   std::string str() const;
 };
 
-// A random case on `mesh`; Partial dims of src (and of dst) share one reduce op.
-RedistCase random_case(std::mt19937_64& rng, const Shape& mesh);
+// A random case on `mesh`; Partial dims of src (and of dst) share one reduce op. With `weighted`,
+// shard placements are weighted (random weights 1..4 per rank) two times in three.
+RedistCase random_case(std::mt19937_64& rng, const Shape& mesh, bool weighted = false);
 
 // The global tensor of a case (deterministic from its seed).
 Tensor case_global(const RedistCase& c);

@@ -39,6 +39,29 @@ TEST(Redistribute, PropertyRandomCasesOnAllMeshes) {
   EXPECT_EQ(cases, 1650);
 }
 
+// The same property with weighted shards (DESIGN §2) among the placements: weighted <-> even,
+// weighted <-> other weights on the same dim and on other dims, nested, uneven and empty parts.
+TEST(Redistribute, PropertyWeightedShardsOnAllMeshes) {
+  std::mt19937_64 rng(20261125);
+  const std::vector<Shape> meshes = {{1}, {2}, {3}, {4}, {2, 2}, {2, 3}, {2, 2, 2}};
+  int weighted = 0;
+  for (const Shape& mesh : meshes) {
+    std::vector<RedistCase> batch;
+    for (int i = 0; i < 150; ++i) batch.push_back(testing::random_case(rng, mesh, /*weighted=*/true));
+    for (const auto& c : batch)
+      for (size_t i = 0; i < mesh.size(); ++i) weighted += c.src[i].is_weighted() || c.dst[i].is_weighted();
+    std::vector<std::string> failures(numel(mesh));
+    on_mesh(mesh, [&](MeshPtr m) {
+      for (const RedistCase& c : batch) {
+        std::string err = testing::run_case(c, m);
+        if (!err.empty() && failures[m->global_rank()].empty()) failures[m->global_rank()] = err;
+      }
+    });
+    for (const auto& f : failures) EXPECT_TRUE(f.empty()) << f;
+  }
+  EXPECT_GT(weighted, 300);
+}
+
 // Every src -> dst pair over {R, S(0), S(1), P(sum)} on the 2-d and 3-d meshes, uneven shapes.
 TEST(Redistribute, ExhaustivePairsOnSmallMeshes) {
   const std::vector<Placement> opts = {Replicate(), Shard(0), Shard(1), Partial()};
@@ -94,6 +117,13 @@ TEST(Redistribute, PlansUseTheDesignedCollectives) {
   // Bytes: S(0)->R of a 16x16 float tensor over 4 ranks sends 3/4 of 1 KiB.
   auto plan = compute_redistribute_plan({4}, {Shard(0)}, {Replicate()}, {16, 16}, DType::kFloat32);
   EXPECT_EQ(plan.total_bytes(), 768);
+  // Weighted: bytes are counted on the heaviest rank's block, wherever it sits.
+  auto heavy_last = compute_redistribute_plan({2, 2}, {Shard(0, {1, 3}), Shard(1)}, {Shard(0, {1, 3}), Replicate()},
+                                              {8, 8}, DType::kFloat32);
+  auto heavy_first = compute_redistribute_plan({2, 2}, {Shard(0, {3, 1}), Shard(1)}, {Shard(0, {3, 1}), Replicate()},
+                                               {8, 8}, DType::kFloat32);
+  EXPECT_EQ(heavy_last.total_bytes(), heavy_first.total_bytes());
+  EXPECT_EQ(heavy_first.total_bytes(), 6 * 8 * 4 / 2);  // 6 rows of 8 floats; all-gather sends half
 }
 
 TEST(Redistribute, PlansAreCachedAndTheCacheIsBounded) {
@@ -151,6 +181,51 @@ TEST(Redistribute, ChunkSemanticsMatchTorchChunk) {
     DTensor d = distribute_tensor(Tensor::arange(5), m, {Shard(0)});
     const int64_t want[] = {2, 2, 1, 0};
     EXPECT_EQ(d.local_tensor().numel(), want[m->coordinate(0)]);
+  });
+}
+
+TEST(WeightedShard, SizesFollowLargestRemainder) {
+  auto sizes = [](int64_t n, std::vector<int64_t> w) {
+    std::vector<int64_t> out;
+    int64_t at = 0;
+    for (size_t r = 0; r < w.size(); ++r) {
+      auto [start, len] = weighted_range(n, w, static_cast<int64_t>(r));
+      EXPECT_EQ(start, at);
+      at += len;
+      out.push_back(len);
+    }
+    EXPECT_EQ(at, n);
+    return out;
+  };
+  // 10 by 3:2:2:1 (W = 8): floors 3,2,2,1 (sum 8), remainders 6,4,4,2: the 2 left go to ranks 0, 1.
+  EXPECT_EQ(sizes(10, {3, 2, 2, 1}), (std::vector<int64_t>{4, 3, 2, 1}));
+  // Equal weights: 10 over 4 -> 3,3,2,2 (ties to the lower rank), unlike torch.chunk's 3,3,3,1.
+  EXPECT_EQ(sizes(10, {1, 1, 1, 1}), (std::vector<int64_t>{3, 3, 2, 2}));
+  EXPECT_EQ(sizes(0, {3, 1}), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(sizes(1, {1, 3}), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(sizes(8, {3, 1}), (std::vector<int64_t>{6, 2}));
+  // Notation, and weights kept divided by their gcd.
+  EXPECT_EQ(Shard(0, {3, 2, 2, 1}).str(), "S(0)[3:2:2:1]");
+  EXPECT_EQ(Shard(1, {6, 2}), Shard(1, {3, 1}));
+  EXPECT_NE(Shard(1, {1, 1}), Shard(1));
+  EXPECT_EQ(Placement::parse("S(0)[3:2:2:1]"), Shard(0, {3, 2, 2, 1}));
+  EXPECT_EQ(Placement::parse(" Shard(1)[ 2 : 1 ] "), Shard(1, {2, 1}));
+  for (const char* bad : {"S(0)[3:0]", "S(0)[3:-1]", "S(0)[a:1]", "S(0)[]", "R[1:2]", "S(0)[1:2"})
+    EXPECT_THROW(Placement::parse(bad), Error) << bad;
+  // Placement stays small and trivially copyable for the even case's sake.
+  static_assert(sizeof(Placement) == 8);
+  static_assert(std::is_trivially_copyable_v<Placement>);
+  on_mesh({2, 2}, [](MeshPtr m) {
+    try {
+      distribute_tensor(Tensor::zeros({4, 4}), m, {Shard(0, {1, 2, 3}), Replicate()});
+      ADD_FAILURE() << "accepted 3 weights on a mesh dim of 2";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("has 3 weights"), std::string::npos) << e.what();
+    }
+    // Rank shares: dim 0 of 10 rows by 3:1 over mesh dim 0 -> 8 and 2 rows (7.5, 2.5: tie to rank 0).
+    DTensor d = distribute_tensor(Tensor::arange(40).view({10, 4}), m, {Shard(0, {3, 1}), Shard(1)});
+    EXPECT_EQ(d.local_tensor().size(0), m->coordinate(0) == 0 ? 8 : 2);
+    EXPECT_TRUE(equal(d.full_tensor(), Tensor::arange(40).view({10, 4})));
   });
 }
 

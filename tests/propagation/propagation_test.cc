@@ -13,11 +13,18 @@ OpCall make_call(const std::string& op, std::vector<TensorMeta> metas, std::vect
                  const Shape& mesh, std::vector<std::pair<std::string, ArgValue>> kw = {}) {
   init_ops();
   std::vector<ArgValue> pos;
-  for (size_t i = 0; i < metas.size(); ++i) pos.push_back(TensorRef{static_cast<int>(i)});
+  for (size_t i = 0; i < metas.size(); ++i) pos.emplace_back(std::in_place_type<TensorRef>, TensorRef{static_cast<int>(i)});
   return OpCall::bind(Registry::get().find(op), pos, kw, std::move(metas), std::move(pl), mesh);
 }
 
 TensorMeta f32(Shape s) { return {std::move(s), DType::kFloat32}; }
+
+// One keyword argument (built by emplace: a braced list of variants trips GCC's maybe-uninitialized).
+std::vector<std::pair<std::string, ArgValue>> kwarg(const char* name, IValue v) {
+  std::vector<std::pair<std::string, ArgValue>> out;
+  out.emplace_back(name, ArgValue(std::move(v)));
+  return out;
+}
 
 TEST(Propagation, NoRedistributionWinsTiesAgainstLocalChunking) {
   auto d = propagate(make_call("relu", {f32({8, 8})}, {{Replicate()}}, {4}));
@@ -53,6 +60,38 @@ TEST(Propagation, MegatronMlpOnTwoDMesh) {
   auto e = propagate(make_call("mm", {f32({16, 64}), f32({64, 32})}, {{Shard(0), Shard(1)}, {Replicate(), Shard(0)}}, {2, 4}));
   EXPECT_EQ(e->strategy.outputs[0], (Placements{Shard(0), Partial()}));
   EXPECT_TRUE(e->collectives.empty());
+}
+
+// Weighted shards (DESIGN §2) pass through pointwise ops, matmul and reductions with no
+// communication; an op whose rows cannot carry weights redistributes to an even placement.
+TEST(Propagation, WeightedShardsCarryThroughOrRedistributeToEven) {
+  const Placement w = Shard(0, {3, 1});
+  auto a = propagate(make_call("add", {f32({10, 8}), f32({10, 8})}, {{w}, {w}}, {2}));
+  EXPECT_EQ(a->strategy.outputs[0], (Placements{w}));
+  EXPECT_TRUE(a->collectives.empty());
+  // x [S(0)[3:1], R] @ w1 [R, S(1)]: data-parallel rows by weight, tensor-parallel columns.
+  auto m = propagate(make_call("mm", {f32({10, 32}), f32({32, 64})}, {{w, Replicate()}, {Replicate(), Shard(1)}},
+                               {2, 2}));
+  EXPECT_EQ(m->strategy.outputs[0], (Placements{w, Shard(1)}));
+  EXPECT_TRUE(m->collectives.empty());
+  // The contraction dim weighted on both sides gives a Partial(sum).
+  const Placement k = Shard(1, {1, 2});
+  auto c = propagate(make_call("mm", {f32({4, 9}), f32({9, 5})}, {{k}, {Shard(0, {1, 2})}}, {2}));
+  EXPECT_EQ(c->strategy.outputs[0], (Placements{Partial()}));
+  EXPECT_TRUE(c->collectives.empty());
+  auto r = propagate(make_call("sum", {f32({10, 8})}, {{w}}, {2}, kwarg("dim", std::vector<int64_t>{1})));
+  EXPECT_EQ(r->strategy.outputs[0], (Placements{w}));
+  EXPECT_TRUE(r->collectives.empty());
+  // softmax over the weighted dim: its sharded row runs a distributed step written for even parts,
+  // so the weighted input moves to an even or replicated placement first.
+  auto s = propagate(make_call("softmax", {f32({10, 8})}, {{w}}, {2}, kwarg("dim", int64_t{0})));
+  EXPECT_FALSE(s->strategy.inputs[0][0].is_weighted());
+  EXPECT_FALSE(s->collectives.empty());
+  // Mixed weights on one pointwise op: one input is re-split (all_to_all), never computed as is.
+  auto x = propagate(make_call("add", {f32({10, 8}), f32({10, 8})}, {{w}, {Shard(0)}}, {2}));
+  EXPECT_EQ(x->strategy.inputs[0], x->strategy.inputs[1]);
+  ASSERT_EQ(x->collectives.size(), 1u);
+  EXPECT_EQ(x->collectives[0].kind, CommKind::kAllToAll);
 }
 
 TEST(Propagation, OpsWithoutApplicableRulesFallBackToReplicateWithCost) {

@@ -59,6 +59,27 @@ def test_local_blocks_are_numpy_chunks():
         assert local.dtype == np.float64
 
 
+def test_weighted_shards_split_by_largest_remainder():
+    # 10 rows by 3:2:2:1 (sum 8): floors 3,2,2,1, remainders 6,4,4,2 -> the 2 rows left go to ranks 0, 1.
+    p = Shard(0, [3, 2, 2, 1])
+    assert repr(p) == "S(0)[3:2:2:1]" and p.weights == [3, 2, 2, 1] and p.dim == 0 and p.is_shard(0)
+    assert Shard(0).weights is None and Shard(0, [6, 2]) == Shard(0, [3, 1]) and Shard(0, [1, 1]) != Shard(0)
+    with pytest.raises(dtensor.DTensorError, match="weight 0"):
+        Shard(0, [1, 0])
+    x = rng.standard_normal((10, 3))
+    w = rng.standard_normal((3, 2))
+
+    def fn(mesh, rank):
+        y = dtensor.ops.mm(dtensor.distribute_tensor(x, mesh, [p]), dtensor.distribute_tensor(w, mesh, [Replicate()]))
+        return y.placements, y.to_local(), y.full_tensor()
+
+    bounds = np.cumsum([0, 4, 3, 2, 1])
+    for rank, (placements, local, full) in enumerate(on_mesh((4,), fn)):
+        assert placements == (p,)  # the rows keep their weighted split through mm
+        np.testing.assert_allclose(local, (x @ w)[bounds[rank]:bounds[rank + 1]], rtol=1e-12)
+        np.testing.assert_allclose(full, x @ w, rtol=1e-12)
+
+
 def test_redistribute_matches_numpy():
     x = rng.standard_normal((6, 4)).astype(np.float32)
 

@@ -28,6 +28,15 @@ expect 2 "--text"             -- train --text /nonexistent/file
 expect 2 "--dim"              -- train --dim 1000000
 expect 2 "needs about"        -- train --mesh tp=1 --dim 65536 --layers 1024 --heads 1
 expect 2 "--steps"            -- train --steps 99999999999999
+# --rank-weights: one positive integer per dp rank.
+expect 2 "'0' is not accepted"    -- train --mesh dp=2,tp=2 --rank-weights 0,1
+expect 2 "'-1' is not accepted"   -- train --mesh dp=2,tp=2 --rank-weights -1,2
+expect 2 "'x' is not accepted"    -- train --mesh dp=2,tp=2 --rank-weights x,1
+expect 2 "'1.5' is not accepted"  -- train --mesh dp=2,tp=2 --rank-weights 1.5,1
+expect 2 "3 weights for dp=2"     -- train --mesh dp=2,tp=2 --rank-weights 3,1,1
+expect 2 "give a mesh with a dp" -- train --mesh tp=2 --rank-weights 3,1
+expect 2 "would get no rows"      -- train --mesh dp=2,tp=2 --rank-weights 100,1 --batch 8
+DTENSOR_SLOW_RANK=1:x expect 2 "DTENSOR_SLOW_RANK" -- train --steps 1
 # train: runtime errors exit 1.
 expect 1 "checkpoint"         -- train --steps 1 --sample 0 --load "$tmp/no-such-checkpoint"
 # NCCL on more GPUs than any machine here has, or on a build without CUDA: exit 1 before any rank

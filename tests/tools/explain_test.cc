@@ -88,6 +88,23 @@ TEST(Explain, ErrorsStayOnTheirLine) {
   EXPECT_NE(k.find("unknown argument 'dtipe'"), std::string::npos) << k;
 }
 
+// Weighted shards in explain's notation: parsed, carried through mm with no collective, executed
+// ("run") against the single-device op; a wrong weight count or a zero weight is an error on its line.
+TEST(Explain, WeightedShardsParsePrintAndRun) {
+  json ans = json::parse(explain_line(
+      R"j({"mesh": [4], "op": "mm", "run": true, "args": [{"shape": [10, 8], "placements": ["S(0)[3:2:2:1]"]},
+          {"shape": [8, 6], "placements": ["R"]}]})j"));
+  EXPECT_EQ(ans["outputs"][0]["placements"], json::parse(R"j(["S(0)[3:2:2:1]"])j")) << ans.dump();
+  EXPECT_TRUE(ans["collectives"].empty()) << ans.dump();
+  EXPECT_EQ(ans["run"]["match"], true) << ans.dump();
+  json bad = json::parse(explain_line(
+      R"j({"mesh": [4], "op": "relu", "args": [{"shape": [10, 8], "placements": ["S(0)[3:1]"]}]})j"));
+  EXPECT_NE(bad["error"].get<std::string>().find("has 2 weights"), std::string::npos) << bad.dump();
+  json zero = json::parse(explain_line(
+      R"j({"mesh": [2], "op": "relu", "args": [{"shape": [10, 8], "placements": ["S(0)[3:0]"]}]})j"));
+  EXPECT_NE(zero["error"].get<std::string>().find("not positive"), std::string::npos) << zero.dump();
+}
+
 TEST(Explain, NegativeShardDimsAreWrittenNonNegative) {
   json ans = json::parse(explain_line(
       R"j({"mesh": [2], "op": "relu", "args": [{"shape": [4, 6], "placements": ["S(-1)"]}]})j"));

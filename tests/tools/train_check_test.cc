@@ -60,6 +60,23 @@ TEST(TrainCheck, CorrectShardingPassesTheFloat64Bound) {
   }
 }
 
+// --rank-weights: batch rows split 3:1 (and 1:2:1) over dp by a weighted shard, tp beside it.
+TEST(TrainCheck, WeightedDataParallelPassesTheFloat64Bound) {
+  struct Case {
+    const char* mesh;
+    const char* weights;
+    int world;
+  };
+  for (Case c : {Case{"dp=2,tp=2", "3,1", 4}, Case{"dp=3,tp=1", "1,2,1", 3}}) {
+    TrainOptions o = small(c.mesh);
+    o.steps = 10;
+    o.rank_weights = c.weights;
+    validate_train_options(o);
+    const double worst = max_relative_loss_difference(o, sharded_losses(o, c.world));
+    EXPECT_LE(worst, kCheckTolerance) << c.mesh << " " << c.weights;
+  }
+}
+
 TEST(TrainCheck, AShardingBugFailsTheCheck) {
   TrainOptions o = small("tp=2");
   const double worst = max_relative_loss_difference(o, sharded_losses(o, 2, /*seed_skew=*/1));

@@ -59,6 +59,7 @@ void register_all_rules() {
     register_selection_rules(r);
     register_pooling_rules(r);
     register_attention_rules(r);
+    register_ring_attention_rules(r);
   });
 }
 

@@ -14,6 +14,8 @@
 #include "kernels/cpu/attention_merge.h"
 #include "kernels/cpu/kernels.h"
 #include "tests/kernels/test_util.h"
+#include "tools/explain.h"
+#include "nlohmann/json.hpp"
 
 namespace dtensor::ops {
 namespace {
@@ -120,6 +122,32 @@ TEST(RingAttention, RejectsBlocksThatAreNotThisRanksChunk) {
     kernels::testing::expect_error([&] { ring_attention_forward(*pg, t, t, t, 8); },
                                    {"ring_attention_forward", "[1, 3, 4]", "chunk of seq_len 8"});
   });
+}
+
+// `dtensor explain`: sequence-sharded query, key and value run the ring (its bytes per rank are the
+// ring formula: (n-1)/n of the global key and value), while a replicated key and value, already
+// whole on every rank, keep the plain kernel on the query rows without any traffic.
+TEST(RingAttention, ExplainChoosesRingForSequenceShardedInputs) {
+  using json = nlohmann::json;
+  const std::string t = R"j({"shape": [2, 4, 64, 16], "placements": [")j";
+  auto ask = [&](const std::string& kv) {
+    return json::parse(tools::explain_line(R"j({"mesh": [4], "op": "scaled_dot_product_attention", "args": [)j" + t +
+                                           R"j(S(2)"]}, )j" + t + kv + R"j("]}, )j" + t + kv +
+                                           R"j("]}], "kwargs": {"is_causal": true}, "run": true})j"));
+  };
+  json ring = ask("S(2)");
+  ASSERT_FALSE(ring.contains("error")) << ring.dump();
+  EXPECT_EQ(ring["step"], "ring_attention") << ring.dump();
+  ASSERT_EQ(ring["collectives"].size(), 1u) << ring.dump();
+  EXPECT_EQ(ring["collectives"][0]["kind"], "send_recv");
+  const int64_t kv_bytes = 2 * 4 * 64 * (16 + 16) * 4;  // global key + value, float32
+  EXPECT_EQ(ring["collectives"][0]["bytes"].get<int64_t>(), kv_bytes * 3 / 4);
+  EXPECT_TRUE(ring["run"]["match"].get<bool>()) << ring.dump();
+  json local = ask("R");
+  ASSERT_FALSE(local.contains("error")) << local.dump();
+  EXPECT_FALSE(local.contains("step")) << local.dump();
+  EXPECT_TRUE(local["collectives"].empty()) << local.dump();
+  EXPECT_EQ(local["inputs"][1]["to"], json::parse(R"j(["R"])j"));
 }
 
 }  // namespace

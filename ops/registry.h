@@ -83,6 +83,9 @@ struct StepTraffic {
   CommKind collective = CommKind::kLocal;
   int64_t bytes = 0;
   int rounds = 1;
+  // The rounds run while the step computes (ring attention passes the next key/value block during
+  // the current block's attention): the cost model charges one round, the rest being hidden.
+  bool overlapped = false;
 };
 
 // A distributed algorithm that a rule row carries (DESIGN §6): it keeps an input sharded where

@@ -264,7 +264,7 @@ Choice CostModel::make_op_choice(int v, const OpCall& call, const std::vector<Te
       if (links_[i].model(t.collective).bandwidth_GBps < link.model(t.collective).bandwidth_GBps) link = links_[i];
     }
     const int rounds = std::max(t.rounds, 1);
-    const double time = t.bytes == 0 ? 0.0 : rounds * collective_time_us(t.collective, t.bytes / rounds, group, link);
+    const double time = t.bytes == 0 ? 0.0 : (t.overlapped ? 1 : rounds) * collective_time_us(t.collective, t.bytes / rounds, group, link);
     if (t.bytes > 0) {
       c.has_step = true;
       c.step = {t.collective, dims[0], t.bytes, time};

@@ -69,7 +69,7 @@ CollectiveRecord step_record(const OpCall& call, const Strategy& s, const std::v
   }
   const int rounds = std::max(t.rounds, 1);
   // A step with nothing to send (halo windows aligned with shard boundaries) costs nothing.
-  double time = t.bytes == 0 ? 0.0 : rounds * collective_time_us(t.collective, t.bytes / rounds, group, link);
+  double time = t.bytes == 0 ? 0.0 : (t.overlapped ? 1 : rounds) * collective_time_us(t.collective, t.bytes / rounds, group, link);
   return {t.collective, dims[0], t.bytes, time};
 }
 

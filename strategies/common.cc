@@ -61,6 +61,7 @@ void register_all_rules() {
     register_attention_rules(r);
     register_grouped_mm_rules(r);
     register_flex_attention_rules(r);
+    register_ring_attention_rules(r);
   });
 }
 

@@ -58,6 +58,7 @@ void register_pooling_rules(Registry& r);
 void register_attention_rules(Registry& r);
 void register_grouped_mm_rules(Registry& r);
 void register_flex_attention_rules(Registry& r);
+void register_ring_attention_rules(Registry& r);  // after register_attention_rules
 
 // All of the above, once.
 void register_all_rules();

@@ -248,6 +248,8 @@ json answer(const json& req, const ExplainOptions& o) {
   for (const auto& c : d->collectives)
     out["collectives"].push_back({{"kind", comm_kind_name(c.kind)}, {"mesh_dim", c.mesh_dim}, {"bytes", c.bytes}});
   out["cost_us"] = std::round(d->cost_us * 1000.0) / 1000.0;
+  // The distributed step the strategy runs (e.g. "ring_attention"), when it runs one.
+  if (d->strategy.step() != 0) out["step"] = call.op().steps.at(d->strategy.step() - 1).name;
   if (p.run) out["run"] = run_check(call, *d, o);
   return out;
 }

@@ -121,13 +121,17 @@ struct Inputs {
 
 // The probabilities of query rows [i0, i0 + r) of batch b into P[r, n] (row stride n) and returns
 // n: the keys [0, n) that any of these rows can see (all S, or fewer under the causal mask).
-// Masked entries and fully masked rows are 0.
+// Masked entries and fully masked rows are 0. With `lse`, lse[rr] receives row rr's log-sum-exp of
+// the scaled, masked scores (-inf for a fully masked row).
 template <typename T>
-int64_t probabilities(const Inputs<T>& x, int64_t b, int64_t i0, int64_t r, T* P) {
+int64_t probabilities(const Inputs<T>& x, int64_t b, int64_t i0, int64_t r, T* P, T* lse = nullptr) {
   const Problem& p = x.p;
   int64_t n = p.S;
   if (x.causal) n = std::clamp<int64_t>(x.query_offset + i0 + r, 0, p.S);
-  if (n == 0) return 0;
+  if (n == 0) {
+    if (lse) std::fill(lse, lse + r, -std::numeric_limits<T>::infinity());
+    return 0;
+  }
   gemm(false, true, r, n, p.E, static_cast<T>(p.scale), x.q + (b * p.L + i0) * p.E, p.E,
        x.k + b * p.S * p.E, p.E, T(0), P, n);
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
@@ -152,6 +156,7 @@ int64_t probabilities(const Inputs<T>& x, int64_t b, int64_t i0, int64_t r, T* P
     for (int64_t j = 0; j < lim; ++j) mx = row[j] > mx ? row[j] : mx;
     if (mx == kNegInf) {  // every key masked: a zero row
       std::fill(row, row + lim, T(0));
+      if (lse) lse[rr] = kNegInf;
       continue;
     }
     T sum = 0;
@@ -165,6 +170,7 @@ int64_t probabilities(const Inputs<T>& x, int64_t b, int64_t i0, int64_t r, T* P
     }
     const T inv = T(1) / sum;
     for (int64_t j = 0; j < lim; ++j) row[j] *= inv;
+    if (lse) lse[rr] = mx + std::log(sum);
   }
   return n;
 }
@@ -261,6 +267,41 @@ AttentionGrads scaled_dot_product_attention_backward(const Tensor& grad_out, con
       }
     }
     return AttentionGrads{dq.to(query.dtype()), dk.to(key.dtype()), dv.to(value.dtype())};
+  });
+}
+
+AttentionWithLse scaled_dot_product_attention_with_lse(const Tensor& query, const Tensor& key,
+                                                        const Tensor& value, bool is_causal,
+                                                        std::optional<double> scale,
+                                                        int64_t query_offset) {
+  const char* op = "scaled_dot_product_attention_with_lse";
+  for (const Tensor* t : {&query, &key, &value})
+    DT_CHECK(t->device().is_cpu(), op, ": tensors must be on the cpu, got ", t->device().str());
+  const Problem p = check(op, query, key, value, std::nullopt, is_causal, scale);
+  return detail::dispatch_float(p.compute, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const Tensor q = query.to(p.compute).contiguous(), k = key.to(p.compute).contiguous(),
+                 v = value.to(p.compute).contiguous();
+    const MaskView<T> mask = mask_view<T>(std::nullopt, p);
+    const Inputs<T> x{p, q.data<T>(), k.data<T>(), mask, is_causal, query_offset};
+    Tensor out = Tensor::zeros(with_tail(p.batch, p.L, p.Ev), p.compute);
+    Shape lse_shape = p.batch;
+    lse_shape.push_back(p.L);
+    Tensor lse = Tensor::zeros(lse_shape, p.compute);
+    T* o = out.data<T>();
+    T* l = lse.data<T>();
+    const T* vp = v.data<T>();
+    std::vector<T> P(static_cast<size_t>(kBlock * std::max<int64_t>(p.S, 1)));
+    for (int64_t b = 0; b < p.B; ++b) {
+      for (int64_t i0 = 0; i0 < p.L; i0 += kBlock) {
+        const int64_t r = std::min(kBlock, p.L - i0);
+        const int64_t n = probabilities(x, b, i0, r, P.data(), l + b * p.L + i0);
+        if (n == 0) continue;
+        gemm(false, false, r, p.Ev, n, T(1), P.data(), n, vp + b * p.S * p.Ev, p.Ev, T(0),
+             o + (b * p.L + i0) * p.Ev, p.Ev);
+      }
+    }
+    return AttentionWithLse{out, lse};
   });
 }
 

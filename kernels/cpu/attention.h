@@ -50,4 +50,18 @@ AttentionGrads scaled_dot_product_attention_backward(
     const Tensor& out, bool is_causal = false, std::optional<double> scale = std::nullopt,
     const std::optional<Tensor>& attn_mask = std::nullopt, int64_t query_offset = 0);
 
+// The forward without attn_mask, also returning each query row's log-sum-exp of the scaled, masked
+// scores (the softmax denominator in log space), for attention computed in key blocks whose partial
+// results merge by log-sum-exp (ring attention, kernels/cpu/attention_merge.h). out [..., L, Ev] and
+// lse [..., L] are in the compute dtype (float32, or float64 for float64 inputs); a row that sees
+// no key has out 0 and lse -inf. query_offset may be negative (a key block that starts after the
+// query block). CPU tensors only (Error otherwise).
+struct AttentionWithLse {
+  Tensor out, lse;
+};
+AttentionWithLse scaled_dot_product_attention_with_lse(const Tensor& query, const Tensor& key,
+                                                        const Tensor& value, bool is_causal = false,
+                                                        std::optional<double> scale = std::nullopt,
+                                                        int64_t query_offset = 0);
+
 }  // namespace dtensor::kernels

@@ -134,7 +134,9 @@ void define_forward(Registry& reg) {
         sample({{2, 3, 5, 4}, {2, 3, 7, 4}, {2, 3, 7, 6}, {5, 7}}, {T(0), T(1), T(2), T(3)}, {}, {F, F, F, B}),
         sample({{2, 3, 5, 4}, {2, 3, 7, 4}, {2, 3, 7, 6}, {2, 1, 5, 7}}, {T(0), T(1), T(2), T(3)}),
         sample({{3, 5, 4}, {3, 7, 4}, {3, 7, 3}, {7}}, {T(0), T(1), T(2), T(3)}, {{"scale", V(0.3)}},
-               {F, F, F, B})};
+               {F, F, F, B}),
+        // Self-attention (L == S): the ring attention rows apply.
+        sample({{2, 6, 4}, {2, 6, 4}, {2, 6, 3}}, {T(0), T(1), T(2)}, {{"is_causal", V(true)}})};
   };
 }
 
@@ -172,7 +174,9 @@ void define_backward(Registry& reg) {
                {T(0), T(1), T(2), T(3), T(4)}, {{"attn_mask", T(5)}},
                {DType::kFloat32, DType::kFloat32, DType::kFloat32, DType::kFloat32, DType::kFloat32, DType::kBool}),
         sample({{2, 3, 5, 6}, {2, 3, 5, 4}, {2, 3, 7, 4}, {2, 3, 7, 6}, {2, 3, 5, 6}, {2, 1, 5, 7}},
-               {T(0), T(1), T(2), T(3), T(4)}, {{"attn_mask", T(5)}})};
+               {T(0), T(1), T(2), T(3), T(4)}, {{"attn_mask", T(5)}}),
+        sample({{2, 6, 3}, {2, 6, 4}, {2, 6, 4}, {2, 6, 3}, {2, 6, 3}}, {T(0), T(1), T(2), T(3), T(4)},
+               {{"is_causal", V(true)}})};
   };
   // query, key, value and attn_mask from fixed seeds and out = the forward on them; grad_out
   // random.
@@ -190,9 +194,12 @@ void define_backward(Registry& reg) {
 
 }  // namespace
 
+void add_ring_attention_steps(Registry& reg);  // ring_attention_steps.cc
+
 void define_attention_ops(Registry& reg) {
   define_forward(reg);
   define_backward(reg);
+  add_ring_attention_steps(reg);
 }
 
 }  // namespace dtensor::ops

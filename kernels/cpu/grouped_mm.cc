@@ -21,8 +21,7 @@ std::vector<int64_t> grouped_mm_offsets(const Tensor& offs, int64_t groups, int6
   return v;
 }
 
-Tensor grouped_mm(const Tensor& a, const Tensor& b, const std::optional<Tensor>& offs) {
-  DT_KERNEL_ON_DEVICE(grouped_mm, a, b, offs);
+std::string grouped_mm_check(const Tensor& a, const Tensor& b, const std::optional<Tensor>& offs) {
   const std::string what = absl::StrCat("grouped_mm(", dtype_name(a.dtype()), " ", shape_str(a.sizes()),
                                         ", ", dtype_name(b.dtype()), " ", shape_str(b.sizes()), ")");
   DT_CHECK(a.dtype() == b.dtype() && is_floating(a.dtype()), what,
@@ -34,10 +33,16 @@ Tensor grouped_mm(const Tensor& a, const Tensor& b, const std::optional<Tensor>&
   const bool a3 = a.dim() == 3, b3 = b.dim() == 3;
   DT_CHECK(offs.has_value() != (a3 && b3), what,
            a3 && b3 ? ": 3-d x 3-d takes no offs" : ": offs are required unless both operands are 3-d");
-  if (a3 && b3) {
+  if (a3 && b3)
     DT_CHECK(a.size(0) == b.size(0), what, ": group counts differ (", a.size(0), " vs ", b.size(0), ")");
-    return bmm(a, b);
-  }
+  return what;
+}
+
+Tensor grouped_mm(const Tensor& a, const Tensor& b, const std::optional<Tensor>& offs) {
+  DT_KERNEL_ON_DEVICE(grouped_mm, a, b, offs);
+  const std::string what = grouped_mm_check(a, b, offs);
+  const bool a3 = a.dim() == 3, b3 = b.dim() == 3;
+  if (a3 && b3) return bmm(a, b);
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   if (!a3 && b3) {  // rows of a grouped
     const int64_t G = b.size(0);

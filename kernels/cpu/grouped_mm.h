@@ -20,6 +20,11 @@ namespace dtensor::kernels {
 
 Tensor grouped_mm(const Tensor& a, const Tensor& b, const std::optional<Tensor>& offs);
 
+// Checks the operands shared by the CPU and CUDA kernels (one floating dtype, 2-d or 3-d, equal
+// contraction dims, offs given exactly when not 3-d x 3-d, equal group counts for 3-d x 3-d) and
+// returns the call's name for errors: "grouped_mm(float32[M, K], float32[G, K, N])".
+std::string grouped_mm_check(const Tensor& a, const Tensor& b, const std::optional<Tensor>& offs);
+
 // Checks offs (int32 1-d of `groups` entries, non-decreasing, within [0, extent]) and returns its
 // values; `what` names the call in errors. Shared by the CPU and CUDA kernels and the op's meta.
 std::vector<int64_t> grouped_mm_offsets(const Tensor& offs, int64_t groups, int64_t extent,

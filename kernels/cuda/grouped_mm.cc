@@ -11,23 +11,11 @@ namespace dtensor::kernels::cuda {
 using ::dtensor::cuda::DeviceGuard;
 
 Tensor grouped_mm(const Tensor& a, const Tensor& b, const std::optional<Tensor>& offs) {
-  const std::string what = absl::StrCat("grouped_mm(", dtype_name(a.dtype()), " ", shape_str(a.sizes()),
-                                        ", ", dtype_name(b.dtype()), " ", shape_str(b.sizes()), ")");
   detail::check_cuda("grouped_mm", a, "a");
   detail::check_same_device("grouped_mm", a, b, "b");
-  DT_CHECK(a.dtype() == b.dtype() && is_floating(a.dtype()), what,
-           ": operands must share one floating dtype (accepted: float32, float64, bfloat16, float16)");
-  DT_CHECK((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3), what,
-           ": operands must be 2-d or 3-d");
-  DT_CHECK(a.size(-1) == b.size(-2), what, ": contraction dims differ (", a.size(-1), " vs ", b.size(-2),
-           "); accepted: a[..., K] @ b[..., K, N]");
+  const std::string what = grouped_mm_check(a, b, offs);
   const bool a3 = a.dim() == 3, b3 = b.dim() == 3;
-  DT_CHECK(offs.has_value() != (a3 && b3), what,
-           a3 && b3 ? ": 3-d x 3-d takes no offs" : ": offs are required unless both operands are 3-d");
-  if (a3 && b3) {
-    DT_CHECK(a.size(0) == b.size(0), what, ": group counts differ (", a.size(0), " vs ", b.size(0), ")");
-    return bmm(a, b);
-  }
+  if (a3 && b3) return bmm(a, b);
   DeviceGuard guard(a.device().index);
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   const Tensor host_offs = offs->to(cpu());

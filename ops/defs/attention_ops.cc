@@ -19,23 +19,6 @@ std::optional<double> scale_arg(const OpCall& c) {
   return c.get_double("scale");
 }
 
-// Checks query, key, value (tensors qi, qi + 1, qi + 2); returns the output shape [..., L, Ev].
-Shape attention_shape(const OpCall& c, int qi) {
-  const Shape &q = c.tensor(qi).shape, &k = c.tensor(qi + 1).shape, &v = c.tensor(qi + 2).shape;
-  const std::string accepted =
-      "accepted: query [..., L, E], key [..., S, E], value [..., S, Ev] of one rank >= 2 with identical batch dims";
-  if (q.size() < 2 || k.size() != q.size() || v.size() != q.size()) fail(c, accepted);
-  for (size_t d = 0; d + 2 < q.size(); ++d)
-    if (k[d] != q[d] || v[d] != q[d]) fail(c, "batch dims differ; " + accepted);
-  if (k.back() != q.back() || v[v.size() - 2] != k[k.size() - 2]) fail(c, accepted);
-  const DType dt = c.tensor(qi).dtype;
-  if (!is_floating(dt) || c.tensor(qi + 1).dtype != dt || c.tensor(qi + 2).dtype != dt)
-    fail(c, "query, key and value must share one floating dtype");
-  Shape out = q;
-  out.back() = v.back();
-  return out;
-}
-
 // The part of a broadcasting input's local block that lines up with a block (shape, offset) of the
 // global shape `target` it broadcasts to: along every dim that is not broadcast the input's block
 // (at local_offset) is cut to the block's range. The rules give the input either the block's
@@ -193,6 +176,22 @@ void define_backward(Registry& reg) {
 }
 
 }  // namespace
+
+Shape attention_shape(const OpCall& c, int qi) {
+  const Shape &q = c.tensor(qi).shape, &k = c.tensor(qi + 1).shape, &v = c.tensor(qi + 2).shape;
+  const std::string accepted =
+      "accepted: query [..., L, E], key [..., S, E], value [..., S, Ev] of one rank >= 2 with identical batch dims";
+  if (q.size() < 2 || k.size() != q.size() || v.size() != q.size()) fail(c, accepted);
+  for (size_t d = 0; d + 2 < q.size(); ++d)
+    if (k[d] != q[d] || v[d] != q[d]) fail(c, "batch dims differ; " + accepted);
+  if (k.back() != q.back() || v[v.size() - 2] != k[k.size() - 2]) fail(c, accepted);
+  const DType dt = c.tensor(qi).dtype;
+  if (!is_floating(dt) || c.tensor(qi + 1).dtype != dt || c.tensor(qi + 2).dtype != dt)
+    fail(c, "query, key and value must share one floating dtype");
+  Shape out = q;
+  out.back() = v.back();
+  return out;
+}
 
 void add_ring_attention_steps(Registry& reg);  // ring_attention_steps.cc
 

@@ -54,6 +54,11 @@ auto guard(const OpCall& c, F&& f) -> decltype(f()) {
   }
 }
 
+// Checks query, key, value of an attention call (tensor inputs qi, qi + 1, qi + 2: [..., L, E],
+// [..., S, E], [..., S, Ev], one floating dtype, identical batch dims); returns the output shape
+// [..., L, Ev]. Fails naming the call. Shared by SDPA and flex_attention (attention_ops.cc).
+Shape attention_shape(const OpCall& c, int qi);
+
 // Family definers, each defining its ops once.
 void define_pointwise_ops(Registry& r);
 void define_matrix_ops(Registry& r);

@@ -54,16 +54,8 @@ kernels::FlexScoreMod score_mod_of(const std::vector<Tensor>& in, const OpCall& 
 
 // Checks query, key, value (tensors qi..qi + 2) and the mask arguments; returns the output shape.
 Shape flex_shape(const OpCall& c, int qi) {
-  const Shape &q = c.tensor(qi).shape, &k = c.tensor(qi + 1).shape, &v = c.tensor(qi + 2).shape;
-  const std::string accepted =
-      "accepted: query [..., L, E], key [..., S, E], value [..., S, Ev] of one rank >= 2 with identical batch dims";
-  if (q.size() < 2 || k.size() != q.size() || v.size() != q.size()) fail(c, accepted);
-  for (size_t d = 0; d + 2 < q.size(); ++d)
-    if (k[d] != q[d] || v[d] != q[d]) fail(c, "batch dims differ; " + accepted);
-  if (k.back() != q.back() || v[v.size() - 2] != k[k.size() - 2]) fail(c, accepted);
-  const DType dt = c.tensor(qi).dtype;
-  if (!is_floating(dt) || c.tensor(qi + 1).dtype != dt || c.tensor(qi + 2).dtype != dt)
-    fail(c, "query, key and value must share one floating dtype");
+  const Shape out = attention_shape(c, qi);
+  const Shape &q = c.tensor(qi).shape, &k = c.tensor(qi + 1).shape;
   const int64_t r = static_cast<int64_t>(q.size()), L = q[r - 2], S = k[r - 2];
   if (c.get_int("window") < -1) fail(c, absl::StrCat("window ", c.get_int("window"), " (accepted: -1 or >= 0)"));
   if (c.get_int("prefix_length") < 0) fail(c, "prefix_length must be >= 0");
@@ -94,8 +86,6 @@ Shape flex_shape(const OpCall& c, int qi) {
       fail(c, absl::StrCat("block_mask ", dtype_name(m.dtype), " ", shape_str(m.shape), " (accepted: int32 ",
                            shape_str(want), " or with 1 row, from create_block_mask with block_size ", bs, ")"));
   }
-  Shape out = q;
-  out.back() = v.back();
   return out;
 }
 

@@ -88,10 +88,44 @@ uint64_t placement_key(const Placements& p) {
   return k;
 }
 
-CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw)
-    : g_(g), mesh_(mesh), hw_(hw) {
+CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, ClusterShares shares)
+    : g_(g), mesh_(mesh), hw_(hw), shares_(std::move(shares)) {
   init_planner_ops();
-  links_ = hw.links_for_mesh(mesh.shape);
+  const int nd = mesh.ndim();
+  DT_CHECK(shares_.weights.empty() || static_cast<int>(shares_.weights.size()) == nd, "planner: ",
+           shares_.weights.size(), " weight lists for the mesh ", mesh.str(), "; give one per mesh dim (empty: even)");
+  weight_ids_.assign(nd, 0);
+  for (int i = 0; i < static_cast<int>(shares_.weights.size()); ++i) {
+    const std::vector<int64_t>& w = shares_.weights[i];
+    if (w.empty()) continue;
+    DT_CHECK(static_cast<int64_t>(w.size()) == mesh.shape[i], "planner: ", w.size(), " weights for mesh dim ",
+             mesh.names[i], " of ", mesh.shape[i], " ranks; give one weight per rank of that mesh dim");
+    weight_ids_[i] = intern_shard_weights(w);  // checks each weight's range
+  }
+  if (shares_.cluster) {
+    links_ = shares_.cluster->links_for_mesh(mesh.shape);  // checks the rank count first
+  } else {
+    links_ = hw.links_for_mesh(mesh.shape);
+  }
+  // Rank classes: (profile, coordinates on the weighted dims); their blocks at 0 on the others.
+  {
+    std::vector<std::pair<const HardwareProfile*, std::vector<int64_t>>> seen;
+    const int64_t ranks = mesh.size();
+    for (int64_t r = 0; r < ranks; ++r) {
+      std::vector<int64_t> at(nd, 0);
+      for (int64_t i = nd - 1, rest = r; i >= 0; --i) {
+        if (weight_ids_[i] != 0) at[i] = rest % mesh.shape[i];
+        rest /= mesh.shape[i];
+      }
+      const HardwareProfile* p = shares_.cluster ? &shares_.cluster->profile_of(r) : &hw;
+      std::pair<const HardwareProfile*, std::vector<int64_t>> key{p, at};
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+      seen.push_back(key);
+      auto b = std::find(block_coords_.begin(), block_coords_.end(), at);
+      if (b == block_coords_.end()) b = block_coords_.insert(block_coords_.end(), at);
+      classes_.push_back({static_cast<size_t>(b - block_coords_.begin()), p});
+    }
+  }
   const int n = g.num_vertices();
   inputs_.resize(n);
   for (int v = 0; v < n; ++v) inputs_[v] = g.inputs(v);
@@ -195,9 +229,23 @@ CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwarePr
   }
 }
 
-int64_t CostModel::local_numel(const Shape& shape, const Placements& p) const {
+Placements CostModel::weigh(const Placements& p) const {
+  Placements q = p;
+  for (size_t i = 0; i < q.size() && i < weight_ids_.size(); ++i)
+    if (weight_ids_[i] != 0 && q[i].is_shard()) q[i].weights_id = weight_ids_[i];
+  return q;
+}
+
+int64_t CostModel::block_numel(const Shape& shape, const Placements& weighed, size_t block) const {
   if (shape.empty()) return 1;
-  return numel(local_block(shape, p, mesh_.shape, std::vector<int64_t>(mesh_.ndim(), 0)).first);
+  return numel(local_block(shape, weighed, mesh_.shape, block_coords_[block]).first);
+}
+
+int64_t CostModel::local_numel(const Shape& shape, const Placements& p) const {
+  const Placements q = weigh(p);
+  int64_t most = 0;
+  for (size_t b = 0; b < block_coords_.size(); ++b) most = std::max(most, block_numel(shape, q, b));
+  return most;
 }
 
 std::vector<Placements> CostModel::storage_placements(const Shape& shape) const {
@@ -228,30 +276,39 @@ Choice CostModel::make_op_choice(int v, const OpCall& call, const std::vector<Te
   const bool view = is_view_op(call.op());
   Choice c;
   c.strategy = s;
-  double frac = 1.0;
-  int64_t bytes = 0, out_bytes = 0;
+  // Per block (rank class coordinates): the smallest local/global ratio and the bytes touched.
+  const size_t nb = block_coords_.size();
+  absl::InlinedVector<double, 4> frac(nb, 1.0);
+  absl::InlinedVector<int64_t, 4> bytes(nb, 0), out_bytes(nb, 0);
   auto visit = [&](const TensorMeta& m, const Placements& p, bool is_out) {
     const int64_t total = numel(m.shape);
-    const int64_t local = local_numel(m.shape, p);
-    if (total > 0) frac = std::min(frac, static_cast<double>(local) / static_cast<double>(total));
-    const int64_t b = local * static_cast<int64_t>(itemsize(m.dtype));
-    bytes += b;
-    if (is_out) out_bytes += b;
+    const Placements q = weigh(p);
+    for (size_t k = 0; k < nb; ++k) {
+      const int64_t local = block_numel(m.shape, q, k);
+      if (total > 0) frac[k] = std::min(frac[k], static_cast<double>(local) / static_cast<double>(total));
+      const int64_t b = local * static_cast<int64_t>(itemsize(m.dtype));
+      bytes[k] += b;
+      if (is_out) out_bytes[k] += b;
+    }
   };
   for (size_t o = 0; o < out_meta.size(); ++o) visit(out_meta[o], s.outputs[o], true);
   for (int t = 0; t < call.num_tensors(); ++t) visit(call.tensor(t), s.inputs[t], false);
-  c.work_bytes = bytes;
+  c.work_bytes = *std::max_element(bytes.begin(), bytes.end());
   if (!view) {
     DType dt = !out_meta.empty() && is_floating(out_meta[0].dtype) ? out_meta[0].dtype
                : call.num_tensors() > 0                           ? call.tensor(0).dtype
                                                                    : DType::kFloat32;
-    const double flops = op_flops(call, out_meta) * frac;
-    const double mem = nd.fused ? 0.0 : static_cast<double>(bytes) / (hw_.memory_bandwidth_GBps * 1e3);
-    c.fwd_us = std::max(flops / hw_.peak_flops_per_us(dt), mem);
+    const double op = op_flops(call, out_meta);
+    // The slowest rank class: its own block on its own profile.
+    for (const RankClass& rc : classes_) {
+      const double flops = op * frac[rc.block];
+      const double mem = nd.fused ? 0.0 : static_cast<double>(bytes[rc.block]) / (rc.hw->memory_bandwidth_GBps * 1e3);
+      c.fwd_us = std::max(c.fwd_us, std::max(flops / rc.hw->peak_flops_per_us(dt), mem));
+    }
   }
   if (g_.training && rg_[v]) {
     c.bwd_us = 2 * c.fwd_us;
-    if (!view && !nd.fused && kept_[v]) c.act_bytes = out_bytes;
+    if (!view && !nd.fused && kept_[v]) c.act_bytes = *std::max_element(out_bytes.begin(), out_bytes.end());
   }
   if (s.step() != 0) {
     const StepDef& sd = call.op().steps.at(s.step() - 1);
@@ -365,8 +422,10 @@ std::shared_ptr<VertexInfo> CostModel::build_leaf(int v) const {
         c.grad_bytes = local * item;
         c.state_bytes = local * (adam ? 12 : 8);
         // Reads param, grad, master, state; writes param, master, state.
-        c.opt_us = static_cast<double>(local) * (2.0 * item + (adam ? 28.0 : 20.0)) /
-                   (hw_.memory_bandwidth_GBps * 1e3);
+        for (const RankClass& rc : classes_) {
+          const double n = static_cast<double>(block_numel(m.shape, weigh(p), rc.block));
+          c.opt_us = std::max(c.opt_us, n * (2.0 * item + (adam ? 28.0 : 20.0)) / (rc.hw->memory_bandwidth_GBps * 1e3));
+        }
         break;
       default: break;
     }
@@ -450,7 +509,7 @@ CostModel::MoveTime CostModel::move_time(const Placements& src, const Placements
   auto [it, fresh] = cache.map.try_emplace({placement_key(src), placement_key(dst), 2 * meta + (bucketed ? 1 : 0)});
   if (fresh) {
     const TensorMeta& m = metas_[meta];
-    RedistributePlan plan = compute_redistribute_plan(mesh_.shape, src, dst, m.shape, m.dtype);
+    RedistributePlan plan = compute_redistribute_plan(mesh_.shape, weigh(src), weigh(dst), m.shape, m.dtype);
     if (!bucketed) {
       it->second.us = plan_time_us(plan, mesh_.shape, links_, nullptr);
     } else {
@@ -500,7 +559,7 @@ const Move& CostModel::move(const Placements& src, const Placements& dst, const 
   Move& mv = it->second;
   if (fresh) {
     // The engine's planner, without its bounded process-wide cache (this cache holds every move).
-    RedistributePlan plan = compute_redistribute_plan(mesh_.shape, src, dst, m.shape, m.dtype);
+    RedistributePlan plan = compute_redistribute_plan(mesh_.shape, weigh(src), weigh(dst), m.shape, m.dtype);
     mv.us = plan_time_us(plan, mesh_.shape, links_, &mv.records);
     if (bucketed) {
       mv.us = 0;

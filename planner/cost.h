@@ -7,7 +7,14 @@
 // Time (µs), per training step:
 //   - compute: roofline per op, max(FLOPs / peak FLOP/s of the dtype, bytes / memory bandwidth), on
 //     the rank with the largest block (FLOPs shrink by the smallest local/global ratio of the op's
-//     tensors); view ops are free; backward is 2x forward (two matmuls per matmul); attention
+//     tensors). On a mixed cluster (ClusterShares below) each rank is priced on its own profile's
+//     peak and memory bandwidth with its own block, and the op takes the slowest rank's time: ranks
+//     meet at every collective, so a step is the sum over ops of each op's slowest rank (an upper
+//     bound of the slowest rank's own sum; equal when one rank is slowest throughout, as under even
+//     shards). Weighted shares: every Shard on a mesh dim given weights is priced as the weighted
+//     shard S(d)[w...] (dtensor/placement.h weighted_range), so a rank's work follows its share and
+//     every collective moves the heaviest rank's block (dtensor/redistribute.h); a rule's own step
+//     (DESIGN §6) keeps its even-layout traffic; view ops are free; backward is 2x forward (two matmuls per matmul); attention
 //     internals marked `fused` are compute-only (flash attention). Optimizer: memory-bound update.
 //   - collectives: every redistribution is the engine's plan (dtensor/redistribute.h
 //     plan_redistribute) timed by propagation/cost_model.h plan_time_us on
@@ -54,10 +61,22 @@
 #include "planner/graph.h"
 #include "planner/mesh.h"
 #include "planner/solver.h"
+#include "propagation/cluster.h"
 #include "propagation/cost_model.h"
 #include "propagation/hardware.h"
 
 namespace dtensor::planner {
+
+// Per mesh dim: empty = even shards (torch.chunk), else one integer weight in [1, kMaxShardWeight]
+// per coordinate of that mesh dim.
+using MeshWeights = std::vector<std::vector<int64_t>>;
+
+// A mixed cluster and the shares a plan gives its ranks. The cluster (and the profiles it points
+// to) must outlive the cost model.
+struct ClusterShares {
+  const Cluster* cluster = nullptr;  // null: every rank has the CostModel's profile
+  MeshWeights weights;               // empty: every mesh dim even
+};
 
 // One choice of a vertex, priced.
 struct Choice {
@@ -110,12 +129,20 @@ class CostModel {
  public:
   // Binds every op vertex on the mesh and prices its choices. Vertices with the same op, arguments
   // and input shapes share their VertexInfo.
-  CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw);
+  // With `shares`, ranks are priced on the cluster's per-rank profiles and links
+  // (Cluster::links_for_mesh) and Shards on weighted mesh dims as weighted shards; `hw` then only
+  // names the plan and serves the greedy baseline's engine. Throws dtensor::Error when the cluster's
+  // rank count is not the mesh size or a weight list does not have one weight in [1,
+  // kMaxShardWeight] per coordinate of its mesh dim.
+  CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, ClusterShares shares = {});
 
   const ModelGraph& graph() const { return g_; }
   const MeshSpec& mesh() const { return mesh_; }
   const HardwareProfile& hardware() const { return hw_; }
   const std::vector<LinkModel>& links() const { return links_; }
+  const ClusterShares& shares() const { return shares_; }
+  // p with every even Shard on a weighted mesh dim made the weighted shard it is priced as.
+  Placements weigh(const Placements& p) const;
   bool training() const { return g_.training; }
   // Constants have no choices (they are materialized in whatever layout a consumer takes).
   const VertexInfo& info(int v) const { return *info_[v]; }
@@ -177,7 +204,7 @@ class CostModel {
   static Placements grad_target(const Choice& c, int slot);
   // A redistribution vertex's choice: tensor placement x, gradient layout g.
   static Choice redistribute_choice(const Placements& x, const Placements& g);
-  // Local (largest block) element count of a tensor of `shape` under placements p.
+  // Local (largest block, over ranks) element count of a tensor of `shape` under placements p.
   int64_t local_numel(const Shape& shape, const Placements& p) const;
   // Every placement of a tensor without Partial (parameter storage, optimizer state, data inputs)
   // that splits no dim into more pieces than it has elements.
@@ -192,9 +219,21 @@ class CostModel {
                         const Strategy& s) const;
   void classify(int v, VertexInfo& info) const;
 
+  int64_t block_numel(const Shape& shape, const Placements& weighed, size_t block) const;
+
   const ModelGraph& g_;
   MeshSpec mesh_;
   const HardwareProfile& hw_;
+  ClusterShares shares_;
+  std::vector<uint16_t> weight_ids_;  // per mesh dim: interned weights, 0 = even
+  // Ranks grouped by (profile, coordinates on weighted mesh dims); a group is priced on its largest
+  // block, at coordinate 0 of the even mesh dims (torch.chunk's largest chunks).
+  std::vector<std::vector<int64_t>> block_coords_;  // distinct block coordinates
+  struct RankClass {
+    size_t block;  // index into block_coords_
+    const HardwareProfile* hw;
+  };
+  std::vector<RankClass> classes_;
   std::vector<LinkModel> links_;
   std::vector<std::shared_ptr<VertexInfo>> info_;
   std::vector<std::shared_ptr<OpCall>> calls_;

@@ -52,7 +52,7 @@ struct Planner::Tables {
 Planner::Planner(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, PlanOptions options)
     : g_(g), mesh_(mesh), hw_(hw), options_(std::move(options)), tables_(std::make_unique<Tables>()) {
   const double t0 = now_ms();
-  cm_ = std::make_shared<CostModel>(g, mesh, hw);
+  cm_ = std::make_shared<CostModel>(g, mesh, hw, options_.shares);
   template_of_.assign(g.num_vertices(), -1);
   instance_of_.assign(g.num_vertices(), -1);
   if (options_.use_templates) detect_templates();
@@ -923,7 +923,8 @@ PlanResult Planner::run() {
   check_mesh_dims();
   PlanResult r;
   r.cost_model = cm_;
-  r.memory_limit_bytes = options_.memory_limit_bytes > 0 ? options_.memory_limit_bytes : hw_.memory_GB * 1e9;
+  const double memory_GB = options_.shares.cluster ? options_.shares.cluster->min_memory_GB() : hw_.memory_GB;
+  r.memory_limit_bytes = options_.memory_limit_bytes > 0 ? options_.memory_limit_bytes : memory_GB * 1e9;
   r.templates = static_cast<int>(templates_.size());
   for (const Template& t : templates_) r.templated_layers += static_cast<int>(t.layers.size());
   const double limit = r.memory_limit_bytes;

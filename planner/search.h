@@ -42,6 +42,7 @@ struct PlanOptions {
   int64_t branch_budget = 4096;   // solver conditioning budget
   bool use_templates = true;      // solve repeated layers once
   std::string tp_dim;             // Megatron baseline's tensor-parallel dim: "" = "tp" if named, else the last
+  ClusterShares shares;           // a mixed cluster and its weights (planner/cost.h); default: one profile, even
 };
 
 // Allowed choices per vertex (empty vector: all).
@@ -79,6 +80,21 @@ struct PlanResult {
   std::string source = "search";  // or the baseline that beat it
   std::vector<Baseline> baselines;
   std::vector<std::string> notes;
+
+  // Mixed clusters (planner/cluster_plan.h): the cluster, the weights of the returned plan, and
+  // every weighting the search tried (the first is even sharding).
+  struct WeightOption {
+    std::string basis;  // "even", "peak FLOP/s", "memory bandwidth", "peak FLOP/s x 0.5", ...
+    MeshWeights weights;
+    bool valid = false;  // a plan fits the memory limit
+    double step_time_us = 0;
+    int64_t peak_memory_bytes = 0;
+    double plan_time_ms = 0;
+    std::string error;  // why not valid
+  };
+  std::string cluster;  // Cluster::str(); empty: one hardware profile
+  MeshWeights weights;  // of the returned plan (empty: even)
+  std::vector<WeightOption> weight_options;
 };
 
 struct ProblemBuilder;

@@ -1,11 +1,13 @@
 #include "planner/command.h"
 
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/core/file_io.h"
+#include "planner/cluster_plan.h"
 #include "planner/graph_json.h"
 #include "planner/models/zoo.h"
 #include "planner/onnx_import.h"
@@ -69,7 +71,12 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
   DT_CHECK(o.format == "table" || o.format == "json", "dtensor plan: --format '", o.format,
            "' is not supported; accepted: table, json");
   MeshSpec mesh = MeshSpec::parse(o.mesh.empty() && !o.dump_graph.empty() ? "1" : o.mesh);
-  const HardwareProfile& hw = hardware_profile(o.hardware);  // throws listing the profiles
+  std::optional<Cluster> cluster;
+  if (!o.cluster.empty()) {
+    cluster = Cluster::load(o.cluster);
+    if (!o.mesh.empty()) cluster->check_mesh(mesh.shape, mesh.str());
+  }
+  const HardwareProfile& hw = cluster ? *cluster->hosts.front().profile : hardware_profile(o.hardware);
   ModelGraph g;
   std::vector<std::string> onnx_notes;
   if (!o.model.empty()) {
@@ -117,11 +124,11 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
   po.tp_dim = o.tp_dim;
   DT_CHECK(o.tp_dim.empty() || mesh.index_of(o.tp_dim) >= 0, "dtensor plan: --tp-dim '", o.tp_dim,
            "' is not a dim of the mesh ", mesh.str());
-  Planner planner(g, mesh, hw, po);
-  PlanResult r = planner.run();
+  PlanResult r = cluster ? plan_cluster(g, mesh, *cluster, po) : plan_model(g, mesh, hw, po);
   r.notes.insert(r.notes.end(), onnx_notes.begin(), onnx_notes.end());
-  const std::string report = o.format == "json" ? report_json(planner.cost_model(), r, ReportOptions{o.ops, o.ops}) + "\n"
-                                                : report_table(planner.cost_model(), r, ReportOptions{o.ops});
+  const CostModel& cm = *r.cost_model;
+  const std::string report = o.format == "json" ? report_json(cm, r, ReportOptions{o.ops, o.ops}) + "\n"
+                                                : report_table(cm, r, ReportOptions{o.ops});
   if (o.output.empty()) {
     out << report;
   } else {
@@ -130,7 +137,7 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
   }
   if (!o.dot.empty() || !o.svg.empty()) {
     const std::string dot_path = !o.dot.empty() ? o.dot : o.svg + ".dot";
-    write_file_atomic(dot_path, report_dot(planner.cost_model(), r, o.dot_layers));
+    write_file_atomic(dot_path, report_dot(cm, r, o.dot_layers));
     err << "wrote " << dot_path << "\n";
     std::string svg = o.svg;
     if (svg.empty()) {

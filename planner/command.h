@@ -4,14 +4,17 @@
 //   dtensor plan --model llama3-8b --mesh dp=8,tp=8 [--hardware h100-nvlink|FILE.json] [--batch N] [--seq N]
 //                [--layers N] [--memory-limit GB] [--inference] [--optimizer adamw|sgd]
 //                [--format table|json] [--ops] [--output FILE] [--dot FILE.dot] [--svg FILE.svg]
-//                [--dot-layers N] [--no-compare] [--tp-dim NAME]
+//                [--dot-layers N] [--no-compare] [--tp-dim NAME] [--cluster CLUSTER.json]
+//   --cluster: a mixed cluster (propagation/cluster.h) instead of --hardware; its ranks must add up
+//   to the mesh size; the plan's shares are searched with its placements (planner/cluster_plan.h).
 //   dtensor plan --graph my_model.json --mesh tp=4        (planner/graph_json.h)
 //   dtensor plan --onnx model.onnx --mesh tp=4 [--onnx-dim batch=8]   (planner/onnx_import.h)
 //   dtensor plan --model gpt2 --dump-graph gpt2.json      (writes the model graph, plans nothing)
 //   dtensor plan --list-models | --list-hardware | --list-ops
 //
 // Errors are dtensor::Error with a message saying what would be accepted: unknown model, hardware or
-// op, a malformed mesh, a mesh dim nothing can split, a memory limit no plan meets, unreadable files.
+// op, a malformed mesh, a mesh dim nothing can split, a memory limit no plan meets, unreadable files,
+// a malformed cluster file or one whose ranks are not the mesh size.
 #pragma once
 
 #include <ostream>
@@ -22,6 +25,7 @@ namespace dtensor::planner {
 
 struct CommandOptions {
   std::string model, graph_file, onnx_file, mesh, hardware = "h100-nvlink";
+  std::string cluster;  // cluster JSON file; when set, `hardware` is not used
   int64_t batch = 0, seq = 0;
   int layers = 0;
   double memory_limit_gb = 0;  // 0: the hardware's memory

@@ -105,11 +105,25 @@ std::string links_str(const CostModel& cm) {
   const HardwareProfile& hw = cm.hardware();
   for (int i = 0; i < cm.mesh().ndim(); ++i) {
     const LinkModel& l = cm.links()[i];
-    const bool intra = l == hw.intra_host;
+    bool intra = l == hw.intra_host;
+    if (const Cluster* c = cm.shares().cluster)
+      for (const ClusterHost& h : c->hosts) intra |= l == h.profile->intra_host;
     s.push_back(absl::StrFormat("%s %s %.0f GB/s %.1f us + %.1f us/step", cm.mesh().names[i],
                                 intra ? "intra-host" : "inter-host", l.bandwidth_GBps, l.base_latency_us, l.latency_us));
   }
   return absl::StrJoin(s, "; ");
+}
+
+// "dp [317:100]" per weighted mesh dim, or "even".
+std::string weights_str(const MeshSpec& mesh, const MeshWeights& w) {
+  std::vector<std::string> s;
+  for (size_t i = 0; i < w.size(); ++i)
+    if (!w[i].empty()) s.push_back(absl::StrCat(mesh.names[i], " [", absl::StrJoin(w[i], ":"), "]"));
+  return s.empty() ? "even" : absl::StrJoin(s, ", ");
+}
+
+std::string hardware_name(const CostModel& cm, const PlanResult& r) {
+  return r.cluster.empty() ? cm.hardware().name : "cluster " + r.cluster;
 }
 
 }  // namespace
@@ -118,7 +132,7 @@ std::string report_table(const CostModel& cm, const PlanResult& r, const ReportO
   const ModelGraph& g = cm.graph();
   std::ostringstream o;
   o << "dtensor plan: " << g.name << " — " << g.description << "\n";
-  o << "mesh " << cm.mesh().str() << " (" << cm.mesh().size() << " devices) on " << cm.hardware().name << ": "
+  o << "mesh " << cm.mesh().str() << " (" << cm.mesh().size() << " devices) on " << hardware_name(cm, r) << ": "
     << links_str(cm) << "\n";
   o << (g.training ? "training step (forward + backward + " + g.optimizer + " update)" : "inference (forward)")
     << "; memory limit " << gbs(r.memory_limit_bytes) << " GB per device\n\n";
@@ -150,6 +164,17 @@ std::string report_table(const CostModel& cm, const PlanResult& r, const ReportO
     << gbs(static_cast<double>(e.param_bytes)) << ", gradients " << gbs(static_cast<double>(e.grad_bytes))
     << ", optimizer " << gbs(static_cast<double>(e.state_bytes)) << ", activations "
     << gbs(static_cast<double>(e.activation_bytes)) << ")\n";
+  if (!r.weight_options.empty()) {
+    const PlanResult::WeightOption& even = r.weight_options.front();
+    o << "\nshares searched (weights per mesh dim; a rank's share of a dim = its weight / the sum):\n";
+    for (const PlanResult::WeightOption& w : r.weight_options) {
+      std::string t = w.valid ? absl::StrCat(ms(w.step_time_us), " ms") : "no plan fits";
+      if (w.valid && even.valid && &w != &even)
+        t += absl::StrFormat(" (%+.1f%% vs even)", 100.0 * (w.step_time_us / even.step_time_us - 1));
+      o << absl::StrFormat("  %-22s %-24s %s%s\n", w.basis, weights_str(cm.mesh(), w.weights), t,
+                           w.weights == r.weights ? "   <- chosen" : "");
+    }
+  }
   if (opt.ops) {
     o << "\n";
     const std::vector<int> wo = {34, 22, 44, 50, 11, 9};
@@ -159,8 +184,8 @@ std::string report_table(const CostModel& cm, const PlanResult& r, const ReportO
       if (!r.plan[v]) continue;
       const Strategy& s = r.plan[v]->strategy;
       std::vector<std::string> outs, ins;
-      for (const auto& p : s.outputs) outs.push_back(placements_compact(p));
-      for (const auto& p : s.inputs) ins.push_back(placements_compact(p));
+      for (const auto& p : s.outputs) outs.push_back(placements_compact(cm.weigh(p)));
+      for (const auto& p : s.inputs) ins.push_back(placements_compact(cm.weigh(p)));
       std::string pl = absl::StrJoin(outs, " ");
       if (!ins.empty()) pl += " <- " + absl::StrJoin(ins, " ");
       std::vector<std::string> cs;
@@ -214,8 +239,8 @@ json ops_json(const CostModel& cm, const std::vector<const Choice*>& plan, const
     j["kind"] = node_kind_name(n.kind);
     j["op"] = n.op;
     json outs = json::array(), ins = json::array();
-    for (const auto& p : s.outputs) outs.push_back(placements_str(p));
-    for (const auto& p : s.inputs) ins.push_back(placements_str(p));
+    for (const auto& p : s.outputs) outs.push_back(placements_str(cm.weigh(p)));
+    for (const auto& p : s.inputs) ins.push_back(placements_str(cm.weigh(p)));
     j["placements"] = {{"outputs", outs}, {"inputs", ins}};
     json cs = json::array();
     for (const CollectiveUse& c : eval.vertices[v].collectives)
@@ -254,7 +279,32 @@ std::string report_json(const CostModel& cm, const PlanResult& r, const ReportOp
   root["description"] = g.description;
   root["mesh"] = {{"shape", std::vector<int64_t>(cm.mesh().shape.begin(), cm.mesh().shape.end())},
                   {"names", cm.mesh().names}};
-  root["hardware"] = cm.hardware().name;
+  root["hardware"] = hardware_name(cm, r);
+  if (!r.cluster.empty() && cm.shares().cluster) {
+    auto weights_json = [&](const MeshWeights& w) {
+      json j = json::object();
+      for (size_t i = 0; i < w.size(); ++i)
+        if (!w[i].empty()) j[cm.mesh().names[i]] = w[i];
+      return j;
+    };
+    json opts = json::array();
+    for (const PlanResult::WeightOption& w : r.weight_options) {
+      json j = {{"basis", w.basis}, {"weights", weights_json(w.weights)}, {"valid", w.valid},
+                {"plan_time_ms", w.plan_time_ms}};
+      if (w.valid) {
+        j["step_time_us"] = w.step_time_us;
+        j["peak_memory_bytes"] = w.peak_memory_bytes;
+      } else {
+        j["error"] = w.error;
+      }
+      opts.push_back(j);
+    }
+    json hosts = json::array();
+    for (const ClusterHost& h : cm.shares().cluster->hosts) hosts.push_back({{"profile", h.profile->name}, {"ranks", h.ranks}});
+    root["cluster"] = {{"hosts", hosts}, {"weights", weights_json(r.weights)}, {"options", opts}};
+    if (!r.weight_options.empty() && r.weight_options.front().valid)
+      root["cluster"]["even_step_time_us"] = r.weight_options.front().step_time_us;
+  }
   root["training"] = g.training;
   root["optimizer"] = g.optimizer;
   root["ops"] = ops_json(cm, r.plan, r.eval);

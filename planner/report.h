@@ -3,7 +3,8 @@
 // JSON (report_json): {
 //   "model", "description", "mesh": {"shape", "names"}, "hardware", "training", "optimizer",
 //   "ops": [ {"name", "layer" (-1 outside repeated layers), "block", "kind" (input|param|op|optimizer),
-//             "op", "placements": {"outputs": ["[S(0), S(2)]", ...], "inputs": [...]},
+//             "op", "placements": {"outputs": ["[S(0), S(2)]", ...], "inputs": [...]} (on weighted mesh dims
+//             as priced: "[S(0)[317:100], S(2)]"),
 //             "collectives": [ {"kind", "mesh_dim", "mesh_dim_name", "bytes", "time_us",
 //                               "phase" (forward|backward|optimizer), "what"} ],
 //             "compute_us", "memory_bytes"} ],
@@ -15,7 +16,12 @@
 //   "templates", "templated_layers", "mixed_layers",
 //   "baselines": [ {"name", "valid", "fits", "note", "step_time_us", "comm_bytes", "peak_memory_bytes",
 //                   "layers" (as above), "ops" (as above, with ReportOptions::baseline_ops)} ],
-//   "notes": [...] }
+//   "notes": [...],
+//   "cluster" (only with --cluster, planner/cluster_plan.h): {"hosts": [{"profile", "ranks"}],
+//             "weights": {MESH_DIM_NAME: [w, ...]} (weighted mesh dims of the returned plan; {} = even),
+//             "even_step_time_us", "options": [{"basis", "weights", "valid", "step_time_us",
+//             "peak_memory_bytes", "plan_time_ms", "error" (when not valid)}] } }
+// "hardware" is the profile's name, or "cluster " + Cluster::str() on a mixed cluster.
 // Bytes are what each rank sends (collectives) or holds (memory); times in µs per training step.
 //
 // DOT (report_dot): vertices for inputs, parameters and ops outside repeated layers plus the first

@@ -20,7 +20,13 @@ void add_plan_command(CLI::App& app) {
   sub->add_option("--onnx", o->onnx_file, "ONNX model file (static shapes; planner/onnx_import.h)");
   sub->add_option("--onnx-dim", o->onnx_dims, "bind a symbolic ONNX input dim, NAME=SIZE (repeatable)");
   sub->add_option("--mesh", o->mesh, "named mesh, 1 to 3 dims, e.g. dp=8,tp=8");
-  sub->add_option("--hardware", o->hardware, "hardware profile: a name (--list-hardware) or a JSON file (dtensor calibrate --out)")->capture_default_str();
+  CLI::Option* hardware =
+      sub->add_option("--hardware", o->hardware, "hardware profile: a name (--list-hardware) or a JSON file (dtensor calibrate --out)")
+          ->capture_default_str();
+  sub->add_option("--cluster", o->cluster,
+                  "mixed cluster JSON: {\"hosts\": [{\"profile\": NAME|FILE, \"ranks\": N, \"count\": N?}, ...]} "
+                  "(propagation/cluster.h); searches the ranks' shares with the placements")
+      ->excludes(hardware);
   sub->add_option("--batch", o->batch, "global batch (sequences or images); default: batch/rank x data-parallel dims")
       ->check(CLI::Range(int64_t{1}, kMaxPlanBatch));
   sub->add_option("--seq", o->seq, "sequence length (default: the model's)")->check(CLI::Range(int64_t{1}, kMaxPlanSeq));

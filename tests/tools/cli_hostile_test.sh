@@ -125,6 +125,25 @@ cat >"$tmp/conv.json" <<'JSON'
            {"name": "c", "op": "convolution", "args": ["x", "w", null, [0, 0], [0, 0], [1, 1], false, [0, 0], 1]}]}
 JSON
 expect 1 "stride value 0"     -- plan --graph "$tmp/conv.json" --mesh tp=2
+# plan --cluster: a malformed or mismatched cluster file is an error naming the field (exit 1);
+# --cluster with --hardware is a usage error (exit 2); a good one plans.
+echo '{"hosts": [{"profile": "h100-nvlink", "ranks": 2}, {"profile": "a100-nvlink", "ranks": 2}]}' >"$tmp/mixed.json"
+echo '{"hosts": [{"profile": "h100-nvlink", "ranks": -2}]}' >"$tmp/negative.json"
+echo '{"hosts": [{"profile": "h100-nvlink", "ranks": 99999999999999999999}]}' >"$tmp/huge.json"
+echo '{"hosts": [{"profile": "h100-nvlink", "ranks": "8"}]}' >"$tmp/string.json"
+echo '{"hosts": [{"profile": "tpu-v9", "ranks": 4}]}' >"$tmp/tpu.json"
+echo '{"hosts": [{"profile": "h100-nvlink", "ranks": 65536, "count": 65536}]}' >"$tmp/many.json"
+echo '{"hosts": [' >"$tmp/cut.json"
+expect 1 "hosts[0].ranks: -2 is out of range" -- plan --model gpt2 --layers 1 --mesh tp=4 --cluster "$tmp/negative.json"
+expect 1 "hosts[0].ranks: expected an integer" -- plan --model gpt2 --layers 1 --mesh tp=4 --cluster "$tmp/huge.json"
+expect 1 "hosts[0].ranks: expected an integer" -- plan --model gpt2 --layers 1 --mesh tp=4 --cluster "$tmp/string.json"
+expect 1 "unknown hardware 'tpu-v9'" -- plan --model gpt2 --layers 1 --mesh tp=4 --cluster "$tmp/tpu.json"
+expect 1 "more than 65536 ranks" -- plan --model gpt2 --layers 1 --mesh tp=4 --cluster "$tmp/many.json"
+expect 1 "invalid JSON"       -- plan --model gpt2 --layers 1 --mesh tp=4 --cluster "$tmp/cut.json"
+expect 1 "cannot read"        -- plan --model gpt2 --layers 1 --mesh tp=4 --cluster "$tmp/no-such.json"
+expect 1 "has 4 ranks but the mesh dp=2,tp=4 has 8" -- plan --model gpt2 --layers 1 --mesh dp=2,tp=4 --cluster "$tmp/mixed.json"
+expect 2 "--hardware"         -- plan --model gpt2 --layers 1 --mesh dp=2,tp=2 --cluster "$tmp/mixed.json" --hardware a100-nvlink
+expect 0 "<- chosen"          -- plan --model gpt2 --layers 1 --mesh dp=2,tp=2 --cluster "$tmp/mixed.json" --no-compare
 expect 1 "not a regular file" -- plan --graph /dev/zero --mesh tp=2
 expect 1 "cannot read"        -- plan --graph "$tmp/missing.json" --mesh tp=2
 expect 2 "unknown-flag"       -- train --unknown-flag

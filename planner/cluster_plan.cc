@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/core/error.h"
 #include "dtensor/placement.h"
+#include "planner/graph.h"
 
 namespace dtensor::planner {
 namespace {
@@ -28,6 +29,32 @@ DType compute_dtype(const ModelGraph& g) {
     if (const int64_t n = numel(nd.outputs[0].shape); n > most) std::tie(most, dt) = std::make_pair(n, nd.outputs[0].dtype);
   }
   return dt;
+}
+
+// The batch: dim 0 of the graph's first data input (tokens [batch, seq], images [batch, ...]).
+int64_t batch_rows(const ModelGraph& g) {
+  for (int v = 0; v < g.num_vertices(); ++v) {
+    const Node& nd = g.node(v);
+    if (nd.kind == NodeKind::kInput && !nd.outputs.empty() && !nd.outputs[0].shape.empty()) return nd.outputs[0].shape[0];
+  }
+  return 0;
+}
+
+// Weights made whole batch rows: each coordinate's rows by largest remainder (weighted_range), and
+// those row counts as the weights, so that the batch, and every dim the model folds it into
+// ([batch * seq] tokens), splits with no remainder. Empty where the rows come out even; nullopt when
+// a coordinate would get no row (weights are >= 1).
+std::optional<MeshWeights> as_rows(const MeshWeights& w, int64_t rows) {
+  MeshWeights out(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (w[i].empty()) continue;
+    for (size_t c = 0; c < w[i].size(); ++c) {
+      out[i].push_back(weighted_range(rows, w[i], static_cast<int64_t>(c)).second);
+      if (out[i].back() == 0) return std::nullopt;
+    }
+    if (std::all_of(out[i].begin(), out[i].end(), [&](int64_t r) { return r == out[i][0]; })) out[i].clear();
+  }
+  return out;
 }
 
 }  // namespace
@@ -65,18 +92,33 @@ PlanResult plan_cluster(const ModelGraph& g, const MeshSpec& mesh, const Cluster
     std::string basis;
     MeshWeights weights;
   };
+  const int64_t rows = batch_rows(g);
   std::vector<Candidate> cands = {{"even", MeshWeights(mesh.ndim())}};
-  auto add = [&](std::string basis, MeshWeights w) {
-    for (const Candidate& c : cands)
-      if (c.weights == w) return;
-    cands.push_back({std::move(basis), std::move(w)});
+  std::vector<PlanResult::WeightOption> tried;
+  auto add = [&](std::string basis, const MeshWeights& speed) {
+    std::optional<MeshWeights> w = rows > 0 ? as_rows(speed, rows) : std::optional<MeshWeights>(speed);
+    if (!w) {
+      PlanResult::WeightOption none;
+      none.basis = basis;
+      none.weights = speed;
+      none.searched = false;
+      none.error = absl::StrCat("gives a rank no row of the batch of ", rows);
+      tried.push_back(std::move(none));
+      return;
+    }
+    for (Candidate& c : cands)
+      if (c.weights == *w) {
+        if (c.basis != "even") c.basis += ", " + basis;  // the same rows: one search
+        return;
+      }
+    cands.push_back({std::move(basis), std::move(*w)});
   };
   for (double a : {0.25, 0.5, 0.75}) add(absl::StrCat("peak FLOP/s x ", a), speed_weights(cluster, mesh, dt, false, a));
   add("peak FLOP/s", speed_weights(cluster, mesh, dt, false));
   add("memory bandwidth", speed_weights(cluster, mesh, dt, true));
 
   const HardwareProfile& hw = *cluster.hosts.front().profile;
-  std::vector<PlanResult::WeightOption> tried;
+  std::vector<PlanResult::WeightOption> searched;  // the shares that could not be given (tried) go last
   std::optional<size_t> best;
   std::string even_error;
   for (size_t i = 0; i < cands.size(); ++i) {
@@ -92,21 +134,22 @@ PlanResult plan_cluster(const ModelGraph& g, const MeshSpec& mesh, const Cluster
       w.valid = true;
       w.step_time_us = r.eval.step_time_us;
       w.peak_memory_bytes = r.eval.peak_memory_bytes;
-      if (!best || w.step_time_us < tried[*best].step_time_us) best = i;
+      if (!best || w.step_time_us < searched[*best].step_time_us) best = i;
     } catch (const Error& e) {
       if (i == 0) even_error = e.what();
       w.error = e.what();
     }
     w.plan_time_ms = now_ms() - t0;
-    tried.push_back(std::move(w));
+    searched.push_back(std::move(w));
   }
+  searched.insert(searched.end(), tried.begin(), tried.end());
   if (!best) DT_FAIL(even_error);
   // The winner again, with the baselines priced under its weights.
   options.shares = {&cluster, cands[*best].weights};
   PlanResult r = plan_model(g, mesh, hw, options);
   r.cluster = cluster.str();
   r.weights = cands[*best].weights;
-  r.weight_options = std::move(tried);
+  r.weight_options = std::move(searched);
   return r;
 }
 

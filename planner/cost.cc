@@ -270,6 +270,44 @@ std::vector<Placements> CostModel::storage_placements(const Shape& shape) const 
   return out;
 }
 
+bool CostModel::weights_align(const OpCall& call, const std::vector<TensorMeta>& out_meta, const Strategy& s) const {
+  bool weighted = false;
+  for (uint16_t id : weight_ids_) weighted |= id != 0;
+  if (!weighted) return true;
+  // The engine runs no distributed step on weighted rows.
+  if (s.step() != 0)
+    for (int i : s.step_mesh_dims())
+      if (weight_ids_[i] != 0) return false;
+  // Per weighted mesh dim and block: the fraction that mesh dim alone leaves of each tensor it
+  // splits (the other mesh dims replicated), compared exactly (a*d == c*b in 128 bits: element
+  // counts reach 2^43).
+  for (int i = 0; i < mesh_.ndim(); ++i) {
+    if (weight_ids_[i] == 0) continue;
+    for (size_t b = 0; b < block_coords_.size(); ++b) {
+      bool first = true;
+      __int128 num = 0, den = 1;
+      auto same = [&](const TensorMeta& m, const Placements& p) {
+        if (!p[i].is_shard()) return true;
+        Placements only(p.size(), Replicate());
+        only[i] = p[i];
+        const __int128 local = block_numel(m.shape, weigh(only), b), total = numel(m.shape);
+        if (first) {
+          first = false;
+          num = local;
+          den = total;
+          return true;
+        }
+        return local * den == num * total;
+      };
+      for (size_t o = 0; o < out_meta.size(); ++o)
+        if (!same(out_meta[o], s.outputs[o])) return false;
+      for (int t = 0; t < call.num_tensors(); ++t)
+        if (!same(call.tensor(t), s.inputs[t])) return false;
+    }
+  }
+  return true;
+}
+
 Choice CostModel::make_op_choice(int v, const OpCall& call, const std::vector<TensorMeta>& out_meta,
                                  const Strategy& s) const {
   const Node& nd = g_.node(v);
@@ -353,7 +391,8 @@ std::shared_ptr<VertexInfo> CostModel::build_op(int v, const OpCall& call) const
     for (const Strategy& k : kept) dup |= same_strategy(k, s);
     if (!dup) kept.push_back(std::move(s));
   }
-  for (const Strategy& s : kept) info->choices.push_back(make_op_choice(v, call, meta, s));
+  for (const Strategy& s : kept)
+    if (weights_align(call, meta, s)) info->choices.push_back(make_op_choice(v, call, meta, s));
   classify(v, *info);
   return info;
 }

@@ -13,8 +13,11 @@
 //     bound of the slowest rank's own sum; equal when one rank is slowest throughout, as under even
 //     shards). Weighted shares: every Shard on a mesh dim given weights is priced as the weighted
 //     shard S(d)[w...] (dtensor/placement.h weighted_range), so a rank's work follows its share and
-//     every collective moves the heaviest rank's block (dtensor/redistribute.h); a rule's own step
-//     (DESIGN §6) keeps its even-layout traffic; view ops are free; backward is 2x forward (two matmuls per matmul); attention
+//     every collective moves the heaviest rank's block (dtensor/redistribute.h). Under weights an
+//     op keeps only the strategies whose split tensors hold equal fractions on each rank (a view
+//     that merges the weighted dim with another does not: the plan must move the tensor first,
+//     and pays for it) and carry no distributed step (DESIGN §6) on a weighted mesh dim; view ops
+//     are free; backward is 2x forward (two matmuls per matmul); attention
 //     internals marked `fused` are compute-only (flash attention). Optimizer: memory-bound update.
 //   - collectives: every redistribution is the engine's plan (dtensor/redistribute.h
 //     plan_redistribute) timed by propagation/cost_model.h plan_time_us on
@@ -220,6 +223,11 @@ class CostModel {
   void classify(int v, VertexInfo& info) const;
 
   int64_t block_numel(const Shape& shape, const Placements& weighed, size_t block) const;
+  // Whether strategy s can run with the weights: every tensor a weighted mesh dim splits holds the
+  // same fraction of itself on each rank (views that merge a weighted dim with others, e.g. [b*s]
+  // -> [b, s], do not, and the engine would re-split there), and no distributed step runs on a
+  // weighted mesh dim (the engine runs none on weighted rows). True when nothing is weighted.
+  bool weights_align(const OpCall& call, const std::vector<TensorMeta>& out_meta, const Strategy& s) const;
 
   const ModelGraph& g_;
   MeshSpec mesh_;

@@ -166,9 +166,9 @@ std::string report_table(const CostModel& cm, const PlanResult& r, const ReportO
     << gbs(static_cast<double>(e.activation_bytes)) << ")\n";
   if (!r.weight_options.empty()) {
     const PlanResult::WeightOption& even = r.weight_options.front();
-    o << "\nshares searched (weights per mesh dim; a rank's share of a dim = its weight / the sum):\n";
+    o << "\nshares searched (weights per mesh dim = batch rows per coordinate):\n";
     for (const PlanResult::WeightOption& w : r.weight_options) {
-      std::string t = w.valid ? absl::StrCat(ms(w.step_time_us), " ms") : "no plan fits";
+      std::string t = w.valid ? absl::StrCat(ms(w.step_time_us), " ms") : w.searched ? "no plan fits" : "not searched: " + w.error;
       if (w.valid && even.valid && &w != &even)
         t += absl::StrFormat(" (%+.1f%% vs even)", 100.0 * (w.step_time_us / even.step_time_us - 1));
       o << absl::StrFormat("  %-22s %-24s %s%s\n", w.basis, weights_str(cm.mesh(), w.weights), t,
@@ -289,7 +289,7 @@ std::string report_json(const CostModel& cm, const PlanResult& r, const ReportOp
     };
     json opts = json::array();
     for (const PlanResult::WeightOption& w : r.weight_options) {
-      json j = {{"basis", w.basis}, {"weights", weights_json(w.weights)}, {"valid", w.valid},
+      json j = {{"basis", w.basis}, {"weights", weights_json(w.weights)}, {"searched", w.searched}, {"valid", w.valid},
                 {"plan_time_ms", w.plan_time_ms}};
       if (w.valid) {
         j["step_time_us"] = w.step_time_us;

@@ -19,7 +19,7 @@
 //   "notes": [...],
 //   "cluster" (only with --cluster, planner/cluster_plan.h): {"hosts": [{"profile", "ranks"}],
 //             "weights": {MESH_DIM_NAME: [w, ...]} (weighted mesh dims of the returned plan; {} = even),
-//             "even_step_time_us", "options": [{"basis", "weights", "valid", "step_time_us",
+//             "even_step_time_us", "options": [{"basis", "weights", "searched", "valid", "step_time_us",
 //             "peak_memory_bytes", "plan_time_ms", "error" (when not valid)}] } }
 // "hardware" is the profile's name, or "cluster " + Cluster::str() on a mixed cluster.
 // Bytes are what each rank sends (collectives) or holds (memory); times in µs per training step.

@@ -85,8 +85,9 @@ struct PlanResult {
   // every weighting the search tried (the first is even sharding).
   struct WeightOption {
     std::string basis;  // "even", "peak FLOP/s", "memory bandwidth", "peak FLOP/s x 0.5", ...
-    MeshWeights weights;
-    bool valid = false;  // a plan fits the memory limit
+    MeshWeights weights;  // batch rows per coordinate (searched), else the speed weights
+    bool searched = true;  // false: the share cannot be given in whole batch rows (error says why)
+    bool valid = false;    // a plan fits the memory limit
     double step_time_us = 0;
     int64_t peak_memory_bytes = 0;
     double plan_time_ms = 0;

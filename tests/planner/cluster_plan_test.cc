@@ -83,6 +83,31 @@ TEST(ClusterPlan, SlowestRankByHand) {
   EXPECT_THROW(CostModel(g, MeshSpec::parse("dp=4"), h100(), {&c, {}}), Error);
 }
 
+// A view that merges the weighted dim: x[R, 8] -> [8R]. With weights 317:100 on dp=2, R = 6 rows
+// split 5, 1 (6*317/417 = 4.56 and 1.44, the row left to the larger remainder .56) while 48
+// elements split 36, 12 (36.49 and 11.51, the one left to .51): 5/6 != 36/48, the engine would
+// re-split, so the planner drops the view's S(0) choice. R = 4 with weights 3:1 splits 3, 1 and
+// 24, 8: equal fractions, kept. Even shares keep it in both.
+int view_row_splits(int64_t rows, MeshWeights w) {
+  GraphBuilder b("view", "merge");
+  TensorId x = b.input("x", {rows, 8}, kBf16);
+  b.op1("flat", "reshape", {x, IValue(std::vector<int64_t>{rows * 8})});
+  ModelGraph g = b.finish(false);
+  Cluster c = h100_a100(1);
+  CostModel cm(g, MeshSpec::parse("dp=2"), h100(), {&c, std::move(w)});
+  int n = 0;
+  for (int v = 0; v < g.num_vertices(); ++v)
+    if (g.node(v).name == "flat")
+      for (const Choice& ch : cm.info(v).choices) n += ch.strategy.outputs[0][0].is_shard(0) ? 1 : 0;
+  return n;
+}
+
+TEST(ClusterPlan, ViewsKeepOnlyWeightsThatCarry) {
+  EXPECT_EQ(view_row_splits(6, {}), 1);
+  EXPECT_EQ(view_row_splits(6, {{317, 100}}), 0);
+  EXPECT_EQ(view_row_splits(4, {{3, 1}}), 1);
+}
+
 // Weights from the profiles: round(100 * 989 / 312) = round(316.99) = 317 for bfloat16 peaks,
 // round(100 * 3350 / 2039) = round(164.3) = 164 for memory bandwidth; the tensor-parallel dim is
 // within one kind of host, so even.
@@ -100,11 +125,11 @@ TEST(ClusterPlan, SpeedWeightsFollowTheProfiles) {
   EXPECT_EQ(speed_weights(Cluster::uniform(h100(), 2), mesh, kBf16, false), (MeshWeights{{}, {}}));
 }
 
-ModelGraph small_llama() {
+ModelGraph small_llama(int64_t batch = 8, int64_t seq = 512) {
   models::ModelOptions o;
   o.layers = 2;
-  o.batch = 8;
-  o.seq = 512;
+  o.batch = batch;
+  o.seq = seq;
   return models::build_model("llama3-8b", o, MeshSpec::parse("dp=2,tp=2"));
 }
 
@@ -138,16 +163,26 @@ TEST(ClusterPlan, IdenticalHostsPlanLikeTheProfile) {
 
 // H100 + A100 hosts. Even shares: every op waits for its A100 rank and every link is the A100
 // host's, so the plan is the all-A100 cluster's. Weighted shares: faster, the H100 ranks the
-// larger share.
+// larger share. A batch large enough for data parallelism over the hosts (at 8 x 512 tokens the
+// plan splits the weights over dp instead, with no gain from shares).
 TEST(ClusterPlan, MixedHostsWeightedBeatsEven) {
-  ModelGraph g = small_llama();
+  ModelGraph g = small_llama(16, 2048);
   MeshSpec mesh = MeshSpec::parse("dp=2,tp=2");
   PlanOptions o;
   o.compare = false;
   Cluster c = h100_a100(2);
   PlanResult r = plan_cluster(g, mesh, c, o);
   PlanResult a = plan_model(g, mesh, two_a_host(a100()), o);
-  ASSERT_GE(r.weight_options.size(), 2u);
+  // Speed weights 154, 208, 263, 317 (peak FLOP/s x 0.25 .. 1) and 164 (memory bandwidth) to 100,
+  // as batch rows of 16: 16*154/254 = 9.70 and 6.30 -> 10, 6 (the row left to the larger
+  // remainder); 208: 10.81, 5.19 -> 11, 5; 263: 11.59, 4.41 -> 12, 4; 317: 12.16, 3.84 -> 12, 4;
+  // 164: 9.94, 6.06 -> 10, 6.
+  ASSERT_EQ(r.weight_options.size(), 4u);
+  EXPECT_EQ(r.weight_options[1].weights, (MeshWeights{{10, 6}, {}}));
+  EXPECT_EQ(r.weight_options[1].basis, "peak FLOP/s x 0.25, memory bandwidth");
+  EXPECT_EQ(r.weight_options[2].weights, (MeshWeights{{11, 5}, {}}));
+  EXPECT_EQ(r.weight_options[3].weights, (MeshWeights{{12, 4}, {}}));
+  EXPECT_EQ(r.weight_options[3].basis, "peak FLOP/s x 0.75, peak FLOP/s");
   const PlanResult::WeightOption& even = r.weight_options[0];
   ASSERT_TRUE(even.valid);
   EXPECT_EQ(even.step_time_us, a.eval.step_time_us);

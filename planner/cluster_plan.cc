@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "dtensor/core/error.h"
 #include "dtensor/placement.h"
 #include "planner/graph.h"
@@ -40,16 +41,29 @@ int64_t batch_rows(const ModelGraph& g) {
   return 0;
 }
 
-// Weights made whole batch rows: each coordinate's rows by largest remainder (weighted_range), and
-// those row counts as the weights, so that the batch, and every dim the model folds it into
-// ([batch * seq] tokens), splits with no remainder. Empty where the rows come out even; nullopt when
-// a coordinate would get no row (weights are >= 1).
-std::optional<MeshWeights> as_rows(const MeshWeights& w, int64_t rows) {
+// The units a mesh dim's share is counted in: batch rows on data-parallel dims (named other than
+// the zoo's model-parallel names tp, cp, sp, ep, pp), 4 per rank on the others (small integer
+// weights, which split the power-of-two dims of hidden sizes and heads exactly).
+std::vector<int64_t> share_units(const MeshSpec& mesh, int64_t batch) {
+  std::vector<int64_t> units(mesh.ndim());
+  for (int i = 0; i < mesh.ndim(); ++i) {
+    const std::string& d = mesh.names[i];
+    const bool model_parallel = d == "tp" || d == "cp" || d == "sp" || d == "ep" || d == "pp";
+    units[i] = !model_parallel && batch > 0 ? batch : 4 * mesh.shape[i];
+  }
+  return units;
+}
+
+// Weights made whole units: each coordinate's units by largest remainder (weighted_range), and
+// those counts as the weights, so that the batch, and every dim the model folds it into
+// ([batch * seq] tokens), splits with no remainder. Empty where the counts come out even; nullopt
+// when a coordinate would get none (weights are >= 1).
+std::optional<MeshWeights> as_rows(const MeshWeights& w, const std::vector<int64_t>& units) {
   MeshWeights out(w.size());
   for (size_t i = 0; i < w.size(); ++i) {
     if (w[i].empty()) continue;
     for (size_t c = 0; c < w[i].size(); ++c) {
-      out[i].push_back(weighted_range(rows, w[i], static_cast<int64_t>(c)).second);
+      out[i].push_back(weighted_range(units[i], w[i], static_cast<int64_t>(c)).second);
       if (out[i].back() == 0) return std::nullopt;
     }
     if (std::all_of(out[i].begin(), out[i].end(), [&](int64_t r) { return r == out[i][0]; })) out[i].clear();
@@ -92,17 +106,18 @@ PlanResult plan_cluster(const ModelGraph& g, const MeshSpec& mesh, const Cluster
     std::string basis;
     MeshWeights weights;
   };
-  const int64_t rows = batch_rows(g);
+  const std::vector<int64_t> units = share_units(mesh, batch_rows(g));
   std::vector<Candidate> cands = {{"even", MeshWeights(mesh.ndim())}};
   std::vector<PlanResult::WeightOption> tried;
   auto add = [&](std::string basis, const MeshWeights& speed) {
-    std::optional<MeshWeights> w = rows > 0 ? as_rows(speed, rows) : std::optional<MeshWeights>(speed);
+    std::optional<MeshWeights> w = as_rows(speed, units);
     if (!w) {
       PlanResult::WeightOption none;
       none.basis = basis;
       none.weights = speed;
       none.searched = false;
-      none.error = absl::StrCat("gives a rank no row of the batch of ", rows);
+      none.error = absl::StrCat("gives a rank none of the ", absl::StrJoin(units, ", "),
+                                " units (batch rows on data-parallel dims, 4 per rank on tp/cp/sp/ep/pp) of the mesh dims");
       tried.push_back(std::move(none));
       return;
     }

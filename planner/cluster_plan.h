@@ -12,12 +12,13 @@
 //                            lies between even and compute-proportional);
 //   "memory bandwidth"       ∝ memory bandwidth (memory-bound ops).
 // Speed weights are integers, round(100 x speed / slowest speed) (speed_weights), then made whole
-// batch rows (the graph's first input's dim 0): each coordinate's rows by the weighted shard's
-// largest-remainder rounding (dtensor/placement.h weighted_range), and the plan's weights are those
-// row counts, so that the batch and the dims the model folds it into ([batch * seq] tokens) split
-// with no remainder and the weights carry through the model's views (planner/cost.h drops
-// strategies where they would not). A share that gives a coordinate no row is not searched (listed
-// with searched = false); shares with the same rows are searched once (their bases joined). The plan with the least predicted step time that fits the memory
+// units: on data-parallel mesh dims (not named tp, cp, sp, ep or pp) the batch rows (the graph's
+// first input's dim 0), on the others 4 units per rank; each coordinate's units by the weighted
+// shard's largest-remainder rounding (dtensor/placement.h weighted_range), and the plan's weights
+// are those counts, so that the batch and the dims the model folds it into ([batch * seq] tokens)
+// split with no remainder and the weights carry through the model's views (planner/cost.h drops
+// strategies where they would not). A share that gives a coordinate no unit is not searched (listed
+// with searched = false); shares with the same counts are searched once (their bases joined). The plan with the least predicted step time that fits the memory
 // limit is returned, searched again with the baselines (PlanOptions::compare) under its weights;
 // PlanResult::weight_options holds every candidate's step time, even's first.
 // Memory limit: the smallest memory_GB of the cluster's profiles unless PlanOptions gives one.

@@ -205,5 +205,21 @@ TEST(ClusterPlan, MixedHostsWeightedBeatsEven) {
   EXPECT_EQ(r.cluster, "2x h100-nvlink + 2x a100-nvlink");
 }
 
+// Tensor parallelism across an H100 host and an A100 host (tp=4, two ranks each): shares counted in
+// 4 units per rank (16): 317:100 -> 16*317/834 = 6.08, 1.92 -> 6, 6, 1, 1 and the two units left
+// to the larger remainders (.92) -> 6, 6, 2, 2; 154:100 -> 4.85, 3.15 -> 5, 5, 3, 3; 208 -> 5.40,
+// 2.60 -> 5, 5, 3, 3; 263 -> 5.80, 2.20 -> 6, 6, 2, 2; 164 -> 4.97, 3.03 -> 5, 5, 3, 3.
+TEST(ClusterPlan, TensorParallelSharesInUnitsPerRank) {
+  ModelGraph g = small_llama();
+  PlanOptions o;
+  o.compare = false;
+  Cluster c = h100_a100(2);
+  PlanResult r = plan_cluster(g, MeshSpec::parse("tp=4"), c, o);
+  ASSERT_EQ(r.weight_options.size(), 3u);
+  EXPECT_EQ(r.weight_options[1].weights, (MeshWeights{{5, 5, 3, 3}}));
+  EXPECT_EQ(r.weight_options[2].weights, (MeshWeights{{6, 6, 2, 2}}));
+  EXPECT_TRUE(r.weight_options[0].valid);
+}
+
 }  // namespace
 }  // namespace dtensor::planner

@@ -8,7 +8,8 @@
 //   - compute: roofline per op, max(FLOPs / peak FLOP/s of the dtype, bytes / memory bandwidth), on
 //     the rank with the largest block (FLOPs shrink by the smallest local/global ratio of the op's
 //     tensors). On a mixed cluster (ClusterShares below) each rank is priced on its own profile's
-//     peak and memory bandwidth with its own block, and the op takes the slowest rank's time: ranks
+//     peak and memory bandwidth with its own block (ranks grouped by profile and coordinates on the
+//     weighted mesh dims, each group on its largest block), and the op takes the slowest rank's time: ranks
 //     meet at every collective, so a step is the sum over ops of each op's slowest rank (an upper
 //     bound of the slowest rank's own sum; equal when one rank is slowest throughout, as under even
 //     shards). Weighted shares: every Shard on a mesh dim given weights is priced as the weighted
@@ -21,7 +22,7 @@
 //     internals marked `fused` are compute-only (flash attention). Optimizer: memory-bound update.
 //   - collectives: every redistribution is the engine's plan (dtensor/redistribute.h
 //     plan_redistribute) timed by propagation/cost_model.h plan_time_us on
-//     HardwareProfile::links_for_mesh; a rule's own step (DESIGN §6) is timed like propagate() does.
+//     HardwareProfile::links_for_mesh (Cluster::links_for_mesh on a mixed cluster); a rule's own step (DESIGN §6) is timed like propagate() does.
 //     Backward (DESIGN §5): an op's backward runs under the dual of its forward strategy: per mesh
 //     dim, the gradient of an input placed S(d) is S(d); of an input placed P it is R (the backward
 //     of P -> R is the identity); of an input placed R it is P(sum) when the op's work is split over

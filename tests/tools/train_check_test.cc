@@ -176,6 +176,7 @@ TrainResult rank0_result(const TrainOptions& o, int world) {
 // gradients round by round without overlap); no other all-gather runs over cp, so the activations
 // stay sequence-sharded. Uneven sequences (15 over 4: 4,4,4,3; 5 over 4: 2,2,1,0) follow
 // torch.chunk and still match one rank (an empty block skips its rounds: no exact counts there).
+// Beside data parallel (dp=2), each dp rank's rows run their own ring.
 TEST(TrainCheck, ContextParallelMatchesOneRankByRingAttention) {
   struct Case {
     const char* mesh;
@@ -183,10 +184,11 @@ TEST(TrainCheck, ContextParallelMatchesOneRankByRingAttention) {
     int cp;
     int seq;
     bool sp;
+    int cp_dim = 0;
   };
   for (Case c : {Case{"cp=2", 2, 2, 16, false}, Case{"cp=4", 4, 4, 16, false},
                  Case{"cp=2,tp=2", 4, 2, 16, true}, Case{"cp=4", 4, 4, 15, false},
-                 Case{"cp=4", 4, 4, 5, false}}) {
+                 Case{"cp=4", 4, 4, 5, false}, Case{"dp=2,cp=2,tp=1", 4, 2, 16, false, 1}}) {
     SCOPED_TRACE(::testing::Message() << c.mesh << " seq " << c.seq << (c.sp ? " sequence+loss parallel" : ""));
     TrainOptions o = small(c.mesh);
     o.steps = 6;
@@ -197,7 +199,7 @@ TEST(TrainCheck, ContextParallelMatchesOneRankByRingAttention) {
     const TrainResult r = rank0_result(o, c.world);
     ASSERT_EQ(r.losses.size(), 6u);
     EXPECT_LE(max_relative_loss_difference(o, r.losses), kCheckTolerance);
-    const CommStats& cp = r.comm_by_dim.at(0);
+    const CommStats& cp = r.comm_by_dim.at(c.cp_dim);
     EXPECT_GT(cp.of(CommKind::kSendRecv), 0) << "no ring rounds: attention did not run ring attention";
     if (c.seq % c.cp == 0) {
       const int64_t layer_steps = int64_t{o.layers} * o.steps;

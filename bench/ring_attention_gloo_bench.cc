@@ -6,6 +6,7 @@
 //   bazel build //bench:ring_attention_gloo_bench //tools:dtensor
 //   bazel-bin/tools/dtensor launch -n 4 -- bazel-bin/bench/ring_attention_gloo_bench
 //       [--min-seq 1024] [--max-seq 65536] [--heads 4] [--dim 64] [--iters 3] [--backward] [--no-warmup]
+//       [--balanced]
 //
 // Inputs: query, key, value [1, heads, L, dim] float32, sequence-sharded over the ranks (torch.chunk:
 // L / n rows each for L a multiple of n). Each variant runs exactly what the engine's step runs:
@@ -24,6 +25,9 @@
 // After each length rank 0 also prints what the cost model picks (dtensor explain) for these
 // sequence-sharded inputs, forward and backward, under the cpu-tcp and h100-nvlink profiles.
 // --no-warmup skips the untimed first call (for long sequences, where one call takes minutes).
+// --balanced adds a row "fwd h-t": ring_attention_forward_balanced (each rank holds sequence chunks
+// r and 2n-1-r of 2n, so the causal work is even), its time in the ring column, the all-gather
+// forward's beside it.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -52,6 +56,7 @@ struct Args {
   int iters = 3;
   bool warmup = true;
   bool backward = false;
+  bool balanced = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -71,8 +76,9 @@ Args parse(int argc, char** argv) {
     else if (f == "--iters") a.iters = static_cast<int>(num(1));
     else if (f == "--backward") a.backward = true;
     else if (f == "--no-warmup") a.warmup = false;
+    else if (f == "--balanced") a.balanced = true;
     else DT_FAIL("ring_attention_gloo_bench: unknown flag '", f, "'; accepted: --min-seq, --max-seq, --heads, ",
-                 "--dim, --iters, --backward, --no-warmup");
+                 "--dim, --iters, --backward, --no-warmup, --balanced");
   }
   return a;
 }
@@ -172,6 +178,13 @@ int run(int argc, char** argv) {
                     static_cast<long long>(ag.bytes), static_cast<long long>(formula));
     };
     row("forward", ring_f, ag_f, ops::ring_attention_bytes_sent(a.heads, L, a.dim, a.dim, 4, n, 0, false));
+    if (a.balanced) {
+      auto [head, tail] = ops::ring_attention_balanced_rows(L, n, rank);
+      const Shape bl{1, a.heads, head.second + tail.second, a.dim};
+      const Tensor qb = random(bl, seed * 4 + 5), kb = random(bl, seed * 4 + 6), vb = random(bl, seed * 4 + 7);
+      const Timing bal = measure(pg, a.iters, [&] { ops::ring_attention_forward_balanced(pg, qb, kb, vb, L); });
+      row("fwd h-t", bal, ag_f, ops::ring_attention_bytes_sent(a.heads, L, a.dim, a.dim, 4, n, 0, false));
+    }
     if (a.backward) {
       const Timing ring_b = measure(pg, a.iters, [&] {
         ops::RingAttentionOut f = ops::ring_attention_forward(pg, q, k, v, L, true);

@@ -27,7 +27,9 @@
 // --no-warmup skips the untimed first call (for long sequences, where one call takes minutes).
 // --balanced adds a row "fwd h-t": ring_attention_forward_balanced (each rank holds sequence chunks
 // r and 2n-1-r of 2n, so the causal work is even), its time in the ring column, the all-gather
-// forward's beside it.
+// forward's beside it, and a line with each variant's CPU time on the busiest and the idlest rank.
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -117,26 +119,43 @@ Tensor random(const Shape& shape, uint64_t seed) {
 struct Timing {
   double median_ms = 0;
   int64_t bytes = 0;  // this rank, one iteration
+  // CPU time of the busiest and the idlest rank in the last iteration (all threads of the process):
+  // how evenly the work is spread, which wall time hides when 4 ranks share 2 cores.
+  double cpu_max_ms = 0, cpu_min_ms = 0;
 };
+
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
 
 // Runs `fn` once untimed (unless !warmup), then `iters` times in lockstep; see the file comment.
 bool g_warmup = true;
 Timing measure(ProcessGroup& pg, int iters, const std::function<void()>& fn) {
   if (g_warmup) fn();
   std::vector<double> ms;
-  int64_t bytes = 0;
+  Timing out;
   for (int i = 0; i < iters; ++i) {
     pg.barrier();
     const int64_t before = pg.stats().bytes_sent;
+    const double c0 = process_cpu_ms();
     const auto t0 = Clock::now();
     fn();
     Tensor t = Tensor::from_vector(std::vector<double>{std::chrono::duration<double, std::milli>(Clock::now() - t0).count()}, {1});
-    bytes = pg.stats().bytes_sent - before;
+    const double cpu = process_cpu_ms() - c0;
+    out.bytes = pg.stats().bytes_sent - before;
     pg.all_reduce(t, ReduceOp::kMax);
     ms.push_back(t.item());
+    Tensor hi = Tensor::from_vector(std::vector<double>{cpu}, {1}), lo = hi.clone();
+    pg.all_reduce(hi, ReduceOp::kMax);
+    pg.all_reduce(lo, ReduceOp::kMin);
+    out.cpu_max_ms = hi.item();
+    out.cpu_min_ms = lo.item();
   }
   std::sort(ms.begin(), ms.end());
-  return {ms[ms.size() / 2], bytes};
+  out.median_ms = ms[ms.size() / 2];
+  return out;
 }
 
 int run(int argc, char** argv) {
@@ -184,6 +203,10 @@ int run(int argc, char** argv) {
       const Tensor qb = random(bl, seed * 4 + 5), kb = random(bl, seed * 4 + 6), vb = random(bl, seed * 4 + 7);
       const Timing bal = measure(pg, a.iters, [&] { ops::ring_attention_forward_balanced(pg, qb, kb, vb, L); });
       row("fwd h-t", bal, ag_f, ops::ring_attention_bytes_sent(a.heads, L, a.dim, a.dim, 4, n, 0, false));
+      if (rank == 0)
+        std::printf("%8lld cpu ms per rank, busiest/idlest: ring %.0f/%.0f, h-t %.0f/%.0f, all-gather %.0f/%.0f\n",
+                    static_cast<long long>(L), ring_f.cpu_max_ms, ring_f.cpu_min_ms, bal.cpu_max_ms, bal.cpu_min_ms,
+                    ag_f.cpu_max_ms, ag_f.cpu_min_ms);
     }
     if (a.backward) {
       const Timing ring_b = measure(pg, a.iters, [&] {

@@ -206,6 +206,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   }
   auto mesh = DeviceMesh::create(backend, shape, names);
   const int tp = mesh->dim_index("tp");
+  const bool context_parallel = std::find(names.begin(), names.end(), "cp") != names.end();
   const bool lead = backend->rank() == 0;
   std::ostream* out = lead ? log : nullptr;
 
@@ -243,7 +244,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
          << o.mesh << " ("
          << backend->kind() << " backend, " << device.str() << (o.sequence_parallel ? ", sequence parallel" : "")
          << (o.loss_parallel ? ", loss parallel" : "")
-         << (std::find(names.begin(), names.end(), "cp") != names.end() ? ", context parallel" : "") << "; " << kernels::blas_threads()
+         << (context_parallel ? ", context parallel" : "") << "; " << kernels::blas_threads()
          << " compute thread(s) per rank)\n";
     *out << "text: " << o.text << " (" << data.size() << " characters)\n";
     *out << "parallel plan (parameter, global shape, placements over [" << absl::StrJoin(names, ", ") << "], style):\n";
@@ -274,7 +275,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   }
   // Context parallel: token ids and targets split on the sequence dim; the model's positions, its
   // activations and attention's query/key/value follow (ring attention), the loss sums per rank.
-  if (std::find(names.begin(), names.end(), "cp") != names.end()) data_pl[mesh->dim_index("cp")] = Shard(1);
+  if (context_parallel) data_pl[mesh->dim_index("cp")] = Shard(1);
   const SlowRank slow = slow_rank_from_env();
   TrainResult r;
   r.comm_by_dim.resize(mesh->ndim());

@@ -78,9 +78,13 @@ DTensor GPT::forward(const DTensor& ids) {
   const int64_t T = ids.shape()[1];
   DT_CHECK(T <= c_.seq, "GPT: sequence of ", T, " tokens exceeds the model's ", c_.seq);
   DTensor tok = (*child("tok_emb"))(ids);
-  // Positions 0..T-1 as a replicated [1, T] index tensor (its embedding broadcasts over the batch).
+  // Positions 0..T-1 as a [1, T] index tensor (its embedding broadcasts over the batch), split on the
+  // sequence dim where the ids are (context parallel): each rank embeds only its own positions.
   Tensor pos = Tensor::arange(T, DType::kInt64).view({1, T}).to(ids.local_tensor().device());
-  DTensor p = distribute_tensor(pos, ids.mesh(), Placements(ids.mesh()->ndim(), Replicate()));
+  Placements pos_pl(ids.mesh()->ndim(), Replicate());
+  for (size_t m = 0; m < pos_pl.size(); ++m)
+    if (ids.placements()[m].is_shard() && ids.placements()[m].dim == 1) pos_pl[m] = Shard(1);
+  DTensor p = distribute_tensor(pos, ids.mesh(), pos_pl);
   DTensor x = F::add(tok, (*child("pos_emb"))(p));
   for (int64_t i = 0; i < c_.layers; ++i) x = (*child(absl::StrCat("blocks.", i)))(x);
   return (*child("lm_head"))((*child("ln_f"))(x));
@@ -99,8 +103,13 @@ std::optional<DTensor> GPT::aux_loss() const {
 DTensor GPT::loss(const DTensor& logits, const DTensor& targets) {
   const int64_t V = logits.shape()[2];
   const int64_t n = logits.shape()[0] * logits.shape()[1];
-  DTensor flat = F::reshape(logits, {n, V});
-  DTensor t = F::reshape(targets, {n});
+  // Sequence-sharded logits (context parallel) flatten as [T * B, V]: a [B * T] merge would split
+  // the sequence shard and gather the logits; [T, B] keeps it the leading, contiguous dim, and the
+  // mean over all tokens is the same (only the summation order changes).
+  bool seq_sharded = false;
+  for (const Placement& pl : logits.placements()) seq_sharded |= pl.is_shard() && pl.dim == 1;
+  DTensor flat = seq_sharded ? F::reshape(F::transpose(logits, 0, 1), {n, V}) : F::reshape(logits, {n, V});
+  DTensor t = seq_sharded ? F::reshape(F::transpose(targets, 0, 1), {n}) : F::reshape(targets, {n});
   return F::div(F::cross_entropy(flat, t, "sum"), static_cast<double>(n));
 }
 

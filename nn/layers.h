@@ -89,7 +89,8 @@ class GPT : public Module {
   explicit GPT(const GPTConfig& c);
   DTensor forward(const DTensor& ids) override;
   const GPTConfig& config() const { return c_; }
-  // Mean next-token cross-entropy of logits [B, T, V] against targets int64 [B, T].
+  // Mean next-token cross-entropy of logits [B, T, V] against targets int64 [B, T] (sequence-sharded
+  // logits, context parallel: summed per rank in [T, B] order, divided by B * T).
   static DTensor loss(const DTensor& logits, const DTensor& targets);
   // Sum over the MoE blocks of their load-balancing losses from the last forward (nullopt without
   // experts).

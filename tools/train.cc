@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -48,13 +49,14 @@ std::string human_bytes(double b) {
 void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vector<std::string>* names) {
   sizes->clear();
   names->clear();
+  const char* forms = "accepted forms are tp=N, dp=M,tp=N, ep=M,tp=N, cp=N, cp=M,tp=N or dp=L,cp=M,tp=N";
   int64_t world = 1;
   for (absl::string_view part : absl::StrSplit(spec, ',')) {
     std::vector<std::string> kv = absl::StrSplit(part, '=');
     int64_t n = 0;
-    DT_CHECK(kv.size() == 2 && (kv[0] == "dp" || kv[0] == "ep" || kv[0] == "tp") && absl::SimpleAtoi(kv[1], &n) &&
-                 n >= 1,
-             "--mesh '", spec, "': accepted forms are tp=N, dp=M,tp=N or ep=M,tp=N with positive sizes");
+    DT_CHECK(kv.size() == 2 && (kv[0] == "dp" || kv[0] == "ep" || kv[0] == "cp" || kv[0] == "tp") &&
+                 absl::SimpleAtoi(kv[1], &n) && n >= 1,
+             "--mesh '", spec, "': ", forms, " with positive sizes");
     DT_CHECK(n <= kMaxTrainRanks && world * n <= kMaxTrainRanks, "--mesh '", spec, "': ",
              "a world of more than ", kMaxTrainRanks, " ranks; accepted: at most ", kMaxTrainRanks,
              " ranks on one machine");
@@ -62,9 +64,16 @@ void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vecto
     names->push_back(kv[0]);
     sizes->push_back(n);
   }
-  DT_CHECK(!names->empty() && names->back() == "tp" &&
-               (names->size() == 1 || (names->size() == 2 && ((*names)[0] == "dp" || (*names)[0] == "ep"))),
-           "--mesh '", spec, "': accepted forms are tp=N, dp=M,tp=N or ep=M,tp=N");
+  // cp alone is cp=N,tp=1: the model code always has a tp dim (of size 1 here, where nothing is split).
+  if (names->size() == 1 && names->front() == "cp") {
+    names->push_back("tp");
+    sizes->push_back(1);
+  }
+  const std::vector<std::string>& v = *names;
+  const bool ok = !v.empty() && v.back() == "tp" &&
+                  (v.size() == 1 || (v.size() == 2 && (v[0] == "dp" || v[0] == "ep" || v[0] == "cp")) ||
+                   (v.size() == 3 && v[0] == "dp" && v[1] == "cp"));
+  DT_CHECK(ok, "--mesh '", spec, "': ", forms);
 }
 
 std::vector<int64_t> parse_rank_weights(const std::string& spec, int64_t dp) {
@@ -101,7 +110,7 @@ void validate_train_options(const TrainOptions& o) {
   std::vector<int64_t> sizes;
   std::vector<std::string> names;
   parse_mesh(o.mesh, &sizes, &names);
-  const auto weights = parse_rank_weights(o.rank_weights, names.size() == 2 && names[0] == "dp" ? sizes[0] : 0);
+  const auto weights = parse_rank_weights(o.rank_weights, names[0] == "dp" ? sizes[0] : 0);
   if (!weights.empty()) {
     int64_t total = 0, low = weights[0];
     for (int64_t x : weights) total += x, low = std::min(low, x);
@@ -136,6 +145,15 @@ void validate_train_options(const TrainOptions& o) {
     in_range("--top-k", o.top_k, 1, o.experts);
     DT_CHECK(names.front() != "ep" || (o.experts % sizes.front() == 0 && o.batch % sizes.front() == 0), "--mesh ",
              o.mesh, ": ep=", sizes.front(), " must divide --experts (", o.experts, ") and --batch (", o.batch, ")");
+  }
+  const auto cp_at = std::find(names.begin(), names.end(), "cp");
+  DT_CHECK(!o.context_parallel || cp_at != names.end(), "--context-parallel --mesh ", o.mesh,
+           ": context parallel splits the sequence over a cp mesh dim; accepted: --mesh cp=N, cp=M,tp=N or "
+           "dp=L,cp=M,tp=N");
+  if (cp_at != names.end()) {
+    // Not tried: routing tokens to experts from sequence shards (nn/moe.h expects batch rows).
+    DT_CHECK(o.experts == 0, "--mesh ", o.mesh, " --moe ", o.experts,
+             ": context parallel with mixture-of-experts blocks is not supported; accepted: a cp dim or --moe");
   }
   const int64_t tp = sizes.back();
   DT_CHECK(o.heads % tp == 0 && o.dim % tp == 0, "--mesh ", o.mesh, ": tp=", tp, " must divide --heads (",
@@ -188,6 +206,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   }
   auto mesh = DeviceMesh::create(backend, shape, names);
   const int tp = mesh->dim_index("tp");
+  const bool context_parallel = std::find(names.begin(), names.end(), "cp") != names.end();
   const bool lead = backend->rank() == 0;
   std::ostream* out = lead ? log : nullptr;
 
@@ -224,7 +243,8 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
          << ", seq " << o.seq << ", batch " << o.batch << ", " << dtype_name(dtype) << "; mesh "
          << o.mesh << " ("
          << backend->kind() << " backend, " << device.str() << (o.sequence_parallel ? ", sequence parallel" : "")
-         << (o.loss_parallel ? ", loss parallel" : "") << "; " << kernels::blas_threads()
+         << (o.loss_parallel ? ", loss parallel" : "")
+         << (context_parallel ? ", context parallel" : "") << "; " << kernels::blas_threads()
          << " compute thread(s) per rank)\n";
     *out << "text: " << o.text << " (" << data.size() << " characters)\n";
     *out << "parallel plan (parameter, global shape, placements over [" << absl::StrJoin(names, ", ") << "], style):\n";
@@ -244,7 +264,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     }
   }
   Placements data_pl(mesh->ndim(), Replicate());
-  if (mesh->ndim() == 2) {
+  if (names[0] == "dp" || names[0] == "ep") {
     // Batch rows by weight. The placement's weights are the row counts themselves, which split the
     // batch exactly, so the views that merge batch and sequence carry them (propagation needs an
     // exact split there) and no activation is re-split.
@@ -253,14 +273,20 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     for (size_t r = 0; r < w.size(); ++r) rows[r] = weighted_range(o.batch, w, static_cast<int64_t>(r)).second;
     data_pl[0] = rows.empty() ? Shard(0) : Shard(0, rows);
   }
+  // Context parallel: token ids and targets split on the sequence dim; the model's positions, its
+  // activations and attention's query/key/value follow (ring attention), the loss sums per rank.
+  if (context_parallel) data_pl[mesh->dim_index("cp")] = Shard(1);
   const SlowRank slow = slow_rank_from_env();
   TrainResult r;
+  r.comm_by_dim.resize(mesh->ndim());
   double seconds = 0;
   int64_t bytes = 0;
   for (int s = 0; s < o.steps; ++s) {
     const int64_t step = start_step + s;
     auto t0 = std::chrono::steady_clock::now();
     CommStats before = mesh->stats();
+    std::vector<CommStats> dim_before;
+    for (int d = 0; d < mesh->ndim(); ++d) dim_before.push_back(mesh->group(d).stats());
     Tensor host_tok = data.batch(o.batch, o.seq, o.seed * 7919 + static_cast<uint64_t>(step));
     Tensor tok = host_tok.to(device);
     DTensor x = distribute_tensor(tok.narrow(1, 0, o.seq).contiguous(), mesh, data_pl);
@@ -276,6 +302,13 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     CommStats after = mesh->stats();
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     bytes += after.bytes_sent - before.bytes_sent;
+    for (int d = 0; d < mesh->ndim(); ++d) {
+      const CommStats& now = mesh->group(d).stats();
+      CommStats& sum = r.comm_by_dim[d];
+      sum.calls += now.calls - dim_before[d].calls;
+      sum.bytes_sent += now.bytes_sent - dim_before[d].bytes_sent;
+      for (int k = 0; k < kNumCommKinds; ++k) sum.calls_by_kind[k] += now.calls_by_kind[k] - dim_before[d].calls_by_kind[k];
+    }
     r.losses.push_back(l);
     if (trace.is_open()) {  // outside the timed span: recording does not slow the figures down
       std::vector<int64_t> ids = host_tok.to_vector<int64_t>();

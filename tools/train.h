@@ -1,6 +1,6 @@
 // The main job, `dtensor train`: a GPT-style character-level model trained on a real text file with
-// tensor parallelism (and data parallelism on a 2-d mesh) over threads, Gloo processes or NCCL
-// processes (one per GPU).
+// tensor parallelism (and data, expert or context parallelism on another mesh dim) over threads,
+// Gloo processes or NCCL processes (one per GPU).
 #pragma once
 
 #include <ostream>
@@ -12,7 +12,7 @@
 namespace dtensor::tools {
 
 struct TrainOptions {
-  std::string mesh = "tp=4";  // "tp=N" or "dp=M,tp=N"
+  std::string mesh = "tp=4";  // "tp=N", "dp=M,tp=N", "ep=M,tp=N" or with a cp dim (parse_mesh)
   std::string backend = "threads";  // or "gloo", or "nccl" (with device "cuda")
   std::string text = "/usr/share/common-licenses/GPL-3";
   int steps = 400;
@@ -24,6 +24,11 @@ struct TrainOptions {
   double lr = 3e-3;
   bool sequence_parallel = false;
   bool loss_parallel = false;  // keep the logits sharded over the vocabulary into the loss
+  // Context parallel is on whenever the mesh has a cp dim (--mesh cp=N, cp=M,tp=N, dp=L,cp=M,tp=N):
+  // token ids and targets are sharded on the sequence dim over cp, so attention's query, key and
+  // value are too and the engine runs ring attention (ops/defs/ring_attention.h). This flag only
+  // states the intent: set without a cp dim, validate_train_options rejects it.
+  bool context_parallel = false;
   // Mixture of experts (nn/moe.h): > 0 replaces every block's MLP by this many experts (top_k of
   // them per token), sharded over the mesh dim "ep" (--mesh ep=M,tp=N); the loss adds moe_aux_coef
   // times the load-balancing loss.
@@ -64,6 +69,9 @@ struct TrainResult {
   std::vector<double> losses;
   double tokens_per_s = 0;
   int64_t bytes_per_step = 0;  // bytes rank 0 sent per step (forward + backward + optimizer)
+  // Rank 0's collectives over all training steps (calls by kind, bytes), per mesh dim (the order of
+  // --mesh; "cp=N" is cp=N,tp=1).
+  std::vector<CommStats> comm_by_dim;
   std::string sample;
 };
 
@@ -76,14 +84,17 @@ inline constexpr int64_t kMaxTrainRanks = 1024;
 inline constexpr int kMaxSteps = 1 << 30, kMaxBatch = 1 << 20, kMaxSeq = 1 << 20, kMaxDim = 1 << 16,
                      kMaxLayers = 1024, kMaxSample = 1 << 20;
 
-// Parses "dp=2,tp=2" into sizes and names; throws dtensor::Error naming what is accepted (forms,
-// positive sizes, at most kMaxTrainRanks ranks).
+// Parses "dp=2,tp=2" into sizes and names; throws dtensor::Error naming what is accepted (forms:
+// tp=N, dp=M,tp=N, ep=M,tp=N, cp=N, cp=M,tp=N, dp=L,cp=M,tp=N; positive sizes, at most
+// kMaxTrainRanks ranks). "cp=N" comes back as cp=N,tp=1.
 void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vector<std::string>* names);
 
 // Checks every option before any rank starts: ranges (steps, batch, seq, dim, layers, heads,
 // log-every, sample >= 1 or 0 where it means "none"; lr finite and > 0), divisibility (heads | dim,
-// tp | heads and dim), a known --hardware, and an estimate of the memory the model needs against the machine's. Throws
-// dtensor::Error naming the flag, its value and what is accepted.
+// tp | heads and dim), a known --hardware, --context-parallel only with a cp mesh dim and a cp dim
+// not with --moe, and an estimate of the memory the model needs against the machine's. Throws
+// dtensor::Error naming the flag, its value and what is accepted. Any --seq is accepted with cp:
+// uneven sequence chunks follow torch.chunk (15 over 4: 4,4,4,3), even where a rank gets none.
 void validate_train_options(const TrainOptions& o);
 
 // For benchmarks of uneven hardware: $DTENSOR_SLOW_RANK="R:MS" makes global rank R sleep MS

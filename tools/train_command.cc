@@ -48,6 +48,7 @@ std::vector<std::string> argv_of(const TrainOptions& o) {
   if (!o.hardware.empty()) a.insert(a.end(), {"--hardware", o.hardware});
   if (o.sequence_parallel) a.push_back("--sequence-parallel");
   if (o.loss_parallel) a.push_back("--loss-parallel");
+  if (o.context_parallel) a.push_back("--context-parallel");
   if (o.experts > 0)
     a.insert(a.end(), {"--moe", std::to_string(o.experts), "--top-k", std::to_string(o.top_k), "--moe-aux-coef",
                        absl::StrFormat("%.17g", o.moe_aux_coef)});
@@ -145,7 +146,7 @@ void run_train(const TrainOptions& o) {
 void add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   CLI::App* sub = app.add_subcommand("train", "Train a character-level GPT with tensor parallelism on a text file");
-  sub->add_option("--mesh", o->mesh, "tp=N, dp=M,tp=N or ep=M,tp=N (ep: with --moe)")->capture_default_str();
+  sub->add_option("--mesh", o->mesh, "tp=N, dp=M,tp=N, ep=M,tp=N (ep: with --moe), cp=N, cp=M,tp=N or dp=L,cp=M,tp=N (cp: context parallel)")->capture_default_str();
   sub->add_option("--backend", o->backend, "threads (ranks as threads), gloo (ranks as processes) or nccl (one process per GPU, "
                                       "with --device cuda; needs a CUDA build)")
       ->capture_default_str()
@@ -195,6 +196,9 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 1.0));
   sub->add_flag("--sequence-parallel", o->sequence_parallel, "Megatron sequence parallelism");
   sub->add_flag("--loss-parallel", o->loss_parallel, "cross-entropy over vocabulary-sharded logits");
+  sub->add_flag("--context-parallel", o->context_parallel,
+                "sequence split over the mesh's cp dim, attention by ring attention (on with any cp dim; "
+                "this flag requires one)");
   sub->add_flag("--check", o->check,
                 "train in float64, also on one rank, and fail if a step's loss differs by more than 1e-9 (relative)");
   sub->callback([o] { run_train(*o); });

@@ -111,6 +111,73 @@ RingAttentionOut ring_attention_forward(ProcessGroup& pg, const Tensor& query, c
   return RingAttentionOut{out.to(query.dtype()), lse};
 }
 
+std::pair<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> ring_attention_balanced_rows(int64_t seq_len, int n,
+                                                                                                 int rank) {
+  return {chunk_range(seq_len, 2 * n, rank), chunk_range(seq_len, 2 * n, 2 * n - 1 - rank)};
+}
+
+RingAttentionOut ring_attention_forward_balanced(ProcessGroup& pg, const Tensor& query, const Tensor& key,
+                                                 const Tensor& value, int64_t seq_len,
+                                                 std::optional<double> scale, Timeout timeout) {
+  const char* op = "ring_attention_forward_balanced";
+  const int n = pg.size(), r = pg.rank();
+  auto rows = [&](int rank) {
+    auto [a, b] = ring_attention_balanced_rows(seq_len, n, rank);
+    return std::vector<std::pair<int64_t, int64_t>>{a, b};
+  };
+  const auto mine = rows(r);
+  const int64_t lr = mine[0].second + mine[1].second;
+  DT_CHECK(query.dim() >= 2 && key.dim() == query.dim() && value.dim() == query.dim() && query.size(-2) == lr &&
+               key.size(-2) == lr && value.size(-2) == lr && key.size(-1) == query.size(-1) &&
+               is_floating(query.dtype()) && key.dtype() == query.dtype() && value.dtype() == query.dtype(),
+           op, " on ", pg.describe(), " rank ", r, ": query ", shape_str(query.sizes()), ", key ",
+           shape_str(key.sizes()), ", value ", shape_str(value.sizes()), " (accepted: [..., Lr, E] of one floating ",
+           "dtype, Lr = ", lr, " the rows of chunks ", r, " and ", 2 * n - 1 - r, " of seq_len ", seq_len, " in ", 2 * n,
+           ")");
+  if (!scale.has_value()) scale = 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
+  const DType compute = query.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  // Per query chunk: its rows, merged output and log-sum-exp.
+  std::vector<Tensor> q(2), out(2), lse(2);
+  for (int a = 0; a < 2; ++a) {
+    const int64_t off = a == 0 ? 0 : mine[0].second;
+    q[a] = query.narrow(query.dim() - 2, off, mine[a].second).contiguous();
+    out[a] = Tensor::zeros(with_seq(value, mine[a].second), compute);
+    Shape ls = q[a].sizes();
+    ls.pop_back();
+    lse[a] = Tensor::full(ls, -std::numeric_limits<double>::infinity(), compute);
+  }
+  Tensor k = key.contiguous(), v = value.contiguous();
+  for (int s = 0; s < n; ++s) {
+    const int src = (r - s % n + n) % n;
+    const auto held = rows(src);
+    std::future<void> pending;
+    std::vector<Tensor> next;
+    if (s + 1 < n) {
+      const auto nr = rows((r - (s + 1) % n + n) % n);
+      const int64_t nlen = nr[0].second + nr[1].second;
+      next = {Tensor::empty(with_seq(key, nlen), key.dtype()), Tensor::empty(with_seq(value, nlen), value.dtype())};
+      pending = start_exchange(pg, {k, v}, next, timeout);
+    }
+    for (int b = 0; b < 2; ++b) {
+      const int64_t koff = b == 0 ? 0 : held[0].second;
+      const Tensor kb = k.narrow(k.dim() - 2, koff, held[b].second).contiguous();
+      const Tensor vb = v.narrow(v.dim() - 2, koff, held[b].second).contiguous();
+      for (int a = 0; a < 2; ++a) {
+        if (!block_visible(true, mine[a].first, mine[a].second, held[b].first, held[b].second)) continue;
+        kernels::AttentionWithLse blk = kernels::scaled_dot_product_attention_with_lse(
+            q[a], kb, vb, true, scale, mine[a].first - held[b].first);
+        kernels::merge_attention(out[a], lse[a], blk.out, blk.lse);
+      }
+    }
+    if (pending.valid()) {
+      pending.get();
+      k = next[0];
+      v = next[1];
+    }
+  }
+  return RingAttentionOut{cat({out[0], out[1]}, out[0].dim() - 2).to(query.dtype()), cat({lse[0], lse[1]}, lse[0].dim() - 1)};
+}
+
 kernels::AttentionGrads ring_attention_backward(ProcessGroup& pg, const Tensor& grad_out,
                                                 const Tensor& query, const Tensor& key,
                                                 const Tensor& value, const Tensor& out,

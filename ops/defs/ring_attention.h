@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "dtensor/collectives/process_group.h"
 #include "kernels/cpu/attention.h"
@@ -46,6 +47,24 @@ kernels::AttentionGrads ring_attention_backward(ProcessGroup& pg, const Tensor& 
                                                 bool is_causal = false,
                                                 std::optional<double> scale = std::nullopt,
                                                 Timeout timeout = default_timeout());
+
+// Causal load balancing (head-tail or "zigzag" layout, as in Brandon et al., "Striped Attention",
+// 2023, and PyTorch's context_parallel load balancer): the sequence is cut into 2n chunks
+// (chunk_range(seq_len, 2n, i)) and rank r holds chunks r and 2n-1-r, concatenated on dim -2, so
+// every rank holds as many early (cheap) as late (expensive) causal query rows. The blocks travel the
+// ring as in ring_attention_forward; each (query chunk, key chunk) pair that the causal mask leaves
+// visible is computed with its global offsets and merged by log-sum-exp. Causal only; forward only
+// (no engine rule or placement yet: the caller lays the sequence out, ring_attention_balanced_rows).
+// Shapes as ring_attention_forward with Lr = the two chunks' lengths; same bytes formula with those
+// block lengths. Errors: as ring_attention_forward.
+RingAttentionOut ring_attention_forward_balanced(ProcessGroup& pg, const Tensor& query, const Tensor& key,
+                                                 const Tensor& value, int64_t seq_len,
+                                                 std::optional<double> scale = std::nullopt,
+                                                 Timeout timeout = default_timeout());
+// The global rows of rank `rank` of `n` in the head-tail layout, in local order: chunk `rank`, then
+// chunk 2n-1-rank, as (start, length) pairs.
+std::pair<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> ring_attention_balanced_rows(int64_t seq_len, int n,
+                                                                                                 int rank);
 
 // Bytes rank `rank` of `n` sends in the forward (backward = false) or the backward, for inputs of
 // global shape [..., seq_len, E] (key) and [..., seq_len, Ev] (value) with `batch` = numel(...) and

@@ -115,6 +115,34 @@ TEST(RingAttention, MergeOfKeyBlocksEqualsAttentionOverAllKeys) {
   }
 }
 
+// Head-tail layout: rank r holds chunks r and 2n-1-r of 2n; its output rows are those rows of the
+// single-device causal attention, and it sends the same bytes as the plain ring over blocks of its
+// layout (for even chunks, (n-1)/n of the global key and value).
+TEST(RingAttention, BalancedLayoutMatchesSingleDeviceCausal) {
+  for (int ranks : {2, 4})
+    for (int64_t seq_len : {16, 13, 5}) {  // even, uneven, chunks of 0 rows
+      SCOPED_TRACE(::testing::Message() << ranks << " ranks, seq_len " << seq_len);
+      const int64_t B = 2, H = 3, E = 4, Ev = 5;
+      const Tensor q = rand({B, H, seq_len, E}, 21, DType::kFloat64), k = rand({B, H, seq_len, E}, 22, DType::kFloat64),
+                   v = rand({B, H, seq_len, Ev}, 23, DType::kFloat64);
+      const Tensor out = kernels::scaled_dot_product_attention(q, k, v, std::nullopt, true);
+      run_threads(ranks, [&](std::shared_ptr<Backend> b) {
+        auto pg = world(*b);
+        const int r = pg->rank();
+        auto [head, tail] = ring_attention_balanced_rows(seq_len, ranks, r);
+        auto mine = [&](const Tensor& t) {
+          return cat({t.narrow(2, head.first, head.second), t.narrow(2, tail.first, tail.second)}, 2).contiguous();
+        };
+        const int64_t before = pg->stats().bytes_sent;
+        RingAttentionOut f = ring_attention_forward_balanced(*pg, mine(q), mine(k), mine(v), seq_len);
+        EXPECT_LE(diff(f.out, mine(out)), 1e-12);
+        if (seq_len % (2 * ranks) == 0) {
+          EXPECT_EQ(pg->stats().bytes_sent - before, B * H * seq_len * (E + Ev) * 8 * (ranks - 1) / ranks);
+        }
+      });
+    }
+}
+
 TEST(RingAttention, RejectsBlocksThatAreNotThisRanksChunk) {
   run_threads(2, [](std::shared_ptr<Backend> b) {
     auto pg = world(*b);

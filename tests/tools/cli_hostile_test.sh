@@ -36,6 +36,12 @@ expect 2 "'1.5' is not accepted"  -- train --mesh dp=2,tp=2 --rank-weights 1.5,1
 expect 2 "3 weights for dp=2"     -- train --mesh dp=2,tp=2 --rank-weights 3,1,1
 expect 2 "give a mesh with a dp" -- train --mesh tp=2 --rank-weights 3,1
 expect 2 "would get no rows"      -- train --mesh dp=2,tp=2 --rank-weights 100,1 --batch 8
+expect 2 "--context-parallel --mesh tp=2" -- train --mesh tp=2 --context-parallel
+expect 2 "not supported"          -- train --mesh cp=2,tp=2 --moe 4
+expect 2 "accepted forms"         -- train --mesh tp=2,cp=2
+expect 2 "accepted forms"         -- train --mesh cp=0
+expect 2 "accepted forms"         -- train --mesh cp=2,cp=2
+expect 2 "accepted forms"         -- train --mesh ep=2,cp=2,tp=1 --moe 4
 DTENSOR_SLOW_RANK=1:x expect 2 "DTENSOR_SLOW_RANK" -- train --steps 1
 # train: runtime errors exit 1.
 expect 1 "checkpoint"         -- train --steps 1 --sample 0 --load "$tmp/no-such-checkpoint"

@@ -154,3 +154,84 @@ TEST(TrainCheck, MixtureOfExpertsOnEpTimesTpMatchesOneRank) {
 
 }  // namespace
 }  // namespace dtensor::tools
+
+namespace dtensor::tools {
+namespace {
+
+// Rank 0's result of training o on `world` thread ranks.
+TrainResult rank0_result(const TrainOptions& o, int world) {
+  TrainResult r0;
+  run_threads(world, [&](std::shared_ptr<Backend> b) {
+    TrainResult r = train_rank(b, o, nullptr);
+    if (b->rank() == 0) r0 = r;
+  });
+  return r0;
+}
+
+// Context parallel (--mesh cp=N): token ids sharded on the sequence dim, attention's query, key and
+// value with them. The float64 losses equal one rank's, and the collectives over cp are those of the
+// plan: each layer's forward attention is ring attention, n-1 send/recv rounds (one
+// batch_isend_irecv each), and its backward all-gathers key and value (the cost model prices the
+// ring backward higher: it re-sends key and value to recompute the log-sum-exp, then moves the
+// gradients round by round without overlap); no other all-gather runs over cp, so the activations
+// stay sequence-sharded. Uneven sequences (15 over 4: 4,4,4,3; 5 over 4: 2,2,1,0) follow
+// torch.chunk and still match one rank (an empty block skips its rounds: no exact counts there).
+// Beside data parallel (dp=2), each dp rank's rows run their own ring.
+TEST(TrainCheck, ContextParallelMatchesOneRankByRingAttention) {
+  struct Case {
+    const char* mesh;
+    int world;
+    int cp;
+    int seq;
+    bool sp;
+    int cp_dim = 0;
+  };
+  for (Case c : {Case{"cp=2", 2, 2, 16, false}, Case{"cp=4", 4, 4, 16, false},
+                 Case{"cp=2,tp=2", 4, 2, 16, true}, Case{"cp=4", 4, 4, 15, false},
+                 Case{"cp=4", 4, 4, 5, false}, Case{"dp=2,cp=2,tp=1", 4, 2, 16, false, 1}}) {
+    SCOPED_TRACE(::testing::Message() << c.mesh << " seq " << c.seq << (c.sp ? " sequence+loss parallel" : ""));
+    TrainOptions o = small(c.mesh);
+    o.steps = 6;
+    o.seq = c.seq;
+    o.context_parallel = true;
+    o.sequence_parallel = o.loss_parallel = c.sp;
+    validate_train_options(o);
+    const TrainResult r = rank0_result(o, c.world);
+    ASSERT_EQ(r.losses.size(), 6u);
+    EXPECT_LE(max_relative_loss_difference(o, r.losses), kCheckTolerance);
+    const CommStats& cp = r.comm_by_dim.at(c.cp_dim);
+    EXPECT_GT(cp.of(CommKind::kSendRecv), 0) << "no ring rounds: attention did not run ring attention";
+    if (c.seq % c.cp == 0) {
+      const int64_t layer_steps = int64_t{o.layers} * o.steps;
+      EXPECT_EQ(cp.of(CommKind::kSendRecv), layer_steps * (c.cp - 1)) << "ring rounds over cp";
+      EXPECT_EQ(cp.of(CommKind::kAllGather), layer_steps * 2) << "all-gathers over cp: key and value, backward";
+    }
+  }
+}
+
+// --context-parallel states the intent: without a cp mesh dim it is refused, naming the flag; so are
+// a cp dim with --moe and mesh forms that put cp elsewhere.
+TEST(TrainCheck, ContextParallelRejectsInconsistentOptions) {
+  TrainOptions o = small("tp=2");
+  o.context_parallel = true;
+  try {
+    validate_train_options(o);
+    ADD_FAILURE() << "--context-parallel without a cp dim was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--context-parallel"), std::string::npos) << e.what();
+  }
+  TrainOptions moe = small("cp=2,tp=2");
+  moe.experts = 4;
+  EXPECT_THROW(validate_train_options(moe), Error);
+  for (const char* mesh : {"tp=2,cp=2", "cp=2,dp=2,tp=1", "ep=2,cp=2,tp=1", "cp=2,cp=2"})
+    EXPECT_THROW(validate_train_options(small(mesh)), Error) << mesh;
+  // cp alone is cp=N,tp=1.
+  std::vector<int64_t> sizes;
+  std::vector<std::string> names;
+  parse_mesh("cp=4", &sizes, &names);
+  EXPECT_EQ(sizes, (std::vector<int64_t>{4, 1}));
+  EXPECT_EQ(names, (std::vector<std::string>{"cp", "tp"}));
+}
+
+}  // namespace
+}  // namespace dtensor::tools

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# `dtensor train` on Gloo processes: tp=2, tp=4, dp=2 x tp=2 (plain and sequence parallel) and a
-# mixture of experts on ep=2 x tp=2 (tokens exchanged by all_to_all_v between processes) train 20
-# steps with the same losses as one rank (--check fails the run above 1e-9 relative).
+# `dtensor train` on Gloo processes: tp=2, tp=4, dp=2 x tp=2 (plain and sequence parallel), a
+# mixture of experts on ep=2 x tp=2 (tokens exchanged by all_to_all_v between processes) and context
+# parallel on cp=2 and cp=2 x tp=2 (ring attention's rounds between processes) train 20 steps with
+# the same losses as one rank (--check fails the run above 1e-9 relative).
 set -euo pipefail
 bin="$1"
 for args in "--mesh tp=2" "--mesh tp=4" "--mesh dp=2,tp=2" "--mesh dp=2,tp=2 --sequence-parallel --loss-parallel" \
-            "--mesh ep=2,tp=2 --moe 4 --top-k 2"; do
+            "--mesh ep=2,tp=2 --moe 4 --top-k 2" "--mesh cp=2 --context-parallel" "--mesh cp=2,tp=2"; do
   out=$("$bin" train --backend gloo $args --steps 20 --batch 4 --seq 16 --dim 32 --layers 1 --sample 0 --check 2>&1) || {
     echo "FAILED: dtensor train --backend gloo $args"; echo "$out"; exit 1; }
   echo "$out" | grep "^check:"

@@ -33,16 +33,21 @@ TrainOptions small(const std::string& mesh) {
   return o;
 }
 
-// Trains on `world` thread ranks; rank r uses seed o.seed + r * seed_skew. Returns rank 0's losses.
-std::vector<double> sharded_losses(const TrainOptions& o, int world, uint64_t seed_skew = 0) {
-  std::vector<double> losses;
+// Trains on `world` thread ranks; rank r uses seed o.seed + r * seed_skew. Returns rank 0's result.
+TrainResult rank0_result(const TrainOptions& o, int world, uint64_t seed_skew = 0) {
+  TrainResult r0;
   run_threads(world, [&](std::shared_ptr<Backend> b) {
     TrainOptions mine = o;
     mine.seed += static_cast<uint64_t>(b->rank()) * seed_skew;
     TrainResult r = train_rank(b, mine, nullptr);
-    if (b->rank() == 0) losses = r.losses;
+    if (b->rank() == 0) r0 = std::move(r);
   });
-  return losses;
+  return r0;
+}
+
+// rank0_result's losses.
+std::vector<double> sharded_losses(const TrainOptions& o, int world, uint64_t seed_skew = 0) {
+  return rank0_result(o, world, seed_skew).losses;
 }
 
 TEST(TrainCheck, CorrectShardingPassesTheFloat64Bound) {
@@ -157,16 +162,6 @@ TEST(TrainCheck, MixtureOfExpertsOnEpTimesTpMatchesOneRank) {
 
 namespace dtensor::tools {
 namespace {
-
-// Rank 0's result of training o on `world` thread ranks.
-TrainResult rank0_result(const TrainOptions& o, int world) {
-  TrainResult r0;
-  run_threads(world, [&](std::shared_ptr<Backend> b) {
-    TrainResult r = train_rank(b, o, nullptr);
-    if (b->rank() == 0) r0 = r;
-  });
-  return r0;
-}
 
 // Context parallel (--mesh cp=N): token ids sharded on the sequence dim, attention's query, key and
 // value with them. The float64 losses equal one rank's, and the collectives over cp are those of the

@@ -73,6 +73,9 @@ TEST(Cluster, RejectsHostileInput) {
                   "more than 65536 ranks");
   expect_rejected(R"({"hosts": [{"profile": "h100-nvlink", "ranks": 65536}, {"profile": "a100-nvlink", "ranks": 1}]})",
                   "hosts[1]: the hosts hold more than 65536");
+  // Bytes that are not UTF-8, in a string and outside one.
+  expect_rejected("{\"hosts\": [{\"profile\": \"h100\xff\", \"ranks\": 8}]}", "invalid JSON");
+  expect_rejected("{\"hosts\": [\xc3]}", "invalid JSON");
 }
 
 TEST(Cluster, LoadNamesTheFileAndResolvesProfilesBesideIt) {

@@ -2,9 +2,11 @@
 // Built everywhere the toolkit is; run on a GPU machine:
 //   bazel run -c opt //bench:cuda_bench -- --benchmark_counters_tabular=true
 //
-// Memory-bound kernels report `GB/s` and `of_HBM`: bytes that must move (each input read once,
-// each output written once; listed per benchmark) / time, as a fraction of the device's peak HBM
-// bandwidth (2 x memory clock x bus width, from cudaDeviceGetAttribute). Inputs are >= 64 MB.
+// Memory-bound kernels report `GB/s`, `of_HBM` and `of_copy`: bytes that must move (each input read
+// once, each output written once; listed per benchmark) / time, as a fraction of the device's peak
+// HBM bandwidth (2 x memory clock x bus width, from cudaDeviceGetAttribute) and of the bandwidth a
+// device-to-device cudaMemcpy of 1 GiB reaches on this device (measured once, median of 9; the
+// attainable ceiling, which the datasheet peak is not). Inputs are >= 64 MB.
 // Compute-bound ones report `TFLOP/s`: GEMM 2 m n k; causal attention forward 2 * 2 b h s^2 d / 2
 // (two products, half of the score matrix).
 //   scans      cumsum / cummax along rows of [4096, 4096] float32 and along one row of 2^24
@@ -13,12 +15,17 @@
 //   softmax    rows of [8192, 4096] float32 and bfloat16
 //   GEMM       bfloat16 8192^3 through kernels::cuda::mm, and cuBLAS called directly
 //              (cublasGemmEx, bfloat16 in and out, float32 compute) for comparison
-//   attention  scaled_dot_product_attention forward, bfloat16, b=4 h=32 s=4096 d=128 causal (cuDNN)
+//   copy       cudaMemcpyAsync device to device of 1 GiB (the `of_copy` reference)
+//   attention  scaled_dot_product_attention forward, bfloat16, b=4 h=32 s=4096 d=128 causal (cuDNN
+//              and the float32 math kernel), and its backward through cuDNN: 2.5 x the forward's
+//              FLOPs (five products against two), the usual flash-attention count
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "benchmark/benchmark.h"
 #include "dtensor/core/cuda/cuda_storage.h"
@@ -77,18 +84,65 @@ void run_timed(benchmark::State& state, const std::function<void()>& f) {
   cudaEventDestroy(stop);
 }
 
+// Bytes per second of a device-to-device copy of 1 GiB (read + write counted), median of 9 timed
+// copies after one warm-up; measured on first use.
+double measured_copy_bytes_per_s() {
+  static const double rate = [] {
+    const size_t n = size_t{1} << 30;
+    void *src = nullptr, *dst = nullptr;
+    if (cudaMalloc(&src, n) != cudaSuccess || cudaMalloc(&dst, n) != cudaSuccess) return 0.0;
+    cudaMemset(src, 1, n);
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+    std::vector<float> ms(9);
+    cudaMemcpy(dst, src, n, cudaMemcpyDeviceToDevice);
+    for (float& m : ms) {
+      cudaEventRecord(start);
+      cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice);
+      cudaEventRecord(stop);
+      cudaEventSynchronize(stop);
+      cudaEventElapsedTime(&m, start, stop);
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    cudaFree(src);
+    cudaFree(dst);
+    std::sort(ms.begin(), ms.end());
+    return 2.0 * n / (ms[ms.size() / 2] / 1e3);
+  }();
+  return rate;
+}
+
 void bandwidth(benchmark::State& state, double bytes) {
   state.SetBytesProcessed(static_cast<int64_t>(bytes) * state.iterations());
   state.counters["GB/s"] =
       benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["of_HBM"] = benchmark::Counter(bytes / peak_hbm_bytes_per_s(),
                                                 benchmark::Counter::kIsIterationInvariantRate);
+  if (const double copy = measured_copy_bytes_per_s(); copy > 0)
+    state.counters["of_copy"] =
+        benchmark::Counter(bytes / copy, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void flops(benchmark::State& state, double f) {
   state.counters["TFLOP/s"] =
       benchmark::Counter(f / 1e12, benchmark::Counter::kIsIterationInvariantRate);
 }
+
+// ---- The reference: a device-to-device copy of 1 GiB (read + write).
+void BM_DeviceCopy(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const size_t n = size_t{1} << 30;
+  Tensor src = C::empty({static_cast<int64_t>(n / 4)}, DType::kFloat32, gpu());
+  Tensor dst = C::empty({static_cast<int64_t>(n / 4)}, DType::kFloat32, gpu());
+  run_timed(state, [&] {
+    cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), n, cudaMemcpyDeviceToDevice,
+                    cuda::current_stream(0));
+  });
+  bandwidth(state, 2.0 * n);
+}
+BENCHMARK(BM_DeviceCopy)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // ---- Scans: read + write of the values (cummax also writes int64 indices).
 void BM_Cumsum(benchmark::State& state) {
@@ -239,6 +293,29 @@ void BM_SdpaForwardBf16Causal(benchmark::State& state) {
   flops(state, 4.0 * b * h * s * s * d / 2);
 }
 BENCHMARK(BM_SdpaForwardBf16Causal)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// ---- Attention backward through cuDNN, bfloat16, causal, with the forward's lse.
+void BM_SdpaBackwardBf16Causal(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const int64_t b = 4, h = 32, s = 4096, d = 128;
+  state.SetLabel("cudnn");
+  if (!C::cudnn_attention_built()) {
+    state.SkipWithError("built without cuDNN's C++ frontend");
+    return;
+  }
+  Tensor q = device_rand({b, h, s, d}, DType::kBFloat16, 3);
+  Tensor k = device_rand({b, h, s, d}, DType::kBFloat16, 4);
+  Tensor v = device_rand({b, h, s, d}, DType::kBFloat16, 5);
+  Tensor g = device_rand({b, h, s, d}, DType::kBFloat16, 6);
+  C::AttentionOutput fwd = C::scaled_dot_product_attention_with_lse(
+      q, k, v, std::nullopt, true, std::nullopt, 0, C::AttentionBackend::kCudnn);
+  run_timed(state, [&] {
+    C::scaled_dot_product_attention_backward(g, q, k, v, fwd.out, true, std::nullopt,
+                                             std::nullopt, 0, fwd.lse, C::AttentionBackend::kCudnn);
+  });
+  flops(state, 2.5 * 4.0 * b * h * s * s * d / 2);
+}
+BENCHMARK(BM_SdpaBackwardBf16Causal)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace dtensor

@@ -1,20 +1,46 @@
 #!/usr/bin/env bash
 # Installs what the build needs, builds everything (CUDA sources included) and runs every test, the
-# conformance cases and the sanitizer runs (scripts/sanitize.sh). Ends with a plain
-# "tests: N passed, N failed" line.
+# conformance cases, the GPU check's bundle (scripts/gpu_bundle.sh, then scripts/gpu_run.sh from it:
+# every binary loads, and without a GPU it says so), the sanitizer runs (scripts/sanitize.sh) and the
+# Python tests. Ends with a plain "tests: N passed, N failed, N skipped" line; above it, each skipped
+# group and why (scripts/test_counts.py: a Bazel test whose every case skipped counts as skipped, as
+# does every pytest skip), and each stage's time.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+stages=()
+stage_start=$(date +%s)
+stage_done() {  # name: records the time since the last stage ended
+  local now
+  now=$(date +%s)
+  stages+=("$1 $((now - stage_start)) s")
+  stage_start=$now
+}
+skip_lines=()
+add_counts() {  # the output of scripts/test_counts.py: skipped lines and "counts: P F S"
+  local line
+  while IFS= read -r line; do
+    case "$line" in
+      counts:*)
+        read -r _ p f s <<<"$line"
+        passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s)) ;;
+      skipped:*) skip_lines+=("$line") ;;
+    esac
+  done <<<"$1"
+}
+passed=0 failed=0 skipped=0
 bash scripts/install_deps.sh || exit 1
 # Before Bazel's first run: @python_config looks for nanobind once per Bazel server.
 bash scripts/setup_python.sh || exit 1
+stage_done "install"
 log=$(mktemp)
 # --nocache_test_results: every run executes the tests (the disk cache would otherwise replay
 # earlier results, hiding a flaky test).
 bazel test --nocache_test_results --test_summary=short //... 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
-passed=$(grep -cE '^//.* +PASSED' "$log" || true)
-failed=$(grep -cE '^//.* +(FAILED|TIMEOUT|NO STATUS|FAILED TO BUILD)' "$log" || true)
+add_counts "$(python3 scripts/test_counts.py bazel "$log" "$(bazel info bazel-testlogs 2>/dev/null)")"
+if grep -q '^FAILED: Build did NOT complete' "$log"; then failed=$((failed + 1)); fi
 rm -f "$log"
+stage_done "bazel build and test"
 # The shared conformance cases, when the shared folder sits beside the repo: every line must match.
 shared=../shared/conformance/public.jsonl
 if [ "$rc" -eq 0 ] && [ -f "$shared" ]; then
@@ -25,6 +51,30 @@ if [ "$rc" -eq 0 ] && [ -f "$shared" ]; then
     echo "conformance: every case of $shared passes"
   fi
 fi
+# The GPU check's bundle: built under its size limit, and its runner loads every binary from it. On a
+# machine without a GPU the runner must end with "no GPU visible" (77); with one, every step passes.
+bundle_dir=$(mktemp -d)
+if SKIP_INSTALL_DEPS=1 bash scripts/gpu_bundle.sh "$bundle_dir/b" >"$bundle_dir/log" 2>&1; then
+  tail -1 "$bundle_dir/log"
+  OUT="$bundle_dir/out" bash "$bundle_dir/b/run.sh" --quick >"$bundle_dir/run.log" 2>&1
+  run_rc=$?
+  tail -3 "$bundle_dir/run.log"
+  if [ "$run_rc" -eq 77 ] && grep -q 'every binary of the bundle loads' "$bundle_dir/run.log"; then
+    passed=$((passed + 1))
+    echo "gpu check: the bundle loads here; no GPU visible, so its GPU steps did not run"
+  elif [ "$run_rc" -eq 0 ]; then
+    passed=$((passed + 1))
+  else
+    echo "gpu check: scripts/gpu_run.sh exited $run_rc"
+    failed=$((failed + 1)); rc=1
+  fi
+else
+  tail -20 "$bundle_dir/log"
+  echo "gpu check: scripts/gpu_bundle.sh failed"
+  failed=$((failed + 1)); rc=1
+fi
+rm -rf "$bundle_dir"
+stage_done "GPU bundle"
 # Sanitizer builds of the input-facing tests (scripts/sanitize.sh): counted with the others.
 san_log=$(mktemp)
 bash scripts/sanitize.sh 2>&1 | tee "$san_log"
@@ -39,27 +89,25 @@ if [ "$san_rc" -ne 0 ]; then
   rc=1
   [ -z "$san" ] && failed=$((failed + 1))
 fi
-# The Python package's tests (tests/python, pytest): each test counts as one.
+stage_done "sanitizers"
+# The Python package's tests (tests/python, pytest): each test counts as one; -rs lists skip reasons.
 py_log=$(mktemp)
 if bazel build //python/... >/dev/null 2>&1; then
-  "${DTENSOR_PYTHON:-python3}" -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee "$py_log"
+  "${DTENSOR_PYTHON:-python3}" -m pytest -q -rs -p no:cacheprovider tests/python 2>&1 | tee "$py_log"
   py_rc=${PIPESTATUS[0]}
-  py_summary=$(tail -1 "$py_log")
-  py_passed=$(grep -oE '[0-9]+ passed' <<<"$py_summary" | grep -oE '[0-9]+' || echo 0)
-  py_failed=0
-  for n in $(grep -oE '[0-9]+ (failed|errors?)' <<<"$py_summary" | grep -oE '^[0-9]+'); do
-    py_failed=$((py_failed + n))
-  done
-  passed=$((passed + py_passed))
-  failed=$((failed + py_failed))
+  before=$failed
+  add_counts "$(python3 scripts/test_counts.py pytest "$py_log")"
   if [ "$py_rc" -ne 0 ]; then
     rc=1
-    [ "$py_failed" -eq 0 ] && failed=$((failed + 1))
+    [ "$failed" -eq "$before" ] && failed=$((failed + 1))
   fi
 else
   echo "python: bazel build //python/... failed"
   failed=$((failed + 1)); rc=1
 fi
 rm -f "$py_log"
-echo "tests: ${passed} passed, ${failed} failed"
+stage_done "python"
+echo "stage times: $(IFS=';'; echo "${stages[*]}" | sed 's/;/; /g')"
+for line in "${skip_lines[@]}"; do echo "$line"; done
+echo "tests: ${passed} passed, ${failed} failed, ${skipped} skipped"
 exit "$rc"

@@ -181,7 +181,27 @@ void scenario_silent_peer(Backend& b) {
   }
 }
 
+// Run with CUDA_VISIBLE_DEVICES empty: the backend must say there is no device instead of failing
+// inside NCCL. Exits 0 when it threw dtensor::Error.
+int no_device_main() {
+  if (cuda::is_available()) {
+    std::fprintf(stderr, "no_device: a CUDA device is visible although CUDA_VISIBLE_DEVICES is empty\n");
+    return 1;
+  }
+  try {
+    NcclBackend(0, 1, 0, "file:/nonexistent-dtensor-store");
+  } catch (const Error& e) {
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "no_device: not a dtensor::Error: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "no_device: NcclBackend was constructed without a device\n");
+  return 1;
+}
+
 int worker_main(const std::string& scenario) {
+  if (scenario == "no_device") return no_device_main();
   const int rank = std::atoi(std::getenv("RANK") ? std::getenv("RANK") : "-1");
   try {
     std::map<std::string, std::function<void(Backend&)>> scenarios = {
@@ -224,10 +244,20 @@ void expect_all_pass(const std::string& scenario, int min_ranks) {
 TEST(Nccl, EveryCollectiveOnEveryGpu) { expect_all_pass("collectives", 1); }
 TEST(NcclFailure, SilentPeerTimesOutAndAborts) { expect_all_pass("silent_peer", 2); }
 
+// Without a device the backend says so instead of failing inside NCCL. Checked in a child process
+// that sees no device (CUDA_VISIBLE_DEVICES empty), so it runs on machines with and without a GPU.
 TEST(Nccl, NeedsADevice) {
-  if (cuda::is_available()) GTEST_SKIP() << "this machine has a GPU";
-  // Without one, the backend says so instead of failing inside NCCL.
-  EXPECT_THROW(NcclBackend(0, 1, 0, "file:/nonexistent-dtensor-store"), Error);
+  tools::LaunchOptions o;
+  o.nprocs = 1;
+  o.command = {self_exe()};
+  o.env = {{kScenarioVar, "no_device"}, {"CUDA_VISIBLE_DEVICES", ""}};
+  o.timeout = milliseconds(60000);
+  o.kill_grace = milliseconds(2000);
+  if (const char* t = std::getenv("TEST_TMPDIR")) o.tmp_root = t;
+  tools::LaunchResult r = tools::run_ranks(o);
+  EXPECT_EQ(r.status, 0);
+  ASSERT_EQ(r.ranks.size(), 1u);
+  EXPECT_TRUE(r.ranks[0].ok()) << "exit " << r.ranks[0].exit_code << ", signal " << r.ranks[0].signal;
 }
 
 }  // namespace

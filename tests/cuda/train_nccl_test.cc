@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -24,9 +25,16 @@ struct Result {
   std::string output;  // stdout and stderr
 };
 
+// The training text: dtensor's default, or $DTENSOR_TRAIN_TEXT (scripts/gpu_run.sh sets it to the
+// bundle's copy, for machines without /usr/share/common-licenses).
+std::string text_flag() {
+  const char* t = std::getenv("DTENSOR_TRAIN_TEXT");
+  return t && *t ? absl::StrCat(" --text '", t, "'") : "";
+}
+
 Result run_dtensor(const std::string& args) {
   Result r;
-  const std::string cmd = g_dtensor + " " + args + " </dev/null 2>&1";
+  const std::string cmd = g_dtensor + " " + args + text_flag() + " </dev/null 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
   std::array<char, 4096> buf;

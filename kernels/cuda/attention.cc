@@ -1,5 +1,6 @@
 // scaled_dot_product_attention forward / backward: argument checks, backend choice, and the
-// float32 math path (kernels in attention_kernels.cu); the cuDNN path is attention_cudnn.cc.
+// math path (kernels in attention_kernels.cu: float32, float64 for float64 inputs, as the CPU kernel);
+// the cuDNN path is attention_cudnn.cc.
 #include <cmath>
 
 #include "kernels/cuda/attention_cudnn.h"
@@ -16,7 +17,7 @@ namespace {
 struct Problem {
   Shape batch;  // q's leading dims
   int64_t B = 1, L = 0, S = 0, E = 0, Ev = 0;
-  float scale = 1;
+  double scale = 1;
 };
 
 Problem check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -46,7 +47,7 @@ Problem check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
            " batch dims are supported on CUDA");
   p.B = numel(p.batch);
   p.L = q.size(-2), p.S = k.size(-2), p.E = q.size(-1), p.Ev = v.size(-1);
-  p.scale = static_cast<float>(scale.value_or(1.0 / std::sqrt(static_cast<double>(p.E))));
+  p.scale = scale.value_or(1.0 / std::sqrt(static_cast<double>(p.E)));
   if (mask.has_value()) {
     DT_CHECK(!is_causal, op, ": pass either attn_mask or is_causal, not both");
     check_same_device(op, q, *mask, "attn_mask");
@@ -85,11 +86,25 @@ Attention params(const Problem& p, bool causal, int64_t query_offset, const Tens
   return a;
 }
 
-Tensor f32(const Tensor& t) { return contiguous(to(t, DType::kFloat32)); }
+// The math path's compute dtype: float64 for float64 inputs, else float32 (the CPU kernel's rule).
+DType compute_dtype(const Tensor& q) {
+  return q.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+}
 
-Tensor prepared_mask(const std::optional<Tensor>& mask) {
+Tensor in_compute(const Tensor& t, DType c) { return contiguous(to(t, c)); }
+
+Tensor prepared_mask(const std::optional<Tensor>& mask, DType c) {
   if (!mask.has_value()) return Tensor();
-  return mask->dtype() == DType::kBool ? *mask : to(*mask, DType::kFloat32);
+  return mask->dtype() == DType::kBool ? *mask : to(*mask, c);
+}
+
+template <typename T>
+const T* cptr(const Tensor& t) {
+  return static_cast<const T*>(t.data_ptr());
+}
+template <typename T>
+T* mptr(Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
 }
 
 Shape with(const Shape& batch, int64_t a, int64_t b) {
@@ -141,13 +156,19 @@ AttentionOutput scaled_dot_product_attention_with_lse(
   }
   DT_CHECK(p.E <= kMaxHeadDim && p.Ev <= kMaxHeadDim, op, ": head dims ", p.E, " and ", p.Ev,
            " (accepted on the math path: at most ", kMaxHeadDim, ")");
-  const Tensor qf = f32(q), kf = f32(k), vf = f32(v), mask = prepared_mask(attn_mask);
-  Tensor out = Tensor::empty(with(p.batch, p.L, p.Ev), DType::kFloat32, q.device());
-  Tensor lse = Tensor::empty(with(p.batch, p.L, -1), DType::kFloat32, q.device());
-  launch_attention_forward(
-      params(p, is_causal, query_offset, mask), static_cast<const float*>(qf.data_ptr()),
-      static_cast<const float*>(kf.data_ptr()), static_cast<const float*>(vf.data_ptr()),
-      static_cast<float*>(out.data_ptr()), static_cast<float*>(lse.data_ptr()), stream_of(q));
+  const DType c = compute_dtype(q);
+  const Tensor qf = in_compute(q, c), kf = in_compute(k, c), vf = in_compute(v, c);
+  const Tensor mask = prepared_mask(attn_mask, c);
+  Tensor out = Tensor::empty(with(p.batch, p.L, p.Ev), c, q.device());
+  Tensor lse = Tensor::empty(with(p.batch, p.L, -1), c, q.device());
+  const Attention a = params(p, is_causal, query_offset, mask);
+  if (c == DType::kFloat64) {
+    launch_attention_forward(a, cptr<double>(qf), cptr<double>(kf), cptr<double>(vf),
+                             mptr<double>(out), mptr<double>(lse), stream_of(q));
+  } else {
+    launch_attention_forward(a, cptr<float>(qf), cptr<float>(kf), cptr<float>(vf),
+                             mptr<float>(out), mptr<float>(lse), stream_of(q));
+  }
   check_launch(op);
   return {to(out, q.dtype()), lse};
 }
@@ -176,10 +197,12 @@ AttentionGrads scaled_dot_product_attention_backward(
   Tensor lse;
   if (lse_in.has_value()) {
     check_same_device(op, q, *lse_in, "lse");
-    DT_CHECK(lse_in->sizes() == with(p.batch, p.L, -1) && lse_in->dtype() == DType::kFloat32, op,
-             ": lse ", dtype_name(lse_in->dtype()), " ", shape_str(lse_in->sizes()),
-             " does not match the forward (accepted: float32 ", shape_str(with(p.batch, p.L, -1)),
-             ")");
+    // The forward's lse is in the compute dtype; cuDNN's (bfloat16 / float16) is float32 too.
+    const DType want = compute_dtype(q);
+    DT_CHECK(lse_in->sizes() == with(p.batch, p.L, -1) && lse_in->dtype() == want, op, ": lse ",
+             dtype_name(lse_in->dtype()), " ", shape_str(lse_in->sizes()),
+             " does not match the forward (accepted: ", dtype_name(want), " ",
+             shape_str(with(p.batch, p.L, -1)), ")");
     lse = contiguous(*lse_in);
   } else {
     lse = scaled_dot_product_attention_with_lse(q, k, v, attn_mask, is_causal, scale, query_offset,
@@ -200,17 +223,25 @@ AttentionGrads scaled_dot_product_attention_backward(
   }
   DT_CHECK(p.E <= kMaxHeadDim && p.Ev <= kMaxHeadDim, op, ": head dims ", p.E, " and ", p.Ev,
            " (accepted on the math path: at most ", kMaxHeadDim, ")");
-  const Tensor qf = f32(q), kf = f32(k), vf = f32(v), of = f32(out), gf = f32(dout);
-  const Tensor mask = prepared_mask(attn_mask);
-  Tensor dq = Tensor::empty(q.sizes(), DType::kFloat32, q.device());
-  Tensor dk = Tensor::empty(k.sizes(), DType::kFloat32, q.device());
-  Tensor dv = Tensor::empty(v.sizes(), DType::kFloat32, q.device());
-  Tensor delta = Tensor::empty({std::max<int64_t>(p.B * p.L, 1)}, DType::kFloat32, q.device());
-  auto fp = [](const Tensor& t) { return static_cast<const float*>(t.data_ptr()); };
-  auto mp = [](Tensor& t) { return static_cast<float*>(t.data_ptr()); };
-  launch_attention_backward(params(p, is_causal, query_offset, mask), fp(qf), fp(kf), fp(vf),
-                            fp(of), fp(lse), fp(gf), mp(dq), mp(dk), mp(dv), mp(delta),
-                            stream_of(q));
+  const DType c = compute_dtype(q);
+  const Tensor qf = in_compute(q, c), kf = in_compute(k, c), vf = in_compute(v, c);
+  const Tensor of = in_compute(out, c), gf = in_compute(dout, c), lf = in_compute(lse, c);
+  const Tensor mask = prepared_mask(attn_mask, c);
+  Tensor dq = Tensor::empty(q.sizes(), c, q.device());
+  Tensor dk = Tensor::empty(k.sizes(), c, q.device());
+  Tensor dv = Tensor::empty(v.sizes(), c, q.device());
+  Tensor delta = Tensor::empty({std::max<int64_t>(p.B * p.L, 1)}, c, q.device());
+  const Attention a = params(p, is_causal, query_offset, mask);
+  if (c == DType::kFloat64) {
+    launch_attention_backward(a, cptr<double>(qf), cptr<double>(kf), cptr<double>(vf),
+                              cptr<double>(of), cptr<double>(lf), cptr<double>(gf), mptr<double>(dq),
+                              mptr<double>(dk), mptr<double>(dv), mptr<double>(delta),
+                              stream_of(q));
+  } else {
+    launch_attention_backward(a, cptr<float>(qf), cptr<float>(kf), cptr<float>(vf),
+                              cptr<float>(of), cptr<float>(lf), cptr<float>(gf), mptr<float>(dq),
+                              mptr<float>(dk), mptr<float>(dv), mptr<float>(delta), stream_of(q));
+  }
   check_launch(op);
   return {to(dq, q.dtype()), to(dk, k.dtype()), to(dv, v.dtype())};
 }

@@ -1,5 +1,5 @@
-// Scaled dot-product attention in float32, forward and backward: the plain CUDA path (any head
-// dims up to 512, optional bool / additive masks, causal). One warp per query row (forward, dq) or
+// Scaled dot-product attention in float32 (float64 for float64 inputs, as the CPU kernel), forward
+// and backward: the plain CUDA path (any head dims up to 512, optional bool / additive masks, causal). One warp per query row (forward, dq) or
 // per key row (dk, dv), keys / queries in tiles of 32 -- one per lane -- with the online softmax of
 // FlashAttention (Dao et al., 2022) for the forward. O(L * S * E) work and no L x S buffer; not
 // tuned (the bfloat16 / float16 path goes through cuDNN's fused kernels, attention_cudnn.cc).
@@ -11,21 +11,24 @@ namespace {
 constexpr int kWarps = 4;               // rows per block
 constexpr int kPer = kMaxHeadDim / 32;  // head-dim elements a lane owns
 
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+template <typename T>
+__device__ __forceinline__ T warp_max(T v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-__device__ __forceinline__ float warp_sum(float v) {
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
 // The scaled, masked score of query i and key j of batch b (its dot product given); -inf when
 // masked.
-__device__ __forceinline__ float masked_score(const Attention& a, int64_t b, int64_t i, int64_t j,
-                                              float dot) {
+template <typename T>
+__device__ __forceinline__ T masked_score(const Attention& a, int64_t b, int64_t i, int64_t j,
+                                          T dot) {
   if (a.causal && j > a.query_offset + i) return -INFINITY;
-  float s = dot * a.scale;
+  T s = dot * static_cast<T>(a.scale);
   if (a.mask_kind != 0) {
     int64_t off = i * a.mask_stride_l + j * a.mask_stride_s, rest = b;
     for (int d = a.nbatch - 1; d >= 0; --d) {
@@ -35,7 +38,7 @@ __device__ __forceinline__ float masked_score(const Attention& a, int64_t b, int
     if (a.mask_kind == 1) {
       if (!static_cast<const bool*>(a.mask)[off]) return -INFINITY;
     } else {
-      s += static_cast<const float*>(a.mask)[off];
+      s += static_cast<const T*>(a.mask)[off];  // converted to T by the caller
     }
   }
   return s;
@@ -48,43 +51,44 @@ __device__ __forceinline__ int64_t key_end(const Attention& a, int64_t i) {
   return e < 0 ? 0 : (e < a.S ? e : a.S);
 }
 
-__global__ void attention_forward_kernel(Attention a, const float* q, const float* k,
-                                         const float* v, float* out, float* lse) {
-  __shared__ float qs[kWarps][kMaxHeadDim];
+template <typename T>
+__global__ void attention_forward_kernel(Attention a, const T* q, const T* k,
+                                         const T* v, T* out, T* lse) {
+  __shared__ T qs[kWarps][kMaxHeadDim];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t row = blockIdx.x * int64_t(kWarps) + warp;  // b * L + i
   if (row >= a.batch * a.L) return;                         // whole warp leaves together
   const int64_t b = row / a.L, i = row % a.L;
-  const float* qi = q + row * a.E;
+  const T* qi = q + row * a.E;
   for (int64_t e = lane; e < a.E; e += 32) qs[warp][e] = qi[e];
   __syncwarp();
-  const float* kb = k + b * a.S * a.E;
-  const float* vb = v + b * a.S * a.Ev;
-  float m = -INFINITY, l = 0, acc[kPer];
+  const T* kb = k + b * a.S * a.E;
+  const T* vb = v + b * a.S * a.Ev;
+  T m = -INFINITY, l = 0, acc[kPer];
 #pragma unroll
   for (int t = 0; t < kPer; ++t) acc[t] = 0;
   const int64_t end = key_end(a, i);
   for (int64_t j0 = 0; j0 < end; j0 += 32) {
     const int64_t j = j0 + lane;
-    float s = -INFINITY;
+    T s = -INFINITY;
     if (j < end) {
-      const float* kj = kb + j * a.E;
-      float dot = 0;
+      const T* kj = kb + j * a.E;
+      T dot = 0;
       for (int64_t e = 0; e < a.E; ++e) dot += qs[warp][e] * kj[e];
-      s = masked_score(a, b, i, j, dot);
+      s = masked_score<T>(a, b, i, j, dot);
     }
-    const float nm = fmaxf(m, warp_max(s));
+    const T nm = fmax(m, warp_max(s));
     if (nm == -INFINITY) continue;  // everything so far is masked
-    const float p = s == -INFINITY ? 0.f : expf(s - nm);
-    const float corr = m == -INFINITY ? 0.f : expf(m - nm);
+    const T p = s == -INFINITY ? T(0) : exp(s - nm);
+    const T corr = m == -INFINITY ? T(0) : exp(m - nm);
     l = l * corr + warp_sum(p);
 #pragma unroll
     for (int t = 0; t < kPer; ++t) acc[t] *= corr;
     const int64_t tile = end - j0 < 32 ? end - j0 : 32;
     for (int jj = 0; jj < tile; ++jj) {
-      const float pj = __shfl_sync(0xffffffffu, p, jj);
-      if (pj == 0.f) continue;
-      const float* vj = vb + (j0 + jj) * a.Ev;
+      const T pj = __shfl_sync(0xffffffffu, p, jj);
+      if (pj == T(0)) continue;
+      const T* vj = vb + (j0 + jj) * a.Ev;
 #pragma unroll
       for (int t = 0; t < kPer; ++t) {
         const int64_t d = t * 32 + lane;
@@ -93,32 +97,34 @@ __global__ void attention_forward_kernel(Attention a, const float* q, const floa
     }
     m = nm;
   }
-  float* oi = out + row * a.Ev;
+  T* oi = out + row * a.Ev;
 #pragma unroll
   for (int t = 0; t < kPer; ++t) {
     const int64_t d = t * 32 + lane;
-    if (d < a.Ev) oi[d] = l > 0.f ? acc[t] / l : 0.f;  // a fully masked row gives zeros
+    if (d < a.Ev) oi[d] = l > T(0) ? acc[t] / l : T(0);  // a fully masked row gives zeros
   }
-  if (lane == 0) lse[row] = m + logf(l);
+  if (lane == 0) lse[row] = m + log(l);
 }
 
 // delta[row] = dout[row, :] . out[row, :]
-__global__ void attention_delta_kernel(Attention a, const float* out, const float* dout,
-                                       float* delta) {
+template <typename T>
+__global__ void attention_delta_kernel(Attention a, const T* out, const T* dout,
+                                       T* delta) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t row = blockIdx.x * int64_t(kWarps) + warp;
   if (row >= a.batch * a.L) return;
-  float s = 0;
+  T s = 0;
   for (int64_t d = lane; d < a.Ev; d += 32) s += dout[row * a.Ev + d] * out[row * a.Ev + d];
   s = warp_sum(s);
   if (lane == 0) delta[row] = s;
 }
 
-__global__ void attention_dq_kernel(Attention a, const float* q, const float* k, const float* v,
-                                    const float* lse, const float* dout, const float* delta,
-                                    float* dq) {
-  __shared__ float qs[kWarps][kMaxHeadDim];
-  __shared__ float gs[kWarps][kMaxHeadDim];
+template <typename T>
+__global__ void attention_dq_kernel(Attention a, const T* q, const T* k, const T* v,
+                                    const T* lse, const T* dout, const T* delta,
+                                    T* dq) {
+  __shared__ T qs[kWarps][kMaxHeadDim];
+  __shared__ T gs[kWarps][kMaxHeadDim];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t row = blockIdx.x * int64_t(kWarps) + warp;
   if (row >= a.batch * a.L) return;
@@ -126,31 +132,31 @@ __global__ void attention_dq_kernel(Attention a, const float* q, const float* k,
   for (int64_t e = lane; e < a.E; e += 32) qs[warp][e] = q[row * a.E + e];
   for (int64_t d = lane; d < a.Ev; d += 32) gs[warp][d] = dout[row * a.Ev + d];
   __syncwarp();
-  const float li = lse[row], di = delta[row];
-  const float* kb = k + b * a.S * a.E;
-  const float* vb = v + b * a.S * a.Ev;
-  float acc[kPer];
+  const T li = lse[row], di = delta[row];
+  const T* kb = k + b * a.S * a.E;
+  const T* vb = v + b * a.S * a.Ev;
+  T acc[kPer];
 #pragma unroll
   for (int t = 0; t < kPer; ++t) acc[t] = 0;
   const int64_t end = li == -INFINITY ? 0 : key_end(a, i);
   for (int64_t j0 = 0; j0 < end; j0 += 32) {
     const int64_t j = j0 + lane;
-    float ds = 0;
+    T ds = 0;
     if (j < end) {
-      const float* kj = kb + j * a.E;
-      const float* vj = vb + j * a.Ev;
-      float dot = 0, dp = 0;
+      const T* kj = kb + j * a.E;
+      const T* vj = vb + j * a.Ev;
+      T dot = 0, dp = 0;
       for (int64_t e = 0; e < a.E; ++e) dot += qs[warp][e] * kj[e];
       for (int64_t d = 0; d < a.Ev; ++d) dp += gs[warp][d] * vj[d];
-      const float s = masked_score(a, b, i, j, dot);
-      const float p = s == -INFINITY ? 0.f : expf(s - li);
+      const T s = masked_score<T>(a, b, i, j, dot);
+      const T p = s == -INFINITY ? T(0) : exp(s - li);
       ds = p * (dp - di);
     }
     const int64_t tile = end - j0 < 32 ? end - j0 : 32;
     for (int jj = 0; jj < tile; ++jj) {
-      const float g = __shfl_sync(0xffffffffu, ds, jj);
-      if (g == 0.f) continue;
-      const float* kj = kb + (j0 + jj) * a.E;
+      const T g = __shfl_sync(0xffffffffu, ds, jj);
+      if (g == T(0)) continue;
+      const T* kj = kb + (j0 + jj) * a.E;
 #pragma unroll
       for (int t = 0; t < kPer; ++t) {
         const int64_t e = t * 32 + lane;
@@ -161,15 +167,16 @@ __global__ void attention_dq_kernel(Attention a, const float* q, const float* k,
 #pragma unroll
   for (int t = 0; t < kPer; ++t) {
     const int64_t e = t * 32 + lane;
-    if (e < a.E) dq[row * a.E + e] = acc[t] * a.scale;
+    if (e < a.E) dq[row * a.E + e] = acc[t] * static_cast<T>(a.scale);
   }
 }
 
-__global__ void attention_dkv_kernel(Attention a, const float* q, const float* k, const float* v,
-                                     const float* lse, const float* dout, const float* delta,
-                                     float* dk, float* dv) {
-  __shared__ float ks[kWarps][kMaxHeadDim];
-  __shared__ float vs[kWarps][kMaxHeadDim];
+template <typename T>
+__global__ void attention_dkv_kernel(Attention a, const T* q, const T* k, const T* v,
+                                     const T* lse, const T* dout, const T* delta,
+                                     T* dk, T* dv) {
+  __shared__ T ks[kWarps][kMaxHeadDim];
+  __shared__ T vs[kWarps][kMaxHeadDim];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t col = blockIdx.x * int64_t(kWarps) + warp;  // b * S + j
   if (col >= a.batch * a.S) return;
@@ -177,9 +184,9 @@ __global__ void attention_dkv_kernel(Attention a, const float* q, const float* k
   for (int64_t e = lane; e < a.E; e += 32) ks[warp][e] = k[col * a.E + e];
   for (int64_t d = lane; d < a.Ev; d += 32) vs[warp][d] = v[col * a.Ev + d];
   __syncwarp();
-  const float* qb = q + b * a.L * a.E;
-  const float* gb = dout + b * a.L * a.Ev;
-  float dka[kPer], dva[kPer];
+  const T* qb = q + b * a.L * a.E;
+  const T* gb = dout + b * a.L * a.Ev;
+  T dka[kPer], dva[kPer];
 #pragma unroll
   for (int t = 0; t < kPer; ++t) dka[t] = dva[t] = 0;
   // Causal: only queries with query_offset + i >= j see key j.
@@ -187,27 +194,27 @@ __global__ void attention_dkv_kernel(Attention a, const float* q, const float* k
   begin = begin < 0 ? 0 : (begin < a.L ? begin : a.L);
   for (int64_t i0 = begin; i0 < a.L; i0 += 32) {
     const int64_t i = i0 + lane;
-    float p = 0, ds = 0;
+    T p = 0, ds = 0;
     if (i < a.L) {
-      const float li = lse[b * a.L + i];
+      const T li = lse[b * a.L + i];
       if (li != -INFINITY) {
-        const float* qi = qb + i * a.E;
-        const float* gi = gb + i * a.Ev;
-        float dot = 0, dp = 0;
+        const T* qi = qb + i * a.E;
+        const T* gi = gb + i * a.Ev;
+        T dot = 0, dp = 0;
         for (int64_t e = 0; e < a.E; ++e) dot += qi[e] * ks[warp][e];
         for (int64_t d = 0; d < a.Ev; ++d) dp += gi[d] * vs[warp][d];
-        const float s = masked_score(a, b, i, j, dot);
-        p = s == -INFINITY ? 0.f : expf(s - li);
+        const T s = masked_score<T>(a, b, i, j, dot);
+        p = s == -INFINITY ? T(0) : exp(s - li);
         ds = p * (dp - delta[b * a.L + i]);
       }
     }
     const int64_t tile = a.L - i0 < 32 ? a.L - i0 : 32;
     for (int ii = 0; ii < tile; ++ii) {
-      const float pi = __shfl_sync(0xffffffffu, p, ii);
-      const float gi = __shfl_sync(0xffffffffu, ds, ii);
-      if (pi == 0.f && gi == 0.f) continue;
-      const float* qrow = qb + (i0 + ii) * a.E;
-      const float* grow = gb + (i0 + ii) * a.Ev;
+      const T pi = __shfl_sync(0xffffffffu, p, ii);
+      const T gi = __shfl_sync(0xffffffffu, ds, ii);
+      if (pi == T(0) && gi == T(0)) continue;
+      const T* qrow = qb + (i0 + ii) * a.E;
+      const T* grow = gb + (i0 + ii) * a.Ev;
 #pragma unroll
       for (int t = 0; t < kPer; ++t) {
         const int64_t e = t * 32 + lane;
@@ -219,8 +226,32 @@ __global__ void attention_dkv_kernel(Attention a, const float* q, const float* k
 #pragma unroll
   for (int t = 0; t < kPer; ++t) {
     const int64_t e = t * 32 + lane;
-    if (e < a.E) dk[col * a.E + e] = dka[t] * a.scale;
+    if (e < a.E) dk[col * a.E + e] = dka[t] * static_cast<T>(a.scale);
     if (e < a.Ev) dv[col * a.Ev + e] = dva[t];
+  }
+}
+
+template <typename T>
+void forward(const Attention& a, const T* q, const T* k, const T* v, T* out, T* lse,
+             cudaStream_t stream) {
+  const int64_t rows = a.batch * a.L;
+  if (rows == 0) return;
+  attention_forward_kernel<T><<<static_cast<unsigned>(ceil_div(rows, kWarps)), kWarps * 32, 0,
+                             stream>>>(a, q, k, v, out, lse);
+}
+
+template <typename T>
+void backward(const Attention& a, const T* q, const T* k, const T* v, const T* out, const T* lse,
+              const T* dout, T* dq, T* dk, T* dv, T* delta, cudaStream_t stream) {
+  const int64_t rows = a.batch * a.L, cols = a.batch * a.S;
+  if (rows > 0) {
+    const unsigned blocks = static_cast<unsigned>(ceil_div(rows, kWarps));
+    attention_delta_kernel<T><<<blocks, kWarps * 32, 0, stream>>>(a, out, dout, delta);
+    attention_dq_kernel<T><<<blocks, kWarps * 32, 0, stream>>>(a, q, k, v, lse, dout, delta, dq);
+  }
+  if (cols > 0) {
+    attention_dkv_kernel<T><<<static_cast<unsigned>(ceil_div(cols, kWarps)), kWarps * 32, 0, stream>>>(
+        a, q, k, v, lse, dout, delta, dk, dv);
   }
 }
 
@@ -228,25 +259,22 @@ __global__ void attention_dkv_kernel(Attention a, const float* q, const float* k
 
 void launch_attention_forward(const Attention& a, const float* q, const float* k, const float* v,
                               float* out, float* lse, cudaStream_t stream) {
-  const int64_t rows = a.batch * a.L;
-  if (rows == 0) return;
-  attention_forward_kernel<<<static_cast<unsigned>(ceil_div(rows, kWarps)), kWarps * 32, 0,
-                             stream>>>(a, q, k, v, out, lse);
+  forward(a, q, k, v, out, lse, stream);
 }
-
+void launch_attention_forward(const Attention& a, const double* q, const double* k,
+                              const double* v, double* out, double* lse, cudaStream_t stream) {
+  forward(a, q, k, v, out, lse, stream);
+}
 void launch_attention_backward(const Attention& a, const float* q, const float* k, const float* v,
                                const float* out, const float* lse, const float* dout, float* dq,
                                float* dk, float* dv, float* delta, cudaStream_t stream) {
-  const int64_t rows = a.batch * a.L, cols = a.batch * a.S;
-  if (rows > 0) {
-    const unsigned blocks = static_cast<unsigned>(ceil_div(rows, kWarps));
-    attention_delta_kernel<<<blocks, kWarps * 32, 0, stream>>>(a, out, dout, delta);
-    attention_dq_kernel<<<blocks, kWarps * 32, 0, stream>>>(a, q, k, v, lse, dout, delta, dq);
-  }
-  if (cols > 0) {
-    attention_dkv_kernel<<<static_cast<unsigned>(ceil_div(cols, kWarps)), kWarps * 32, 0, stream>>>(
-        a, q, k, v, lse, dout, delta, dk, dv);
-  }
+  backward(a, q, k, v, out, lse, dout, dq, dk, dv, delta, stream);
+}
+void launch_attention_backward(const Attention& a, const double* q, const double* k,
+                               const double* v, const double* out, const double* lse,
+                               const double* dout, double* dq, double* dk, double* dv,
+                               double* delta, cudaStream_t stream) {
+  backward(a, q, k, v, out, lse, dout, dq, dk, dv, delta, stream);
 }
 
 }  // namespace dtensor::kernels::cuda::detail

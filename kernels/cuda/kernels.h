@@ -231,7 +231,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     std::optional<double> scale = std::nullopt,
                                     int64_t query_offset = 0,
                                     AttentionBackend backend = AttentionBackend::kAuto);
-// The forward and its softmax statistics: lse [..., L] float32, the natural log of each row's
+// The forward and its softmax statistics: lse [..., L] in the compute dtype (float32; float64 for
+// float64 inputs on the math path, as the CPU kernel), the natural log of each row's
 // softmax denominator (of the scaled, masked scores; -inf for a fully masked row), which the
 // backward can reuse instead of recomputing them.
 struct AttentionOutput {

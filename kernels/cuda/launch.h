@@ -241,17 +241,18 @@ void launch_max_pool_backward(Compute c, const void* grad_out, DType dtype, cons
                               int64_t planes, int64_t in_plane, int64_t out_plane, void* grad_acc,
                               int64_t* bad_index, cudaStream_t stream);
 
-// ---- Scaled dot-product attention in float32 (attention_kernels.cu).
+// ---- Scaled dot-product attention in float32, or float64 (attention_kernels.cu).
 // q [batch, L, E], k [batch, S, E], v [batch, S, Ev], out [batch, L, Ev], contiguous; lse [batch,
 // L] = log(sum_j exp(score_ij)) of the scaled, masked scores (natural log; -inf for a row with
 // every key masked, whose output is zeros, as the CPU kernel). E, Ev <= kMaxHeadDim.
 inline constexpr int kMaxHeadDim = 512;
 struct Attention {
   int64_t batch = 0, L = 0, S = 0, E = 0, Ev = 0;
-  float scale = 1;
+  double scale = 1;          // cast to the compute type in the kernels
   bool causal = false;       // keep key j <= query_offset + i (top-left aligned, torch's is_causal)
   int64_t query_offset = 0;  // global position of local query row 0 (sharded query rows)
-  // Optional mask broadcast over [batch dims..., L, S]: 1 = bool (true keeps), 2 = float32 added.
+  // Optional mask broadcast over [batch dims..., L, S]: 1 = bool (true keeps), 2 = added (in the
+  // compute type: float32 or float64).
   int mask_kind = 0;
   const void* mask = nullptr;
   int nbatch = 0;  // batch dims of q (their product is `batch`)
@@ -261,10 +262,16 @@ struct Attention {
 };
 void launch_attention_forward(const Attention& a, const float* q, const float* k, const float* v,
                               float* out, float* lse, cudaStream_t stream);
-// Gradients of q, k, v (shaped like them) from dout; delta: workspace of batch * L floats.
+void launch_attention_forward(const Attention& a, const double* q, const double* k,
+                              const double* v, double* out, double* lse, cudaStream_t stream);
+// Gradients of q, k, v (shaped like them) from dout; delta: workspace of batch * L elements.
 void launch_attention_backward(const Attention& a, const float* q, const float* k, const float* v,
                                const float* out, const float* lse, const float* dout, float* dq,
                                float* dk, float* dv, float* delta, cudaStream_t stream);
+void launch_attention_backward(const Attention& a, const double* q, const double* k,
+                               const double* v, const double* out, const double* lse,
+                               const double* dout, double* dq, double* dk, double* dv,
+                               double* delta, cudaStream_t stream);
 
 // ---- flex_attention forward in float32 (flex_attention_kernels.cu). q [batch, L, E], k
 // [batch, S, E], v [batch, S, Ev], out [batch, L, Ev], contiguous; tiles int32 [tile_rows, nq, nk]

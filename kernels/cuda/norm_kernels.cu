@@ -63,7 +63,8 @@ __global__ void softmax_cols_kernel(bool log_out, const void* in, void* out, DTy
       if (x > m) {
         s = s * exp(m - x) + exp(x - x);  // exp(x - x): NaN for x = +inf, as the CPU's sum
         m = x;
-      } else {
+      } else if (x != neg_inf<T>()) {
+        // -inf adds nothing; skipped, since exp(-inf - m) is NaN while m is still -inf.
         s += exp(x - m);
       }
     }

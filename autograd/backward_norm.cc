@@ -51,30 +51,17 @@ void register_norm_backward() {
     return Grads{F::sub(g, F::mul(F::exp(c.outputs[0]), F::sum(g, {d}, true)))};
   });
   def("layer_norm", [](const BackwardCtx& c) {
+    // One fused op (kernels/cpu/norm.h, with a CUDA kernel) instead of ~18 composite ops.
     const DTensor& x = c.inputs[0];
     int wi = c.call.tensor_index("weight"), bi = c.call.tensor_index("bias");
-    if (x.local_tensor().device().is_cpu()) {
-      // One fused op (kernels/cpu/norm.h) instead of the ~18 ops below; it is host only, so device
-      // tensors keep the composite formula (each of its ops has a device kernel).
-      std::vector<std::pair<std::string, OpArg>> kw{{"normalized_shape", iv(c.call.get_int_list("normalized_shape"))},
-                                                    {"eps", iv(c.call.get_double("eps"))}};
-      if (wi >= 0) kw.emplace_back("weight", c.inputs[wi]);
-      auto g = call_op("layer_norm_backward", {c.grad(0), x}, kw);
-      Grads r(c.inputs.size());
-      r[0] = g[0];
-      if (wi >= 0) r[wi] = g[1];
-      if (bi >= 0) r[bi] = g[2];
-      return r;
-    }
-    const int64_t nn = static_cast<int64_t>(c.call.get_int_list("normalized_shape").size());
-    auto dims = last_dims(x.dim(), nn), batch = first_dims(x.dim() - nn);
-    DTensor xc = F::sub(x, F::mean(x, dims, true));
-    DTensor rstd = F::rsqrt(F::add(F::mean(F::mul(xc, xc), dims, true), c.call.get_double("eps")));
-    DTensor xhat = F::mul(xc, rstd), g = c.grad(0);
+    std::vector<std::pair<std::string, OpArg>> kw{{"normalized_shape", iv(c.call.get_int_list("normalized_shape"))},
+                                                  {"eps", iv(c.call.get_double("eps"))}};
+    if (wi >= 0) kw.emplace_back("weight", c.inputs[wi]);
+    auto g = call_op("layer_norm_backward", {c.grad(0), x}, kw);
     Grads r(c.inputs.size());
-    r[0] = norm_input_grad(wi >= 0 ? F::mul(g, c.inputs[wi]) : g, xhat, rstd, dims, true);
-    if (wi >= 0) r[wi] = batch.empty() ? F::mul(g, xhat) : F::sum(F::mul(g, xhat), batch);
-    if (bi >= 0) r[bi] = batch.empty() ? g : F::sum(g, batch);
+    r[0] = g[0];
+    if (wi >= 0) r[wi] = g[1];
+    if (bi >= 0) r[bi] = g[2];
     return r;
   });
   def("rms_norm", [](const BackwardCtx& c) {

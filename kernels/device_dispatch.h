@@ -121,6 +121,7 @@ inline std::vector<Tensor> to_dev(std::vector<Tensor> v, Device d) {
   return v;
 }
 AttentionGrads to_dev(AttentionGrads g, Device d);  // kernels/cpu/host_kernels.cc
+AttentionWithLse to_dev(AttentionWithLse a, Device d);  // kernels/cpu/host_kernels.cc
 
 // The device implementation when registered, else `host` on host copies, results moved back.
 // (`slot` is nullptr for a function without device implementations.)

@@ -27,6 +27,7 @@ namespace dtensor::kernels {
 class Scalar;           // kernels/cpu/pointwise.h
 struct PoolSlab;        // kernels/cpu/pooling.h
 struct AttentionGrads;  // kernels/cpu/attention.h
+struct AttentionWithLse;  // kernels/cpu/attention.h
 struct FlexMask;        // kernels/cpu/flex_attention.h
 struct FlexScoreMod;    // kernels/cpu/flex_attention.h
 
@@ -166,7 +167,16 @@ using TensorPair = std::pair<Tensor, Tensor>;
       const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& out,               \
       const FlexMask& mask, const FlexScoreMod& score_mod, const std::optional<Tensor>& block_mask,  \
       int64_t block_size, std::optional<double> scale, int64_t q_offset, int64_t kv_offset))        \
+  X(scaled_dot_product_attention_with_lse, scaled_dot_product_attention_with_lse,                  \
+    AttentionWithLse(const Tensor& query, const Tensor& key, const Tensor& value, bool is_causal,   \
+      std::optional<double> scale, int64_t query_offset))                                           \
+  X(merge_attention, merge_attention, TensorPair(const Tensor& out, const Tensor& lse,              \
+      const Tensor& out_b, const Tensor& lse_b))                                                    \
+  X(attention_block_weight, attention_block_weight, Tensor(const Tensor& lse_b, const Tensor& lse)) \
   /* Backward kernels and shape ops. */                                                             \
+  X(layer_norm_backward, layer_norm_backward, std::vector<Tensor>(const Tensor& grad_out,           \
+      const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight,          \
+      double eps))                                                                                  \
   X(gelu_backward, gelu_backward, Tensor(const Tensor& grad, const Tensor& x,                       \
       const std::string& approximate))                                                              \
   X(embedding_dense_backward, embedding_dense_backward, Tensor(const Tensor& grad,                  \

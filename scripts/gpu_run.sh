@@ -223,7 +223,10 @@ train_row "--device cuda --moe 4 --top-k 2 --mesh ep=2,tp=2" --device cuda --moe
 train_row "--device cuda --mesh cp=2" --device cuda --mesh cp=2
 
 # ---- 5. Kernel benchmarks.
-bench_args=(--benchmark_counters_tabular=true --benchmark_out="$out/cuda_bench.json" --benchmark_out_format=json)
+# 5 repetitions, interleaved at random, so each figure is a median with its spread.
+bench_args=(--benchmark_counters_tabular=true --benchmark_out="$out/cuda_bench.json" --benchmark_out_format=json
+            --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true
+            --benchmark_report_aggregates_only=false)
 [ "$quick" -eq 1 ] && bench_args+=(--benchmark_min_time=0.05)
 s=$(date +%s)
 if timeout -k 10 240 "$bundle/bin/cuda_bench" "${bench_args[@]}" >"$out/cuda_bench.log" 2>&1; then
@@ -261,26 +264,45 @@ done
 if [ -s "$out/cuda_bench.json" ]; then
   echo
   python3 - "$out/cuda_bench.json" <<'PY'
-import json, sys
+import collections, json, statistics, sys
 runs = [b for b in json.load(open(sys.argv[1]))["benchmarks"] if b.get("run_type", "iteration") == "iteration"]
-by = {b["name"]: b for b in runs}
+groups = collections.OrderedDict()
+for b in runs:
+    groups.setdefault(b.get("run_name", b["name"]), []).append(b)
+def stat(bs, key):
+    v = [b[key] for b in bs if key in b]
+    if not v:
+        return None
+    return statistics.median(v), min(v), max(v)
+def show(t, fmt):
+    return "" if t is None else (fmt % t[0]) + " (" + (fmt % t[1]) + "-" + (fmt % t[2]) + ")"
+print("Medians of", max(len(v) for v in groups.values()), "repetitions run in random order, (min-max).")
+print()
 print("| benchmark | time | GB/s | of copy | of HBM peak | TFLOP/s |")
 print("|---|---:|---:|---:|---:|---:|")
-for b in runs:
-    if b.get("error_occurred"):
-        print(f"| {b['name']} | error: {b.get('error_message', '')} | | | | |")
+for name, bs in groups.items():
+    errs = [b for b in bs if b.get("error_occurred")]
+    if errs:
+        print(f"| {name} | error: {errs[0].get('error_message', '')} | | | | |")
         continue
-    f = lambda k, fmt: (fmt % b[k]) if k in b else ""
-    label = b["name"] + (f" ({b['label']})" if b.get("label") else "")
-    print(f"| {label} | {b['real_time']:.3g} {b['time_unit']} | {f('GB/s', '%.0f')} | {f('of_copy', '%.2f')} | {f('of_HBM', '%.2f')} | {f('TFLOP/s', '%.0f')} |")
-mm = next((b for n, b in by.items() if n.startswith("BM_GemmBf16/") or n == "BM_GemmBf16/manual_time"), None)
-cb = next((b for n, b in by.items() if n.startswith("BM_GemmBf16CublasDirect")), None)
-if mm and cb and "TFLOP/s" in mm and "TFLOP/s" in cb:
-    print(f"\nbf16 GEMM 8192^3, kernels::cuda::mm / cuBLAS direct: {mm['TFLOP/s'] / cb['TFLOP/s']:.3f}")
-mem = [b for b in runs if "of_copy" in b and not b["name"].startswith("BM_DeviceCopy")]
+    label = name + (f" ({bs[0]['label']})" if bs[0].get("label") else "")
+    t = stat(bs, "real_time")
+    print(f"| {label} | {t[0]:.3g} {bs[0]['time_unit']} ({t[1]:.3g}-{t[2]:.3g}) | {show(stat(bs, 'GB/s'), '%.0f')} | "
+          f"{show(stat(bs, 'of_copy'), '%.2f')} | {show(stat(bs, 'of_HBM'), '%.2f')} | {show(stat(bs, 'TFLOP/s'), '%.0f')} |")
+mm = next((v for n, v in groups.items() if n.startswith("BM_GemmBf16/")), None)
+cb = next((v for n, v in groups.items() if n.startswith("BM_GemmBf16CublasDirect")), None)
+if mm and cb and all("TFLOP/s" in b for b in mm + cb):
+    # The ratio of the two in each repetition (repetitions interleaved at random), then the median.
+    by_rep = {b.get("repetition_index", 0): b["TFLOP/s"] for b in cb}
+    r = sorted(b["TFLOP/s"] / by_rep[b.get("repetition_index", 0)] for b in mm if b.get("repetition_index", 0) in by_rep)
+    print(f"\nbf16 GEMM 8192^3, kernels::cuda::mm / cuBLAS direct, per repetition: median {statistics.median(r):.3f} "
+          f"({r[0]:.3f}-{r[-1]:.3f})")
+mem = [(n, statistics.median(b["of_copy"] for b in v)) for n, v in groups.items()
+       if all("of_copy" in b for b in v) and not n.startswith("BM_DeviceCopy")]
 if mem:
-    lo = min(mem, key=lambda b: b["of_copy"])
-    print(f"memory-bound kernels at >= 0.7 of the copy: {sum(b['of_copy'] >= 0.7 for b in mem)} of {len(mem)}; lowest {lo['name']} {lo['of_copy']:.2f}")
+    lo = min(mem, key=lambda x: x[1])
+    print(f"memory-bound kernels at >= 0.7 of the copy (median): {sum(x >= 0.7 for _, x in mem)} of {len(mem)}; "
+          f"lowest {lo[0]} {lo[1]:.2f}")
 PY
 fi
 }

@@ -274,9 +274,9 @@ AttentionWithLse scaled_dot_product_attention_with_lse(const Tensor& query, cons
                                                         const Tensor& value, bool is_causal,
                                                         std::optional<double> scale,
                                                         int64_t query_offset) {
+  DT_KERNEL_ON_DEVICE(scaled_dot_product_attention_with_lse, query, key, value, is_causal, scale,
+                      query_offset);
   const char* op = "scaled_dot_product_attention_with_lse";
-  for (const Tensor* t : {&query, &key, &value})
-    DT_CHECK(t->device().is_cpu(), op, ": tensors must be on the cpu, got ", t->device().str());
   const Problem p = check(op, query, key, value, std::nullopt, is_causal, scale);
   return detail::dispatch_float(p.compute, [&](auto tag) {
     using T = typename decltype(tag)::type;

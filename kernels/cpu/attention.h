@@ -55,7 +55,8 @@ AttentionGrads scaled_dot_product_attention_backward(
 // results merge by log-sum-exp (ring attention, kernels/cpu/attention_merge.h). out [..., L, Ev] and
 // lse [..., L] are in the compute dtype (float32, or float64 for float64 inputs); a row that sees
 // no key has out 0 and lse -inf. query_offset may be negative (a key block that starts after the
-// query block). CPU tensors only (Error otherwise).
+// query block). On CUDA (kernels/kernel_list.h) the math kernel or cuDNN (bfloat16 / float16 at
+// offset 0), lse float32 or float64 alike.
 struct AttentionWithLse {
   Tensor out, lse;
 };

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "kernels/cpu/loops.h"
+#include "kernels/device_dispatch.h"
 
 namespace dtensor::kernels {
 namespace {
@@ -18,15 +19,18 @@ void check_pair(const char* fn, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-void merge_attention(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor& lse_b) {
+std::pair<Tensor, Tensor> merge_attention(const Tensor& out_in, const Tensor& lse_in, const Tensor& out_b,
+                                          const Tensor& lse_b) {
+  DT_KERNEL_ON_DEVICE(merge_attention, out_in, lse_in, out_b, lse_b);
   const char* fn = "merge_attention";
-  check_pair(fn, out, out_b);
-  check_pair(fn, lse, lse_b);
-  DT_CHECK(out.dim() >= 1 && out.dtype() == lse.dtype() &&
-               Shape(out.sizes().begin(), out.sizes().end() - 1) == lse.sizes(),
-           fn, ": out ", shape_str(out.sizes()), " and lse ", shape_str(lse.sizes()),
+  check_pair(fn, out_in, out_b);
+  check_pair(fn, lse_in, lse_b);
+  DT_CHECK(out_in.dim() >= 1 && out_in.dtype() == lse_in.dtype() &&
+               Shape(out_in.sizes().begin(), out_in.sizes().end() - 1) == lse_in.sizes(),
+           fn, ": out ", shape_str(out_in.sizes()), " and lse ", shape_str(lse_in.sizes()),
            " (accepted: out [..., L, Ev], lse [..., L] of one dtype)");
-  const int64_t rows = lse.numel(), ev = out.dim() >= 1 ? out.size(-1) : 1;
+  Tensor out = out_in.clone(), lse = lse_in.clone();
+  const int64_t rows = lse.numel(), ev = out.size(-1);
   detail::dispatch_float(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* o = out.data<T>();
@@ -44,9 +48,11 @@ void merge_attention(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor
     }
     return 0;
   });
+  return {out, lse};
 }
 
 Tensor attention_block_weight(const Tensor& lse_b, const Tensor& lse) {
+  DT_KERNEL_ON_DEVICE(attention_block_weight, lse_b, lse);
   check_pair("attention_block_weight", lse_b, lse);
   Tensor w = Tensor::zeros(lse.sizes(), lse.dtype());
   detail::dispatch_float(lse.dtype(), [&](auto tag) {

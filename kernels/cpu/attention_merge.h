@@ -7,16 +7,20 @@
 // and out = 0 (so the first merged block is copied).
 //
 // Shapes: out and out_b [..., L, Ev]; lse and lse_b [..., L]; contiguous, one dtype, float32 or
-// float64 (the compute dtype of kernels::scaled_dot_product_attention_with_lse). Errors
-// (dtensor::Error naming the function): shapes or dtypes that differ, another dtype, non-contiguous.
+// float64 (the compute dtype of kernels::scaled_dot_product_attention_with_lse), on one device (both
+// have CUDA kernels, kernels/kernel_list.h). Errors (dtensor::Error naming the function): shapes or
+// dtypes that differ, another dtype, non-contiguous.
 #pragma once
+
+#include <utility>
 
 #include "dtensor/core/tensor.h"
 
 namespace dtensor::kernels {
 
-// In place on `out` and `lse`.
-void merge_attention(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor& lse_b);
+// The merged (out', lse'), new tensors (the inputs are not written).
+std::pair<Tensor, Tensor> merge_attention(const Tensor& out, const Tensor& lse, const Tensor& out_b,
+                                          const Tensor& lse_b);
 
 // The backward of one key block from the merged forward: the block's probabilities are its local
 // softmax times w = exp(lse_b - lse) per query row, so the single-block backward

@@ -31,5 +31,9 @@ AttentionGrads to_dev(AttentionGrads g, Device d) {
   return {to_dev(std::move(g.query), d), to_dev(std::move(g.key), d), to_dev(std::move(g.value), d)};
 }
 
+AttentionWithLse to_dev(AttentionWithLse a, Device d) {
+  return {to_dev(std::move(a.out), d), to_dev(std::move(a.lse), d)};
+}
+
 }  // namespace device_detail
 }  // namespace dtensor::kernels

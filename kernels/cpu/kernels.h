@@ -13,5 +13,6 @@
 #include "kernels/cpu/scan.h"
 #include "kernels/cpu/selection.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_merge.h"
 #include "kernels/cpu/flex_attention.h"
 #include "kernels/cpu/grad_kernels.h"

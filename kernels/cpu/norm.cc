@@ -90,7 +90,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape,
 
 std::vector<Tensor> layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Shape& normalized_shape,
                                         const std::optional<Tensor>& weight, double eps) {
-  DT_KERNEL_HOST_ONLY(layer_norm_backward, grad_out, x, normalized_shape, weight, eps);
+  DT_KERNEL_ON_DEVICE(layer_norm_backward, grad_out, x, normalized_shape, weight, eps);
   const char* op = "layer_norm_backward";
   const Tensor rows = normalized_rows(op, x, normalized_shape);
   check_floating(op, grad_out, "grad_out");

@@ -139,6 +139,64 @@ bool use_cudnn(const char* op, AttentionBackend backend, const Tensor& q, const 
 
 bool cudnn_attention_built() { return cudnn_sdpa_built(); }
 
+namespace {
+
+// The checks of kernels/cpu/attention_merge.cc, for device tensors.
+void check_merge_pair(const char* fn, const Tensor& a, const Tensor& b) {
+  check_cuda(fn, a);
+  check_same_device(fn, a, b, "second input");
+  DT_CHECK(a.sizes() == b.sizes() && a.dtype() == b.dtype() &&
+               (a.dtype() == DType::kFloat32 || a.dtype() == DType::kFloat64) && a.is_contiguous() &&
+               b.is_contiguous(),
+           fn, ": ", dtype_name(a.dtype()), " ", shape_str(a.sizes()), " and ", dtype_name(b.dtype()),
+           " ", shape_str(b.sizes()), " (accepted: equal shapes, one dtype float32 or float64, contiguous)");
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> merge_attention(const Tensor& out, const Tensor& lse, const Tensor& out_b,
+                                          const Tensor& lse_b) {
+  const char* fn = "merge_attention";
+  check_merge_pair(fn, out, out_b);
+  check_merge_pair(fn, lse, lse_b);
+  check_same_device(fn, out, lse, "lse");
+  DT_CHECK(out.dim() >= 1 && out.dtype() == lse.dtype() &&
+               Shape(out.sizes().begin(), out.sizes().end() - 1) == lse.sizes(),
+           fn, ": out ", shape_str(out.sizes()), " and lse ", shape_str(lse.sizes()),
+           " (accepted: out [..., L, Ev], lse [..., L] of one dtype)");
+  DeviceGuard guard(out.device().index);
+  Tensor out_new = Tensor::empty(out.sizes(), out.dtype(), out.device());
+  Tensor lse_new = Tensor::empty(lse.sizes(), lse.dtype(), lse.device());
+  const int64_t rows = lse.numel(), ev = out.size(-1);
+  if (out.dtype() == DType::kFloat64) {
+    launch_merge_attention(cptr<double>(out), cptr<double>(lse), cptr<double>(out_b),
+                           cptr<double>(lse_b), mptr<double>(out_new), mptr<double>(lse_new), rows,
+                           ev, stream_of(out));
+  } else {
+    launch_merge_attention(cptr<float>(out), cptr<float>(lse), cptr<float>(out_b),
+                           cptr<float>(lse_b), mptr<float>(out_new), mptr<float>(lse_new), rows, ev,
+                           stream_of(out));
+  }
+  check_launch(fn);
+  return {out_new, lse_new};
+}
+
+Tensor attention_block_weight(const Tensor& lse_b, const Tensor& lse) {
+  const char* fn = "attention_block_weight";
+  check_merge_pair(fn, lse_b, lse);
+  DeviceGuard guard(lse.device().index);
+  Tensor w = Tensor::empty(lse.sizes(), lse.dtype(), lse.device());
+  if (lse.dtype() == DType::kFloat64) {
+    launch_attention_block_weight(cptr<double>(lse_b), cptr<double>(lse), mptr<double>(w),
+                                  lse.numel(), stream_of(lse));
+  } else {
+    launch_attention_block_weight(cptr<float>(lse_b), cptr<float>(lse), mptr<float>(w),
+                                  lse.numel(), stream_of(lse));
+  }
+  check_launch(fn);
+  return w;
+}
+
 AttentionOutput scaled_dot_product_attention_with_lse(
     const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& attn_mask,
     bool is_causal, std::optional<double> scale, int64_t query_offset, AttentionBackend backend) {

@@ -231,6 +231,64 @@ __global__ void attention_dkv_kernel(Attention a, const T* q, const T* k, const 
   }
 }
 
+// Ring attention's merge: one thread per output element (its row's factors from the old lse), then
+// one per row for the new lse. A block row with lse_b = -inf adds nothing (copied through).
+template <typename T>
+__global__ void merge_out_kernel(const T* out, const T* lse, const T* out_b, const T* lse_b,
+                                 T* out_new, int64_t rows, int64_t ev) {
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < rows * ev;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = t / ev;
+    const T l = lse[i], lb = lse_b[i];
+    if (lb == -INFINITY) {
+      out_new[t] = out[t];
+      continue;
+    }
+    const T m = l > lb ? l : lb;
+    const T a = exp(l - m), b = exp(lb - m);  // a = 0 when l = -inf
+    out_new[t] = (a * out[t] + b * out_b[t]) / (a + b);
+  }
+}
+
+template <typename T>
+__global__ void merge_lse_kernel(const T* lse, const T* lse_b, T* lse_new, int64_t rows) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const T l = lse[i], lb = lse_b[i];
+    if (lb == -INFINITY) {
+      lse_new[i] = l;
+      continue;
+    }
+    const T m = l > lb ? l : lb;
+    lse_new[i] = m + log(exp(l - m) + exp(lb - m));
+  }
+}
+
+template <typename T>
+__global__ void block_weight_kernel(const T* lse_b, const T* lse, T* w, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    w[i] = (lse_b[i] == -INFINITY || lse[i] == -INFINITY) ? T(0) : exp(lse_b[i] - lse[i]);
+}
+
+template <typename T>
+void merge(const T* out, const T* lse, const T* out_b, const T* lse_b, T* out_new, T* lse_new,
+           int64_t rows, int64_t ev, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  if (rows * ev > 0)
+    merge_out_kernel<T><<<grid_for(rows * ev, kThreads), kThreads, 0, stream>>>(
+        out, lse, out_b, lse_b, out_new, rows, ev);
+  if (rows > 0)
+    merge_lse_kernel<T><<<grid_for(rows, kThreads), kThreads, 0, stream>>>(lse, lse_b, lse_new,
+                                                                           rows);
+}
+
+template <typename T>
+void block_weight(const T* lse_b, const T* lse, T* w, int64_t n, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  if (n > 0) block_weight_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(lse_b, lse, w, n);
+}
+
 template <typename T>
 void forward(const Attention& a, const T* q, const T* k, const T* v, T* out, T* lse,
              cudaStream_t stream) {
@@ -275,6 +333,25 @@ void launch_attention_backward(const Attention& a, const double* q, const double
                                const double* dout, double* dq, double* dk, double* dv,
                                double* delta, cudaStream_t stream) {
   backward(a, q, k, v, out, lse, dout, dq, dk, dv, delta, stream);
+}
+
+void launch_merge_attention(const float* out, const float* lse, const float* out_b,
+                            const float* lse_b, float* out_new, float* lse_new, int64_t rows,
+                            int64_t ev, cudaStream_t stream) {
+  merge(out, lse, out_b, lse_b, out_new, lse_new, rows, ev, stream);
+}
+void launch_merge_attention(const double* out, const double* lse, const double* out_b,
+                            const double* lse_b, double* out_new, double* lse_new, int64_t rows,
+                            int64_t ev, cudaStream_t stream) {
+  merge(out, lse, out_b, lse_b, out_new, lse_new, rows, ev, stream);
+}
+void launch_attention_block_weight(const float* lse_b, const float* lse, float* w, int64_t n,
+                                   cudaStream_t stream) {
+  block_weight(lse_b, lse, w, n, stream);
+}
+void launch_attention_block_weight(const double* lse_b, const double* lse, double* w, int64_t n,
+                                   cudaStream_t stream) {
+  block_weight(lse_b, lse, w, n, stream);
 }
 
 }  // namespace dtensor::kernels::cuda::detail

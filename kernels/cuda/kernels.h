@@ -254,8 +254,18 @@ AttentionGrads scaled_dot_product_attention_backward(
     const std::optional<Tensor>& attn_mask = std::nullopt, int64_t query_offset = 0,
     const std::optional<Tensor>& lse = std::nullopt,
     AttentionBackend backend = AttentionBackend::kAuto);
+// layer_norm_backward (kernels/cpu/norm.h): same shapes, checks and dtypes, computed in double in
+// one row pass (dx) and one column pass (weight and bias gradients, summed in a fixed order).
+std::vector<Tensor> layer_norm_backward(const Tensor& grad_out, const Tensor& x,
+                                        const Shape& normalized_shape,
+                                        const std::optional<Tensor>& weight, double eps);
 // Whether the cuDNN path was built in (cuDNN's C++ frontend found at build time).
 bool cudnn_attention_built();
+// Ring attention's block merge and block weight (kernels/cpu/attention_merge.h: same shapes,
+// dtypes float32 / float64, contiguous, results new tensors).
+std::pair<Tensor, Tensor> merge_attention(const Tensor& out, const Tensor& lse, const Tensor& out_b,
+                                          const Tensor& lse_b);
+Tensor attention_block_weight(const Tensor& lse_b, const Tensor& lse);
 
 // ---- flex_attention (kernels/cpu/flex_attention.h: same mask, score modifier, block mask and
 // offsets), forward only: float32 math (other dtypes converted), one warp per query row with an

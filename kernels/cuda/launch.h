@@ -120,6 +120,16 @@ void launch_softmax(bool log, Compute c, const void* in, void* out, DType dtype,
 // Per row of a contiguous [rows, n] tensor: layer norm ((x - mean) / sqrt(var + eps)) or, when
 // rms, x / sqrt(mean(x^2) + eps); then * weight[j] (+ bias[j]). weight / bias: null or n values
 // of the compute type (float or double).
+// layer_norm_backward in double (kernels/cpu/norm.h): x and g [rows, n] contiguous of their dtypes,
+// w [n] (null: ones) of wdt; writes dx [rows, n] in x's dtype and dw, db [n] in double. workspace:
+// layer_norm_backward_workspace(rows, n) doubles.
+int64_t layer_norm_backward_chunks(int64_t rows);
+inline int64_t layer_norm_backward_workspace(int64_t rows, int64_t n) {
+  return 2 * rows + 2 * n * layer_norm_backward_chunks(rows);
+}
+void launch_layer_norm_backward(const void* x, DType xdt, const void* g, DType gdt, const void* w,
+                                DType wdt, void* dx, double* dw, double* db, double* workspace,
+                                int64_t rows, int64_t n, double eps, cudaStream_t stream);
 void launch_norm(bool rms, Compute c, const void* x, DType dtype, const void* weight,
                  const void* bias, void* out, int64_t rows, int64_t n, double eps,
                  cudaStream_t stream);
@@ -272,6 +282,20 @@ void launch_attention_backward(const Attention& a, const double* q, const double
                                const double* v, const double* out, const double* lse,
                                const double* dout, double* dq, double* dk, double* dv,
                                double* delta, cudaStream_t stream);
+
+// Ring attention's merge (kernels/cpu/attention_merge.h), T float or double: out_new = the merged
+// output of out [rows, ev] and out_b with lse and lse_b [rows]; lse_new = the merged lse.
+void launch_merge_attention(const float* out, const float* lse, const float* out_b,
+                            const float* lse_b, float* out_new, float* lse_new, int64_t rows,
+                            int64_t ev, cudaStream_t stream);
+void launch_merge_attention(const double* out, const double* lse, const double* out_b,
+                            const double* lse_b, double* out_new, double* lse_new, int64_t rows,
+                            int64_t ev, cudaStream_t stream);
+// w[i] = exp(lse_b[i] - lse[i]), 0 where either is -inf.
+void launch_attention_block_weight(const float* lse_b, const float* lse, float* w, int64_t n,
+                                   cudaStream_t stream);
+void launch_attention_block_weight(const double* lse_b, const double* lse, double* w, int64_t n,
+                                   cudaStream_t stream);
 
 // ---- flex_attention forward in float32 (flex_attention_kernels.cu). q [batch, L, E], k
 // [batch, S, E], v [batch, S, Ev], out [batch, L, Ev], contiguous; tiles int32 [tile_rows, nq, nk]

@@ -105,6 +105,41 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape,
   return norm_impl("layer_norm", false, x, normalized_shape, weight, bias, eps);
 }
 
+std::vector<Tensor> layer_norm_backward(const Tensor& grad_out, const Tensor& x,
+                                        const Shape& normalized_shape,
+                                        const std::optional<Tensor>& weight, double eps) {
+  const char* op = "layer_norm_backward";
+  Tensor rows = normalized_rows(op, x, normalized_shape);
+  check_same_device(op, x, grad_out, "grad_out");
+  check_floating(op, grad_out, "grad_out");
+  DT_CHECK(grad_out.sizes() == x.sizes(), op, ": grad_out ", shape_str(grad_out.sizes()),
+           " must have the input's shape ", shape_str(x.sizes()));
+  if (weight.has_value()) {
+    check_same_device(op, x, *weight, "weight");
+    check_floating(op, *weight, "weight");
+    DT_CHECK(weight->sizes() == normalized_shape, op, ": weight ", shape_str(weight->sizes()),
+             " does not match normalized_shape ", shape_str(normalized_shape));
+  }
+  const int64_t n = numel(normalized_shape);
+  const int64_t count = n == 0 ? 0 : x.numel() / n;
+  DeviceGuard guard(x.device().index);
+  const Tensor g = contiguous(grad_out);
+  const Tensor w = weight.has_value() ? contiguous(*weight) : Tensor();
+  Tensor dx = Tensor::empty(x.sizes(), x.dtype(), x.device());
+  Tensor dw = Tensor::empty(normalized_shape, DType::kFloat64, x.device());
+  Tensor db = Tensor::empty(normalized_shape, DType::kFloat64, x.device());
+  Tensor ws = Tensor::empty({std::max<int64_t>(layer_norm_backward_workspace(count, n), 1)},
+                            DType::kFloat64, x.device());
+  launch_layer_norm_backward(rows.data_ptr(), x.dtype(), g.data_ptr(), g.dtype(),
+                             w.defined() ? w.data_ptr() : nullptr,
+                             w.defined() ? w.dtype() : DType::kFloat64, dx.data_ptr(),
+                             static_cast<double*>(dw.data_ptr()), static_cast<double*>(db.data_ptr()),
+                             static_cast<double*>(ws.data_ptr()), count, n, eps, stream_of(x));
+  check_launch(op);
+  const DType wt = weight.has_value() ? weight->dtype() : x.dtype();
+  return {dx, to(dw, wt), to(db, wt)};
+}
+
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight,
                 std::optional<double> eps) {
   double e = 0;

@@ -106,6 +106,81 @@ __global__ void norm_kernel(bool rms, const void* x, DType dtype, const T* weigh
   }
 }
 
+// layer_norm_backward, in double as the CPU kernel. Pass 1, one block per row: mean and rstd, the
+// row's sums of gw = g * w and gw * x_hat, and dx = rstd * (gw - mean(gw) - x_hat * mean(gw x_hat));
+// mean and rstd are kept for pass 2.
+__global__ void layer_norm_backward_rows_kernel(const void* x, DType xdt, const void* g, DType gdt,
+                                                const void* w, DType wdt, void* dx,
+                                                double* mean_out, double* rstd_out, int64_t rows,
+                                                int64_t n, double eps) {
+  __shared__ double red[32];
+  const double inv_n = 1.0 / static_cast<double>(n);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t base = r * n;
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += load_as<double>(x, xdt, base + j);
+    const double mean = block_reduce(s, SumOp<double>(), red, 0.0) * inv_n;
+    double q = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const double d = load_as<double>(x, xdt, base + j) - mean;
+      q += d * d;
+    }
+    const double rstd = 1.0 / sqrt(block_reduce(q, SumOp<double>(), red, 0.0) * inv_n + eps);
+    double sgw = 0, sgwx = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const double gw = load_as<double>(g, gdt, base + j) * (w ? load_as<double>(w, wdt, j) : 1.0);
+      sgw += gw;
+      sgwx += gw * (load_as<double>(x, xdt, base + j) - mean) * rstd;
+    }
+    const double a = block_reduce(sgw, SumOp<double>(), red, 0.0) * inv_n;
+    const double b = block_reduce(sgwx, SumOp<double>(), red, 0.0) * inv_n;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const double xh = (load_as<double>(x, xdt, base + j) - mean) * rstd;
+      const double gw = load_as<double>(g, gdt, base + j) * (w ? load_as<double>(w, wdt, j) : 1.0);
+      store_as<double>(dx, xdt, base + j, rstd * (gw - a - xh * b));
+    }
+    if (threadIdx.x == 0) {
+      mean_out[r] = mean;
+      rstd_out[r] = rstd;
+    }
+  }
+}
+
+// Pass 2: column sums of g * x_hat (dw) and g (db) over a chunk of rows each (blockIdx.y), into
+// partial[chunk][2][n]; pass 3 adds the chunks in order (deterministic, no atomics).
+__global__ void layer_norm_backward_cols_kernel(const void* x, DType xdt, const void* g, DType gdt,
+                                                const double* mean, const double* rstd,
+                                                double* partial, int64_t rows, int64_t n,
+                                                int64_t rows_per_chunk) {
+  const int64_t c = blockIdx.y, r0 = c * rows_per_chunk;
+  const int64_t r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < n;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    double sw = 0, sb = 0;
+    for (int64_t r = r0; r < r1; ++r) {
+      const double gv = load_as<double>(g, gdt, r * n + j);
+      sw += gv * (load_as<double>(x, xdt, r * n + j) - mean[r]) * rstd[r];
+      sb += gv;
+    }
+    partial[(c * 2) * n + j] = sw;
+    partial[(c * 2 + 1) * n + j] = sb;
+  }
+}
+
+__global__ void layer_norm_backward_sum_kernel(const double* partial, int64_t chunks, int64_t n,
+                                               double* dw, double* db) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < n;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    double sw = 0, sb = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      sw += partial[(c * 2) * n + j];
+      sb += partial[(c * 2 + 1) * n + j];
+    }
+    dw[j] = sw;
+    db[j] = sb;
+  }
+}
+
 template <typename E>
 __global__ void embedding_kernel(const E* weight, int64_t rows, int64_t dim, const void* indices,
                                  DType index_dtype, int64_t count, bool masked, int64_t row_start,
@@ -164,6 +239,33 @@ void launch_norm(bool rms, Compute c, const void* x, DType dtype, const void* we
           static_cast<T>(eps));
     }
   });
+}
+
+int64_t layer_norm_backward_chunks(int64_t rows) {
+  // Up to 64 chunks of at least 64 rows: enough blocks for the column pass on wide GPUs.
+  const int64_t c = ceil_div(rows, 64);
+  return c < 1 ? 1 : (c > 64 ? 64 : c);
+}
+
+void launch_layer_norm_backward(const void* x, DType xdt, const void* g, DType gdt, const void* w,
+                                DType wdt, void* dx, double* dw, double* db, double* workspace,
+                                int64_t rows, int64_t n, double eps, cudaStream_t stream) {
+  if (n == 0) return;
+  double* mean = workspace;
+  double* rstd = workspace + rows;
+  double* partial = workspace + 2 * rows;
+  const int64_t chunks = layer_norm_backward_chunks(rows);
+  if (rows > 0)
+    layer_norm_backward_rows_kernel<<<grid_for(rows, 1, 65535LL * 32), kRowThreads, 0, stream>>>(
+        x, xdt, g, gdt, w, wdt, dx, mean, rstd, rows, n, eps);
+  const int64_t per = ceil_div(rows, chunks);
+  if (rows > 0) {
+    dim3 grid(grid_for(n, 256, 65535), static_cast<unsigned>(chunks));
+    layer_norm_backward_cols_kernel<<<grid, 256, 0, stream>>>(x, xdt, g, gdt, mean, rstd, partial,
+                                                              rows, n, per);
+  }
+  layer_norm_backward_sum_kernel<<<grid_for(n, 256), 256, 0, stream>>>(partial, rows > 0 ? chunks : 0,
+                                                                        n, dw, db);
 }
 
 void launch_embedding(const void* weight, int64_t rows, int64_t dim, size_t elem_size,

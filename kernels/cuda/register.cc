@@ -68,6 +68,15 @@ kernels::AttentionGrads scaled_dot_product_attention_backward(
   return {r.query, r.key, r.value};
 }
 
+kernels::AttentionWithLse scaled_dot_product_attention_with_lse(const Tensor& q, const Tensor& k,
+                                                                const Tensor& v, bool causal,
+                                                                std::optional<double> scale,
+                                                                int64_t offset) {
+  cuda::AttentionOutput r =
+      cuda::scaled_dot_product_attention_with_lse(q, k, v, std::nullopt, causal, scale, offset);
+  return {r.out, r.lse};
+}
+
 // No CUDA backward for flex_attention yet: host copies.
 kernels::AttentionGrads flex_attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
                                                 const Tensor& out, const FlexMask& mask, const FlexScoreMod& mod,

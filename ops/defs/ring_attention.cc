@@ -3,6 +3,7 @@
 #include <cmath>
 #include <future>
 #include <limits>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -48,9 +49,16 @@ void ring_exchange(ProcessGroup& pg, const std::vector<Tensor>& send, std::vecto
 }
 
 // Starts the exchange on a helper thread, so the caller computes meanwhile; get() rethrows its
-// failure. Only this thread uses `pg` until then.
+// failure. Only this thread uses `pg` until then. Device blocks are exchanged before the caller goes
+// on (a deferred future): a helper thread would enqueue on its own current stream, unordered with
+// the caller's kernels that produced the blocks.
 std::future<void> start_exchange(ProcessGroup& pg, std::vector<Tensor> send, std::vector<Tensor>& recv,
                                  Timeout timeout) {
+  const bool on_device = !send.empty() && !send[0].device().is_cpu();
+  if (on_device) {
+    ring_exchange(pg, send, recv, timeout);
+    return std::async(std::launch::deferred, [] {});
+  }
   return std::async(std::launch::async, [&pg, send = std::move(send), &recv, timeout] {
     ring_exchange(pg, send, recv, timeout);
   });
@@ -83,10 +91,11 @@ RingAttentionOut ring_attention_forward(ProcessGroup& pg, const Tensor& query, c
   const int64_t q0 = chunk_range(seq_len, n, r).first, lq = query.size(-2);
   if (!scale.has_value()) scale = 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
   const DType compute = query.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-  Tensor out = Tensor::zeros(with_seq(value, lq), compute);
+  const Device dev = query.device();  // every buffer where the blocks are (StepDef::runs_on_device)
+  Tensor out = Tensor::zeros(with_seq(value, lq), compute, dev);
   Shape ls = query.sizes();
   ls.pop_back();
-  Tensor lse = Tensor::full(ls, -std::numeric_limits<double>::infinity(), compute);
+  Tensor lse = Tensor::full(ls, -std::numeric_limits<double>::infinity(), compute, dev);
   Tensor k = key.contiguous(), v = value.contiguous();
   for (int s = 0; s < n; ++s) {
     const Step st = step_of(seq_len, n, r, s);
@@ -94,13 +103,14 @@ RingAttentionOut ring_attention_forward(ProcessGroup& pg, const Tensor& query, c
     std::vector<Tensor> next;
     if (s + 1 < n) {
       const int64_t nlen = step_of(seq_len, n, r, s + 1).len;
-      next = {Tensor::empty(with_seq(key, nlen), key.dtype()), Tensor::empty(with_seq(value, nlen), value.dtype())};
+      next = {Tensor::empty(with_seq(key, nlen), key.dtype(), key.device()),
+              Tensor::empty(with_seq(value, nlen), value.dtype(), value.device())};
       pending = start_exchange(pg, {k, v}, next, timeout);
     }
     if (block_visible(is_causal, q0, lq, st.k0, st.len)) {
       kernels::AttentionWithLse b =
           kernels::scaled_dot_product_attention_with_lse(query, k, v, is_causal, scale, q0 - st.k0);
-      kernels::merge_attention(out, lse, b.out, b.lse);
+      std::tie(out, lse) = kernels::merge_attention(out, lse, b.out, b.lse);
     }
     if (pending.valid()) {
       pending.get();
@@ -141,10 +151,10 @@ RingAttentionOut ring_attention_forward_balanced(ProcessGroup& pg, const Tensor&
   for (int a = 0; a < 2; ++a) {
     const int64_t off = a == 0 ? 0 : mine[0].second;
     q[a] = query.narrow(query.dim() - 2, off, mine[a].second).contiguous();
-    out[a] = Tensor::zeros(with_seq(value, mine[a].second), compute);
+    out[a] = Tensor::zeros(with_seq(value, mine[a].second), compute, query.device());
     Shape ls = q[a].sizes();
     ls.pop_back();
-    lse[a] = Tensor::full(ls, -std::numeric_limits<double>::infinity(), compute);
+    lse[a] = Tensor::full(ls, -std::numeric_limits<double>::infinity(), compute, query.device());
   }
   Tensor k = key.contiguous(), v = value.contiguous();
   for (int s = 0; s < n; ++s) {
@@ -155,7 +165,8 @@ RingAttentionOut ring_attention_forward_balanced(ProcessGroup& pg, const Tensor&
     if (s + 1 < n) {
       const auto nr = rows((r - (s + 1) % n + n) % n);
       const int64_t nlen = nr[0].second + nr[1].second;
-      next = {Tensor::empty(with_seq(key, nlen), key.dtype()), Tensor::empty(with_seq(value, nlen), value.dtype())};
+      next = {Tensor::empty(with_seq(key, nlen), key.dtype(), key.device()),
+              Tensor::empty(with_seq(value, nlen), value.dtype(), value.device())};
       pending = start_exchange(pg, {k, v}, next, timeout);
     }
     for (int b = 0; b < 2; ++b) {
@@ -166,7 +177,7 @@ RingAttentionOut ring_attention_forward_balanced(ProcessGroup& pg, const Tensor&
         if (!block_visible(true, mine[a].first, mine[a].second, held[b].first, held[b].second)) continue;
         kernels::AttentionWithLse blk = kernels::scaled_dot_product_attention_with_lse(
             q[a], kb, vb, true, scale, mine[a].first - held[b].first);
-        kernels::merge_attention(out[a], lse[a], blk.out, blk.lse);
+        std::tie(out[a], lse[a]) = kernels::merge_attention(out[a], lse[a], blk.out, blk.lse);
       }
     }
     if (pending.valid()) {
@@ -200,10 +211,11 @@ kernels::AttentionGrads ring_attention_backward(ProcessGroup& pg, const Tensor& 
   if (!scale.has_value()) scale = 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
   const Tensor g = grad_out.to(compute).contiguous(), o = out.to(compute).contiguous(),
                l = lse.contiguous();
-  Tensor dq = Tensor::zeros(query.sizes(), compute);
+  const Device dev = query.device();  // every buffer where the blocks are (StepDef::runs_on_device)
+  Tensor dq = Tensor::zeros(query.sizes(), compute, dev);
   // The held block and its gradient accumulators travel together.
-  std::vector<Tensor> held = {key.contiguous(), value.contiguous(), Tensor::zeros(key.sizes(), compute),
-                              Tensor::zeros(value.sizes(), compute)};
+  std::vector<Tensor> held = {key.contiguous(), value.contiguous(), Tensor::zeros(key.sizes(), compute, dev),
+                              Tensor::zeros(value.sizes(), compute, dev)};
   for (int s = 0; s < n; ++s) {
     const Step st = step_of(seq_len, n, r, s);
     if (block_visible(is_causal, q0, lq, st.k0, st.len)) {
@@ -223,10 +235,11 @@ kernels::AttentionGrads ring_attention_backward(ProcessGroup& pg, const Tensor& 
     const int64_t nlen = step_of(seq_len, n, r, s + 1).len;
     if (n == 1) break;
     std::vector<Tensor> send = s + 1 < n ? held : std::vector<Tensor>{held[2], held[3]};
-    std::vector<Tensor> recv = {Tensor::empty(with_seq(key, nlen), compute), Tensor::empty(with_seq(value, nlen), compute)};
+    std::vector<Tensor> recv = {Tensor::empty(with_seq(key, nlen), compute, dev),
+                                Tensor::empty(with_seq(value, nlen), compute, dev)};
     if (s + 1 < n)
-      recv.insert(recv.begin(), {Tensor::empty(with_seq(key, nlen), key.dtype()),
-                                 Tensor::empty(with_seq(value, nlen), value.dtype())});
+      recv.insert(recv.begin(), {Tensor::empty(with_seq(key, nlen), key.dtype(), dev),
+                                 Tensor::empty(with_seq(value, nlen), value.dtype(), dev)});
     ring_exchange(pg, send, recv, timeout);
     held = s + 1 < n ? recv : std::vector<Tensor>{key, value, recv[0], recv[1]};
   }

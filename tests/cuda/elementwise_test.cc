@@ -1,6 +1,7 @@
 // CUDA pointwise ops, reductions, softmax / norms and embedding against the CPU kernels.
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/kernels.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -152,6 +153,32 @@ TEST_F(Norm, SoftmaxAndLogSoftmax) {
                    "log_softmax with infinities");
   }
   EXPECT_THROW(C::softmax(G(Tensor::zeros({2}, DType::kInt64)), 0), Error);
+}
+
+// The fused backward against the CPU kernel (both in double): float32/float64/bfloat16 inputs, with
+// and without a weight, a multi-dim normalized_shape, more rows than one column chunk (64), a
+// non-contiguous grad_out.
+TEST_F(Norm, LayerNormBackwardMatchesCpu) {
+  for (DType dt : kFloats) {
+    for (const Shape& s : {Shape{6, 4, 10}, Shape{300, 33}}) {
+      const Shape ns(s.end() - (s.size() == 3 ? 2 : 1), s.end());
+      Tensor x = rand(s, 30, dt, -2, 3), w = rand(ns, 31, DType::kFloat32, 0.5, 1.5);
+      Tensor g = rand({s.back(), numel(s) / s.back()}, 32, dt).transpose(0, 1).reshape(s);
+      const double t = dt == DType::kFloat64 ? 1e-12 : tol(dt) * 10;
+      const std::string what = absl::StrCat("layer_norm_backward ", dtype_name(dt), " ", shape_str(s));
+      for (bool with_w : {true, false}) {
+        std::optional<Tensor> wo = with_w ? std::optional<Tensor>(w) : std::nullopt;
+        std::optional<Tensor> gw = with_w ? std::optional<Tensor>(G(w)) : std::nullopt;
+        std::vector<Tensor> want = K::layer_norm_backward(g, x, ns, wo, 1e-5);
+        std::vector<Tensor> got = C::layer_norm_backward(G(g), G(x), ns, gw, 1e-5);
+        ASSERT_EQ(got.size(), 3u);
+        expect_matches(got[0], want[0], t, what + " input");
+        expect_matches(got[1], want[1], with_w ? 1e-5 : t, what + " weight");
+        expect_matches(got[2], want[2], with_w ? 1e-5 : t, what + " bias");
+      }
+    }
+  }
+  EXPECT_THROW(C::layer_norm_backward(G(rand({2, 3}, 1)), G(rand({2, 4}, 2)), {4}, std::nullopt, 1e-5), Error);
 }
 
 TEST_F(Norm, LayerNormAndRmsNorm) {

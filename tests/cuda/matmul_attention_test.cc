@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/kernels.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -150,6 +151,60 @@ TEST_F(Attention, MathKernelForwardAndBackward) {
   expect_matches(gg.query, wg.query, 3e-2, "bf16 math dq");
   EXPECT_THROW(C::scaled_dot_product_attention(G(q), G(k), G(v),
                                                G(Tensor::zeros({19, 19}, DType::kBool)), true),
+               Error);
+}
+
+// float64 runs in float64, as on the CPU: a float32 kernel misses 1e-12 by orders of magnitude (the
+// sharded-vs-one-rank training check over cp needs 1e-9); lse comes back as float64.
+TEST_F(Attention, MathKernelFloat64IsFloat64) {
+  for (int c = 0; c < 3; ++c) {  // no mask, causal, an additive float64 mask
+    const bool causal = c == 1;
+    Tensor q = rand({2, 3, 21, 16}, 120, DType::kFloat64), k = rand({2, 3, 21, 16}, 121, DType::kFloat64);
+    Tensor v = rand({2, 3, 21, 12}, 122, DType::kFloat64);
+    std::optional<Tensor> m, gm;
+    if (c == 2) {
+      m = rand({21, 21}, 123, DType::kFloat64, -2, 1);
+      gm = G(*m);
+    }
+    const std::string w = absl::StrCat("float64 case ", c);
+    Tensor want = K::scaled_dot_product_attention(q, k, v, m, causal);
+    auto got = C::scaled_dot_product_attention_with_lse(G(q), G(k), G(v), gm, causal, std::nullopt, 0,
+                                                        C::AttentionBackend::kMath);
+    EXPECT_EQ(got.lse.dtype(), DType::kFloat64) << w;
+    expect_matches(got.out, want, 1e-12, "forward " + w);
+    if (!m) expect_matches(got.lse, K::scaled_dot_product_attention_with_lse(q, k, v, causal).lse, 1e-12, "lse " + w);
+    Tensor g = rand(want.sizes(), 124, DType::kFloat64);
+    auto wg = K::scaled_dot_product_attention_backward(g, q, k, v, want, causal, std::nullopt, m);
+    auto gg = C::scaled_dot_product_attention_backward(G(g), G(q), G(k), G(v), got.out, causal, std::nullopt,
+                                                       gm, 0, got.lse, C::AttentionBackend::kMath);
+    expect_matches(gg.query, wg.query, 1e-11, "dq " + w);
+    expect_matches(gg.key, wg.key, 1e-11, "dk " + w);
+    expect_matches(gg.value, wg.value, 1e-11, "dv " + w);
+  }
+}
+
+// Ring attention's block merge and block weight against the CPU kernels, with rows that no key has
+// reached yet (lse -inf) and blocks that add nothing (lse_b -inf).
+TEST_F(Attention, MergeAndBlockWeightMatchCpu) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  for (DType dt : {DType::kFloat32, DType::kFloat64}) {
+    Tensor out = rand({2, 5, 7}, 130, dt), out_b = rand({2, 5, 7}, 131, dt);
+    std::vector<double> l = rand({10}, 132, DType::kFloat64, -3, 3).to_vector<double>();
+    std::vector<double> lb = rand({10}, 133, DType::kFloat64, -3, 3).to_vector<double>();
+    l[1] = -kInf, l[4] = -kInf, lb[4] = -kInf, lb[7] = -kInf;
+    Tensor lse = Tensor::from_vector(l, {2, 5}).to(dt), lse_b = Tensor::from_vector(lb, {2, 5}).to(dt);
+    out.select(1, 1).fill_(0);  // a row no key reached has out 0
+    auto [wo, wl] = K::merge_attention(out, lse, out_b, lse_b);
+    auto [go, gl] = K::merge_attention(G(out), G(lse), G(out_b), G(lse_b));  // dispatched to CUDA
+    const double t = dt == DType::kFloat64 ? 1e-13 : 1e-6;
+    expect_matches(go, wo, t, "merge_attention out " + std::string(dtype_name(dt)));
+    expect_matches(gl, wl, t, "merge_attention lse " + std::string(dtype_name(dt)));
+    expect_matches(K::attention_block_weight(G(lse_b), G(lse)), K::attention_block_weight(lse_b, lse), t,
+                   "attention_block_weight " + std::string(dtype_name(dt)));
+  }
+  EXPECT_THROW(C::merge_attention(G(rand({2, 3}, 1)), G(rand({2}, 2)), G(rand({2, 4}, 3)), G(rand({2}, 4))),
+               Error);
+  EXPECT_THROW(C::attention_block_weight(G(rand({3}, 1, DType::kBFloat16)), G(rand({3}, 2, DType::kBFloat16))),
                Error);
 }
 

@@ -108,10 +108,11 @@ TEST(DeviceSteps, RunOnDeviceBlocksWithoutHostCopies) {
       }
     }
   }
-  // The softmax statistics, every scan's carry exchange, the candidate gather and the pooling
-  // halo exchange at least.
+  // The softmax statistics, every scan's carry exchange, the candidate gather, the pooling halo
+  // exchange and ring attention (forward and backward) at least.
   for (const char* op : {"softmax", "log_softmax", "logsumexp", "cumsum", "cumprod", "logcumsumexp", "cummax",
-                         "cummin", "max.dim", "min.dim", "argmax", "argmin", "avg_pool2d", "max_pool2d_with_indices"})
+                         "cummin", "max.dim", "min.dim", "argmax", "argmin", "avg_pool2d", "max_pool2d_with_indices",
+                         "scaled_dot_product_attention", "_scaled_dot_product_attention_backward"})
     EXPECT_TRUE(stepped.count(op)) << op;
   EXPECT_GT(runs, 0);
 }

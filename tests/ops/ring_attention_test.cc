@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <tuple>
 
 #include "dtensor/collectives/threads_backend.h"
 #include "dtensor/dtensor_spec.h"
@@ -102,7 +103,7 @@ TEST(RingAttention, MergeOfKeyBlocksEqualsAttentionOverAllKeys) {
         kernels::scaled_dot_product_attention_with_lse(q, k.narrow(1, 0, 5), v.narrow(1, 0, 5), causal, std::nullopt, q0);
     kernels::AttentionWithLse b = kernels::scaled_dot_product_attention_with_lse(
         q, k.narrow(1, 5, 5), v.narrow(1, 5, 5), causal, std::nullopt, q0 - 5);
-    kernels::merge_attention(a.out, a.lse, b.out, b.lse);
+    std::tie(a.out, a.lse) = kernels::merge_attention(a.out, a.lse, b.out, b.lse);
     kernels::AttentionWithLse full = kernels::scaled_dot_product_attention_with_lse(q, k, v, causal, std::nullopt, q0);
     EXPECT_LE(diff(a.out, full.out), 1e-12);
     EXPECT_LE(diff(a.lse, full.lse), 1e-12);

@@ -267,7 +267,8 @@ if [ -s "$out/cuda_bench.json" ]; then
 import collections, json, statistics, sys
 runs = [b for b in json.load(open(sys.argv[1]))["benchmarks"] if b.get("run_type", "iteration") == "iteration"]
 groups = collections.OrderedDict()
-for b in runs:
+# In declaration order (the repetitions ran in random order).
+for b in sorted(runs, key=lambda b: (b.get("family_index", 0), b.get("per_family_instance_index", 0))):
     groups.setdefault(b.get("run_name", b["name"]), []).append(b)
 def stat(bs, key):
     v = [b[key] for b in bs if key in b]

@@ -185,8 +185,9 @@ std::pair<Tensor, Tensor> nanmedian_dim(const Tensor& x, int64_t dim, bool keepd
 std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1,
                                    bool keepdim = false);
 
-// ---- Pooling (kernels/cpu/pooling.h) for dims == 2 ([N, C, H, W] or [C, H, W]); no slabs.
-// Other dims throw naming the accepted value. max_pool_backward checks its indices (synchronizes).
+// ---- Pooling (kernels/cpu/pooling.h) over dims = 1, 2 or 3 spatial dims ([N, C, *spatial] or
+// [C, *spatial]), the CPU kernels' checks; no slabs. max_pool_backward checks its indices
+// (synchronizes).
 Tensor avg_pool(const Tensor& x, int dims, std::vector<int64_t> kernel_size,
                 std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode,
                 bool count_include_pad, std::optional<int64_t> divisor_override);

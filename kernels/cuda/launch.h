@@ -231,9 +231,10 @@ void launch_select(SelectKind kind, int64_t k, const void* in, DType dtype, int6
                    cudaStream_t stream);
 
 // ---- 2-d pooling over contiguous [planes, H, W] planes (pooling_kernels.cu).
-struct Pool2d {
-  int64_t planes = 0, H = 0, W = 0, OH = 0, OW = 0;
-  int64_t kH = 1, kW = 1, sH = 1, sW = 1, pH = 0, pW = 0, dH = 1, dW = 1;
+struct Pool2d {  // 3 spatial dims; 2-d pooling has D = OD = 1, 1-d also H = OH = 1
+  int64_t planes = 0, D = 1, H = 0, W = 0, OD = 1, OH = 0, OW = 0;
+  int64_t kD = 1, kH = 1, kW = 1, sD = 1, sH = 1, sW = 1, pD = 0, pH = 0, pW = 0;
+  int64_t dD = 1, dH = 1, dW = 1;
   bool count_include_pad = true;
   int64_t divisor_override = 0;  // 0: none
 };

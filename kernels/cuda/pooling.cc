@@ -1,4 +1,5 @@
-// 2-d average / max pooling and their backward (host side; kernels in pooling_kernels.cu).
+// Average / max pooling over 1, 2 or 3 spatial dims and their backward (host side; kernels in
+// pooling_kernels.cu). Slabs (a sharded spatial dim after its halo exchange) run on the CPU.
 #include "kernels/cpu/pooling.h"
 
 #include "kernels/cuda/common.h"
@@ -11,56 +12,71 @@ using ::dtensor::cuda::DeviceGuard;
 
 namespace {
 
-std::vector<int64_t> expand(const char* op, const char* what, const std::vector<int64_t>& v,
+// One value per spatial dim (a single value broadcasts; empty gives dflt).
+std::vector<int64_t> expand(const char* op, const char* what, const std::vector<int64_t>& v, int dims,
                             const std::vector<int64_t>& dflt) {
   if (v.empty()) return dflt;
-  if (v.size() == 1) return {v[0], v[0]};
-  DT_CHECK(v.size() == 2, op, ": ", what, " has ", v.size(),
-           " entries for 2 spatial dims (accepted: 1 or 2 entries)");
+  if (v.size() == 1) return std::vector<int64_t>(dims, v[0]);
+  DT_CHECK(static_cast<int>(v.size()) == dims, op, ": ", what, " has ", v.size(), " entries for ", dims,
+           " spatial dims (accepted: 1 or ", dims, " entries)");
   return v;
 }
 
-// Checks the input shape (as the CPU kernels do, for 2 spatial dims) and returns the leading
-// dims' element count.
+// Checks the input shape (as the CPU kernels do) and returns the leading dims' element count.
 int64_t planes_of(const char* op, const Shape& s, int dims) {
-  DT_CHECK(dims == 2, op, ": dims = ", dims,
-           " is not supported on CUDA (accepted: 2; 1-d and 3-d pooling run on the CPU)");
-  DT_CHECK(s.size() == 3 || s.size() == 4, op,
-           ": expected a [N, C, *spatial] or [C, *spatial] input with 2 spatial dims, got ",
-           shape_str(s));
-  DT_CHECK(s[s.size() - 3] > 0 && s[s.size() - 2] > 0 && s[s.size() - 1] > 0, op,
-           ": expected non-zero channel and spatial sizes (N may be 0), got ", shape_str(s));
-  return numel(Shape(s.begin(), s.end() - 2));
+  DT_CHECK(dims >= 1 && dims <= 3, op, ": dims = ", dims, " (accepted: 1, 2 or 3 spatial dims)");
+  const int rank = static_cast<int>(s.size());
+  DT_CHECK(rank == dims + 1 || rank == dims + 2, op, ": expected a [N, C, *spatial] or [C, *spatial] input with ",
+           dims, " spatial dims, got ", shape_str(s));
+  bool nonzero = s[rank - dims - 1] > 0;
+  for (int k = 0; k < dims; ++k) nonzero = nonzero && s[rank - dims + k] > 0;
+  DT_CHECK(nonzero, op, ": expected non-zero channel and spatial sizes (N may be 0), got ", shape_str(s));
+  return numel(Shape(s.begin(), s.end() - dims));
 }
 
-Pool2d geometry(const char* op, const Shape& s, int dims, const std::vector<int64_t>& kernel_size,
-                const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
-                const std::vector<int64_t>& dilation, bool ceil_mode) {
+// The window geometry over 1, 2 or 3 spatial dims, placed in the kernels' 3 (leading dims of size
+// 1 for fewer), after the CPU kernels' checks (kernels/cpu/pooling.h).
+Pool2d geometry(const char* op, const Shape& s, int dims, bool is_max,
+                const std::vector<int64_t>& kernel_size, const std::vector<int64_t>& stride,
+                const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation,
+                bool ceil_mode) {
   Pool2d p;
   p.planes = planes_of(op, s, dims);
-  p.H = s[s.size() - 2];
-  p.W = s[s.size() - 1];
-  DT_CHECK(!kernel_size.empty(), op, ": kernel_size is empty (accepted: 1 or 2 entries)");
-  const std::vector<int64_t> k = expand(op, "kernel_size", kernel_size, {});
-  const std::vector<int64_t> st = expand(op, "stride", stride, k);
-  const std::vector<int64_t> pd = expand(op, "padding", padding, {0, 0});
-  const std::vector<int64_t> dl = expand(op, "dilation", dilation, {1, 1});
-  // The CPU kernels' parameter checks and output sizes.
-  const std::vector<int64_t> out = kernels::pool_output_size({p.H, p.W}, k, st, pd, dl, ceil_mode);
-  for (int i = 0; i < 2; ++i)
-    DT_CHECK(out[i] >= 1, op, ": spatial dim ", i, " of size ", i == 0 ? p.H : p.W,
-             " gives output size ", out[i], " (kernel ", k[i], ", stride ", st[i], ", padding ",
-             pd[i], ", dilation ", dl[i], "): output size is too small");
-  p.OH = out[0], p.OW = out[1];
-  p.kH = k[0], p.kW = k[1], p.sH = st[0], p.sW = st[1];
-  p.pH = pd[0], p.pW = pd[1], p.dH = dl[0], p.dW = dl[1];
+  const Shape in(s.end() - dims, s.end());
+  DT_CHECK(!kernel_size.empty(), op, ": kernel_size is empty (accepted: 1 or ", dims, " entries)");
+  const std::vector<int64_t> k = expand(op, "kernel_size", kernel_size, dims, {});
+  const std::vector<int64_t> st = expand(op, "stride", stride, dims, k);
+  const std::vector<int64_t> pd = expand(op, "padding", padding, dims, std::vector<int64_t>(dims, 0));
+  const std::vector<int64_t> dl = expand(op, "dilation", dilation, dims, std::vector<int64_t>(dims, 1));
+  // The CPU kernels' parameter checks and output sizes; 3-d pooling's stricter ones as theirs.
+  const std::vector<int64_t> out = kernels::pool_output_size(in, k, st, pd, dl, ceil_mode);
+  for (int i = 0; i < dims; ++i) {
+    DT_CHECK(dims != 3 || pd[i] <= k[i] / 2, op, ": padding ", pd[i],
+             " must be >= 0 and at most half of the kernel size ", k[i], " (accepted: 0 .. ", k[i] / 2, ")");
+    DT_CHECK(out[i] >= 1, op, ": spatial dim ", i, " of size ", in[i], " gives output size ", out[i],
+             " (kernel ", k[i], ", stride ", st[i], ", padding ", pd[i], ", dilation ", dl[i],
+             "): output size is too small");
+    DT_CHECK(is_max || dims != 3 || in[i] >= k[i], op, ": spatial dim ", i, " of size ", in[i],
+             " is smaller than the kernel size ", k[i], " (avg_pool 3-d needs input >= kernel)");
+  }
+  // Right-aligned into (D, H, W).
+  int64_t* sizes[3] = {&p.D, &p.H, &p.W};
+  int64_t* outs[3] = {&p.OD, &p.OH, &p.OW};
+  int64_t* ks[3] = {&p.kD, &p.kH, &p.kW};
+  int64_t* ss[3] = {&p.sD, &p.sH, &p.sW};
+  int64_t* ps[3] = {&p.pD, &p.pH, &p.pW};
+  int64_t* ds[3] = {&p.dD, &p.dH, &p.dW};
+  for (int i = 0; i < dims; ++i) {
+    const int a = 3 - dims + i;
+    *sizes[a] = in[i], *outs[a] = out[i], *ks[a] = k[i], *ss[a] = st[i], *ps[a] = pd[i], *ds[a] = dl[i];
+  }
   return p;
 }
 
-Shape output_shape(const Shape& s, const Pool2d& p) {
-  Shape o(s.begin(), s.end() - 2);
-  o.push_back(p.OH);
-  o.push_back(p.OW);
+Shape output_shape(const Shape& s, int dims, const Pool2d& p) {
+  Shape o(s.begin(), s.end() - dims);
+  const int64_t outs[3] = {p.OD, p.OH, p.OW};
+  for (int a = 3 - dims; a < 3; ++a) o.push_back(outs[a]);
   return o;
 }
 
@@ -72,14 +88,14 @@ Tensor avg_pool(const Tensor& x, int dims, std::vector<int64_t> kernel_size,
   const char* op = "avg_pool";
   check_cuda(op, x);
   check_floating(op, x);
-  Pool2d p = geometry(op, x.sizes(), dims, kernel_size, stride, padding, {}, ceil_mode);
+  Pool2d p = geometry(op, x.sizes(), dims, false, kernel_size, stride, padding, {}, ceil_mode);
   DT_CHECK(!divisor_override.has_value() || *divisor_override != 0, op,
            ": divisor_override must not be 0");
   p.count_include_pad = count_include_pad;
   p.divisor_override = divisor_override.value_or(0);
   DeviceGuard guard(x.device().index);
   const Tensor in = contiguous(x);
-  Tensor out = Tensor::empty(output_shape(x.sizes(), p), x.dtype(), x.device());
+  Tensor out = Tensor::empty(output_shape(x.sizes(), dims, p), x.dtype(), x.device());
   launch_avg_pool2d(p, compute_of(x.dtype()), in.data_ptr(), x.dtype(), out.data_ptr(),
                     stream_of(x));
   check_launch(op);
@@ -94,14 +110,14 @@ Tensor avg_pool_backward(const Tensor& grad_out, const Tensor& x, int dims,
   check_cuda(op, grad_out, "grad_out");
   check_same_device(op, grad_out, x, "input");
   check_floating(op, grad_out, "grad_out");
-  Pool2d p = geometry(op, x.sizes(), dims, kernel_size, stride, padding, {}, ceil_mode);
+  Pool2d p = geometry(op, x.sizes(), dims, false, kernel_size, stride, padding, {}, ceil_mode);
   DT_CHECK(!divisor_override.has_value() || *divisor_override != 0, op,
            ": divisor_override must not be 0");
   p.count_include_pad = count_include_pad;
   p.divisor_override = divisor_override.value_or(0);
-  DT_CHECK(grad_out.sizes() == output_shape(x.sizes(), p), op, ": grad_out ",
+  DT_CHECK(grad_out.sizes() == output_shape(x.sizes(), dims, p), op, ": grad_out ",
            shape_str(grad_out.sizes()), " does not match the output shape ",
-           shape_str(output_shape(x.sizes(), p)), " of input ", shape_str(x.sizes()));
+           shape_str(output_shape(x.sizes(), dims, p)), " of input ", shape_str(x.sizes()));
   DeviceGuard guard(x.device().index);
   const Tensor g = contiguous(grad_out);
   Tensor out = Tensor::empty(x.sizes(), grad_out.dtype(), x.device());
@@ -119,10 +135,10 @@ std::pair<Tensor, Tensor> max_pool_with_indices(const Tensor& x, int dims,
   const char* op = "max_pool_with_indices";
   check_cuda(op, x);
   check_floating(op, x);
-  const Pool2d p = geometry(op, x.sizes(), dims, kernel_size, stride, padding, dilation, ceil_mode);
+  const Pool2d p = geometry(op, x.sizes(), dims, true, kernel_size, stride, padding, dilation, ceil_mode);
   DeviceGuard guard(x.device().index);
   const Tensor in = contiguous(x);
-  const Shape os = output_shape(x.sizes(), p);
+  const Shape os = output_shape(x.sizes(), dims, p);
   Tensor out = Tensor::empty(os, x.dtype(), x.device());
   Tensor idx = Tensor::empty(os, DType::kInt64, x.device());
   launch_max_pool2d(p, compute_of(x.dtype()), in.data_ptr(), x.dtype(), out.data_ptr(),
@@ -142,7 +158,7 @@ Tensor max_pool_backward(const Tensor& grad_out, const Tensor& indices, const Sh
   const int64_t planes = planes_of(op, input_shape, dims);
   DT_CHECK(grad_out.sizes() == indices.sizes() &&
                grad_out.dim() == static_cast<int64_t>(input_shape.size()) &&
-               std::equal(input_shape.begin(), input_shape.end() - 2, grad_out.sizes().begin()),
+               std::equal(input_shape.begin(), input_shape.end() - dims, grad_out.sizes().begin()),
            op, ": grad_out ", shape_str(grad_out.sizes()), " and indices ",
            shape_str(indices.sizes()), " must share the shape, with the leading dims of input ",
            shape_str(input_shape));
@@ -150,7 +166,7 @@ Tensor max_pool_backward(const Tensor& grad_out, const Tensor& indices, const Sh
   const Compute c = compute_of(grad_out.dtype());
   const Tensor g = contiguous(grad_out);
   const Tensor ix = contiguous(to(indices, DType::kInt64));
-  const int64_t in_plane = input_shape[input_shape.size() - 2] * input_shape.back();
+  const int64_t in_plane = numel(Shape(input_shape.end() - dims, input_shape.end()));
   const int64_t out_plane = planes == 0 ? 0 : g.numel() / planes;
   Tensor acc = zeros(input_shape, dtype_of(c), grad_out.device());
   Tensor record = zeros({2}, DType::kInt64, grad_out.device());

@@ -15,7 +15,7 @@ namespace dtensor::kernels::cuda {
 // slots::<function> is cuda::<function>, unless an adapter of that name is declared here: a
 // qualified name looks into a using-directive's namespace only when it is not declared in the
 // namespace itself. Adapters stand in where the CUDA function covers fewer cases than the cpu one
-// (pooling: 2-d, no slabs; the other cases go to the host fallback) or has other parameters
+// (pooling: no slabs; a slab goes to the host fallback) or has other parameters
 // (attention: a backend argument, its own gradient struct).
 namespace slots {
 
@@ -27,14 +27,14 @@ namespace dd = ::dtensor::kernels::device_detail;
 
 Tensor avg_pool(const Tensor& x, int dims, Ints k, Ints s, Ints p, bool ceil, bool cip,
                 std::optional<int64_t> div, const Slabs& slabs) {
-  if (dims == 2 && slabs.empty()) return cuda::avg_pool(x, dims, k, s, p, ceil, cip, div);
+  if (slabs.empty()) return cuda::avg_pool(x, dims, k, s, p, ceil, cip, div);
   return dd::call(KernelNames::avg_pool, nullptr, host_kernels().avg_pool, x, dims, k, s, p, ceil,
                   cip, div, slabs);
 }
 
 Tensor avg_pool_backward(const Tensor& g, const Tensor& x, int dims, Ints k, Ints s, Ints p,
                          bool ceil, bool cip, std::optional<int64_t> div, const Slabs& slabs) {
-  if (dims == 2 && slabs.empty())
+  if (slabs.empty())
     return cuda::avg_pool_backward(g, x, dims, k, s, p, ceil, cip, div);
   return dd::call(KernelNames::avg_pool_backward, nullptr, host_kernels().avg_pool_backward, g, x,
                   dims, k, s, p, ceil, cip, div, slabs);
@@ -42,14 +42,14 @@ Tensor avg_pool_backward(const Tensor& g, const Tensor& x, int dims, Ints k, Int
 
 std::pair<Tensor, Tensor> max_pool_with_indices(const Tensor& x, int dims, Ints k, Ints s, Ints p,
                                                 Ints d, bool ceil, const Slabs& slabs) {
-  if (dims == 2 && slabs.empty()) return cuda::max_pool_with_indices(x, dims, k, s, p, d, ceil);
+  if (slabs.empty()) return cuda::max_pool_with_indices(x, dims, k, s, p, d, ceil);
   return dd::call(KernelNames::max_pool_with_indices, nullptr,
                   host_kernels().max_pool_with_indices, x, dims, k, s, p, d, ceil, slabs);
 }
 
 Tensor max_pool_backward(const Tensor& g, const Tensor& idx, const Shape& in_shape, int dims,
                          const Slabs& slabs) {
-  if (dims == 2 && slabs.empty()) return cuda::max_pool_backward(g, idx, in_shape, dims);
+  if (slabs.empty()) return cuda::max_pool_backward(g, idx, in_shape, dims);
   return dd::call(KernelNames::max_pool_backward, nullptr, host_kernels().max_pool_backward, g,
                   idx, in_shape, dims, slabs);
 }

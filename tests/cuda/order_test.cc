@@ -200,12 +200,52 @@ TEST_F(Pooling, AvgAndMaxForwardAndBackward) {
                      "max_pool_backward " + w);
     }
   }
+  // 1-d and 3-d pooling (each on the kernels' 3-d geometry), forward and backward, against the CPU.
+  struct RankCase {
+    int dims;
+    Shape shape;
+    std::vector<int64_t> kernel, stride, padding, dilation;
+    bool ceil_mode, count_include_pad;
+  };
+  const std::vector<RankCase> ranks = {
+      {1, {2, 3, 17}, {3}, {2}, {1}, {2}, true, false},
+      {1, {4, 11}, {4}, {}, {2}, {}, false, true},
+      {3, {2, 2, 5, 6, 7}, {3, 2, 3}, {2, 1, 2}, {1, 1, 1}, {1, 2, 1}, true, true},
+      {3, {3, 4, 5, 6}, {2}, {}, {}, {}, false, false},
+  };
+  for (DType dt : {DType::kFloat32, DType::kFloat64}) {
+    for (const RankCase& c : ranks) {
+      Tensor x = randint(c.shape, 80, 7, DType::kFloat64).to(dt);  // ties for max-pool
+      const std::string w = absl::StrCat(c.dims, "-d ", dtype_name(dt), " ", shape_str(c.shape));
+      const double t = tol(dt) * 10;
+      Tensor avg = K::avg_pool(x, c.dims, c.kernel, c.stride, c.padding, c.ceil_mode, c.count_include_pad,
+                               std::nullopt);
+      expect_matches(C::avg_pool(G(x), c.dims, c.kernel, c.stride, c.padding, c.ceil_mode,
+                                 c.count_include_pad, std::nullopt),
+                     avg, t, "avg_pool " + w);
+      Tensor g = rand(avg.sizes(), 81, dt);
+      expect_matches(C::avg_pool_backward(G(g), G(x), c.dims, c.kernel, c.stride, c.padding, c.ceil_mode,
+                                          c.count_include_pad, std::nullopt),
+                     K::avg_pool_backward(g, x, c.dims, c.kernel, c.stride, c.padding, c.ceil_mode,
+                                          c.count_include_pad, std::nullopt),
+                     t, "avg_pool_backward " + w);
+      auto want = K::max_pool_with_indices(x, c.dims, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+      auto got = C::max_pool_with_indices(G(x), c.dims, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+      expect_pair(got, want, 0, "max_pool " + w);
+      Tensor gm = rand(want.first.sizes(), 82, dt);
+      expect_matches(C::max_pool_backward(G(gm), got.second, x.sizes(), c.dims),
+                     K::max_pool_backward(gm, want.second, x.sizes(), c.dims), t, "max_pool_backward " + w);
+    }
+  }
+  // The CPU's 3-d checks: padding at most kernel / 2, and avg inputs at least the kernel.
+  EXPECT_THROW(C::max_pool_with_indices(G(rand({1, 1, 6, 6, 6}, 3)), 3, {3}, {1}, {2}, {}, false), Error);
+  EXPECT_THROW(C::avg_pool(G(rand({1, 1, 2, 6, 6}, 3)), 3, {3}, {1}, {}, false, true, std::nullopt), Error);
   Tensor n = Tensor::from_vector<double>(
       {1, kNaN, 3, kNaN, -kInf, -kInf, -kInf, -kInf, 2, 2, 1, 2, 0, 5, 5, 0}, {1, 1, 4, 4});
   expect_pair(C::max_pool_with_indices(G(n), 2, {2}, {1}, {}, {}, false),
               K::max_pool_with_indices(n, 2, {2}, {1}, {}, {}, false), 0, "max_pool NaN");
-  EXPECT_THROW(C::avg_pool(G(rand({2, 3, 8}, 1)), 1, {2}, {}, {}, false, true, std::nullopt),
-               Error);
+  EXPECT_THROW(C::avg_pool(G(rand({2, 3, 8}, 1)), 4, {2}, {}, {}, false, true, std::nullopt),
+               Error);  // 4 spatial dims
   Tensor bad = G(Tensor::full({1, 1, 1, 1}, 99, DType::kInt64));
   EXPECT_THROW(C::max_pool_backward(G(rand({1, 1, 1, 1}, 2)), bad, {1, 1, 2, 2}, 2), Error);
 }

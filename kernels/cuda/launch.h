@@ -232,7 +232,7 @@ void launch_select(SelectKind kind, int64_t k, const void* in, DType dtype, int6
 
 // ---- 2-d pooling over contiguous [planes, H, W] planes (pooling_kernels.cu).
 struct Pool2d {  // 3 spatial dims; 2-d pooling has D = OD = 1, 1-d also H = OH = 1
-  int64_t planes = 0, D = 1, H = 0, W = 0, OD = 1, OH = 0, OW = 0;
+  int64_t planes = 0, D = 1, H = 1, W = 0, OD = 1, OH = 1, OW = 0;
   int64_t kD = 1, kH = 1, kW = 1, sD = 1, sH = 1, sW = 1, pD = 0, pH = 0, pW = 0;
   int64_t dD = 1, dH = 1, dW = 1;
   bool count_include_pad = true;

@@ -12,15 +12,20 @@ constexpr int kThreads = 256;
 __device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 __device__ __forceinline__ int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 
-// The divisor of output (od, oh, ow) of an average pool.
+// The divisor of output (od, oh, ow) of an average pool (K3: a depth dim; else od = 0, depth 1).
+template <bool K3>
 __device__ __forceinline__ int64_t avg_divisor(const Pool2d& p, int64_t od, int64_t oh, int64_t ow) {
   if (p.divisor_override != 0) return p.divisor_override;
-  const int64_t ds = od * p.sD - p.pD, hs = oh * p.sH - p.pH, ws = ow * p.sW - p.pW;
-  const int64_t de = imin(ds + p.kD, p.D + p.pD), he = imin(hs + p.kH, p.H + p.pH),
-                we = imin(ws + p.kW, p.W + p.pW);
-  if (p.count_include_pad) return (de - ds) * (he - hs) * (we - ws);
-  return (imin(de, p.D) - imax(ds, 0)) * (imin(he, p.H) - imax(hs, 0)) *
-         (imin(we, p.W) - imax(ws, 0));
+  const int64_t hs = oh * p.sH - p.pH, ws = ow * p.sW - p.pW;
+  const int64_t he = imin(hs + p.kH, p.H + p.pH), we = imin(ws + p.kW, p.W + p.pW);
+  int64_t depth_full = 1, depth_in = 1;
+  if (K3) {
+    const int64_t ds = od * p.sD - p.pD, de = imin(ds + p.kD, p.D + p.pD);
+    depth_full = de - ds;
+    depth_in = imin(de, p.D) - imax(ds, 0);
+  }
+  if (p.count_include_pad) return depth_full * (he - hs) * (we - ws);
+  return depth_in * (imin(he, p.H) - imax(hs, 0)) * (imin(we, p.W) - imax(ws, 0));
 }
 
 // Outputs [o0, o1] along one dim whose window [o * s - pad, o * s - pad + k) holds position x.
@@ -31,62 +36,65 @@ __device__ __forceinline__ void outputs_of(int64_t x, int64_t k, int64_t s, int6
   *o1 = imin((x + pad) / s, out - 1);
 }
 
-template <typename T>
+template <typename T, bool K3>
 __global__ void avg_pool_kernel(Pool2d p, const void* in, DType dt, void* out) {
   const int64_t total = p.planes * p.OD * p.OH * p.OW;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
        t += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ow = t % p.OW, oh = (t / p.OW) % p.OH, od = (t / (p.OW * p.OH)) % p.OD;
-    const int64_t plane = t / (p.OW * p.OH * p.OD);
-    const int64_t ds = od * p.sD - p.pD, hs = oh * p.sH - p.pH, ws = ow * p.sW - p.pW;
-    const int64_t d0 = imax(ds, 0), d1 = imin(ds + p.kD, p.D);
+    const int64_t OD = K3 ? p.OD : 1;  // a compile-time 1 without a depth dim
+    const int64_t ow = t % p.OW, oh = (t / p.OW) % p.OH, od = K3 ? (t / (p.OW * p.OH)) % OD : 0;
+    const int64_t plane = t / (p.OW * p.OH * OD);
+    const int64_t ds = K3 ? od * p.sD - p.pD : 0, hs = oh * p.sH - p.pH, ws = ow * p.sW - p.pW;
+    const int64_t d0 = K3 ? imax(ds, 0) : 0, d1 = K3 ? imin(ds + p.kD, p.D) : 1;
     const int64_t h0 = imax(hs, 0), h1 = imin(hs + p.kH, p.H);
     const int64_t w0 = imax(ws, 0), w1 = imin(ws + p.kW, p.W);
     T sum = 0;
-    const int64_t base = plane * p.D * p.H * p.W;
+    const int64_t base = plane * (K3 ? p.D : 1) * p.H * p.W;
     for (int64_t d = d0; d < d1; ++d)
       for (int64_t h = h0; h < h1; ++h)
         for (int64_t w = w0; w < w1; ++w) sum += load_as<T>(in, dt, base + (d * p.H + h) * p.W + w);
     const bool any = d1 > d0 && h1 > h0 && w1 > w0;
-    store_as<T>(out, dt, t, any ? sum / static_cast<T>(avg_divisor(p, od, oh, ow)) : T(0));
+    store_as<T>(out, dt, t, any ? sum / static_cast<T>(avg_divisor<K3>(p, od, oh, ow)) : T(0));
   }
 }
 
-template <typename T>
+template <typename T, bool K3>
 __global__ void avg_pool_backward_kernel(Pool2d p, const void* grad_out, DType dt, void* grad_in) {
   const int64_t total = p.planes * p.D * p.H * p.W;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
        t += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t w = t % p.W, h = (t / p.W) % p.H, d = (t / (p.W * p.H)) % p.D;
-    const int64_t plane = t / (p.W * p.H * p.D);
-    int64_t od0, od1, oh0, oh1, ow0, ow1;
-    outputs_of(d, p.kD, p.sD, p.pD, p.OD, &od0, &od1);
+    const int64_t D = K3 ? p.D : 1;
+    const int64_t w = t % p.W, h = (t / p.W) % p.H, d = K3 ? (t / (p.W * p.H)) % D : 0;
+    const int64_t plane = t / (p.W * p.H * D);
+    int64_t od0 = 0, od1 = 0, oh0, oh1, ow0, ow1;
+    if (K3) outputs_of(d, p.kD, p.sD, p.pD, p.OD, &od0, &od1);
     outputs_of(h, p.kH, p.sH, p.pH, p.OH, &oh0, &oh1);
     outputs_of(w, p.kW, p.sW, p.pW, p.OW, &ow0, &ow1);
     T g = 0;
-    const int64_t base = plane * p.OD * p.OH * p.OW;
+    const int64_t base = plane * (K3 ? p.OD : 1) * p.OH * p.OW;
     for (int64_t od = od0; od <= od1; ++od)
       for (int64_t oh = oh0; oh <= oh1; ++oh)
         for (int64_t ow = ow0; ow <= ow1; ++ow)
           g += load_as<T>(grad_out, dt, base + (od * p.OH + oh) * p.OW + ow) /
-               static_cast<T>(avg_divisor(p, od, oh, ow));
+               static_cast<T>(avg_divisor<K3>(p, od, oh, ow));
     store_as<T>(grad_in, dt, t, g);
   }
 }
 
-template <typename T>
+template <typename T, bool K3>
 __global__ void max_pool_kernel(Pool2d p, const void* in, DType dt, void* out, int64_t* indices) {
   const int64_t total = p.planes * p.OD * p.OH * p.OW;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
        t += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ow = t % p.OW, oh = (t / p.OW) % p.OH, od = (t / (p.OW * p.OH)) % p.OD;
-    const int64_t plane = t / (p.OW * p.OH * p.OD);
-    const int64_t ds = od * p.sD - p.pD, hs = oh * p.sH - p.pH, ws = ow * p.sW - p.pW;
-    const int64_t base = plane * p.D * p.H * p.W;
+    const int64_t OD = K3 ? p.OD : 1;  // a compile-time 1 without a depth dim
+    const int64_t ow = t % p.OW, oh = (t / p.OW) % p.OH, od = K3 ? (t / (p.OW * p.OH)) % OD : 0;
+    const int64_t plane = t / (p.OW * p.OH * OD);
+    const int64_t ds = K3 ? od * p.sD - p.pD : 0, hs = oh * p.sH - p.pH, ws = ow * p.sW - p.pW;
+    const int64_t base = plane * (K3 ? p.D : 1) * p.H * p.W;
     T best = neg_inf<T>();
     int64_t arg = -1;
-    for (int64_t a = 0; a < p.kD; ++a) {
-      const int64_t d = ds + a * p.dD;
+    for (int64_t a = 0; a < (K3 ? p.kD : 1); ++a) {
+      const int64_t d = K3 ? ds + a * p.dD : 0;
       if (d < 0 || d >= p.D) continue;
       for (int64_t i = 0; i < p.kH; ++i) {
         const int64_t h = hs + i * p.dH;
@@ -127,6 +135,10 @@ __global__ void max_pool_backward_kernel(const void* grad_out, DType dt, const i
   }
 }
 
+// Whether the depth dim is real (3-d pooling): otherwise the kernels' 2-d instantiation, whose
+// index arithmetic is the 2-d kernels' (a runtime depth of 1 cost 1.3-1.5x on an H200).
+bool has_depth(const Pool2d& p) { return p.D != 1 || p.OD != 1 || p.kD != 1; }
+
 }  // namespace
 
 void launch_avg_pool2d(const Pool2d& p, Compute c, const void* in, DType dtype, void* out,
@@ -136,7 +148,12 @@ void launch_avg_pool2d(const Pool2d& p, Compute c, const void* in, DType dtype, 
   dispatch_compute(c, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T>)
-      avg_pool_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(p, in, dtype, out);
+    {
+      if (has_depth(p))
+        avg_pool_kernel<T, true><<<grid_for(total, kThreads), kThreads, 0, stream>>>(p, in, dtype, out);
+      else
+        avg_pool_kernel<T, false><<<grid_for(total, kThreads), kThreads, 0, stream>>>(p, in, dtype, out);
+    }
   });
 }
 
@@ -147,8 +164,14 @@ void launch_avg_pool2d_backward(const Pool2d& p, Compute c, const void* grad_out
   dispatch_compute(c, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T>)
-      avg_pool_backward_kernel<T>
-          <<<grid_for(total, kThreads), kThreads, 0, stream>>>(p, grad_out, dtype, grad_in);
+    {
+      if (has_depth(p))
+        avg_pool_backward_kernel<T, true>
+            <<<grid_for(total, kThreads), kThreads, 0, stream>>>(p, grad_out, dtype, grad_in);
+      else
+        avg_pool_backward_kernel<T, false>
+            <<<grid_for(total, kThreads), kThreads, 0, stream>>>(p, grad_out, dtype, grad_in);
+    }
   });
 }
 
@@ -159,8 +182,14 @@ void launch_max_pool2d(const Pool2d& p, Compute c, const void* in, DType dtype, 
   dispatch_compute(c, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T>)
-      max_pool_kernel<T>
-          <<<grid_for(total, kThreads), kThreads, 0, stream>>>(p, in, dtype, out, indices);
+    {
+      if (has_depth(p))
+        max_pool_kernel<T, true>
+            <<<grid_for(total, kThreads), kThreads, 0, stream>>>(p, in, dtype, out, indices);
+      else
+        max_pool_kernel<T, false>
+            <<<grid_for(total, kThreads), kThreads, 0, stream>>>(p, in, dtype, out, indices);
+    }
   });
 }
 

@@ -2,6 +2,8 @@
 // (tools/subcommands.h). Every way out goes through main's one error path: a usage error (a flag or
 // value CLI11 or a subcommand rejects) exits 2, any other failure exits 1, each with one line
 // `dtensor: error: ...`; nothing leaves by a signal.
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <new>
@@ -49,9 +51,24 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
+namespace {
+
+// A command whose output could not be written (a full disk, /dev/full, a closed pipe) failed, even
+// when everything else went well.
+int checked_output(int status) {
+  std::cout.flush();
+  if (!std::cout) {
+    std::cerr << "dtensor: error: writing the standard output failed: " << std::strerror(errno) << "\n";
+    return status == 0 ? dtensor::tools::kRuntimeExit : status;
+  }
+  return status;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   try {
-    return run(argc, argv);
+    return checked_output(run(argc, argv));
   } catch (const std::bad_alloc&) {
     std::cerr << "dtensor: error: out of memory\n";
   } catch (const std::exception& e) {

@@ -29,15 +29,14 @@ void add_launch_command(CLI::App& app) {
   sub->add_option("-n,--nprocs", args->nprocs, "number of ranks to start, 1 to " + std::to_string(kMaxLocalRanks))
       ->required()
       ->check(CLI::Range(1, kMaxLocalRanks));
-  // Seconds up to a year: finite, and far inside std::chrono's range once in milliseconds.
-  const CLI::Range seconds(0.0, 365.0 * 86400);
+  // Seconds up to a year, in whole milliseconds: finite, far inside std::chrono's range.
   sub->add_option("--timeout", args->timeout_s,
                   "overall limit in seconds; the ranks are terminated when it expires (0: none)")
-      ->check(seconds);
+      ->check(kSecondsOrZero);
   sub->add_option("--failure-grace", args->failure_grace_s,
                   "seconds the other ranks may run on after one fails before they are terminated")
-      ->check(seconds);
-  sub->add_option("--kill-grace", args->kill_grace_s, "seconds between SIGTERM and SIGKILL")->check(seconds);
+      ->check(kSecondsOrZero);
+  sub->add_option("--kill-grace", args->kill_grace_s, "seconds between SIGTERM and SIGKILL")->check(kSecondsOrZero);
   sub->add_flag("-q,--quiet", args->quiet, "print nothing of its own on stderr");
   // Without "--", everything from the first positional argument on is the command, options
   // included.

@@ -19,7 +19,7 @@ void add_plan_command(CLI::App& app) {
   sub->add_option("--graph", o->graph_file, "model graph JSON file (format: planner/graph_json.h)");
   sub->add_option("--onnx", o->onnx_file, "ONNX model file (static shapes; planner/onnx_import.h)");
   sub->add_option("--onnx-dim", o->onnx_dims, "bind a symbolic ONNX input dim, NAME=SIZE (repeatable)");
-  sub->add_option("--mesh", o->mesh, "named mesh, 1 to 3 dims, e.g. dp=8,tp=8");
+  CLI::Option* mesh_opt = sub->add_option("--mesh", o->mesh, "named mesh, 1 to 3 dims, e.g. dp=8,tp=8");
   CLI::Option* hardware =
       sub->add_option("--hardware", o->hardware, "hardware profile: a name (--list-hardware) or a JSON file (dtensor calibrate --out)")
           ->capture_default_str();
@@ -52,8 +52,8 @@ void add_plan_command(CLI::App& app) {
   sub->add_flag("--list-models", o->list_models, "list the model zoo");
   sub->add_flag("--list-hardware", o->list_hardware, "list the hardware profiles");
   sub->add_flag("--list-ops", o->list_ops, "list the ops a graph may use");
-  sub->callback([o] {
-    if (!o->mesh.empty()) {
+  sub->callback([o, mesh_opt] {
+    if (!o->mesh.empty() || mesh_opt->count() > 0) {  // --mesh '' is a usage error too
       try {
         planner::MeshSpec::parse(o->mesh);
       } catch (const Error& e) {  // a mesh that is not accepted: a usage error (exit 2)

@@ -39,6 +39,27 @@ inline const CLI::Validator kPositiveFinite(
     },
     "POSITIVE");
 
+// CLI11 validator: a finite number (CLI::Range lets nan through: every comparison with it is false).
+inline const CLI::Validator kFinite(
+    [](std::string& s) -> std::string {
+      double v = 0;
+      if (!CLI::detail::lexical_cast(s, v) || !std::isfinite(v)) return "must be a finite number, got " + s;
+      return {};
+    },
+    "FINITE");
+
+// CLI11 validator: seconds that become whole milliseconds: 0 (none) or 0.001 up to a year, finite
+// (1e-300 would otherwise round to 0, which means none).
+inline const CLI::Validator kSecondsOrZero(
+    [](std::string& s) -> std::string {
+      double v = 0;
+      if (!CLI::detail::lexical_cast(s, v) || !std::isfinite(v) || v < 0 || (v > 0 && v < 0.001) ||
+          v > 365.0 * 86400)
+        return "must be 0 (none) or 0.001 to 31536000 seconds, got " + s;
+      return {};
+    },
+    "SECONDS");
+
 // The arguments after the first "--" (empty when there was none), verbatim.
 const std::vector<std::string>& trailing_args();
 // Called by main before parsing.

@@ -177,7 +177,16 @@ void add_train_command(CLI::App& app) {
                   "cost-model hardware profile: a name (dtensor plan --list-hardware) or a JSON file (dtensor "
                   "calibrate --out); default h100-nvlink");
   sub->add_option("--device", o->device, "cpu, cuda or cuda:N (needs a CUDA build and a GPU; --backend nccl: cuda, each rank "
-                                            "on cuda:LOCAL_RANK)")->capture_default_str();
+                                            "on cuda:LOCAL_RANK)")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {  // the spelling; whether the device exists is checked at start
+            const bool indexed = s.rfind("cuda:", 0) == 0 && s.size() > 5 && s.size() <= 9 &&
+                                 s.find_first_not_of("0123456789", 5) == std::string::npos;
+            if (s == "cpu" || s == "cuda" || indexed) return {};
+            return "'" + s + "': accepted: cpu, cuda, cuda:N";
+          },
+          "DEVICE"));
   sub->add_option("--timeout", o->timeout_s,
                   "collective timeout in seconds: a stopped or lost rank is reported within it "
                   "(default: $DTENSOR_TIMEOUT, else 300)")
@@ -193,7 +202,7 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--top-k", o->top_k, "experts per token with --moe")->capture_default_str()->check(CLI::Range(1, 256));
   sub->add_option("--moe-aux-coef", o->moe_aux_coef, "weight of the load-balancing loss with --moe")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(kFinite & CLI::Range(0.0, 1.0));
   sub->add_flag("--sequence-parallel", o->sequence_parallel, "Megatron sequence parallelism");
   sub->add_flag("--loss-parallel", o->loss_parallel, "cross-entropy over vocabulary-sharded logits");
   sub->add_flag("--context-parallel", o->context_parallel,

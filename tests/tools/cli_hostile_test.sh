@@ -22,6 +22,14 @@ expect 2 "--log-every"        -- train --log-every 0
 expect 2 "--heads"            -- train --heads 0
 expect 2 "--steps"            -- train --steps -1
 expect 2 "--batch"            -- train --batch 0
+expect 2 "--moe-aux-coef"     -- train --moe-aux-coef nan
+expect 2 "--device"           -- train --device tpu
+expect 2 "--device"           -- train --device cuda:x
+expect 2 "--timeout"          -- launch --timeout nan -n 1 -- true
+expect 2 "--timeout"          -- launch --timeout 1e-300 -n 1 -- true
+expect 2 "--kill-grace"       -- launch --kill-grace nan -n 1 -- true
+expect 2 "--failure-grace"    -- launch --failure-grace inf -n 1 -- true
+expect 2 "mesh: empty"        -- plan --model llama3-8b --mesh ''
 expect 2 "--lr"               -- train --lr nan
 expect 2 "--lr"               -- train --lr inf
 expect 2 "--text"             -- train --text /nonexistent/file
@@ -166,6 +174,24 @@ if [ "$rc" -ne 0 ] || [ "$lines" -ne 3 ] || ! sed -n 3p <<<"$out" | grep -q '"ou
   fails=$((fails + 1))
 else
   echo "ok: explain answers 3 lines for 3 (invalid UTF-8, blank, valid)"
+fi
+
+# Output that cannot be written is a failure (exit 1 naming it), not a silent exit 0.
+if [ -w /dev/full ]; then
+  for args in "plan --model llama3-8b --mesh tp=8" "explain"; do
+    err=$(echo '{"mesh":[2],"op":"relu","args":[{"shape":[4],"placements":["S(0)"]}]}' |
+      timeout -s KILL 60 "$bin" $args 2>&1 >/dev/full)
+    rc=$?
+    if [ "$rc" -ne 1 ] || ! grep -q "writing the standard output failed" <<<"$err"; then
+      echo "FAILED: dtensor $args >/dev/full -> exit $rc (want 1), stderr: $err"
+      fails=$((fails + 1))
+    else
+      echo "ok: dtensor $args >/dev/full -> 1"
+    fi
+  done
+else
+  echo "FAILED: /dev/full is not writable here, so write errors cannot be checked"
+  fails=$((fails + 1))
 fi
 
 echo "cli hostile input: $fails failure(s)"

@@ -1,9 +1,9 @@
 #include "nn/data.h"
 
+#include <cstdint>
 #include <fstream>
 #include <random>
 #include <set>
-#include <sstream>
 
 #include "dtensor/core/error.h"
 
@@ -12,9 +12,16 @@ namespace dtensor::nn {
 CharDataset CharDataset::from_file(const std::string& path, int64_t min_len) {
   std::ifstream in(path, std::ios::binary);
   DT_CHECK(in.good(), "CharDataset: cannot read '", path, "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
+  // Read at most one byte past the bound, in chunks, so an endless source stops there.
+  std::string text;
+  char buf[1 << 16];
+  while (in && static_cast<int64_t>(text.size()) <= kMaxTextBytes) {
+    in.read(buf, sizeof(buf));
+    text.append(buf, static_cast<size_t>(in.gcount()));
+  }
+  DT_CHECK(static_cast<int64_t>(text.size()) <= kMaxTextBytes, "CharDataset: '", path, "' is larger than ",
+           kMaxTextBytes, " bytes (accepted: a text of at most 64 MiB)");
+  DT_CHECK(!in.bad(), "CharDataset: reading '", path, "' failed");
   DT_CHECK(static_cast<int64_t>(text.size()) >= min_len, "CharDataset: '", path, "' has ", text.size(),
            " bytes; at least ", min_len, " are needed");
   return CharDataset(std::move(text));

@@ -11,7 +11,11 @@ namespace dtensor::nn {
 
 class CharDataset {
  public:
-  // Reads `path`; throws dtensor::Error if it cannot be read or holds fewer than `min_len` bytes.
+  // Largest text read (bytes): a character-level model's corpus, far above the default (35 KB);
+  // bounds what a device like /dev/zero or a huge file makes the reader hold.
+  static constexpr int64_t kMaxTextBytes = int64_t{64} << 20;
+  // Reads `path`; throws dtensor::Error if it cannot be read, holds fewer than `min_len` bytes or
+  // more than kMaxTextBytes.
   static CharDataset from_file(const std::string& path, int64_t min_len = 2);
   explicit CharDataset(std::string text);
 

@@ -30,6 +30,10 @@ expect 2 "--timeout"          -- launch --timeout 1e-300 -n 1 -- true
 expect 2 "--kill-grace"       -- launch --kill-grace nan -n 1 -- true
 expect 2 "--failure-grace"    -- launch --failure-grace inf -n 1 -- true
 expect 2 "mesh: empty"        -- plan --model llama3-8b --mesh ''
+expect 2 "--hardware"         -- explain --hardware /nonexistent/profile.json
+expect 1 "is a directory"     -- explain --cases "$tmp"
+expect 1 "longer than"        -- explain --cases /dev/zero
+expect 1 "larger than"        -- train --text /dev/zero --steps 1
 expect 2 "--lr"               -- train --lr nan
 expect 2 "--lr"               -- train --lr inf
 expect 2 "--text"             -- train --text /nonexistent/file

@@ -1,4 +1,4 @@
-"""`dtensor train` side by side with PyTorch on the same model, weights and batches (issue #18).
+"""`dtensor train` side by side with PyTorch on the same model, weights and batches.
 
     bazel build //tools:dtensor && python3 bench/train_vs_torch.py [--model default|wide] [--steps N] [--runs R]
     python3 bench/train_vs_torch.py --check-only [--steps N]    # correctness only (tests/python)

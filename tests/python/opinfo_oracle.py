@@ -1,4 +1,4 @@
-"""PyTorch's OpInfo samples as an independent oracle for dtensor's ops (issue #11, item 4).
+"""PyTorch's OpInfo samples as an independent oracle for dtensor's ops.
 
 Each OpInfo sample is translated to one ATen-style call (`Call`): the dtensor op name, the arguments
 (torch tensors, lists of them, plain values) and torch's reference function taking the same

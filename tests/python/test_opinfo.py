@@ -1,4 +1,4 @@
-# PyTorch's OpInfo samples as an independent oracle (issue #11, item 4): every dtensor op that
+# PyTorch's OpInfo samples as an independent oracle: every dtensor op that
 # torch's op_db covers runs each sample (float32, float64, int64) on a 1-rank mesh and sharded on a
 # [2, 2] thread mesh with seeded random placements, against torch's result of the same ATen op
 # (tests/python/opinfo_oracle.py). What dtensor deliberately does differently: docs/OPINFO.md.

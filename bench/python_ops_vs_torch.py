@@ -3,8 +3,8 @@
     bazel build //python/... && PYTHONPATH=python python3 bench/python_ops_vs_torch.py [--reps N]
 
 Ops and layouts are those of the per-op overhead target (BENCHMARKS.md, "Per-op time from
-Python"): `add` of 64x64 S(0)+S(0) and `mm` of 64x64 S(0)@R over a 4-rank mesh (both need no communication, so the time is the op's overhead plus the
-local kernel on a 16x64 block). Rows:
+Python"): `add` of 64x64 S(0)+S(0) and `mm` of 64x64 S(0)@R over a 4-rank mesh (both need no
+communication, so the time is the op's overhead plus the local kernel on a 16x64 block). Rows:
   torch (64x64)           plain torch on the whole tensors, one device
   torch (local 16x64)     plain torch on one rank's block: the local kernel every sharded run pays
   torch DTensor           torch.distributed.tensor on a 4-rank fake process group (rank 0 of 4)

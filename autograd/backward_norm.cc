@@ -27,13 +27,11 @@ double default_rms_eps(DType t) {
   }
 }
 
-// dx of x_hat * w given dy: rstd * (gw - mean(gw) - x_hat * mean(gw * x_hat)) (layer norm) or, with
-// centered = false, rrms * (gw - x_hat * mean(gw * x_hat)) (rms norm).
-DTensor norm_input_grad(const DTensor& gw, const DTensor& xhat, const DTensor& r, const std::vector<int64_t>& dims,
-                        bool centered) {
-  DTensor inner = F::sub(gw, F::mul(xhat, F::mean(F::mul(gw, xhat), dims, true)));
-  if (centered) inner = F::sub(inner, F::mean(gw, dims, true));
-  return F::mul(inner, r);
+// dx of rms_norm's x_hat * w given dy: rrms * (gw - x_hat * mean(gw * x_hat)). (layer_norm's
+// backward is the fused layer_norm_backward op.)
+DTensor rms_norm_input_grad(const DTensor& gw, const DTensor& xhat, const DTensor& r,
+                            const std::vector<int64_t>& dims) {
+  return F::mul(F::sub(gw, F::mul(xhat, F::mean(F::mul(gw, xhat), dims, true))), r);
 }
 
 }  // namespace
@@ -73,7 +71,7 @@ void register_norm_backward() {
     DTensor xhat = F::mul(x, rr), g = c.grad(0);
     int wi = c.call.tensor_index("weight");
     Grads r(c.inputs.size());
-    r[0] = norm_input_grad(wi >= 0 ? F::mul(g, c.inputs[wi]) : g, xhat, rr, dims, false);
+    r[0] = rms_norm_input_grad(wi >= 0 ? F::mul(g, c.inputs[wi]) : g, xhat, rr, dims);
     if (wi >= 0) r[wi] = batch.empty() ? F::mul(g, xhat) : F::sum(F::mul(g, xhat), batch);
     return r;
   });

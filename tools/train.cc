@@ -170,16 +170,32 @@ void validate_train_options(const TrainOptions& o) {
 }
 
 
+namespace {
+
+// N for "cuda:N", -1 for "cpu" and "cuda"; throws naming what is accepted for any other spelling.
+// N is bounded so that it fits Device's int index (cuda:4294967296 must not wrap to cuda:0).
+int64_t spelled_index(const std::string& spec) {
+  constexpr int64_t kMaxDeviceIndex = (int64_t{1} << 16) - 1;
+  int64_t index = -1;
+  DT_CHECK(spec == "cpu" || spec == "cuda" ||
+               (spec.rfind("cuda:", 0) == 0 && absl::SimpleAtoi(spec.substr(5), &index) && index >= 0 &&
+                index <= kMaxDeviceIndex),
+           "--device '", spec, "': accepted: cpu, cuda, cuda:N with 0 <= N <= ", kMaxDeviceIndex);
+  return index;
+}
+
+}  // namespace
+
+void check_device_spelling(const std::string& spec) { spelled_index(spec); }
+
 Device parse_device(const std::string& spec, const std::string& backend) {
+  int64_t index = spelled_index(spec);
   if (spec == "cpu") return cpu();
-  int64_t index = 0;
   if (spec == "cuda") {
     // Thread ranks share one GPU; process ranks take the GPU of their local rank.
+    index = 0;
     const char* lr = std::getenv("LOCAL_RANK");
     if (backend != "threads" && lr != nullptr) DT_CHECK(absl::SimpleAtoi(lr, &index), "LOCAL_RANK='", lr, "'");
-  } else {
-    DT_CHECK(spec.rfind("cuda:", 0) == 0 && absl::SimpleAtoi(spec.substr(5), &index) && index >= 0,
-             "--device '", spec, "': accepted: cpu, cuda, cuda:N");
   }
   DT_CHECK(Storage::has_allocator(DeviceType::kCUDA), "--device ", spec,
            ": this dtensor was built without CUDA (no toolkit at build time, or --define=cuda=off); "

@@ -78,6 +78,9 @@ struct TrainResult {
 // "cpu", "cuda" or "cuda:N" (see TrainOptions::device); throws dtensor::Error naming what is
 // accepted, or saying that the build has no CUDA.
 Device parse_device(const std::string& spec, const std::string& backend);
+// The spelling rule of parse_device alone (no build or device check), for the command line's
+// validator: throws dtensor::Error naming what is accepted.
+void check_device_spelling(const std::string& spec);
 // Most ranks `dtensor train` runs on one machine (threads or local processes), and the largest
 // accepted values of its size flags (each also >= 1; --sample >= 0).
 inline constexpr int64_t kMaxTrainRanks = 1024;

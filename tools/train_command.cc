@@ -181,10 +181,12 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Validator(
           [](std::string& s) -> std::string {  // the spelling; whether the device exists is checked at start
-            const bool indexed = s.rfind("cuda:", 0) == 0 && s.size() > 5 && s.size() <= 9 &&
-                                 s.find_first_not_of("0123456789", 5) == std::string::npos;
-            if (s == "cpu" || s == "cuda" || indexed) return {};
-            return "'" + s + "': accepted: cpu, cuda, cuda:N";
+            try {
+              check_device_spelling(s);
+            } catch (const Error& e) {
+              return e.what();
+            }
+            return {};
           },
           "DEVICE"));
   sub->add_option("--timeout", o->timeout_s,

@@ -25,6 +25,7 @@ expect 2 "--batch"            -- train --batch 0
 expect 2 "--moe-aux-coef"     -- train --moe-aux-coef nan
 expect 2 "--device"           -- train --device tpu
 expect 2 "--device"           -- train --device cuda:x
+expect 2 "--device"           -- train --device cuda:4294967296
 expect 2 "--timeout"          -- launch --timeout nan -n 1 -- true
 expect 2 "--timeout"          -- launch --timeout 1e-300 -n 1 -- true
 expect 2 "--kill-grace"       -- launch --kill-grace nan -n 1 -- true

@@ -54,7 +54,10 @@ fi
 # The GPU check's bundle: built under its size limit, and its runner loads every binary from it. On a
 # machine without a GPU the runner must end with "no GPU visible" (77); with one, every step passes.
 bundle_dir=$(mktemp -d)
-if SKIP_INSTALL_DEPS=1 bash scripts/gpu_bundle.sh "$bundle_dir/b" >"$bundle_dir/log" 2>&1; then
+if [ ! -x "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ]; then
+  skipped=$((skipped + 1))
+  skip_lines+=("skipped: the GPU check's bundle (no CUDA toolkit at ${CUDA_PATH:-/usr/local/cuda}: the GPU tests are not built)")
+elif SKIP_INSTALL_DEPS=1 bash scripts/gpu_bundle.sh "$bundle_dir/b" >"$bundle_dir/log" 2>&1; then
   tail -1 "$bundle_dir/log"
   OUT="$bundle_dir/out" bash "$bundle_dir/b/run.sh" --quick >"$bundle_dir/run.log" 2>&1
   run_rc=$?

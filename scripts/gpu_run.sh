@@ -96,6 +96,9 @@ fi
 export LD_LIBRARY_PATH=$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 echo "gpu_run: LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
+# Arguments a test binary needs besides GoogleTest's (train_nccl_test runs the bundle's dtensor).
+test_args() { [ "$1" = train_nccl_test ] && echo "$bundle/bin/dtensor"; true; }
+
 broken=0
 nbins=0
 for b in "$bundle"/bin/*; do
@@ -110,8 +113,7 @@ for b in "$bundle"/bin/*; do
   case "$name" in
     dtensor) "$b" --help >/dev/null 2>"$out/load_$name.err" ;;
     cuda_bench) "$b" --benchmark_list_tests=true >/dev/null 2>"$out/load_$name.err" ;;
-    train_nccl_test) "$b" --gtest_list_tests "$bundle/bin/dtensor" >/dev/null 2>"$out/load_$name.err" ;;
-    *) "$b" --gtest_list_tests >/dev/null 2>"$out/load_$name.err" ;;
+    *) "$b" --gtest_list_tests $(test_args "$name") >/dev/null 2>"$out/load_$name.err" ;;
   esac
   rc=$?
   if [ "$rc" -ne 0 ]; then
@@ -144,10 +146,8 @@ mkdir -p "$out/tests"
 for b in "$bundle"/bin/*; do
   name=$(basename "$b")
   case "$name" in dtensor | cuda_bench) continue ;; esac
-  args=()
-  [ "$name" = train_nccl_test ] && args=("$bundle/bin/dtensor")
   s=$(date +%s)
-  TEST_TMPDIR=$(mktemp -d) timeout -k 10 180 "$b" --gtest_output="xml:$out/tests/$name.xml" "${args[@]}" \
+  TEST_TMPDIR=$(mktemp -d) timeout -k 10 180 "$b" --gtest_output="xml:$out/tests/$name.xml" $(test_args "$name") \
     >"$out/tests/$name.log" 2>&1
   echo "$?" >"$out/tests/$name.rc"
   echo "gpu_run: $name exit $(cat "$out/tests/$name.rc") in $(secs "$s") s"

@@ -1,8 +1,9 @@
 // Scaled dot-product attention in float32 (float64 for float64 inputs, as the CPU kernel), forward
-// and backward: the plain CUDA path (any head dims up to 512, optional bool / additive masks, causal). One warp per query row (forward, dq) or
-// per key row (dk, dv), keys / queries in tiles of 32 -- one per lane -- with the online softmax of
-// FlashAttention (Dao et al., 2022) for the forward. O(L * S * E) work and no L x S buffer; not
-// tuned (the bfloat16 / float16 path goes through cuDNN's fused kernels, attention_cudnn.cc).
+// and backward: the plain CUDA path (any head dims up to 512, optional bool / additive masks,
+// causal). One warp per query row (forward, dq) or per key row (dk, dv), keys / queries in tiles
+// of 32 -- one per lane -- with the online softmax of FlashAttention (Dao et al., 2022) for the
+// forward. O(L * S * E) work and no L x S buffer; not tuned (the bfloat16 / float16 path goes
+// through cuDNN's fused kernels, attention_cudnn.cc).
 #include "kernels/cuda/device_util.cuh"
 
 namespace dtensor::kernels::cuda::detail {

@@ -321,6 +321,12 @@ std::string report_json(const CostModel& cm, const PlanResult& r, const ReportOp
   root["solves"] = r.solves;
   root["lambda"] = r.lambda;
   root["source"] = r.source;
+  // The search's own plan even when a baseline replaced it, so a caller can hold the search itself
+  // against the baselines (the returned plan is never worse than them by construction).
+  root["search"] = {{"step_time_us", r.search_eval.step_time_us},
+                    {"comm_bytes", r.search_eval.comm_bytes},
+                    {"peak_memory_bytes", r.search_eval.peak_memory_bytes},
+                    {"layers", layers_json(cm, r.search_plan, r.search_eval)}};
   root["templates"] = r.templates;
   root["templated_layers"] = r.templated_layers;
   root["mixed_layers"] = r.mixed_layers;

@@ -13,6 +13,8 @@
 //   "totals": {"step_time_us", "compute_us", "comm_us", "comm_bytes", "peak_memory_bytes",
 //              "param_bytes", "grad_bytes", "optimizer_bytes", "activation_bytes"},
 //   "memory_limit_bytes", "plan_time_ms", "compare_time_ms", "exact", "solves", "lambda", "source",
+//   "search": {"step_time_us", "comm_bytes", "peak_memory_bytes", "layers"} (the search's own plan,
+//              before a baseline that beat it replaced it; equal to the totals when "source" is "search"),
 //   "templates", "templated_layers", "mixed_layers",
 //   "baselines": [ {"name", "valid", "fits", "note", "step_time_us", "comm_bytes", "peak_memory_bytes",
 //                   "layers" (as above), "ops" (as above, with ReportOptions::baseline_ops)} ],

@@ -959,6 +959,8 @@ PlanResult Planner::run() {
   r.lambda = s.best.lambda;
   r.mixed_layers = s.mixed;
   r.plan_time_ms = build_ms_ + (now_ms() - t0);
+  r.search_plan = r.plan;
+  r.search_eval = r.eval;
 
   if (options_.compare) {
     r.baselines = baselines.get();

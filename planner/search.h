@@ -78,6 +78,10 @@ struct PlanResult {
   int templated_layers = 0;
   int mixed_layers = 0;        // layers planned like the faster plan that did not fit as a whole
   std::string source = "search";  // or the baseline that beat it
+  // The search's own plan, before any baseline replaced it (equal to plan/eval when source is
+  // "search"): what tests hold against the baselines, since the returned plan can never be worse.
+  std::vector<const Choice*> search_plan;
+  PlanEval search_eval;
   std::vector<Baseline> baselines;
   std::vector<std::string> notes;
 

@@ -64,14 +64,16 @@ TEST_P(Megatron, SearchRediscoversMegatronPerLayer) {
   PlanResult r = planner.run();
   const int tp = mesh.index_of("tp");
   const int64_t payload = c.batch * c.seq * c.hidden * 2;
-  // Layer 0 also adapts the embedding's output layout; every later layer is exactly Megatron's.
+  // The search's own plan, not a baseline returned in its place: layer 0 also adapts the embedding's
+  // output layout; every later layer is exactly Megatron's.
+  EXPECT_EQ(r.source, "search") << "a baseline beat the search";
   for (int l = 1; l < c.layers; ++l) {
     std::string what;
-    EXPECT_TRUE(is_megatron(forward_collectives(g, r.eval, l), tp, mesh.shape[tp], payload, &what))
+    EXPECT_TRUE(is_megatron(forward_collectives(g, r.search_eval, l), tp, mesh.shape[tp], payload, &what))
         << c.model << " layer " << l << ": " << what;
   }
-  // The hand-written Megatron plan has Megatron's traffic in every layer, and the search is never
-  // worse than it.
+  // The hand-written Megatron plan has Megatron's traffic in every layer, and the search alone is
+  // within 1% of it (the returned plan is never worse than a baseline by construction).
   const Baseline* m = nullptr;
   for (const Baseline& b : r.baselines)
     if (b.name == "megatron") m = &b;
@@ -81,7 +83,7 @@ TEST_P(Megatron, SearchRediscoversMegatronPerLayer) {
     EXPECT_TRUE(is_megatron(forward_collectives(g, m->eval, l), tp, mesh.shape[tp], payload, &what))
         << "baseline, " << c.model << " layer " << l << ": " << what;
   }
-  EXPECT_LE(r.eval.step_time_us, m->eval.step_time_us * (1 + 1e-9));
+  EXPECT_LE(r.search_eval.step_time_us, m->eval.step_time_us * 1.01);
 }
 
 // Llama-3 at tp=8 (32 or 64 query heads, 8 KV heads) with fewer tokens per step than the hidden size:
@@ -99,7 +101,7 @@ INSTANTIATE_TEST_SUITE_P(Layers, Megatron,
                          });
 
 // Where the cost model prefers another plan, the Megatron baseline still carries Megatron's
-// traffic and the search is cheaper than it.
+// traffic and the search alone is no worse than any baseline (within 1%; none replaced it).
 TEST(Megatron, BaselineIsMegatronAndTheSearchIsNoWorse) {
   for (const Case& c : {Case{"gpt2", "tp=4", 8, 1024, 768, 3}, Case{"llama3-8b", "tp=8", 1, 8192, 4096, 3},
                         Case{"llama3-8b", "dp=2,tp=8", 2, 2048, 4096, 3}, Case{"gpt2", "dp=2,tp=4", 8, 1024, 768, 3}}) {
@@ -114,9 +116,10 @@ TEST(Megatron, BaselineIsMegatronAndTheSearchIsNoWorse) {
     const int tp = mesh.index_of("tp");
     // Per tensor-parallel group: the batch is split over the other mesh dims.
     const int64_t payload = c.batch / (mesh.size() / mesh.shape[tp]) * c.seq * c.hidden * 2;
+    EXPECT_EQ(r.source, "search") << "a baseline beat the search";
     for (const Baseline& b : r.baselines) {
       if (!b.valid) continue;
-      EXPECT_LE(r.eval.step_time_us, b.eval.step_time_us * (1 + 1e-9)) << b.name;
+      EXPECT_LE(r.search_eval.step_time_us, b.eval.step_time_us * 1.01) << b.name;
       if (b.name != "megatron") continue;
       for (int l = 1; l < c.layers; ++l) {
         auto f = forward_collectives(g, b.eval, l);

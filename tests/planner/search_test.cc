@@ -166,7 +166,8 @@ TEST(Search, TensorUsedBySeveralOpsMovesOnceAndItsGradientsAreSummedFirst) {
     }
   EXPECT_LE(fwd, 1);
   EXPECT_EQ(bwd, 1);
-  EXPECT_LE(res.eval.step_time_us, megatron->eval.step_time_us * (1 + 1e-9));
+  EXPECT_EQ(res.source, "search") << "a baseline beat the search";
+  EXPECT_LE(res.search_eval.step_time_us, megatron->eval.step_time_us * 1.01);
 }
 
 }  // namespace

@@ -209,9 +209,7 @@ def test_llama3_8b_size_on_meta_plans_within_a_second():
     assert info["unknown_ops"] == {}
     assert report["templated_layers"] == 32
     assert info["search_s"] <= 1.0, f"search took {info['search_s']:.2f} s; the target is 1 s"
-    megatron = next(b for b in report["baselines"] if b["name"] == "megatron")
-    assert megatron["valid"], megatron["note"]
-    assert report["totals"]["step_time_us"] <= megatron["step_time_us"] * (1 + 1e-9)
+    megatron = _search_vs_megatron(report)
 
 
 _LLAMA3 = {"8B": dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32),
@@ -233,6 +231,17 @@ def _layer_collectives(part, phase="forward"):
     return part["collectives"][phase]
 
 
+def _search_vs_megatron(report):
+    """The Megatron baseline, after checking that the search itself (not a baseline returned in its
+    place, which would make "never slower" true by construction) is within 1% of it."""
+    megatron = next(b for b in report["baselines"] if b["name"] == "megatron")
+    assert megatron["valid"], megatron["note"]
+    assert report["source"] == "search", report["notes"]
+    assert report["search"]["step_time_us"] <= megatron["step_time_us"] * 1.01, (report["search"]["step_time_us"],
+                                                                                  megatron["step_time_us"])
+    return megatron
+
+
 @pytest.mark.parametrize("size,mesh,batch", [("8B", "tp=8", (1, 2048)), ("70B", "tp=8", (1, 2048)),
                                              ("70B", "dp=8,tp=8", (8, 8192))])
 def test_imported_llama3_layers_have_megatrons_collectives(size, mesh, batch):
@@ -243,10 +252,8 @@ def test_imported_llama3_layers_have_megatrons_collectives(size, mesh, batch):
     model = _llama3_layers(size)
     ids = torch.zeros(*batch, dtype=torch.long, device="meta")
     report = dtensor.plan(model, (ids,), mesh=mesh, example_kwargs={"labels": ids, "num_items_in_batch": ids.numel()})
-    megatron = next(b for b in report["baselines"] if b["name"] == "megatron")
-    assert megatron["valid"], megatron["note"]
-    assert report["totals"]["step_time_us"] <= megatron["step_time_us"] * (1 + 1e-9)
-    layer = next(p for p in report["layers"] if p["layer"] == 1)
+    megatron = _search_vs_megatron(report)
+    layer = next(p for p in report["search"]["layers"] if p["layer"] == 1)
     meg_layer = next(p for p in megatron["layers"] if p["layer"] == 1)
     sequence_parallel = {"all_gather tp": 2, "reduce_scatter tp": 2}
     two_all_reduces = {"all_reduce tp": 2}
@@ -266,10 +273,8 @@ def test_llama3_8b_long_sequences_on_dp8_tp8_are_no_slower_than_megatron():
     model = _llama3_layers("8B")
     ids = torch.zeros(8, 8192, dtype=torch.long, device="meta")
     report = dtensor.plan(model, (ids,), mesh="dp=8,tp=8", example_kwargs={"labels": ids, "num_items_in_batch": ids.numel()})
-    megatron = next(b for b in report["baselines"] if b["name"] == "megatron")
-    assert megatron["valid"], megatron["note"]
-    assert report["totals"]["step_time_us"] <= megatron["step_time_us"] * (1 + 1e-9)
-    layer = next(p for p in report["layers"] if p["layer"] == 1)
+    megatron = _search_vs_megatron(report)
+    layer = next(p for p in report["search"]["layers"] if p["layer"] == 1)
     assert _layer_collectives(layer) == {"A2A tp": 4, "AG tp": 1, "RS tp": 1}
 
 

@@ -224,9 +224,11 @@ void GraphBuilder::add_redistributions() {
   Graph& g = graph_.g;
   const int n = graph_.num_vertices();
   for (int u = 0; u < n; ++u) {
-    const Node& src = graph_.node(u);
-    if (src.kind != NodeKind::kOp && src.kind != NodeKind::kInput) continue;
-    for (int slot = 0; slot < static_cast<int>(src.outputs.size()); ++slot) {
+    // Copies, not a reference: add_vertex below reallocates the vertex storage.
+    const NodeKind kind = graph_.node(u).kind;
+    const int num_outputs = static_cast<int>(graph_.node(u).outputs.size());
+    if (kind != NodeKind::kOp && kind != NodeKind::kInput) continue;
+    for (int slot = 0; slot < num_outputs; ++slot) {
       std::vector<std::pair<int, Edge>> uses;
       for (auto& [c, e] : graph_.consumers(u))
         if (e.output == slot && graph_.node(c).kind == NodeKind::kOp) uses.push_back({c, e});

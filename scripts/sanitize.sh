@@ -2,7 +2,8 @@
 # Sanitizer runs (docs/RELIABILITY.md), part of the README's test command:
 #   - AddressSanitizer + UndefinedBehaviorSanitizer (any finding fails the test) over the tests of
 #     every layer that takes sizes, bytes or files from outside: core tensors and DLPack, the
-#     redistribution, the engine and explain, checkpoints, the command line and the fuzz targets;
+#     redistribution, the engine and explain, checkpoints, the command line, the fuzz targets, and
+#     the planner's graph builder over every zoo model;
 #   - ThreadSanitizer over the threads backend and the tests whose ranks are threads sharing caches.
 # Prints "sanitizers: N passed, N failed" and exits non-zero when a target fails.
 set -uo pipefail
@@ -16,6 +17,7 @@ ASAN_TARGETS=(
   //tests/tools:explain_hostile_test
   //tests/tools:explain_test
   //tests/nn:checkpoint_test
+  //tests/planner:zoo_test
   //tests/fuzz/...
 )
 TSAN_TARGETS=(

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/file_io.h"
+#include "dtensor/core/json.h"
 #include "nlohmann/json.hpp"
 
 namespace dtensor {
@@ -117,12 +118,7 @@ std::string Cluster::str() const {
 }
 
 Cluster Cluster::from_json(const std::string& text, const std::string& base_dir) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    DT_FAIL("cluster: invalid JSON: ", e.what());
-  }
+  const nlohmann::json j = parse_json(text, "cluster");
   DT_CHECK(j.is_object() && j.contains("hosts"),
            "cluster: expected an object with a list \"hosts\", e.g. {\"hosts\": [{\"profile\": \"h100-nvlink\", "
            "\"ranks\": 8}]}");

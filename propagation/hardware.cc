@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/file_io.h"
+#include "dtensor/core/json.h"
 #include "nlohmann/json.hpp"
 
 namespace dtensor {
@@ -119,12 +120,7 @@ std::map<int64_t, std::vector<CollectiveSegment>> parse_by_group_size(const nloh
 }  // namespace
 
 HardwareProfile HardwareProfile::from_json(const std::string& text) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    DT_FAIL("hardware profile: invalid JSON: ", e.what());
-  }
+  const nlohmann::json j = parse_json(text, "hardware profile");
   auto need = [&](const nlohmann::json& obj, const char* key, const std::string& where) -> const nlohmann::json& {
     DT_CHECK(obj.is_object() && obj.contains(key), "hardware profile ", where, ": missing field '",
              key, "'");
@@ -168,11 +164,20 @@ HardwareProfile HardwareProfile::from_json(const std::string& text) {
       }
     }
     const auto& c = need(j, "compute", p.name);
-    for (auto& [k, v] : need(c, "peak_tflops", p.name + ".compute").items()) p.peak_tflops[k] = v.get<double>();
-    p.memory_bandwidth_GBps = need(c, "memory_bandwidth_GBps", p.name).get<double>();
-    p.memory_GB = need(c, "memory_GB", p.name).get<double>();
+    // Rates and sizes divide times and fit memory: each must be finite and > 0 (a 0 made every plan
+    // take no time and "fit in 0 GB").
+    auto positive = [&](const nlohmann::json& v, const std::string& field) {
+      const double x = v.get<double>();
+      DT_CHECK(std::isfinite(x) && x > 0, "hardware profile ", p.name, ": compute.", field, " is ", x,
+               "; accepted: a finite number > 0");
+      return x;
+    };
+    for (auto& [k, v] : need(c, "peak_tflops", p.name + ".compute").items())
+      p.peak_tflops[k] = positive(v, "peak_tflops." + k);
+    p.memory_bandwidth_GBps = positive(need(c, "memory_bandwidth_GBps", p.name), "memory_bandwidth_GBps");
+    p.memory_GB = positive(need(c, "memory_GB", p.name), "memory_GB");
   } catch (const nlohmann::json::exception& e) {
-    DT_FAIL("hardware profile ", p.name, ": ", e.what());
+    DT_FAIL("hardware profile ", p.name, ": ", json_error_message(e));
   }
   DT_CHECK(p.ranks_per_host >= 1, "hardware profile ", p.name, ": ranks_per_host must be >= 1");
   return p;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/core/error.h"
+#include "dtensor/core/json.h"
 #include "nlohmann/json.hpp"
 
 namespace dtensor::tools {
@@ -264,12 +265,7 @@ std::string calibrated_profile_json(const std::vector<CollectiveTiming>& timings
 }
 
 std::vector<CollectiveTiming> measured_timings(const std::string& profile_json) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(profile_json);
-  } catch (const std::exception& e) {
-    DT_FAIL("dtensor calibrate --refit: invalid JSON: ", e.what());
-  }
+  const nlohmann::json j = parse_json(profile_json, "dtensor calibrate --refit");
   std::vector<CollectiveTiming> out;
   try {
     const auto& cs = j.at("links").at("intra_host").at("collectives");
@@ -282,7 +278,7 @@ std::vector<CollectiveTiming> measured_timings(const std::string& profile_json) 
     }
   } catch (const nlohmann::json::exception& e) {
     DT_FAIL("dtensor calibrate --refit: not a calibrated profile (links.intra_host.collectives.KIND.measured: "
-            "ranks, size, time_us): ", e.what());
+            "ranks, size, time_us): ", json_error_message(e));
   }
   DT_CHECK(!out.empty(), "dtensor calibrate --refit: the profile holds no measurements");
   return out;

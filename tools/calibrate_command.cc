@@ -98,8 +98,14 @@ void run_calibrate(const CalibrateOptions& o, const std::string& refit) {
   if (!refit.empty()) {
     // The measurements of an earlier run, fitted again (by this build's fit); nothing is measured.
     const std::string text = read_file(refit, int64_t{64} << 20);
-    const HardwareProfile old = HardwareProfile::from_json(text);
-    const std::vector<CollectiveTiming> timings = measured_timings(text);
+    HardwareProfile old;
+    std::vector<CollectiveTiming> timings;
+    try {
+      old = HardwareProfile::from_json(text);
+      timings = measured_timings(text);
+    } catch (const Error& e) {
+      DT_FAIL("dtensor calibrate --refit ", refit, ": ", e.what());
+    }
     int world = 0;
     for (const CollectiveTiming& t : timings) world = std::max<int>(world, static_cast<int>(t.group_size));
     CalibrateOptions again = o;

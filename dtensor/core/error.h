@@ -11,7 +11,19 @@ namespace dtensor {
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const std::string& what) : std::runtime_error(printable(what)) {}
+
+  // A NUL inside a message (from a user's string: JSON's "\u0000") would end what() early and hide
+  // the rest of the message: it is spelled out instead.
+  static std::string printable(const std::string& what) {
+    if (what.find('\0') == std::string::npos) return what;
+    std::string out;
+    for (char c : what) {
+      if (c == '\0') out += "\\u0000";
+      else out += c;
+    }
+    return out;
+  }
 };
 
 // A collective or rendezvous that did not complete within its timeout, or whose peer died.

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "dtensor/core/error.h"
@@ -43,22 +44,60 @@ std::string read_file(const std::string& path, int64_t max_bytes) {
   return text;
 }
 
+namespace {
+
+// Writes all of `text` to `fd`; "" or the system's reason.
+std::string write_all(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::strerror(errno);
+    done += static_cast<size_t>(n);
+  }
+  return "";
+}
+
+}  // namespace
+
 void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // A symlink is followed (the file it names is replaced, not the link); a FIFO or a device is written
+  // in place, as a shell's '>' would: a rename would replace it with a regular file.
+  std::string target = path;
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    char* resolved = ::realpath(path.c_str(), nullptr);
+    if (resolved) {
+      target = resolved;
+      ::free(resolved);
+    } else {
+      DT_CHECK(errno == ENOENT, "cannot write '", path, "': ", std::strerror(errno));
+      // A dangling link: write the file it names.
+      std::string link(4096, '\0');
+      const ssize_t n = ::readlink(path.c_str(), link.data(), link.size());
+      DT_CHECK(n > 0 && static_cast<size_t>(n) < link.size(), "cannot write '", path, "': cannot read the link");
+      link.resize(static_cast<size_t>(n));
+      const size_t slash = path.rfind('/');
+      target = link[0] == '/' || slash == std::string::npos ? link : path.substr(0, slash + 1) + link;
+    }
+  }
+  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    DT_CHECK(!S_ISDIR(st.st_mode), "cannot write '", path, "': it is a directory");
+    Fd f{::open(target.c_str(), O_WRONLY | O_CLOEXEC)};
+    DT_CHECK(f.fd >= 0, "cannot write '", path, "': ", std::strerror(errno));
+    const std::string why = write_all(f.fd, text);
+    DT_CHECK(why.empty(), "cannot write '", path, "': ", why);
+    return;
+  }
+  const std::string tmp = target + ".tmp." + std::to_string(::getpid());
   std::string why;
   {
     Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
     DT_CHECK(f.fd >= 0, "cannot write '", path, "': ", std::strerror(errno));
-    size_t done = 0;
-    while (done < text.size() && why.empty()) {
-      ssize_t n = ::write(f.fd, text.data() + done, text.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) why = std::strerror(errno);
-      else done += static_cast<size_t>(n);
-    }
+    why = write_all(f.fd, text);
     if (why.empty() && ::fsync(f.fd) != 0) why = std::strerror(errno);
   }
-  if (why.empty() && ::rename(tmp.c_str(), path.c_str()) != 0) why = std::strerror(errno);
+  if (why.empty() && ::rename(tmp.c_str(), target.c_str()) != 0) why = std::strerror(errno);
   if (!why.empty()) {
     ::unlink(tmp.c_str());
     DT_FAIL("cannot write '", path, "': ", why);

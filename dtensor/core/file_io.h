@@ -12,9 +12,11 @@ namespace dtensor {
 // not a regular file, or is larger than `max_bytes` (the limit is named in the message).
 std::string read_file(const std::string& path, int64_t max_bytes);
 
-// Writes `text` to `path` atomically (temporary file "<path>.tmp.<pid>", fsync, rename). Throws
-// dtensor::Error naming the file and the system's reason; on failure the temporary file is removed
-// and an existing `path` is left as it was.
+// Writes `text` to `path` atomically (temporary file "<path>.tmp.<pid>", fsync, rename). A symlink is
+// followed (its target is replaced atomically, the link stays); a FIFO or a device node is written in
+// place (never replaced by a regular file); a directory is refused. Throws dtensor::Error naming the
+// file and the system's reason; on failure the temporary file is removed and an existing regular
+// `path` is left as it was.
 void write_file_atomic(const std::string& path, const std::string& text);
 
 }  // namespace dtensor

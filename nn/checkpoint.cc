@@ -1,6 +1,7 @@
 #include "nn/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,13 +13,16 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <random>
+#include <set>
 #include <string_view>
 #include <system_error>
 #include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "dtensor/core/json.h"
 #include "nlohmann/json.hpp"
 
 namespace dtensor::nn {
@@ -145,10 +149,38 @@ void fsync_dir(const std::string& dir) {
   DT_CHECK(::fsync(fd.get()) == 0, "save_checkpoint: fsync of directory ", dir, " failed: ", errno_str(errno));
 }
 
-void make_version_dir(const std::string& dir, const std::string& version) {
+// One writer per directory: a second save's commit and cleanup would delete the first one's version
+// (LATEST then names a removed folder). flock(2) on the directory itself (no lock file to clean up);
+// the lock goes with the descriptor, also when the process dies.
+class SaveLock {
+ public:
+  explicit SaveLock(const std::string& dir) {
+    fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DT_CHECK(fd_ >= 0, "save_checkpoint: cannot open directory ", dir, ": ", errno_str(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      ::close(fd_);
+      DT_CHECK(err != EWOULDBLOCK, "save_checkpoint: another save into ", dir,
+               " is in progress (the directory is locked); one writer per checkpoint directory: wait for it "
+               "or save elsewhere");
+      DT_FAIL("save_checkpoint: cannot lock directory ", dir, ": ", errno_str(err));
+    }
+  }
+  ~SaveLock() { ::close(fd_); }
+  SaveLock(const SaveLock&) = delete;
+  SaveLock& operator=(const SaveLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+void make_dir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   DT_CHECK(!ec, "save_checkpoint: cannot create directory ", dir, ": ", ec.message());
+}
+
+void make_version_dir(const std::string& dir, const std::string& version) {
   const std::string path = dir + "/" + version;
   DT_CHECK(::mkdir(path.c_str(), 0755) == 0, "save_checkpoint: cannot create directory ", path, ": ",
            errno_str(errno));
@@ -281,16 +313,7 @@ std::string read_whole_file(const std::string& path) {
 // Parses JSON from `path`, refusing nesting deeper than the format has (a hostile file cannot exhaust
 // the stack).
 json parse_json(std::string_view text, const std::string& path) {
-  constexpr int kMaxDepth = 8;
-  auto limit = [&](int depth, json::parse_event_t, json&) {
-    DT_CHECK(depth <= kMaxDepth, "load_checkpoint: ", path, " is corrupted: JSON nested deeper than ", kMaxDepth);
-    return true;
-  };
-  try {
-    return json::parse(text.begin(), text.end(), limit);
-  } catch (const json::exception& e) {
-    DT_FAIL("load_checkpoint: ", path, " is corrupted: its JSON does not parse: ", e.what());
-  }
+  return dtensor::parse_json(text, "load_checkpoint: " + path + " is corrupted", 8);
 }
 
 // Typed fields of a JSON object read from `path`; `where` names the object ("blocks[2]"). Each accessor
@@ -558,9 +581,12 @@ void save_checkpoint(const std::string& dir, const NamedTensors& tensors, int64_
     }
     DT_FAIL(a.error);
   };
-  // 1. Rank 0 creates the version directory.
+  // 1. Rank 0 takes the directory's lock (held until the save ends) and creates the version directory.
   std::string error;
+  std::unique_ptr<SaveLock> lock;
   if (lead) error = attempt([&] {
+      make_dir(dir);
+      lock = std::make_unique<SaveLock>(dir);
       make_version_dir(dir, version);
       run_hook("version-dir", rank);
     });
@@ -592,6 +618,21 @@ int64_t load_checkpoint(const std::string& dir, const NamedTensors& tensors) {
     for (const auto& [name, b] : files.back().blocks)
       DT_CHECK(meta.tensors.count(name), "load_checkpoint: ", files.back().path, " is corrupted: it has a block of '",
                name, "', which ", meta_path, " does not list");
+  }
+  // Every saved tensor needs a place: a checkpoint of a deeper model loaded into a shallower one
+  // would otherwise drop weights without a word (as torch's load_state_dict with strict=True).
+  std::set<std::string> given;
+  for (const auto& [n, t] : tensors) given.insert(n);
+  std::vector<std::string> unplaced;
+  for (const auto& [name, saved] : meta.tensors)
+    if (!given.count(name)) unplaced.push_back(name);
+  if (!unplaced.empty()) {
+    std::string shown;
+    for (size_t i = 0; i < unplaced.size() && i < 4; ++i) shown += (i ? ", '" : "'") + unplaced[i] + "'";
+    DT_FAIL("load_checkpoint: ", meta_path, " holds ", unplaced.size(), " tensor", unplaced.size() == 1 ? "" : "s",
+            " the model being loaded does not have (", shown, unplaced.size() > 4 ? ", ..." : "",
+            "): it was saved from another model (more layers, other sizes or experts?); every saved tensor "
+            "must have a place");
   }
   for (const auto& [name, t] : tensors) {
     auto it = meta.tensors.find(name);

@@ -46,7 +46,8 @@ using NamedTensors = std::vector<std::pair<std::string, DTensor*>>;
 void save_checkpoint(const std::string& dir, const NamedTensors& tensors, int64_t step);
 
 // Fills every tensor (which must already exist with its target placements) from the checkpoint; the names,
-// shapes and dtypes must match. Returns the saved step. Throws dtensor::Error naming the file for a missing,
+// shapes and dtypes must match, and every saved tensor must be among `tensors` (strict, as torch's
+// load_state_dict: a checkpoint of a deeper model is an error, not half loaded). Returns the saved step. Throws dtensor::Error naming the file for a missing,
 // truncated or corrupted checkpoint (a bad magic, header length, JSON field, dtype, shape, offset, byte range
 // or checksum; blocks that overlap or leave a tensor incomplete), or naming the tensor for a mismatch.
 int64_t load_checkpoint(const std::string& dir, const NamedTensors& tensors);

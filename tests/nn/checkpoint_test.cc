@@ -240,6 +240,30 @@ TEST(Checkpoint, SavesAVersionDirectoryNamedByLatest) {
   std::filesystem::remove_all(dir);
 }
 
+// Two saves into one directory at once: the second is refused while the first holds the directory's
+// lock, and the first's checkpoint stays loadable (without the lock, each save's cleanup deleted the
+// other's version and LATEST named a removed folder).
+TEST(Checkpoint, ASecondSaveIntoTheSameDirectoryIsRefusedWhileOneRuns) {
+  const std::string dir = tmpdir("concurrent");
+  save_fixture(dir, 1, 2);
+  bool inner_ran = false;
+  nn::set_save_hook_for_testing([&](const std::string& s, int rank) {
+    if (s != "rank-file" || rank != 0 || inner_ran) return;
+    inner_ran = true;
+    // A save from another process, while this one holds the lock (flock is per open file description,
+    // so a second open in this process contends like another process would).
+    expect_error([&] { save_fixture(dir, 3, 1); }, {"another save into", dir, "in progress"}, "concurrent save");
+  });
+  save_fixture(dir, 2, 2);
+  nn::set_save_hook_for_testing(nullptr);
+  EXPECT_TRUE(inner_ran);
+  expect_loads(dir, 2);
+  EXPECT_EQ(count_versions(dir), 1);
+  save_fixture(dir, 4, 2);  // the lock is released with the save
+  expect_loads(dir, 4);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Checkpoint, LoadsAndReplacesTheFlatLayoutOfEarlierVersions) {
   const std::string dir = tmpdir("flat");
   save_fixture(dir, 1, 2);
@@ -401,7 +425,7 @@ TEST(Checkpoint, CorruptedMetadataAndLatestAreRefusedNamingTheFile) {
     expect_load_error(dir, {"metadata.json", c.expected}, c.what);
   }
   spit(meta_path, "{\"format\": ");
-  expect_load_error(dir, {"metadata.json", "does not parse"}, "metadata cut short");
+  expect_load_error(dir, {"metadata.json", "invalid JSON"}, "metadata cut short");
   spit(meta_path, meta.dump());
   expect_loads(dir, 1);
   const std::string latest = slurp(dir + "/LATEST");

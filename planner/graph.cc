@@ -109,9 +109,7 @@ int GraphBuilder::add_vertex(Node n) {
              "' of shape ", shape_str(m.shape), " (", dtype_name(m.dtype), ") is larger than ", kMaxTensorBytes,
              " bytes, the largest tensor accepted");
   }
-  auto at = std::lower_bound(names_.begin(), names_.end(), n.name);
-  DT_CHECK(at == names_.end() || *at != n.name, "model graph: the name '", n.name, "' is used twice");
-  names_.insert(at, n.name);
+  DT_CHECK(names_.insert(n.name).second, "model graph: the name '", n.name, "' is used twice");
   n.layer = layer_;
   n.block = block_;
   return static_cast<int>(boost::add_vertex(std::move(n), graph_.g));
@@ -237,9 +235,9 @@ void GraphBuilder::add_redistributions() {
       r.kind = NodeKind::kRedistribute;
       r.op = "redistribute";
       r.name = graph_.node(u).name + (slot > 0 ? ":" + std::to_string(slot) : "") + ".redistribute";
-      for (int i = 2; std::binary_search(names_.begin(), names_.end(), r.name); ++i)
+      for (int i = 2; names_.contains(r.name); ++i)
         r.name = graph_.node(u).name + ".redistribute_" + std::to_string(i);
-      names_.insert(std::lower_bound(names_.begin(), names_.end(), r.name), r.name);
+      names_.insert(r.name);
       r.layer = graph_.node(uses[0].first).layer;
       r.block = graph_.node(uses[0].first).block;
       for (auto& [c, e] : uses) {

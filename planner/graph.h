@@ -20,6 +20,8 @@
 
 #include <boost/graph/adjacency_list.hpp>
 
+#include "absl/container/flat_hash_set.h"
+
 #include "ops/op_call.h"
 #include "ops/registry.h"
 
@@ -140,7 +142,7 @@ class GraphBuilder {
   int add_vertex(Node n);
   void add_redistributions();
   ModelGraph graph_;
-  std::vector<std::string> names_;  // sorted, for the uniqueness check
+  absl::flat_hash_set<std::string> names_;  // for the uniqueness check (a sorted vector was quadratic)
   int layer_ = -1;
   std::string block_, scope_;
   bool fused_ = false;

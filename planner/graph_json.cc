@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/core/limits.h"
+#include "dtensor/core/json.h"
 #include "nlohmann/json.hpp"
 
 namespace dtensor::planner {
@@ -143,15 +144,14 @@ constexpr int64_t kMaxLayerIndex = 1 << 20;
 }  // namespace
 
 ModelGraph graph_from_json(const std::string& text) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const std::exception& e) {
-    DT_FAIL("graph JSON: not valid JSON: ", e.what());
-  }
-  DT_CHECK(root.is_object() && root.contains("nodes") && root["nodes"].is_array(),
+  const json root = parse_json(text, "graph JSON");
+  DT_CHECK(root.is_object() && root.contains("nodes") && root.at("nodes").is_array(),
            "graph JSON: expected an object with a \"nodes\" array (format dtensor-graph/1)");
   const std::string top = "graph JSON";
+  DT_CHECK(static_cast<int64_t>(root.at("nodes").size()) <= kMaxGraphNodes, top, ": ", root.at("nodes").size(),
+           " nodes; at most ", kMaxGraphNodes, " are accepted");
+  const std::string format = optional_field<std::string>(root, "format", "dtensor-graph/1", top);
+  DT_CHECK(format == "dtensor-graph/1", top, ": \"format\" is '", format, "'; accepted: dtensor-graph/1");
   GraphBuilder b(optional_field<std::string>(root, "name", "graph", top),
                  optional_field<std::string>(root, "description", "", top));
   const bool training = optional_field<bool>(root, "training", true, top);
@@ -172,12 +172,13 @@ ModelGraph graph_from_json(const std::string& text) {
     }
     auto it = tensors.find(name);
     DT_CHECK(it != tensors.end(), where, ": unknown tensor '", ref, "' (tensors must be defined before use)");
-    DT_CHECK(out >= 0 && out < static_cast<int>(it->second.size()), where, ": '", name, "' has ",
-             it->second.size(), " outputs, not ", out + 1);
+    const int n = static_cast<int>(it->second.size());
+    DT_CHECK(out >= 0 && out < n, where, ": '", ref, "' names output ", out, " of '", name, "', which has ", n,
+             " output", n == 1 ? "" : "s", "; accepted: '", name, "' or '", name, ":K' with K in 0..", n - 1);
     return it->second[out];
   };
   int index = 0;
-  for (const json& j : root["nodes"]) {
+  for (const json& j : root.at("nodes")) {
     std::string where = "graph JSON: node " + std::to_string(index++);
     DT_CHECK(j.is_object() && j.contains("name") && j["name"].is_string(), where, ": needs a string \"name\"");
     const std::string name = j["name"].get<std::string>();
@@ -258,7 +259,10 @@ ModelGraph graph_from_json(const std::string& text) {
         kw.push_back({k, convert(a, ai >= 0 ? &def->schema.args[ai] : nullptr, where + " kwarg " + k)});
       }
     }
-    tensors[name] = b.op(name, op, pos, kw, optional_field<std::string>(j, "role", "", where));
+    const std::string role = optional_field<std::string>(j, "role", "", where);
+    DT_CHECK(role.empty() || role == "column" || role == "row" || role == "vocab" || role == "expert", where,
+             ": \"role\" is '", role, "'; accepted: column, row, vocab, expert (planner/graph.h Node::role), or none");
+    tensors[name] = b.op(name, op, pos, kw, role);
     if (j.contains("shapes")) check_traced_shapes(j["shapes"], tensors[name], b, where);
   }
   return b.finish(training, optimizer);

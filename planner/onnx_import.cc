@@ -17,7 +17,6 @@ namespace {
 
 // A graph larger than this many nodes is not a model the planner is meant for (Llama-70B exports
 // have about 10^4); the bound keeps the maps and the topological sort small.
-constexpr int kMaxNodes = 1 << 20;
 
 DType onnx_dtype(int t, const std::string& value) {
   switch (t) {
@@ -61,9 +60,10 @@ class Importer {
       : m_(m), g_(m.graph()), o_(o), b_(name, "imported from ONNX") {}
 
   OnnxImport run() {
-    DT_CHECK(g_.node_size() <= kMaxNodes, "ONNX model: ", g_.node_size(), " nodes; at most ", kMaxNodes,
+    DT_CHECK(g_.node_size() <= kMaxGraphNodes, "ONNX model: ", g_.node_size(), " nodes; at most ", kMaxGraphNodes,
              " are accepted");
     bind_dims();
+    check_attributes(g_);
     try {
       onnx::shape_inference::InferShapes(m_);
     } catch (const std::exception& e) {
@@ -212,6 +212,26 @@ class Importer {
     const int dt = t.data_type();
     return n > 1 && (dt == onnx::TensorProto::FLOAT || dt == onnx::TensorProto::DOUBLE ||
                      dt == onnx::TensorProto::FLOAT16 || dt == onnx::TensorProto::BFLOAT16);
+  }
+
+  // The window attributes ONNX's own shape inference divides by or sizes with, checked before it runs
+  // (a Conv or MaxPool with strides [0, 0] died with SIGFPE inside it), in subgraphs too.
+  static void check_attributes(const onnx::GraphProto& g) {
+    constexpr int64_t kMaxWindow = int64_t{1} << 31;
+    for (const auto& n : g.node())
+      for (const auto& a : n.attribute()) {
+        const std::string& name = a.name();
+        const bool positive = name == "strides" || name == "dilations" || name == "kernel_shape" || name == "group";
+        if (positive || name == "pads" || name == "output_padding") {
+          std::vector<int64_t> v(a.ints().begin(), a.ints().end());
+          if (a.type() == onnx::AttributeProto::INT) v.push_back(a.i());
+          for (int64_t x : v)
+            DT_CHECK(x >= (positive ? 1 : 0) && x <= kMaxWindow, "ONNX node '", n.name(), "' (", n.op_type(),
+                     "): attribute ", name, " has ", x, "; accepted: ", positive ? 1 : 0, " to ", kMaxWindow);
+        }
+        if (a.has_g()) check_attributes(a.g());
+        for (const auto& sub : a.graphs()) check_attributes(sub);
+      }
   }
 
   // Input i of node n: a hostile node may have fewer inputs than its op needs (protobuf does not

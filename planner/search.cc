@@ -20,6 +20,9 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kTieBreakLambda = 1e-9;  // µs per byte
+// Redistribution table entries over the whole graph (24 bytes each: about 0.8 GB); real models on
+// 1-4-d meshes need well under 10^7.
+constexpr int64_t kMaxTableEntries = int64_t{1} << 25;
 
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -363,6 +366,18 @@ void Planner::prefetch_tables() {
     }
   }
   for (Job& j : jobs) j.slot = &tables_->edge[j.key];  // the map no longer grows
+  // A bound on the work before any of it: a rank-20 tensor on a 3-d mesh has ~10^4 layouts a side,
+  // 10^8 entries per table (which once threw bad_alloc inside a worker thread).
+  double entries = 0;
+  for (const Job& j : jobs) {
+    const double n = static_cast<double>(j.reps->size()) * static_cast<double>(cm_->info(j.v).in_reps[j.k].size());
+    entries += n;
+    DT_CHECK(entries <= static_cast<double>(kMaxTableEntries), "dtensor plan: the redistribution tables of ", g_.name, " on mesh ",
+             mesh_.str(), " need more than ", kMaxTableEntries, " entries (the edge '", g_.node(j.u).name, "' -> '",
+             g_.node(j.v).name, "' alone: ", j.reps->size(), " x ", cm_->info(j.v).in_reps[j.k].size(),
+             " layouts); accepted: at most ", kMaxTableEntries, ". Plan on a mesh with fewer dims, or with "
+             "lower-rank tensors (each tensor dim is a layout choice per mesh dim)");
+  }
   // Tables of the same tensor share most of their moves: deal whole tensors to the threads, largest
   // first, each to the least loaded thread (each thread keeps its own move cache).
   const int threads = static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 8));
@@ -382,16 +397,25 @@ void Planner::prefetch_tables() {
     load[t] += w;
     share[t].insert(share[t].end(), ids.begin(), ids.end());
   }
+  // A thread's exception (bad_alloc, an Error) is kept and rethrown after every thread joined: one
+  // escaping a thread, or the caller's unwinding past joinable threads, would terminate the process.
+  std::vector<std::exception_ptr> failed(threads);
   auto work = [&](int t) {
-    CostModel::MoveTimes cache;
-    for (size_t i : share[t])
-      *jobs[i].slot =
-          fill_edge_table(*cm_, jobs[i].u, jobs[i].j, jobs[i].v, jobs[i].k, *jobs[i].reps, *jobs[i].greps, cache);
+    try {
+      CostModel::MoveTimes cache;
+      for (size_t i : share[t])
+        *jobs[i].slot =
+            fill_edge_table(*cm_, jobs[i].u, jobs[i].j, jobs[i].v, jobs[i].k, *jobs[i].reps, *jobs[i].greps, cache);
+    } catch (...) {
+      failed[t] = std::current_exception();
+    }
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
   work(0);
   for (auto& th : pool) th.join();
+  for (const std::exception_ptr& e : failed)
+    if (e) std::rethrow_exception(e);
 }
 
 MinSumProblem Planner::build_problem(double lambda, const Constraints* c, std::vector<int>* var_of) const {

@@ -193,6 +193,15 @@ std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<Te
   });
   const Shape& mesh = call.mesh_shape();
   const int nd = static_cast<int>(mesh.size());
+  // The odometer below visits rules^mesh_dims rows: a bound on the work before any of it (a rank-20
+  // relu on a 6-d mesh is 22^6 = 10^8 rows, gigabytes; a rank-10 add 13^6, half a minute).
+  double rows = 1;
+  for (int i = 0; i < nd; ++i) rows *= static_cast<double>(rules.size());
+  DT_CHECK(rows <= static_cast<double>(kMaxStrategyRows), call.name(), ": ", rules.size(),
+           " sharding rules on a ", nd, "-d mesh ", shape_str(mesh), " are ",
+           static_cast<int64_t>(std::min(rows, 9e18)), " strategy rows to try (", call.str(),
+           "); accepted: at most ", kMaxStrategyRows, ". Use a mesh with fewer dims (merge dims that split the same "
+           "way) or lower-rank tensors (each tensor dim is a rule per mesh dim)");
   std::vector<Strategy> out;
   std::vector<size_t> idx(nd, 0);
   // Weighted input shards get weighted variants of the rows (add_weighted_variants); without them

@@ -48,8 +48,11 @@ std::vector<std::pair<Strategy, double>> rank_strategies(const OpCall& call,
 // evenness where a rule needs it; with check_shardable, no new shard splitting a dim into more pieces
 // than it has elements). `meta` is op.meta(call). Where an input's placement is a weighted shard,
 // rows that can carry its weights also appear with them (see add_weighted_variants), first.
+// Throws dtensor::Error naming the op, its inputs and the mesh when the rows to try
+// (rules ^ mesh dims) exceed kMaxStrategyRows.
 std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<TensorMeta>& meta,
                                         bool check_shardable);
+inline constexpr int64_t kMaxStrategyRows = int64_t{1} << 20;
 
 // The decision cache is per thread (each rank thread keeps its own), LRU, bounded.
 void set_propagation_cache_capacity(size_t entries);

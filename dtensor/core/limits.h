@@ -22,6 +22,9 @@ inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 46;
 inline constexpr int64_t kMaxMeshDims = 6;
 inline constexpr int64_t kMaxMeshDimSize = int64_t{1} << 16;
 inline constexpr int64_t kMaxMeshRanks = int64_t{1} << 20;
+// Nodes of one model graph (graph JSON, ONNX): 2^20, above any real model's op count (Llama-3 70B
+// is ~10^4) and what the planner's tables can hold.
+inline constexpr int64_t kMaxGraphNodes = int64_t{1} << 20;
 // One allocation on the host (256 TiB): above it the size-class arithmetic of the block cache and
 // every aligned_alloc request would be meaningless.
 inline constexpr size_t kMaxAllocationBytes = size_t{1} << 48;

@@ -261,6 +261,35 @@ TEST(OnnxImport, DynamicDimsNeedBinding) {
   }
 }
 
+// Window attributes ONNX's shape inference divides by: strides [0, 0] on a Conv or a MaxPool died with
+// SIGFPE inside it; now an error naming the node and the attribute.
+TEST(OnnxImport, ZeroOrNegativeWindowAttributesAreErrors) {
+  struct Bad {
+    const char* op;
+    const char* attr;
+    std::vector<int64_t> value;
+  };
+  for (const Bad& bad : {Bad{"Conv", "strides", {0, 0}}, Bad{"MaxPool", "strides", {0, 0}},
+                         Bad{"Conv", "dilations", {0, 1}}, Bad{"MaxPool", "pads", {-1, 0, 0, 0}},
+                         Bad{"Conv", "kernel_shape", {0, 3}}}) {
+    SCOPED_TRACE(std::string(bad.op) + " " + bad.attr);
+    Builder b;
+    b.input("x", {1, 3, 8, 8});
+    onnx::NodeProto* n;
+    if (std::string(bad.op) == "Conv") {
+      b.weight("w", {4, 3, 3, 3});
+      n = b.node("Conv", {"x", "w"}, {"y"});
+    } else {
+      n = b.node("MaxPool", {"x"}, {"y"});
+      if (std::string(bad.attr) != "kernel_shape") Builder::attr(n, "kernel_shape", std::vector<int64_t>{2, 2});
+    }
+    Builder::attr(n, bad.attr, bad.value);
+    b.output("y");
+    std::string e = error_of(b);
+    EXPECT_NE(e.find(std::string("ONNX node 'y' (") + bad.op + "): attribute " + bad.attr), std::string::npos) << e;
+  }
+}
+
 TEST(OnnxImport, BrokenModelsAreErrors) {
   EXPECT_THROW(import_onnx("not a model at all", "x", {}), Error);
   {

@@ -5,6 +5,7 @@
 
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/redistribute.h"
+#include "ops/flops.h"
 #include "propagation/propagate.h"
 
 namespace dtensor::planner {
@@ -12,32 +13,13 @@ namespace {
 
 bool is_view_op(const OpDef& op) { return op.cost.cls == CostClass::kView; }
 
-// Forward FLOPs of a call by its op's cost class (OpDef::cost, set where the op is defined).
+// Forward FLOPs (ops/flops.h), the planner's errors naming itself.
 double op_flops(const OpCall& c, const std::vector<TensorMeta>& out) {
-  const OpDef& op = c.op();
-  const double on = out.empty() ? 0.0 : static_cast<double>(numel(out[0].shape));
-  const double in0 = c.num_tensors() > 0 ? static_cast<double>(numel(c.tensor(0).shape)) : 0.0;
-  switch (op.cost.cls) {
-    case CostClass::kView:
-    case CostClass::kCopy: return 0;
-    case CostClass::kElementwise: return on;
-    case CostClass::kTranscendental: return 8 * on;
-    case CostClass::kContraction:
-      DT_CHECK(op.cost.flops, "planner: op '", op.name(), "' is a contraction without OpCost::flops");
-      return op.cost.flops(c, out);
-    case CostClass::kNormalization: return 5 * in0;
-    case CostClass::kLoss: return 4 * in0;
-    case CostClass::kWindow: {
-      if (op.schema.index_of("kernel_size") < 0) return in0;
-      double k = 1;
-      for (int64_t x : c.get_int_list("kernel_size")) k *= static_cast<double>(x);
-      return on * k;
-    }
-    case CostClass::kOnePass: return std::max(on, in0);
-    case CostClass::kUnset: break;
+  try {
+    return forward_flops(c, out);
+  } catch (const Error& e) {
+    DT_FAIL("planner: ", e.what());
   }
-  DT_FAIL("planner: op '", op.name(), "' has no cost class; set OpDef::cost where the op is defined ",
-          "(docs/ADDING_AN_OP.md)");
 }
 
 // Whether the op's backward keeps its tensor inputs (activations) / its own output.

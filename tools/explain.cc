@@ -3,10 +3,13 @@
 #include <cmath>
 #include <cstdint>
 
+#include "absl/strings/str_format.h"
 #include "dispatch/dispatch.h"
 #include "dtensor/core/limits.h"
 #include "dtensor/collectives/threads_backend.h"
 #include "dtensor/partial_split.h"
+#include "dtensor/core/json.h"
+#include "ops/flops.h"
 #include "nlohmann/json.hpp"
 
 namespace dtensor::tools {
@@ -180,6 +183,11 @@ void check_run_budget(const OpCall& call, const ShardingDecision& d, const Expla
   DT_CHECK(need <= o.max_run_bytes, call.op().name(), ": \"run\": true would hold about ", need,
            " bytes (inputs and outputs of ", bytes, " bytes, on ", world, " ranks and the reference); accepted: at most ",
            o.max_run_bytes, " bytes (dtensor explain --max-run-bytes)");
+  const double work = forward_flops(call, d.out_meta) * static_cast<double>(world + 1);
+  DT_CHECK(work <= o.max_run_flops, call.op().name(), ": \"run\": true would do about ", absl::StrFormat("%.3g", work),
+           " FLOPs (the op's ", absl::StrFormat("%.3g", work / static_cast<double>(world + 1)), " on ", world,
+           " ranks and the reference); accepted: at most ", absl::StrFormat("%.3g", o.max_run_flops),
+           " (dtensor explain --max-run-flops)");
 }
 
 // Runs the decision on a threads world and compares with the single-device op.
@@ -281,9 +289,9 @@ std::string answer_line(const std::string& line, const ExplainOptions& options) 
     return error_line("empty request line; a request is one JSON object per line");
   json req;
   try {
-    req = json::parse(line);
+    req = parse_json(line, "request");
   } catch (const std::exception& e) {
-    return error_line(std::string("malformed JSON: ") + e.what());
+    return error_line(e.what());
   }
   try {
     if (req.is_object() && req.contains("case")) {
@@ -294,7 +302,7 @@ std::string answer_line(const std::string& line, const ExplainOptions& options) 
     }
     return dump(answer(req, options));
   } catch (const std::exception& e) {
-    return error_line(e.what());
+    return error_line(json_error_message(e));
   }
 }
 

@@ -21,6 +21,8 @@ struct ExplainOptions {
   // single-device reference; larger requests are refused with an error saying so.
   int64_t max_run_ranks = 64;
   int64_t max_run_bytes = int64_t{1} << 30;  // (inputs + outputs bytes) x (ranks + 2)
+  // Work, not only bytes: SDPA over 2^20 positions is 12 MB of inputs and hours of compute.
+  double max_run_flops = 2e10;  // forward FLOPs (ops/flops.h) x (ranks + 1)
   size_t max_line_bytes = size_t{1} << 20;   // a longer request line is answered with an error
 };
 

@@ -30,6 +30,10 @@ void add_explain_command(CLI::App& app) {
                   "largest memory a \"run\": true request may use, in bytes (inputs and outputs x (ranks + 2))")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  sub->add_option("--max-run-flops", opt->max_run_flops,
+                  "largest work a \"run\": true request may do, in FLOPs (the op's forward FLOPs x (ranks + 1))")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   sub->add_option("--max-run-ranks", opt->max_run_ranks, "largest mesh a \"run\": true request may execute on")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));

@@ -5,6 +5,8 @@
 // The backward takes the forward's attn_mask as an optional keyword argument (an addition to the
 // schema autograd calls, which passes is_causal and scale). Not supported: dropout (dropout_p must
 // be 0), key/value sequence sharding (ring attention).
+#include <algorithm>
+
 #include "dtensor/partial_split.h"
 #include "kernels/cpu/attention.h"
 #include "ops/defs/common.h"
@@ -86,11 +88,28 @@ std::optional<Tensor> local_mask(const std::vector<Tensor>& in, const OpCall& c,
   return align_block(in[mi], c.tensor(mi).shape, ctx.in_block(c, mi).second, target, shape, offset);
 }
 
+// Matrix FLOPs of attention over query rows [..., L, E] and keys [..., S, E], values [..., S, Ev]:
+// QK^T and PV are 2 L S (E + Ev) per batch entry; the backward recomputes QK^T and runs four more
+// (dV, dP, dQ, dK), 2 L S (3 E + 2 Ev). A causal mask's skipped half is not subtracted (upper bound).
+OpCost attention_cost(int q, bool backward) {
+  OpCost c = cost(CostClass::kContraction, backward ? Keeps::kNothing : Keeps::kInputs);
+  c.flops = [q, backward](const OpCall& call, const std::vector<TensorMeta>&) {
+    const Shape& qs = call.tensor(q).shape;
+    const Shape& ks = call.tensor(q + 1).shape;
+    const Shape& vs = call.tensor(q + 2).shape;
+    const double rows = static_cast<double>(numel(qs)) / static_cast<double>(std::max<int64_t>(qs.back(), 1));
+    const double S = static_cast<double>(ks[ks.size() - 2]), E = static_cast<double>(qs.back()),
+                 Ev = static_cast<double>(vs.back());
+    return 2 * rows * S * (backward ? 3 * E + 2 * Ev : E + Ev);
+  };
+  return c;
+}
+
 void define_forward(Registry& reg) {
   OpDef& op = reg.define(
       "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None) -> Tensor",
       "attention");
-  op.cost = cost(CostClass::kOnePass);
+  op.cost = attention_cost(0, false);
   op.meta = [](const OpCall& c) {
     Shape out = attention_shape(c, 0);
     if (c.get_double("dropout_p") != 0.0)
@@ -127,7 +146,7 @@ void define_backward(Registry& reg) {
   OpDef& op = reg.define(
       "_scaled_dot_product_attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, bool is_causal=False, *, float? scale=None, Tensor? attn_mask=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)",
       "attention");
-  op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
+  op.cost = attention_cost(1, true);
   op.no_backward = kNoDoubleBackward;
   op.meta = [](const OpCall& c) {
     Shape out = attention_shape(c, 1);

@@ -160,13 +160,25 @@ void validate_train_options(const TrainOptions& o) {
            o.heads, ") and --dim (", o.dim, ")");
   // A rough upper bound of what one process holds (all ranks of the threads backend live in it):
   // weights, gradients and two AdamW moments, the tape's activations, and the attention scores.
-  const double params = 12.0 * o.layers * o.dim * o.dim + 2.0 * 256 * o.dim + 1.0 * o.seq * o.dim;
-  const double acts = 1.0 * o.batch * o.seq * o.layers * (24.0 * o.dim + 3.0 * o.heads * o.seq);
-  const double need = 4.0 * (4.0 * params + acts) * (o.backend == "threads" ? 1.0 : 1.0 / sizes.back());
+  // Expert weights (E experts of 8 dim^2 each per layer, where a dense layer holds one) cost more:
+  // each rank first builds the whole model, and grouped_mm's backward keeps per-expert copies;
+  // measured on --dim 512 with 8 and 32 experts: 35 bytes per expert parameter with two ranks in
+  // the process, 50 with four, i.e. about 4 (5 + 2 ranks) bytes.
+  const double d2 = 1.0 * o.dim * o.dim;
+  int64_t world = 1;
+  for (int64_t n : sizes) world *= n;
+  const double ranks_here = o.backend == "threads" ? static_cast<double>(world) : 1.0;
+  const double expert_params = o.experts > 0 ? 8.0 * d2 * o.experts * o.layers : 0.0;
+  const double params = o.layers * (4.0 * d2 + (o.experts > 0 ? 1.0 * o.experts * o.dim : 8.0 * d2)) +
+                        2.0 * 256 * o.dim + 1.0 * o.seq * o.dim;
+  const double moe_acts = o.experts > 0 ? 1.0 * o.top_k * (16.0 * o.dim + o.experts) : 0.0;
+  const double acts = 1.0 * o.batch * o.seq * o.layers * (24.0 * o.dim + 3.0 * o.heads * o.seq + moe_acts);
+  const double need = (4.0 * (4.0 * params + acts) + expert_params * 4.0 * (5.0 + 2.0 * ranks_here)) *
+                      (o.backend == "threads" ? 1.0 : 1.0 / sizes.back());
   const double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   DT_CHECK(have <= 0 || need <= have, "the model (--dim ", o.dim, ", --layers ", o.layers, ", --seq ", o.seq,
-           ", --batch ", o.batch, ") needs about ", human_bytes(need), " of memory; this machine has ",
-           human_bytes(have));
+           ", --batch ", o.batch, o.experts > 0 ? absl::StrCat(", --moe ", o.experts) : "", ") needs about ",
+           human_bytes(need), " of memory; this machine has ", human_bytes(have));
 }
 
 

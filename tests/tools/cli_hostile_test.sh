@@ -4,6 +4,7 @@
 # `dtensor: error:` line naming the flag, never by a signal, and within a few seconds.
 set -uo pipefail
 bin="$1"
+profile="$2"  # propagation/hardware/h100-nvlink.json
 fails=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -196,6 +197,75 @@ if [ -w /dev/full ]; then
   done
 else
   echo "FAILED: /dev/full is not writable here, so write errors cannot be checked"
+  fails=$((fails + 1))
+fi
+
+# Found by a hostile probe (each died by a signal, hung, or answered wrongly).
+# A zoo model at its published depth: SIGSEGV in the graph builder from 8 layers on.
+expect 1 "no plan of mixtral-8x7b" -- plan --model mixtral --mesh tp=8
+# JSON nested 65,000 deep where an error message prints the value: SIGSEGV in the recursive dump.
+python3 -c "print('{\"nodes\": [{\"name\": \"x\", \"kind\": \"input\", \"shape\": ' + '[' * 65000 + ']' * 65000 + '}]}')" >"$tmp/deep.json"
+expect 1 "nested deeper than 64" -- plan --graph "$tmp/deep.json" --mesh tp=2
+# Tensors of rank 20 and 64 on a 3-d mesh: an abort ("terminate called without an active
+# exception") after 30 s, a table resize throwing inside a worker thread; and the rank-64 shape's
+# element count overflowing.
+python3 -c "
+import json
+for r in (20, 64):
+    json.dump({'nodes': [{'name': 'x', 'kind': 'input', 'shape': [2] * r}, {'name': 'y', 'op': 'relu', 'args': ['x']}]},
+              open('$tmp/rank%d.json' % r, 'w'))"
+expect 1 "accepted: at most 33554432" -- plan --graph "$tmp/rank20.json" --mesh a=2,b=2,c=2
+expect 1 "overflows int64"    -- plan --graph "$tmp/rank64.json" --mesh a=2,b=2,c=2
+# A 200k-op chain: past 60 s (quadratic name checks and elimination order); about 2 s now.
+python3 -c "
+import json
+nodes = [{'name': 'x', 'kind': 'input', 'shape': [8, 16]}] + [{'name': 'r%d' % i, 'op': 'relu', 'args': ['r%d' % (i - 1) if i else 'x']} for i in range(200000)]
+json.dump({'nodes': nodes}, open('$tmp/chain.json', 'w'))"
+EXPECT_TIMEOUT=30 expect 0 "plan time" -- plan --graph "$tmp/chain.json" --mesh tp=2 --no-compare
+# Graph files: an unknown role or format, a negative output index.
+echo '{"format": "dtensor-graph/999", "nodes": []}' >"$tmp/format.json"
+echo '{"nodes": [{"name": "x", "kind": "input", "shape": [4, 4]}, {"name": "y", "op": "relu", "args": ["x"], "role": "diagonal"}]}' >"$tmp/role.json"
+echo '{"nodes": [{"name": "x", "kind": "input", "shape": [4, 4]}, {"name": "y", "op": "relu", "args": ["x:-1"]}]}' >"$tmp/index.json"
+expect 1 "accepted: dtensor-graph/1" -- plan --graph "$tmp/format.json" --mesh tp=2
+expect 1 "\"role\" is 'diagonal'; accepted: column, row, vocab, expert" -- plan --graph "$tmp/role.json" --mesh tp=2
+expect 1 "'x:-1' names output -1 of 'x', which has 1 output" -- plan --graph "$tmp/index.json" --mesh tp=2
+# A hardware profile with a zero rate: plans that took no time and "fit in 0 GB".
+python3 -c "
+import json
+p = json.load(open('$profile'))
+p['compute']['peak_tflops']['bfloat16'] = 0
+json.dump(p, open('$tmp/zero.json', 'w'))"
+expect 2 "peak_tflops.bfloat16 is 0; accepted: a finite number > 0" -- explain --hardware "$tmp/zero.json"
+# calibrate --refit names the file it could not use.
+expect 1 "/etc/passwd"        -- calibrate --refit /etc/passwd --out "$tmp/refit.json"
+# train: the memory estimate counts the experts (--moe 256 needs ~275 GB, was estimated at 2 GB).
+expect 2 "--moe 256) needs about" -- train --moe 256 --dim 1024 --layers 8 --heads 8 --mesh ep=2,tp=2
+# train --load of a deeper model's checkpoint: half the weights were dropped without a word.
+"$bin" train --steps 1 --layers 2 --sample 0 --save "$tmp/ckpt2" >/dev/null 2>&1
+expect 1 "the model being loaded does not have" -- train --steps 1 --layers 1 --sample 0 --load "$tmp/ckpt2"
+# --output, --dump-graph and --dot over a symlink, a FIFO or a device: the symlink's target is
+# replaced (the link stays), a FIFO and a device are written in place (a rename had replaced them
+# with regular files).
+echo old >"$tmp/target.txt"
+ln -sf "$tmp/target.txt" "$tmp/link.txt"
+mkfifo "$tmp/fifo"
+(timeout 60 cat "$tmp/fifo" >"$tmp/from_fifo.txt") &
+reader=$!
+for flag in --output --dump-graph --dot; do
+  for dest in "$tmp/link.txt" "$tmp/fifo" /dev/null; do
+    [ "$dest" = "$tmp/fifo" ] && [ "$flag" != --output ] && continue  # one writer for the one reader
+    if ! timeout -s KILL 60 "$bin" plan --model gpt2 --layers 1 --mesh tp=2 "$flag" "$dest" >/dev/null 2>&1; then
+      echo "FAILED: dtensor plan $flag $dest exited non-zero"
+      fails=$((fails + 1))
+    fi
+  done
+done
+wait "$reader"
+if [ -L "$tmp/link.txt" ] && [ -p "$tmp/fifo" ] && [ -c /dev/null ] && ! grep -qx old "$tmp/target.txt" &&
+   [ -s "$tmp/from_fifo.txt" ]; then
+  echo "ok: --output/--dump-graph/--dot keep a symlink, a FIFO and /dev/null what they are"
+else
+  echo "FAILED: after writing: link $(stat -c %F "$tmp/link.txt"), fifo $(stat -c %F "$tmp/fifo"), /dev/null $(stat -c %F /dev/null), fifo reader got $(wc -c <"$tmp/from_fifo.txt") bytes"
   fails=$((fails + 1))
 fi
 

@@ -18,11 +18,11 @@ fi
 # cuDNN's header-only C++ frontend (DESIGN §8: fused attention through the cuDNN graph API), from
 # PyPI's nvidia-cudnn-frontend wheel, into $DTENSOR_CUDNN_FRONTEND (default
 # ~/.cache/dtensor/cudnn_frontend)/include, where //tools/cuda:cuda_configure.bzl looks for it.
-# Only with a CUDA toolkit, and optional: without pip or network the build goes on, and the cuDNN
+# Only with a CUDA toolkit and without DTENSOR_CPU_ONLY (scripts/run_main.sh's CPU build), and optional: without pip or network the build goes on, and the cuDNN
 # attention entry points throw an error saying the frontend was not found.
 CUDNN_FRONTEND_VERSION=1.32.0
 fe_dir="${DTENSOR_CUDNN_FRONTEND:-$HOME/.cache/dtensor/cudnn_frontend}"
-if [ -x "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ] &&
+if [ -z "${DTENSOR_CPU_ONLY:-}" ] && [ -x "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ] &&
    [ "$(cat "$fe_dir/VERSION" 2>/dev/null)" != "$CUDNN_FRONTEND_VERSION" ]; then
   if python3 -m pip --version >/dev/null 2>&1; then
     tmp=$(mktemp -d)

@@ -2,7 +2,10 @@
 // (tools/subcommands.h). Every way out goes through main's one error path: a usage error (a flag or
 // value CLI11 or a subcommand rejects) exits 2, any other failure exits 1, each with one line
 // `dtensor: error: ...`; nothing leaves by a signal.
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iostream>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "kernels/cpu/blas_core.h"
 #include "tools/subcommands.h"
 
 namespace {
@@ -66,7 +70,17 @@ int checked_output(int status) {
 
 }  // namespace
 
+// OpenBLAS chose its generic SSE3 kernels on a CPU it does not know (kernels/cpu/blas_core.h): run
+// again, once, with $OPENBLAS_CORETYPE naming the kernels for this CPU's features. Without
+// /proc/self/exe the process goes on as it is.
+static void use_blas_kernels_for_this_cpu(char** argv) {
+  const std::string core = dtensor::kernels::better_blas_core();
+  if (core.empty() || ::setenv("OPENBLAS_CORETYPE", core.c_str(), 0) != 0) return;
+  ::execv("/proc/self/exe", argv);
+}
+
 int main(int argc, char** argv) {
+  use_blas_kernels_for_this_cpu(argv);
   try {
     return checked_output(run(argc, argv));
   } catch (const std::bad_alloc&) {

@@ -46,7 +46,7 @@
 #include "kernels/cpu/attention.h"
 #include "nlohmann/json.hpp"
 #include "ops/defs/ring_attention.h"
-#include "tools/explain.h"
+#include "dispatch/explain.h"
 
 namespace dtensor {
 namespace {
@@ -91,11 +91,11 @@ Args parse(int argc, char** argv) {
 std::string explain_pick(int n, int64_t heads, int64_t L, int64_t dim, const std::string& hardware) {
   using json = nlohmann::json;
   const json t = {{"shape", {1, heads, L, dim}}, {"dtype", "float32"}, {"placements", {"S(2)"}}};
-  tools::ExplainOptions eo;
+  ExplainOptions eo;
   eo.hardware = hardware;
   auto pick = [&](const std::string& op, const json& args) {
     const json req = {{"mesh", {n}}, {"op", op}, {"args", args}, {"kwargs", {{"is_causal", true}}}};
-    const json ans = json::parse(tools::explain_line(req.dump(), eo));
+    const json ans = json::parse(explain_line(req.dump(), eo));
     if (ans.contains("error")) return "error: " + ans["error"].get<std::string>();
     if (ans.contains("step")) return ans["step"].get<std::string>();
     std::string kinds;

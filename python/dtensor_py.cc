@@ -33,7 +33,7 @@
 #include "dtensor/placement.h"
 #include "kernels/cpu/matmul.h"
 #include "ops/registry.h"
-#include "tools/explain.h"
+#include "dispatch/explain.h"
 #include "python/py_values.h"
 
 namespace nb = nanobind;
@@ -446,13 +446,13 @@ NB_MODULE(_dtensor, m) {
     return Registry::get().names();
   }, "Every registered op's name, sorted.");
 
-  // The engine's decision for one request of `dtensor explain` (tools/explain.h; the contract is
+  // The engine's decision for one request of `dtensor explain` (dispatch/explain.h; the contract is
   // docs/conformance in the shared folder), as a JSON string in and out; dtensor.explain wraps it
   // with dicts.
   m.def("_explain_json", [](const std::string& request, const std::string& hardware) {
-    tools::ExplainOptions opt;
+    ExplainOptions opt;
     opt.hardware = hardware;
     nb::gil_scoped_release release;  // "run": true executes on thread ranks
-    return tools::explain_line(request, opt);
+    return explain_line(request, opt);
   }, "request"_a, "hardware"_a = "h100-nvlink");
 }

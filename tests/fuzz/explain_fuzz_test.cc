@@ -1,4 +1,4 @@
-// Fuzzes `dtensor explain`'s request handling (tools/explain.h): every input, valid or not, must get
+// Fuzzes `dtensor explain`'s request handling (dispatch/explain.h): every input, valid or not, must get
 // exactly one JSON object line back, never an exception, a crash or a hang. Under the ASan+UBSan
 // build (scripts/sanitize.sh) the same run also catches memory and undefined-behaviour errors.
 #include <string>
@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/fuzz/fuzz_driver.h"
-#include "tools/explain.h"
+#include "dispatch/explain.h"
 
 namespace dtensor::tools {
 namespace {

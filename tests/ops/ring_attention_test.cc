@@ -15,7 +15,7 @@
 #include "kernels/cpu/attention_merge.h"
 #include "kernels/cpu/kernels.h"
 #include "tests/kernels/test_util.h"
-#include "tools/explain.h"
+#include "dispatch/explain.h"
 #include "nlohmann/json.hpp"
 
 namespace dtensor::ops {
@@ -160,7 +160,7 @@ TEST(RingAttention, ExplainChoosesRingForSequenceShardedInputs) {
   using json = nlohmann::json;
   const std::string t = R"j({"shape": [2, 4, 64, 16], "placements": [")j";
   auto ask = [&](const std::string& kv) {
-    return json::parse(tools::explain_line(R"j({"mesh": [4], "op": "scaled_dot_product_attention", "args": [)j" + t +
+    return json::parse(explain_line(R"j({"mesh": [4], "op": "scaled_dot_product_attention", "args": [)j" + t +
                                            R"j(S(2)"]}, )j" + t + kv + R"j("]}, )j" + t + kv +
                                            R"j("]}], "kwargs": {"is_causal": true}, "run": true})j"));
   };

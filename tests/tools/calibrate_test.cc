@@ -10,7 +10,7 @@
 #include "dtensor/core/file_io.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tools/explain.h"
+#include "dispatch/explain.h"
 
 namespace dtensor::tools {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tools/explain.h"
+#include "dispatch/explain.h"
 
 namespace dtensor::tools {
 namespace {

@@ -1,5 +1,5 @@
 // `dtensor explain` against the conformance cases and its error contract.
-#include "tools/explain.h"
+#include "dispatch/explain.h"
 
 #include <fstream>
 

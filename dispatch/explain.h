@@ -1,4 +1,4 @@
-// `dtensor explain`: one JSON line in, one JSON line out, as ../shared/conformance/README.md
+// The engine's decision explained (`dtensor explain`, Python's dtensor.explain): one JSON line in, one JSON line out, as ../shared/conformance/README.md
 // specifies. A request names a mesh shape, an op, its arguments (tensors as {shape, dtype,
 // placements}) and kwargs; the answer gives the chosen output and input placements, the collectives
 // (redistributions first, then the strategy's own step) with the bytes each rank sends, and the cost
@@ -11,7 +11,7 @@
 
 #include "dtensor/collectives/process_group.h"
 
-namespace dtensor::tools {
+namespace dtensor {
 
 struct ExplainOptions {
   std::string hardware = "h100-nvlink";  // cost-model profile: a name (propagation/hardware/*.json) or a JSON file
@@ -34,4 +34,4 @@ struct ExplainOptions {
 // kMaxMeshDimSize; tensors of at most kMaxTensorRank dims and kMaxTensorBytes bytes.
 std::string explain_line(const std::string& line, const ExplainOptions& options = {});
 
-}  // namespace dtensor::tools
+}  // namespace dtensor

@@ -1,4 +1,4 @@
-#include "tools/explain.h"
+#include "dispatch/explain.h"
 
 #include <cmath>
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include "ops/flops.h"
 #include "nlohmann/json.hpp"
 
-namespace dtensor::tools {
+namespace dtensor {
 namespace {
 
 using json = nlohmann::json;
@@ -316,4 +316,4 @@ std::string explain_line(const std::string& line, const ExplainOptions& options)
   }
 }
 
-}  // namespace dtensor::tools
+}  // namespace dtensor

@@ -1,13 +1,3 @@
-// Device dispatch of the kernels (ATen's dispatcher, reduced to one device type). Every kernel
-// function of kernels/cpu begins with DT_KERNEL_ON_DEVICE: when one of its tensor arguments is on a
-// device (CUDA), it calls the implementation registered for that function in cuda_kernels() (filled in
-// by //kernels/cuda at static initialization, kernels/cuda/register.cc), or, when there is none, its
-// own cpu code on host copies of the tensors with the results copied back to the device (correct,
-// not fast; counted per function in host_fallback_counts()). With every tensor on the cpu nothing
-// changes. So op kernels, autograd formulas and the optimizer are device-generic.
-//
-// A slot holds a function with the cpu kernel's exact signature; it receives device tensors (all on
-// one device unless a caller mixed them: the CUDA kernels then throw naming the devices).
 // Device routing of the kernels (ATen's dispatcher, reduced to one device type). It sits in
 // kernels/, beside the kernel list, because it belongs to neither implementation: the cpu kernels
 // call into it and the CUDA kernels register with it. Every kernel function of kernels/cpu begins

@@ -1,4 +1,4 @@
-// Planning on a mixed cluster (issue #17 item 3): placements and data-/tensor-parallel shares
+// Planning on a mixed cluster: placements and data-/tensor-parallel shares
 // chosen together.
 //
 // A mesh dim whose ranks differ in speed (propagation/cluster.h: some coordinate's slowest rank is

@@ -1,4 +1,4 @@
-// A mixed cluster (issue #17 item 2): hosts in order, each with its own hardware profile
+// A mixed cluster: hosts in order, each with its own hardware profile
 // (propagation/hardware.h) and number of ranks. Global ranks are numbered host after host (host 0's
 // ranks first), and a mesh is laid out row-major over global ranks (DESIGN §2), so rank r's
 // profile is the profile of the host holding r.

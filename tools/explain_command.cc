@@ -1,4 +1,4 @@
-// `dtensor explain [--cases FILE] [--hardware NAME|FILE]`: answers JSON-lines requests (tools/explain.h).
+// `dtensor explain [--cases FILE] [--hardware NAME|FILE]`: answers JSON-lines requests (dispatch/explain.h).
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "propagation/hardware.h"
-#include "tools/explain.h"
+#include "dispatch/explain.h"
 #include "tools/subcommands.h"
 
 namespace dtensor::tools {

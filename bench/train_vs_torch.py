@@ -1,6 +1,6 @@
 """`dtensor train` side by side with PyTorch on the same model, weights and batches.
 
-    bazel build //tools:dtensor && python3 bench/train_vs_torch.py [--model default|wide] [--steps N] [--runs R]
+    bazel build //tools:dtensor && python3 bench/train_vs_torch.py [--model default|wide|large] [--steps N] [--runs R]
     python3 bench/train_vs_torch.py --check-only [--steps N]    # correctness only (tests/python)
 
 The PyTorch model below is dtensor's GPT (nn/layers.cc): token + position embeddings, pre-norm
@@ -13,10 +13,17 @@ checkpoint and every step's batch, and the PyTorch runs load and replay them.
 Correctness, first and always: dtensor trains in float64 with --check (tp=2 on threads, which
 also compares with its own one-rank run), and plain PyTorch and PyTorch DTensor tp=2 (Gloo) replay
 the run in float64; every step's loss must agree within CHECK_RTOL. Then (not with --check-only)
-the timed float32 rows, each run --runs times (median tokens/s):
+the timed float32 rows, each run --runs times with the rows interleaved (median tokens/s, min-max):
   dtensor threads tp=1, 2, 4 and Gloo processes tp=2, 4 (`dtensor train`, its own thread policy)
   plain PyTorch eager: one process, one compute thread per core (and, for scale, one thread)
   PyTorch DTensor tp=1 (a 1-rank Gloo mesh) and tp=2, 4 (one process per rank, Gloo), Megatron plan
+AdamW like for like: dtensor's is fused (nn/optim.cc), so plain PyTorch runs `fused=True` (its CPU
+fused kernel); a second plain-PyTorch row runs `foreach=True`. PyTorch DTensor runs its default
+(per-parameter) AdamW: with the Megatron plan's mix of DTensor and plain parameters both its fused
+and foreach paths refuse to run ("got mixed torch.Tensor and DTensor"). Ratios are taken within each run (the
+same round of the interleaving) and reported as the median of the per-run ratios with min-max.
+The "large" model (8 layers, dim 512, seq 256, batch 4) is where compute and communication, not dispatch,
+dominate; it times fewer rows (dtensor tp=1 and Gloo tp=2 against their PyTorch counterparts).
 Compute threads follow one policy everywhere: cores / ranks on this machine, at least 1 (torchrun's
 OMP_NUM_THREADS=1 when ranks >= cores; dtensor/core/compute_threads.h). Every timed row's losses
 must also agree with dtensor's float32 record within BENCH_RTOL. tokens/s = steps * batch * seq
@@ -41,8 +48,12 @@ import numpy as np
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 DTENSOR = os.path.join(ROOT, "bazel-bin", "tools", "dtensor")
-MODELS = {"default": {"layers": 2, "dim": 64, "heads": 4}, "wide": {"layers": 4, "dim": 256, "heads": 4}}
-SEQ, BATCH, LR = 64, 8, 3e-3  # dtensor train's defaults, passed explicitly so both sides agree
+# The flags both sides take (dtensor train's names); batch and lr are dtensor train's defaults except
+# for "large", whose batch of 4 keeps a step near 5 s on 2 cores.
+MODELS = {"default": {"layers": 2, "dim": 64, "heads": 4, "seq": 64, "batch": 8},
+          "wide": {"layers": 4, "dim": 256, "heads": 4, "seq": 64, "batch": 8},
+          "large": {"layers": 8, "dim": 512, "heads": 8, "seq": 256, "batch": 4}}
+LR = 3e-3
 
 # float64: the implementations differ only in summation order (BLAS, reductions, SDPA's softmax),
 # about 1e-16 per op; measured over 10 steps of the default model: 2e-15. A semantic difference
@@ -106,7 +117,7 @@ def run_dtensor(backend, tp, model, steps, record, check=False):
     if os.path.exists(record):
         shutil.rmtree(record)
     cmd = [DTENSOR, "train", "--backend", backend, "--mesh", f"tp={tp}", "--steps", str(steps),
-           "--batch", str(BATCH), "--seq", str(SEQ), "--lr", repr(LR), "--log-every", str(steps), "--sample", "0",
+           "--lr", repr(LR), "--log-every", str(steps), "--sample", "0",
            "--record", record]
     cmd += [a for k, v in MODELS[model].items() for a in (f"--{k}", str(v))]
     if check:
@@ -125,7 +136,7 @@ def run_dtensor(backend, tp, model, steps, record, check=False):
 
 # --- the PyTorch side ---------------------------------------------------------------------------
 
-def make_gpt(torch, vocab, layers, dim, heads):
+def make_gpt(torch, vocab, layers, dim, heads, seq):
     nn, F = torch.nn, torch.nn.functional
     hd = dim // heads
 
@@ -161,7 +172,7 @@ def make_gpt(torch, vocab, layers, dim, heads):
     class GPT(nn.Module):
         def __init__(self):
             super().__init__()
-            self.tok_emb, self.pos_emb = nn.Embedding(vocab, dim), nn.Embedding(SEQ, dim)
+            self.tok_emb, self.pos_emb = nn.Embedding(vocab, dim), nn.Embedding(seq, dim)
             self.blocks = nn.ModuleList(Block() for _ in range(layers))
             self.ln_f, self.lm_head = nn.LayerNorm(dim, eps=1e-5), nn.Linear(dim, vocab, bias=False)
 
@@ -202,7 +213,7 @@ def worker(a):
     assert len(tokens) == a.steps, f"the record has {len(tokens)} steps, {a.steps} asked for"
     params = {k: torch.from_numpy(v) for k, v in state.items() if not k.endswith((".exp_avg", ".exp_avg_sq"))}
     cfg = MODELS[a.model]
-    model = make_gpt(torch, params["tok_emb.weight"].shape[0], cfg["layers"], cfg["dim"], cfg["heads"])
+    model = make_gpt(torch, params["tok_emb.weight"].shape[0], cfg["layers"], cfg["dim"], cfg["heads"], cfg["seq"])
     model.to(dtype)  # first: loading into float32 parameters would round float64 weights
     model.load_state_dict(params, strict=True)  # every name and shape must match dtensor's
     if a.world:
@@ -216,7 +227,9 @@ def worker(a):
                                 world_size=a.world, timeout=datetime.timedelta(seconds=300))
         mesh = init_device_mesh("cpu", (a.world,), mesh_dim_names=("tp",))
         model = parallelize_module(model, mesh, megatron_plan(cfg["layers"]))
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    # fused: one kernel over all parameters, as dtensor's; foreach: the multi-tensor path.
+    kind = {"fused": {"fused": True}, "foreach": {"foreach": True}, "default": {}}[a.optimizer]
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, **kind)
     F = torch.nn.functional
     losses, seconds = [], 0.0
     for s in range(a.steps):
@@ -235,7 +248,7 @@ def worker(a):
         dist.destroy_process_group()
     if a.rank == 0:
         with open(a.out, "w") as f:
-            json.dump({"losses": losses, "tokens_per_s": a.steps * tokens.shape[1] * SEQ / seconds}, f)
+            json.dump({"losses": losses, "tokens_per_s": a.steps * tokens.shape[1] * cfg["seq"] / seconds}, f)
 
 
 def free_port():
@@ -244,9 +257,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_torch(world, model, steps, record, dtype, tmp, threads=None):
+def run_torch(world, model, steps, record, dtype, tmp, threads=None, optimizer="fused"):
     """Plain PyTorch (world 0: one process, no mesh) or PyTorch DTensor on `world` Gloo processes,
-    with `threads` compute threads per process (default: the common policy)."""
+    with `threads` compute threads per process (default: the common policy) and AdamW `optimizer`
+    (fused, foreach or default)."""
     ranks = max(1, world)
     out = os.path.join(tmp, f"torch-{world}.json")
     if os.path.exists(out):
@@ -257,7 +271,7 @@ def run_torch(world, model, steps, record, dtype, tmp, threads=None):
     for r in range(ranks):
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--steps", str(steps),
                "--record", record, "--dtype", dtype, "--world", str(world), "--rank", str(r), "--port", str(port),
-               "--threads", str(th), "--out", out]
+               "--threads", str(th), "--out", out, "--optimizer", optimizer]
         procs.append(subprocess.Popen(cmd, env=clean_env(OMP_NUM_THREADS=th, MKL_NUM_THREADS=th),
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     logs = [p.communicate(timeout=3600)[0] for p in procs]
@@ -294,7 +308,12 @@ def check(model, steps, tmp):
     print(f"check: {model} model, {steps} steps, float64; dtensor tp=2 (threads, --check) recorded", flush=True)
     ref, _ = run_dtensor("threads", 2, model, steps, rec, check=True)
     agree("plain PyTorch", run_torch(0, model, steps, rec, "float64", tmp)[0], ref, CHECK_RTOL)
-    agree("PyTorch DTensor tp=2 (Gloo)", run_torch(2, model, steps, rec, "float64", tmp)[0], ref, CHECK_RTOL)
+    agree("PyTorch DTensor tp=2 (Gloo)", run_torch(2, model, steps, rec, "float64", tmp, optimizer="default")[0], ref,
+          CHECK_RTOL)
+
+
+def spread(values, fmt):
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
 
 
 def bench(model, steps, runs, tmp):
@@ -302,58 +321,76 @@ def bench(model, steps, runs, tmp):
 
     rec = os.path.join(tmp, "bench-record")
     ref, _ = run_dtensor("threads", 1, model, steps, rec)  # the float32 reference; not timed
-    # (implementation, backend, tp, compute threads per rank). The extra one-thread plain PyTorch row
-    # separates the thread policy's effect (two threads on two busy cores can be several times
-    # slower than one) from the framework's.
-    rows = [("dtensor", "threads", 1), ("dtensor", "threads", 2), ("dtensor", "threads", 4),
-            ("dtensor", "gloo", 2), ("dtensor", "gloo", 4), ("PyTorch eager", "-", 1)]
-    rows = [r + (threads_per_rank(r[2]),) for r in rows]
-    if cores() > 1:
-        rows.append(("PyTorch eager", "-", 1, 1))
-    rows += [("PyTorch DTensor", "gloo", tp, threads_per_rank(tp)) for tp in (1, 2, 4)]
+    # (implementation, backend, tp, compute threads per rank, AdamW). The extra one-thread plain
+    # PyTorch row separates the thread policy's effect (two threads on two busy cores can be several
+    # times slower than one) from the framework's.
+    plain = ("PyTorch eager", "-", 1, threads_per_rank(1), "fused")
+    if model == "large":
+        rows = [("dtensor", "threads", 1), ("dtensor", "gloo", 2)]
+        torch_dt = (1, 2)
+    else:
+        rows = [("dtensor", "threads", 1), ("dtensor", "threads", 2), ("dtensor", "threads", 4),
+                ("dtensor", "gloo", 2), ("dtensor", "gloo", 4)]
+        torch_dt = (1, 2, 4)
+    rows = [r + (threads_per_rank(r[2]), "fused") for r in rows]
+    rows += [plain, plain[:4] + ("foreach",)]
+    if cores() > 1 and model != "large":
+        rows.append(("PyTorch eager", "-", 1, 1, "fused"))
+    # PyTorch DTensor runs neither the fused nor the foreach AdamW here: the Megatron plan leaves the
+    # embeddings, norms and lm_head plain tensors beside the DTensor weights, and both paths refuse
+    # the mix ("_fused_adamw_ / _foreach_mul_ got mixed torch.Tensor and DTensor"). Its rows run the
+    # per-parameter loop (torch's CPU default), the only one that works.
+    rows += [("PyTorch DTensor", "gloo", tp, threads_per_rank(tp), "default") for tp in torch_dt]
     tps = {r: [] for r in rows}
     diff = {r: 0.0 for r in rows}
     print(f"timing: {model} model, {steps} steps, {runs} run(s) of each row, float32", flush=True)
     for _ in range(runs):  # rows interleaved, so that a burst of load spreads over all of them
         for r in rows:
-            impl, backend, tp, th = r
+            impl, backend, tp, th, optimizer = r
             if impl == "dtensor":
                 losses, t = run_dtensor(backend, tp, model, steps, os.path.join(tmp, "row-record"))
             else:
-                losses, t = run_torch(0 if impl == "PyTorch eager" else tp, model, steps, rec, "float32", tmp, th)
-            diff[r] = max(diff[r], agree(f"{impl} {backend} tp={tp}, {th} thread(s)", losses, ref, BENCH_RTOL))
+                losses, t = run_torch(0 if impl == "PyTorch eager" else tp, model, steps, rec, "float32", tmp, th,
+                                      optimizer)
+            diff[r] = max(diff[r], agree(f"{impl} {backend} tp={tp}, {th} thread(s), {optimizer}", losses, ref,
+                                         BENCH_RTOL))
             tps[r].append(t)
-    med = {r: statistics.median(v) for r, v in tps.items()}
-    plain = med[("PyTorch eager", "-", 1, cores())]
     # Counterparts at equal tp and backend; dtensor's thread ranks at tp=1 run in one process with no
     # communication, as the 1-rank Gloo mesh does. Thread ranks at tp > 1 have no PyTorch counterpart.
     twin = {("dtensor", "threads", 1): ("PyTorch DTensor", "gloo", 1),
             ("dtensor", "gloo", 2): ("PyTorch DTensor", "gloo", 2),
             ("dtensor", "gloo", 4): ("PyTorch DTensor", "gloo", 4)}
-    twin = {k + (threads_per_rank(k[2]),): v + (threads_per_rank(v[2]),) for k, v in twin.items()}
+    twin = {k + (threads_per_rank(k[2]), "fused"): v + (threads_per_rank(v[2]), "default") for k, v in twin.items()}
+
+    def ratios(r, other):  # within each run: the same round of the interleaving
+        return [a / b for a, b in zip(tps[r], tps[other])]
+
     cfg = MODELS[model]
-    print(f"\nGPT {cfg['layers']} layers, dim {cfg['dim']}, {cfg['heads']} heads, seq {SEQ}, batch {BATCH}, "
-          f"float32; {cores()} cores; {steps} steps, median of {runs}; torch {torch.__version__}\n")
-    print("| run | backend | tp | threads/rank | tokens/s | dtensor / plain torch | dtensor / torch DTensor | max loss diff vs record |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print(f"\nGPT {cfg['layers']} layers, dim {cfg['dim']}, {cfg['heads']} heads, seq {cfg['seq']}, batch {cfg['batch']}, "
+          f"float32; {cores()} cores; {steps} steps, {runs} interleaved runs: median (min-max); "
+          f"torch {torch.__version__}\n")
+    print("| run | backend | tp | threads/rank | AdamW | tokens/s | dtensor / plain torch (fused) | "
+          "dtensor / torch DTensor | max loss diff vs record |")
+    print("|---|---|---:|---:|---|---:|---:|---:|---:|")
     for r in rows:
-        impl, backend, tp, th = r
-        ratio_plain = f"{med[r] / plain:.2f}" if impl == "dtensor" else "-"
-        ratio_twin = f"{med[r] / med[twin[r]]:.2f}" if r in twin else "-"
-        print(f"| {impl} | {backend} | {tp} | {th} | {med[r]:,.0f} | {ratio_plain} | {ratio_twin} | {diff[r]:.1e} |")
+        impl, backend, tp, th, optimizer = r
+        ratio_plain = spread(ratios(r, plain), "{:.2f}") if impl == "dtensor" else "-"
+        ratio_twin = spread(ratios(r, twin[r]), "{:.2f}") if r in twin and twin[r] in tps else "-"
+        print(f"| {impl} | {backend} | {tp} | {th} | {optimizer} | {spread(tps[r], '{:,.0f}')} | {ratio_plain} | "
+              f"{ratio_twin} | {diff[r]:.1e} |")
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", choices=sorted(MODELS), default="default")
     p.add_argument("--steps", type=int, help="steps per run (default: 50; with --check-only, 10)")
-    p.add_argument("--runs", type=int, default=3, help="runs of each row; the median is reported")
+    p.add_argument("--runs", type=int, default=5, help="interleaved runs of each row; median (min-max) reported")
     p.add_argument("--check-only", action="store_true", help="only the float64 agreement check")
     p.add_argument("--check-steps", type=int, default=10, help="steps of the float64 check before timing")
     # Internal: one PyTorch rank, started by run_torch.
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     for name, kind in (("record", str), ("dtype", str), ("world", int), ("rank", int), ("port", int),
-                       ("threads", int), ("out", str)):
+                       ("threads", int), ("out", str), ("optimizer", str)):
         p.add_argument(f"--{name}", type=kind, help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.worker:

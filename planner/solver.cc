@@ -350,17 +350,21 @@ void run(State& st, Node& node, const std::vector<int>& keep, int64_t budget) {
   std::priority_queue<int, std::vector<int>, std::greater<int>> leaves;
   for (int v = 0; v < n; ++v)
     if (!st.gone[v] && !st.kept[v] && st.deg[v] <= 1) leaves.push(v);
+  // Eliminates v; its neighbours left with at most one neighbour become candidates.
+  auto eliminate_queued = [&](int v) {
+    std::vector<int> nbrs;
+    for (int id : st.live(v)) nbrs.push_back(st.other(st.factors[id], v));
+    node.elims.push_back(eliminate(st, v));
+    for (int u : nbrs)
+      if (!st.gone[u] && !st.kept[u] && st.deg[u] <= 1) leaves.push(u);
+  };
   while (true) {
     while (!leaves.empty() && (st.gone[leaves.top()] || st.kept[leaves.top()] || st.deg[leaves.top()] > 1))
       leaves.pop();
     if (!leaves.empty()) {
       const int v = leaves.top();
       leaves.pop();
-      std::vector<int> nbrs;
-      for (int id : st.live(v)) nbrs.push_back(st.other(st.factors[id], v));
-      node.elims.push_back(eliminate(st, v));
-      for (int u : nbrs)
-        if (!st.gone[u] && !st.kept[u] && st.deg[u] <= 1) leaves.push(u);
+      eliminate_queued(v);
       continue;
     }
     // No variable with at most one neighbour: the two-neighbour variable whose elimination does the
@@ -390,11 +394,7 @@ void run(State& st, Node& node, const std::vector<int>& keep, int64_t budget) {
     }
     if (pick < 0) break;
     if (st.deg[pick] <= 2) {
-      std::vector<int> nbrs;
-      for (int id : st.live(pick)) nbrs.push_back(st.other(st.factors[id], pick));
-      node.elims.push_back(eliminate(st, pick));
-      for (int u : nbrs)
-        if (!st.gone[u] && !st.kept[u] && st.deg[u] <= 1) leaves.push(u);
+      eliminate_queued(pick);
       continue;
     }
     // Stuck: condition on the variable with the most neighbours.

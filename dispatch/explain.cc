@@ -5,12 +5,12 @@
 
 #include "absl/strings/str_format.h"
 #include "dispatch/dispatch.h"
-#include "dtensor/core/limits.h"
 #include "dtensor/collectives/threads_backend.h"
-#include "dtensor/partial_split.h"
 #include "dtensor/core/json.h"
-#include "ops/flops.h"
+#include "dtensor/core/limits.h"
+#include "dtensor/partial_split.h"
 #include "nlohmann/json.hpp"
+#include "ops/flops.h"
 
 namespace dtensor {
 namespace {

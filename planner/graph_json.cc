@@ -144,10 +144,10 @@ constexpr int64_t kMaxLayerIndex = 1 << 20;
 }  // namespace
 
 ModelGraph graph_from_json(const std::string& text) {
-  const json root = parse_json(text, "graph JSON");
-  DT_CHECK(root.is_object() && root.contains("nodes") && root.at("nodes").is_array(),
-           "graph JSON: expected an object with a \"nodes\" array (format dtensor-graph/1)");
   const std::string top = "graph JSON";
+  const json root = parse_json(text, top);
+  DT_CHECK(root.is_object() && root.contains("nodes") && root.at("nodes").is_array(), top,
+           ": expected an object with a \"nodes\" array (format dtensor-graph/1)");
   DT_CHECK(static_cast<int64_t>(root.at("nodes").size()) <= kMaxGraphNodes, top, ": ", root.at("nodes").size(),
            " nodes; at most ", kMaxGraphNodes, " are accepted");
   const std::string format = optional_field<std::string>(root, "format", "dtensor-graph/1", top);

@@ -13,6 +13,7 @@ Grads binary(const BackwardCtx& c, const std::function<std::pair<DTensor, DTenso
 }  // namespace
 
 void register_pointwise_backward() {
+  register_pointwise_row_backward();
   def("add", [](const BackwardCtx& c) {
     double alpha = c.call.get_double("alpha");
     return binary(c, [&](const DTensor& g) { return std::pair{g, alpha == 1.0 ? g : F::mul(g, alpha)}; });

@@ -31,6 +31,8 @@ IValue iv(std::vector<int64_t> v);
 IValue iv(const std::string& v);
 
 void register_pointwise_backward();
+// The backward of the pointwise tables' ops (ops/pointwise_rows.h), called by register_pointwise_backward.
+void register_pointwise_row_backward();
 void register_matrix_backward();
 void register_grouped_mm_backward();
 void register_reduction_backward();

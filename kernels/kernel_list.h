@@ -22,6 +22,11 @@
 
 #include "dtensor/core/tensor.h"
 
+namespace dtensor {
+enum class UnaryRow : int32_t;   // ops/pointwise_rows.h
+enum class BinaryRow : int32_t;  // ops/pointwise_rows.h
+}  // namespace dtensor
+
 namespace dtensor::kernels {
 
 class Scalar;           // kernels/cpu/pointwise.h
@@ -75,6 +80,10 @@ using TensorPair = std::pair<Tensor, Tensor>;
   X(sigmoid, sigmoid, Tensor(const Tensor& x))                                                      \
   X(silu, silu, Tensor(const Tensor& x))                                                            \
   X(gelu, gelu, Tensor(const Tensor& x, const std::string& approximate))                            \
+  /* The pointwise rows (ops/pointwise_rows.h): one slot per table, the row an argument. */      \
+  X(pointwise_unary_row, pointwise_unary_row, Tensor(UnaryRow row, const Tensor& x))                \
+  X(pointwise_binary_row, pointwise_binary_row,                                                     \
+    Tensor(BinaryRow row, const Tensor& a, const Tensor& b))                                        \
   /* Reductions. */                                                                                 \
   X(sum, sum, Tensor(const Tensor& x, const Dims& dims, bool keepdim))                              \
   X(prod, prod, Tensor(const Tensor& x, const Dims& dims, bool keepdim))                            \

@@ -17,6 +17,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -32,6 +33,7 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/placement.h"
 #include "kernels/cpu/matmul.h"
+#include "ops/pointwise_rows.h"
 #include "ops/registry.h"
 #include "dispatch/explain.h"
 #include "python/py_values.h"
@@ -445,6 +447,13 @@ NB_MODULE(_dtensor, m) {
     init_ops();  // the registry fills on first use
     return Registry::get().names();
   }, "Every registered op's name, sorted.");
+  ops.def("pointwise_rows", [] {
+    std::vector<std::string> unary, binary;
+    for (const UnaryRowInfo& r : kUnaryRows) unary.push_back(r.name);
+    for (const BinaryRowInfo& r : kBinaryRows) binary.push_back(r.name);
+    return std::pair{unary, binary};
+  }, "The ops of the pointwise tables (ops/pointwise_rows.h): (unary names, binary names); each takes "
+     "Tensor arguments only (binary: broadcasting).");
 
   // The engine's decision for one request of `dtensor explain` (dispatch/explain.h; the contract is
   // docs/conformance in the shared folder), as a JSON string in and out; dtensor.explain wraps it

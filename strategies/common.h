@@ -41,11 +41,17 @@ void add_alike(RuleList& rules, int n_in, const std::vector<int32_t>& dims);
 // that input dim is broadcast (size 1 against a larger output size).
 int64_t broadcast_dim(const Shape& in, const Shape& out, int64_t d);
 
+// The Shard rows of a pointwise op whose tensor inputs broadcast to `out`: output dim d sharded
+// with every input dim that maps onto it (broadcast dims replicated) (strategies/pointwise.cc).
+RuleList pointwise_shard_rules(const OpCall& call, const Shape& out);
+
 // Normalizes a dim argument against a rank (negative counts from the end).
 int64_t norm_dim(int64_t d, int64_t rank);
 
 // Rule setters, one per family file; each sets OpDef::rules of the ops it owns.
 void register_pointwise_rules(Registry& r);
+// The rules of the pointwise tables' ops (ops/pointwise_rows.h), called by register_pointwise_rules.
+void register_pointwise_row_rules(Registry& r);
 void register_matrix_rules(Registry& r);
 void register_reduction_rules(Registry& r);
 void register_norm_rules(Registry& r);

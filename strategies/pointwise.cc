@@ -8,10 +8,8 @@
 #include "strategies/common.h"
 
 namespace dtensor::strategies {
-namespace {
 
-// Shard rows for an op whose tensor inputs broadcast to output 0.
-RuleList shard_rows(const OpCall& call, const Shape& out) {
+RuleList pointwise_shard_rules(const OpCall& call, const Shape& out) {
   RuleList rules;
   for (int64_t d = 0; d < static_cast<int64_t>(out.size()); ++d) {
     Rule r;
@@ -32,13 +30,15 @@ RuleList shard_rows(const OpCall& call, const Shape& out) {
   return rules;
 }
 
+namespace {
+
 using Extra = std::function<void(const OpCall&, RuleList&)>;
 
 void set(Registry& reg, const std::string& name, Extra extra = nullptr,
          std::source_location where = std::source_location::current()) {
   OpDef& op = reg.mutable_find(name, where);
   op.rules = [extra](const OpCall& call, const OutMeta& out) {
-    RuleList rules = shard_rows(call, out[0].shape);
+    RuleList rules = pointwise_shard_rules(call, out[0].shape);
     if (extra) extra(call, rules);
     return rules;
   };
@@ -54,6 +54,7 @@ ReduceOp swap_order(ReduceOp op) {
 }  // namespace
 
 void register_pointwise_rules(Registry& reg) {
+  register_pointwise_row_rules(reg);
   auto linear = [](const OpCall& c, RuleList& r) { add_partial_passthrough(r, 1, c.num_tensors(), kLinear); };
   set(reg, "add", linear);
   set(reg, "sub", linear);

@@ -7,6 +7,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/pointwise.h"
+#include "kernels/cpu/pointwise_rows.h"
 #include "kernels/cpu/reduction.h"
 #include "kernels/cpu/shape_ops.h"
 #include "kernels/cpu/pooling.h"

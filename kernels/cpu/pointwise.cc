@@ -208,9 +208,13 @@ DType promote_types(DType a, DType b) {
   return rank(a) >= rank(b) ? a : b;
 }
 
+DType result_type(DType a, int64_t a_dim, DType b, int64_t b_dim) {
+  if ((a_dim == 0) == (b_dim == 0)) return promote_types(a, b);
+  return a_dim > 0 ? combine(a, b) : combine(b, a);
+}
+
 DType result_type(const Tensor& a, const Tensor& b) {
-  if ((a.dim() == 0) == (b.dim() == 0)) return promote_types(a.dtype(), b.dtype());
-  return a.dim() > 0 ? combine(a.dtype(), b.dtype()) : combine(b.dtype(), a.dtype());
+  return result_type(a.dtype(), a.dim(), b.dtype(), b.dim());
 }
 
 DType result_type(const Tensor& a, const Scalar& b) {

@@ -47,6 +47,8 @@ DType promote_types(DType a, DType b);
 // torch.result_type: 0-d tensors only raise the dtype of dimensioned ones across a category
 // (bool < integer < floating); Scalars likewise, with a floating Scalar counting as float32.
 DType result_type(const Tensor& a, const Tensor& b);
+// The same from dtypes and ranks alone (op metadata has no tensors).
+DType result_type(DType a, int64_t a_dim, DType b, int64_t b_dim);
 DType result_type(const Tensor& a, const Scalar& b);
 
 // ---- Binary arithmetic, broadcasting a and b; result dtype = result_type(a, b).

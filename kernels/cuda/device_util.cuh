@@ -90,6 +90,35 @@ __device__ __forceinline__ T neg_inf() {
     return static_cast<T>(-0x7fffffffffffffffll - 1);
 }
 
+// Element offsets of linear index i over `shape` for N operands.
+template <int N>
+__device__ __forceinline__ void offsets(const LoopShape& shape, int64_t i,
+                                        const Operand* const (&ops)[N], int64_t (&off)[N]) {
+  if (shape.contiguous) {
+    for (int k = 0; k < N; ++k) off[k] = i;
+    return;
+  }
+  for (int k = 0; k < N; ++k) off[k] = 0;
+  for (int d = shape.ndim - 1; d >= 0; --d) {
+    const int64_t size = shape.sizes[d];
+    const int64_t idx = i % size;
+    i /= size;
+    for (int k = 0; k < N; ++k) off[k] += idx * ops[k]->strides[d];
+  }
+}
+
+// The value of an operand at element offset `off` (its scalar when it has no data), as T.
+template <typename T>
+__device__ __forceinline__ T operand_value(const Operand& o, int64_t off) {
+  if (o.data == nullptr) {
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(o.scalar_i);
+    else
+      return static_cast<T>(o.scalar_d);
+  }
+  return load_as<T>(o.data, o.dtype, off);
+}
+
 // The C++ type of a Compute value, for dispatch: f(Acc{}) with Acc = float, double or int64_t.
 template <typename F>
 __host__ void dispatch_compute(Compute c, F&& f) {

@@ -25,6 +25,7 @@
 #include "dtensor/core/tensor.h"
 #include "kernels/cpu/flex_attention.h"  // FlexMask, FlexScoreMod
 #include "kernels/cpu/pointwise.h"  // Scalar, broadcast_shapes, promote_types, result_type
+#include "kernels/cpu/pointwise_rows.h"  // row_dtype
 
 namespace dtensor::kernels::cuda {
 
@@ -87,6 +88,10 @@ Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor silu(const Tensor& x);
+// The pointwise rows (ops/pointwise_rows.h; pointwise_rows.cc). Integer divisors of fmod/remainder
+// are checked on a host copy (synchronizes).
+Tensor pointwise_unary_row(UnaryRow row, const Tensor& x);
+Tensor pointwise_binary_row(BinaryRow row, const Tensor& a, const Tensor& b);
 // d/dx gelu(x) * grad (kernels/cpu/grad_kernels.h), grad and x broadcast; promoted floating dtype.
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& approximate = "none");
 

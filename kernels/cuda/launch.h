@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "dtensor/core/dtype.h"
+#include "ops/pointwise_rows.h"
 
 namespace dtensor::kernels::cuda::detail {
 
@@ -73,6 +74,14 @@ enum class BinaryOp : int32_t {
   kGeluBackward,
   kGeluTanhBackward
 };
+
+// ---- The pointwise rows (pointwise_rows_kernels.cu): out[i] = the row's f of the inputs, computed
+// in `c` (the caller checked the dtypes against the row's rule); a bool `out` of an integral row
+// keeps the low bit. Integer divisors of the rows that divide are checked by the caller.
+void launch_unary_row(UnaryRow row, Compute c, const LoopShape& shape, const Operand& out,
+                      const Operand& in, cudaStream_t stream);
+void launch_binary_row(BinaryRow row, Compute c, const LoopShape& shape, const Operand& out,
+                       const Operand& a, const Operand& b, cudaStream_t stream);
 
 // out[i] = op(in[i]) computed in `c`; out may be any strided view (copy_ into a slice). kCopy with
 // Compute::kInt64 copies integers exactly; with kDouble it converts like the CPU copy_strided.

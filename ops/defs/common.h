@@ -61,6 +61,8 @@ Shape attention_shape(const OpCall& c, int qi);
 
 // Family definers, each defining its ops once.
 void define_pointwise_ops(Registry& r);
+// The ops of the pointwise tables (ops/pointwise_rows.h), called by define_pointwise_ops.
+void define_pointwise_rows(Registry& r);
 void define_matrix_ops(Registry& r);
 void define_reduction_ops(Registry& r);
 void define_norm_ops(Registry& r);

@@ -68,6 +68,7 @@ void unary(Registry& reg, const std::string& name, Tensor (*fn)(const Tensor&), 
 }  // namespace
 
 void define_pointwise_ops(Registry& reg) {
+  define_pointwise_rows(reg);
   binary(reg, "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
            return one(kernels::add(in[0], in[1], scalar_arg(c, "alpha")));

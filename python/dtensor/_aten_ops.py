@@ -2,6 +2,8 @@
 which planner ops (_map), which are bookkeeping (_PASS, _SKIP), which create constants (_CREATE),
 and the matrix-product and convolution FLOPs counted as torch.utils.flop_counter counts them
 (FLOP_OPS)."""
+import functools
+
 
 # dtype names of the planner (dtensor/core/dtype.cc).
 _DTYPES = {
@@ -143,6 +145,15 @@ def _convolution(name, args, kw, w, A):
                            per_dim(padding), dilation, False, [0] * sd, int(groups)], {}
 
 
+@functools.lru_cache(maxsize=None)
+def _pointwise_rows():
+    """The pointwise tables' op names (ops/pointwise_rows.h): unary and binary Tensor ops that map
+    one to one from ATen."""
+    from . import ops
+    unary, binary = ops.pointwise_rows()
+    return frozenset(unary), frozenset(binary)
+
+
 def _map(name, node, val, w, where):
     """(planner op, args, kwargs) for an ATen call the planner has a rule for, else None. `w` is
     the walker (planning._Walker): tensor arguments become the names of its graph's nodes."""
@@ -276,6 +287,11 @@ def _map(name, node, val, w, where):
         mode = args[2] if name == "pad" and len(args) > 2 else kw.get("mode", "constant")
         value = args[3] if name == "pad" and len(args) > 3 else (args[2] if len(args) > 2 else kw.get("value"))
         return "pad", [A(args[0]), list(args[1]), mode, None if value is None else float(value)], {}
+    unary_rows, binary_rows = _pointwise_rows()
+    if name in unary_rows and len(args) == 1 and is_t(args[0]) and not kw:
+        return name, [A(args[0])], {}
+    if name in binary_rows and len(args) == 2 and is_t(args[0]) and is_t(args[1]) and not kw:
+        return name, [A(args[0]), A(args[1])], {}
     if name == "cross_entropy_loss":
         reduction = {0: "none", 1: "mean", 2: "sum"}[args[3] if len(args) > 3 else kw.get("reduction", 1)]
         x = w._meta(args[0])

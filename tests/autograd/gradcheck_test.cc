@@ -14,12 +14,32 @@
 namespace dtensor {
 namespace {
 
-Tensor smooth(const Shape& s, uint64_t seed, bool positive) {
+// Where an op's inputs must lie (the domain its OpDef::make_input draws from, e.g. acos's (-1, 1)).
+enum class Domain { kReal, kPositive, kUnit, kAboveOne };
+
+Domain domain_of(const std::vector<double>& given) {
+  if (given.empty()) return Domain::kReal;
+  bool positive = true, unit = true, above_one = true;
+  for (double x : given) {
+    positive &= x > 0;
+    unit &= x > -1 && x < 1;
+    above_one &= x > 1;
+  }
+  return above_one ? Domain::kAboveOne : positive ? Domain::kPositive : unit ? Domain::kUnit : Domain::kReal;
+}
+
+Tensor smooth(const Shape& s, uint64_t seed, Domain domain = Domain::kReal) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(-2.0, 2.0);
   Tensor t = Tensor::empty(s, DType::kFloat64);
   double* p = t.data<double>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = positive ? 0.5 + std::abs(u(rng)) : u(rng);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double v = u(rng);
+    p[i] = domain == Domain::kPositive  ? 0.5 + std::abs(v)
+           : domain == Domain::kUnit    ? 0.45 * v
+           : domain == Domain::kAboveOne ? 1.1 + std::abs(v)
+                                         : v;
+  }
   return t;
 }
 
@@ -44,13 +64,11 @@ Case make_case(const OpDef& op, Sample s, const Shape& mesh, uint64_t seed) {
       c.globals.push_back(given);
       continue;
     }
-    auto v = given.to_vector<double>();
-    bool positive = !v.empty();
-    for (double x : v) positive &= x > 0;
-    c.globals.push_back(smooth(m.shape, seed * 31 + t, positive));
+    // A domain the given data is confined to is kept (acos needs (-1, 1), log positive inputs).
+    c.globals.push_back(smooth(m.shape, seed * 31 + t, domain_of(given.to_vector<double>())));
   }
   for (const auto& m : op.meta(call))
-    c.weights.push_back(is_floating(m.dtype) ? smooth(m.shape, seed * 77 + 5, false) : Tensor());
+    c.weights.push_back(is_floating(m.dtype) ? smooth(m.shape, seed * 77 + 5) : Tensor());
   return c;
 }
 

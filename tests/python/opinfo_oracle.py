@@ -42,6 +42,7 @@ class Call:
     index_outputs: tuple = ()    # outputs holding indices: compared exactly
     any_tied_index: bool = False  # torch leaves the index among tied values unspecified
     partial: str = ""            # "all": Partial inputs meaningful for every tensor; "one": one tensor
+    grad: bool = False           # the gradients are compared with torch's too (float64 samples)
 
 
 def aten(name):
@@ -78,8 +79,8 @@ def drop_defaults(kw, **defaults):
 
 # ---- translators: OpInfo sample -> Call ------------------------------------------------------------
 
-def unary(name, partial=""):
-    return lambda s: Call(name, [s.input], dict(s.kwargs), aten(name), partial=partial)
+def unary(name, partial="", grad=False):
+    return lambda s: Call(name, [s.input], dict(s.kwargs), aten(name), partial=partial, grad=grad)
 
 
 def silu(s):
@@ -94,16 +95,18 @@ def gelu(s):
 SCALAR_OVERLOAD = {"add": "add.Scalar", "mul": "mul.Scalar", "div": "div.Scalar", "pow": "pow.Tensor_Scalar"}
 
 
-def binary(name, partial=""):
+def binary(name, partial="", grad=False, scalar_other=True):
     def tr(s):
         other = s.args[0]
         if isinstance(other, complex):
             raise Skip("complex scalar")
         op = name
         if not isinstance(other, torch.Tensor):
+            if not scalar_other:
+                raise Skip("a Python-number operand: dtensor defines the Tensor-Tensor overload only", name)
             op = SCALAR_OVERLOAD.get(name, name)  # dtensor's Scalar overload, as ATen's
         return Call(op, [s.input, other, *s.args[1:]], dict(s.kwargs), aten(name),
-                    partial=partial if op == name else "")
+                    partial=partial if op == name else "", grad=grad)
     return tr
 
 
@@ -354,8 +357,18 @@ def to(s):
     return Call("to", [s.input, DTYPE_NAMES[target]], {}, lambda x, d: x.to(target))
 
 
+# The ops of the pointwise tables (ops/pointwise_rows.h), one name per row: forward and gradients
+# against torch.
+ROW_UNARY = ("acos", "asin", "atan", "sin", "cos", "tan", "sinh", "cosh", "asinh", "acosh", "atanh",
+             "log1p", "expm1", "exp2", "log2", "log10", "erf", "erfc", "erfinv", "reciprocal", "ceil",
+             "floor", "round", "trunc", "sign", "frac", "isnan", "isinf", "logical_not", "bitwise_not")
+ROW_BINARY = ("atan2", "hypot", "copysign", "fmod", "remainder", "nextafter", "logical_and", "logical_or",
+              "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor")
+
 # (OpInfo name, variant_test_name) -> translator. dtensor op names come from the Call.
 TRANSLATORS = {
+    **{(n, ""): unary(n, grad=True) for n in ROW_UNARY},
+    **{(n, ""): binary(n, grad=True, scalar_other=False) for n in ROW_BINARY},
     **{(n, ""): unary(n) for n in ("abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid")},
     ("neg", ""): unary("neg", partial="all"),
     ("nn.functional.relu", ""): unary("relu"),
@@ -599,6 +612,57 @@ def run_dtensor(call, mesh_shape, placements, seed=0, adversarial=None):
     return dtensor.run_threads(int(np.prod(mesh_shape)), fn)[0]
 
 
+def run_dtensor_grads(call, mesh_shape, placements, weight):
+    """Gradients of sum(op(inputs) * weight) with respect to the floating tensor inputs (positional
+    only), on prod(mesh_shape) thread ranks, as full tensors (None where no gradient)."""
+    arrays = [_np(t) for t in _tensors(call.args)]
+
+    def fn(world):
+        mesh = dtensor.init_device_mesh("cpu", mesh_shape)
+        ins = []
+        for a, pl in zip(arrays, placements):
+            t = dtensor.distribute_tensor(a, mesh, pl)
+            ins.append(t.requires_grad_() if np.issubdtype(a.dtype, np.floating) else t)
+        it = iter(ins)
+        args = [next(it) if isinstance(a, torch.Tensor) else a for a in call.args]
+        out = dtensor.ops.call(call.op, *args, **call.kwargs)
+        w = dtensor.distribute_tensor(weight, mesh, [Replicate()] * len(mesh_shape))
+        dtensor.ops.call("sum", dtensor.ops.call("mul", out, w)).backward()
+        return [t.grad.full_tensor() if t.requires_grad and t.grad is not None else None for t in ins]
+
+    return dtensor.run_threads(int(np.prod(mesh_shape)), fn)[0]
+
+
+def grad_check(call, seed):
+    """'' when dtensor's gradients (1 rank, and sharded with seeded Shard/Replicate placements) equal
+    torch's autograd on the same loss, else what differs; None when torch has no gradient for it."""
+    ins = [t.detach().clone().requires_grad_(t.is_floating_point()) for t in _tensors(call.args)]
+    it = iter(ins)
+    args = [next(it) if isinstance(a, torch.Tensor) else a for a in call.args]
+    try:
+        out = call.ref(*args, **call.kwargs)
+        weight = torch.from_numpy(np.random.default_rng(seed).uniform(-2, 2, tuple(out.shape)))
+        (out * weight).sum().backward()
+    except (RuntimeError, NotImplementedError):
+        return None  # torch defines no derivative here (nextafter): nothing to compare with
+    want = [t.grad for t in ins]
+    rng = random.Random(seed)
+    sharded = [[Replicate() if p.is_partial() else p for p in pl] for pl in random_placements(call, rng)[0]]
+    for mesh_shape, pl in (((1,), [[Replicate()] for _ in ins]), ((2, 2), sharded)):
+        got = run_dtensor_grads(call, mesh_shape, pl, _np(weight))
+        for k, (g, w) in enumerate(zip(got, want)):
+            if w is None:
+                continue
+            if g is None:
+                return f"input {k}: no gradient, torch has one (mesh {mesh_shape})"
+            wn = w.numpy()
+            if not np.allclose(g, wn, rtol=1e-7, atol=1e-10, equal_nan=True):
+                bad = np.argwhere(~np.isclose(g, wn, rtol=1e-7, atol=1e-10, equal_nan=True))[0].tolist()
+                return (f"input {k} gradient on mesh {mesh_shape} {pl}: {g[tuple(bad)]!r} at {bad}, "
+                        f"torch {wn[tuple(bad)]!r}")
+    return ""
+
+
 def reference(call):
     with warnings.catch_warnings():  # e.g. var's "degrees of freedom <= 0": the sample means it
         warnings.simplefilter("ignore")
@@ -719,4 +783,8 @@ def run_all():
                     continue
                 for tag, c in variants(call, seed):
                     o = run_sample(c, seed)
+                    if c.grad and not tag and dtype == torch.float64 and o.status == "pass":
+                        diff = grad_check(c, seed)
+                        if diff:
+                            o = Outcome(c.op, "mismatch-grad", diff)
                     yield entry, o, f"{describe(c)} [{DTYPE_NAMES[dtype]}{' ' + tag if tag else ''}]"

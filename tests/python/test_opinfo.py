@@ -64,7 +64,7 @@ def table(by_op):
         ran = len(by_op[op]) - c["skipped"]
         local = c["pass"] + c["tie"] + c["mismatch-sharded"]
         sharded = c["pass"] + c["tie"]
-        bad = c["mismatch-local"] + c["mismatch-sharded"]
+        bad = c["mismatch-local"] + c["mismatch-sharded"] + c["mismatch-grad"]
         row = dict(samples=ran, local=local, sharded=sharded, tie=c["tie"], rejected=c["rejected"],
                    skipped=c["skipped"], mismatch=bad)
         totals.update(row)

@@ -96,6 +96,28 @@ def test_common_transformer_ops_map_onto_planner_ops(tmp_path):
     assert dtensor.plan(model, (ids, target), mesh="tp=2")["totals"]["step_time_us"] > 0
 
 
+class _Rows(torch.nn.Module):
+    """Ops of the pointwise tables (ops/pointwise_rows.h) around a linear."""
+
+    def __init__(self, d=16):
+        super().__init__()
+        self.lin = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        h = self.lin(x)
+        return torch.atan2(torch.sin(h), torch.cosh(x)).erf().sum()
+
+
+def test_pointwise_row_ops_map_from_their_table(tmp_path):
+    # No per-op line in _aten_ops: the mapping comes from the row (dtensor.ops.pointwise_rows()).
+    info = dtensor.export_graph(_Rows(), (torch.randn(8, 16),), str(tmp_path / "rows.json"))
+    assert info["unknown_ops"] == {}
+    for op in ("atan2", "sin", "cosh", "erf"):
+        assert op in info["mapped_ops"], op
+    report = dtensor.plan(_Rows(), (torch.randn(8, 16),), mesh="tp=2")
+    assert {"atan2", "sin", "cosh", "erf"} <= {o["op"] for o in report["ops"]}
+
+
 def test_core_aten_ir_imports_too(tmp_path):
     # run_decompositions() lowers to core ATen: linear -> addmm, layer_norm -> native_layer_norm,
     # split -> split_with_sizes, cross_entropy -> log_softmax + gather.

@@ -1,0 +1,115 @@
+// Scalar functions of the pointwise rows (ops/pointwise_rows.h) that the C++ library lacks or that
+// need torch's integer and NaN conventions, usable both on the host (g++) and in CUDA device code
+// (nvcc: DT_HD). T is a compute type: float, double or int64_t (kernels/cpu/loops.h). The std::
+// functions the rows call directly (std::acos, std::erf, ...) have device overloads under nvcc.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#if defined(__CUDACC__)
+#define DT_HD __host__ __device__ __forceinline__
+#else
+#define DT_HD inline
+#endif
+
+namespace dtensor::kernels::sm {
+
+// Rounding of integers is the identity (torch returns integer tensors unchanged); round is half to
+// even (torch.round, std::nearbyint in the default rounding mode).
+template <typename T>
+DT_HD T ceil(T x) {
+  if constexpr (std::is_integral_v<T>) return x;
+  else return std::ceil(x);
+}
+template <typename T>
+DT_HD T floor(T x) {
+  if constexpr (std::is_integral_v<T>) return x;
+  else return std::floor(x);
+}
+template <typename T>
+DT_HD T trunc(T x) {
+  if constexpr (std::is_integral_v<T>) return x;
+  else return std::trunc(x);
+}
+template <typename T>
+DT_HD T round(T x) {
+  if constexpr (std::is_integral_v<T>) return x;
+  else return std::nearbyint(x);
+}
+// x - trunc(x); frac(+-inf) is NaN, as torch's.
+template <typename T>
+DT_HD T frac(T x) {
+  return x - std::trunc(x);
+}
+// -1, 0 or 1; torch.sign(NaN) is 0 (both comparisons are false).
+template <typename T>
+DT_HD T sign(T x) {
+  return static_cast<T>((T(0) < x) - (x < T(0)));
+}
+template <typename T>
+DT_HD bool isnan(T x) {
+  if constexpr (std::is_integral_v<T>) return false;
+  else return x != x;
+}
+template <typename T>
+DT_HD bool isinf(T x) {
+  if constexpr (std::is_integral_v<T>) return false;
+  else return x == std::numeric_limits<T>::infinity() || x == -std::numeric_limits<T>::infinity();
+}
+
+// The inverse error function. Device code uses CUDA's erfinv; the host starts from Winitzki's
+// closed-form approximation (relative error < 2e-3, "A handy approximation for the error function
+// and its inverse", 2008) and refines it with Newton steps on erf, in double: each step squares the
+// relative error, so three reach double precision. erfinv(+-1) = +-inf, |x| > 1 or NaN gives NaN.
+template <typename T>
+DT_HD T erfinv(T x) {
+#if defined(__CUDA_ARCH__)
+  return ::erfinv(x);
+#else
+  const double v = static_cast<double>(x);
+  if (!(v >= -1.0 && v <= 1.0)) return std::numeric_limits<T>::quiet_NaN();
+  if (v == 1.0 || v == -1.0) return static_cast<T>(v * std::numeric_limits<double>::infinity());
+  if (v == 0.0) return static_cast<T>(v);  // keeps the sign of zero
+  constexpr double kPi = 3.14159265358979323846;
+  constexpr double a = 0.147;
+  const double l = std::log((1.0 - v) * (1.0 + v));
+  const double b = 2.0 / (kPi * a) + l / 2.0;
+  double y = std::copysign(std::sqrt(std::sqrt(b * b - l / a) - b), v);
+  for (int i = 0; i < 3; ++i) {
+    const double slope = 2.0 / std::sqrt(kPi) * std::exp(-y * y);  // d/dy erf(y)
+    if (slope == 0.0) break;  // |y| so large that erf is flat in double: y is as close as it gets
+    y -= (std::erf(y) - v) / slope;
+  }
+  return static_cast<T>(y);
+#endif
+}
+
+// Python's modulo (torch.remainder): the result has the divisor's sign. Integer division by zero is
+// checked by the caller (the row's `divides` fact); here it gives 0.
+template <typename T>
+DT_HD T remainder(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == 0) return 0;
+    if (b == -1) return 0;  // avoids INT64_MIN % -1
+    T r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  } else {
+    T r = std::fmod(a, b);
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  }
+}
+// C's fmod (torch.fmod): the result has the dividend's sign.
+template <typename T>
+DT_HD T fmod(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == 0 || b == -1) return 0;
+    return a % b;
+  } else {
+    return std::fmod(a, b);
+  }
+}
+
+}  // namespace dtensor::kernels::sm

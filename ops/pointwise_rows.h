@@ -59,6 +59,8 @@
   X(erfc, kFloat, Transcendental, kReal, kDecreasing, std::erfc(x), -g * exp(-x * x) * (2.0 / sqrt(kPi))) \
   X(erfinv, kFloat, Transcendental, kUnit, kNone, sm::erfinv(x), g * exp(y * y) * (sqrt(kPi) / 2.0))      \
   X(reciprocal, kFloat, Elementwise, kPositive, kNone, T(1) / x, -g * y * y)                               \
+  X(rad2deg, kFloat, Elementwise, kReal, kIncreasing, x * T(180.0 / 3.14159265358979323846), g * (180.0 / kPi)) \
+  X(deg2rad, kFloat, Elementwise, kReal, kIncreasing, x * T(3.14159265358979323846 / 180.0), g * (kPi / 180.0)) \
   X(ceil, kKeep, Elementwise, kReal, kIncreasing, sm::ceil(x), g * 0.0)                                   \
   X(floor, kKeep, Elementwise, kReal, kIncreasing, sm::floor(x), g * 0.0)                                 \
   X(round, kKeep, Elementwise, kReal, kIncreasing, sm::round(x), g * 0.0)                                 \

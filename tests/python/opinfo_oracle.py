@@ -360,7 +360,7 @@ def to(s):
 # The ops of the pointwise tables (ops/pointwise_rows.h), one name per row: forward and gradients
 # against torch.
 ROW_UNARY = ("acos", "asin", "atan", "sin", "cos", "tan", "sinh", "cosh", "asinh", "acosh", "atanh",
-             "log1p", "expm1", "exp2", "log2", "log10", "erf", "erfc", "erfinv", "reciprocal", "ceil",
+             "log1p", "expm1", "exp2", "log2", "log10", "erf", "erfc", "erfinv", "reciprocal", "rad2deg", "deg2rad", "ceil",
              "floor", "round", "trunc", "sign", "frac", "isnan", "isinf", "logical_not", "bitwise_not")
 ROW_BINARY = ("atan2", "hypot", "copysign", "fmod", "remainder", "nextafter", "logical_and", "logical_or",
               "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor")

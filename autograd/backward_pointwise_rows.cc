@@ -55,7 +55,7 @@ Grads binary_grads(const BackwardCtx& c, std::optional<DTensor> ga, std::optiona
 
 void register_pointwise_row_backward() {
   using namespace rowmath;  // NOLINT: the grad column's vocabulary
-#define DT_UNARY_GRAD(name, dtypes, cost, domain, order, f, grad_x)             \
+#define DT_UNARY_GRAD(name, onnx, dtypes, cost, domain, order, f, grad_x)             \
   def(#name, [](const BackwardCtx& c) {                                         \
     [[maybe_unused]] const DTensor g = c.grad(0);                               \
     [[maybe_unused]] const DTensor& x = c.inputs[0];                            \
@@ -64,7 +64,7 @@ void register_pointwise_row_backward() {
   });
   DT_POINTWISE_UNARY_ROWS(DT_UNARY_GRAD)
 #undef DT_UNARY_GRAD
-#define DT_BINARY_GRAD(name, dtypes, cost, divides, f, grad_a, grad_b)          \
+#define DT_BINARY_GRAD(name, onnx, dtypes, cost, divides, f, grad_a, grad_b)          \
   def(#name, [](const BackwardCtx& c) {                                         \
     [[maybe_unused]] const DTensor g = c.grad(0);                               \
     [[maybe_unused]] const DTensor& a = c.inputs[0];                            \

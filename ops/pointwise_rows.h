@@ -8,8 +8,10 @@
 //   autograd/backward_pointwise_rows.cc  the backward (from the grad column)
 // This header holds data only (macros and enums): it depends on nothing, so every layer may read it.
 //
-// Unary rows: X(name, dtypes, cost, domain, order, f, grad)
+// Unary rows: X(name, onnx, dtypes, cost, domain, order, f, grad)
 //   name    the ATen name (schema "name(Tensor self) -> Tensor"), the kernel's name and the enum's.
+//   onnx    the ONNX operator it imports from (planner/onnx_import.cc), "" for none (default
+//           attributes: IsInf detects both signs; Mod is remainder, with fmod=1 fmod).
 //   dtypes  RowDTypes: kFloat (integer and bool inputs give float32, as torch's float ops),
 //           kFloatOnly (floating inputs only), kKeep (the input's dtype; bool rejected),
 //           kToBool (bool result), kIntegral (integer and bool inputs only, same dtype).
@@ -26,7 +28,7 @@
 //           constants kPi, kLn2, kLn10 (autograd/backward_pointwise_rows.cc); no_grad for ops
 //           whose output is not differentiable.
 //
-// Binary rows: X(name, dtypes, cost, divides, f, grad_a, grad_b)
+// Binary rows: X(name, onnx, dtypes, cost, divides, f, grad_a, grad_b)
 //   name    schema "name(Tensor self, Tensor other) -> Tensor"; the inputs broadcast.
 //   dtypes  RowDTypes: kPromote (torch.result_type), kFloat (promoted, integers to float32),
 //           kFloatOnly, kToBool (compares in the promoted type, bool result), kIntegral.
@@ -39,54 +41,54 @@
 
 // clang-format off
 #define DT_POINTWISE_UNARY_ROWS(X)                                                                          \
-  X(acos, kFloat, Transcendental, kUnit, kNone, std::acos(x), -g / sqrt(1.0 - x * x))                     \
-  X(asin, kFloat, Transcendental, kUnit, kNone, std::asin(x), g / sqrt(1.0 - x * x))                      \
-  X(atan, kFloat, Transcendental, kReal, kIncreasing, std::atan(x), g / (x * x + 1.0))                    \
-  X(sin, kFloat, Transcendental, kReal, kNone, std::sin(x), g * op("cos", x))                             \
-  X(cos, kFloat, Transcendental, kReal, kNone, std::cos(x), -g * op("sin", x))                            \
-  X(tan, kFloat, Transcendental, kUnit, kNone, std::tan(x), g * (y * y + 1.0))                            \
-  X(sinh, kFloat, Transcendental, kReal, kIncreasing, std::sinh(x), g * op("cosh", x))                    \
-  X(cosh, kFloat, Transcendental, kReal, kNone, std::cosh(x), g * op("sinh", x))                          \
-  X(asinh, kFloat, Transcendental, kReal, kIncreasing, std::asinh(x), g / sqrt(x * x + 1.0))              \
-  X(acosh, kFloat, Transcendental, kAboveOne, kNone, std::acosh(x), g / sqrt(x * x - 1.0))                \
-  X(atanh, kFloat, Transcendental, kUnit, kNone, std::atanh(x), g / (1.0 - x * x))                        \
-  X(log1p, kFloat, Transcendental, kPositive, kNone, std::log1p(x), g / (x + 1.0))                        \
-  X(expm1, kFloat, Transcendental, kReal, kIncreasing, std::expm1(x), g * (y + 1.0))                      \
-  X(exp2, kFloat, Transcendental, kReal, kIncreasing, std::exp2(x), g * y * kLn2)                         \
-  X(log2, kFloat, Transcendental, kPositive, kNone, std::log2(x), g / (x * kLn2))                         \
-  X(log10, kFloat, Transcendental, kPositive, kNone, std::log10(x), g / (x * kLn10))                      \
-  X(erf, kFloat, Transcendental, kReal, kIncreasing, std::erf(x), g * exp(-x * x) * (2.0 / sqrt(kPi)))    \
-  X(erfc, kFloat, Transcendental, kReal, kDecreasing, std::erfc(x), -g * exp(-x * x) * (2.0 / sqrt(kPi))) \
-  X(erfinv, kFloat, Transcendental, kUnit, kNone, sm::erfinv(x), g * exp(y * y) * (sqrt(kPi) / 2.0))      \
-  X(reciprocal, kFloat, Elementwise, kPositive, kNone, T(1) / x, -g * y * y)                               \
-  X(rad2deg, kFloat, Elementwise, kReal, kIncreasing, x * T(180.0 / 3.14159265358979323846), g * (180.0 / kPi)) \
-  X(deg2rad, kFloat, Elementwise, kReal, kIncreasing, x * T(3.14159265358979323846 / 180.0), g * (kPi / 180.0)) \
-  X(ceil, kKeep, Elementwise, kReal, kIncreasing, sm::ceil(x), g * 0.0)                                   \
-  X(floor, kKeep, Elementwise, kReal, kIncreasing, sm::floor(x), g * 0.0)                                 \
-  X(round, kKeep, Elementwise, kReal, kIncreasing, sm::round(x), g * 0.0)                                 \
-  X(trunc, kKeep, Elementwise, kReal, kIncreasing, sm::trunc(x), g * 0.0)                                 \
-  X(sign, kKeep, Elementwise, kReal, kIncreasing, sm::sign(x), g * 0.0)                                   \
-  X(frac, kFloatOnly, Elementwise, kReal, kNone, sm::frac(x), g)                                          \
-  X(isnan, kToBool, Elementwise, kReal, kNone, sm::isnan(x), no_grad)                                     \
-  X(isinf, kToBool, Elementwise, kReal, kNone, sm::isinf(x), no_grad)                                     \
-  X(logical_not, kToBool, Elementwise, kReal, kNone, x == T(0), no_grad)                                  \
-  X(bitwise_not, kIntegral, Elementwise, kReal, kNone, ~x, no_grad)
+  X(acos, "Acos", kFloat, Transcendental, kUnit, kNone, std::acos(x), -g / sqrt(1.0 - x * x))                     \
+  X(asin, "Asin", kFloat, Transcendental, kUnit, kNone, std::asin(x), g / sqrt(1.0 - x * x))                      \
+  X(atan, "Atan", kFloat, Transcendental, kReal, kIncreasing, std::atan(x), g / (x * x + 1.0))                    \
+  X(sin, "Sin", kFloat, Transcendental, kReal, kNone, std::sin(x), g * op("cos", x))                             \
+  X(cos, "Cos", kFloat, Transcendental, kReal, kNone, std::cos(x), -g * op("sin", x))                            \
+  X(tan, "Tan", kFloat, Transcendental, kUnit, kNone, std::tan(x), g * (y * y + 1.0))                            \
+  X(sinh, "Sinh", kFloat, Transcendental, kReal, kIncreasing, std::sinh(x), g * op("cosh", x))                    \
+  X(cosh, "Cosh", kFloat, Transcendental, kReal, kNone, std::cosh(x), g * op("sinh", x))                          \
+  X(asinh, "Asinh", kFloat, Transcendental, kReal, kIncreasing, std::asinh(x), g / sqrt(x * x + 1.0))              \
+  X(acosh, "Acosh", kFloat, Transcendental, kAboveOne, kNone, std::acosh(x), g / sqrt(x * x - 1.0))                \
+  X(atanh, "Atanh", kFloat, Transcendental, kUnit, kNone, std::atanh(x), g / (1.0 - x * x))                        \
+  X(log1p, "", kFloat, Transcendental, kPositive, kNone, std::log1p(x), g / (x + 1.0))                        \
+  X(expm1, "", kFloat, Transcendental, kReal, kIncreasing, std::expm1(x), g * (y + 1.0))                      \
+  X(exp2, "", kFloat, Transcendental, kReal, kIncreasing, std::exp2(x), g * y * kLn2)                         \
+  X(log2, "", kFloat, Transcendental, kPositive, kNone, std::log2(x), g / (x * kLn2))                         \
+  X(log10, "", kFloat, Transcendental, kPositive, kNone, std::log10(x), g / (x * kLn10))                      \
+  X(erf, "Erf", kFloat, Transcendental, kReal, kIncreasing, std::erf(x), g * exp(-x * x) * (2.0 / sqrt(kPi)))    \
+  X(erfc, "", kFloat, Transcendental, kReal, kDecreasing, std::erfc(x), -g * exp(-x * x) * (2.0 / sqrt(kPi))) \
+  X(erfinv, "", kFloat, Transcendental, kUnit, kNone, sm::erfinv(x), g * exp(y * y) * (sqrt(kPi) / 2.0))      \
+  X(reciprocal, "Reciprocal", kFloat, Elementwise, kPositive, kNone, T(1) / x, -g * y * y)                               \
+  X(rad2deg, "", kFloat, Elementwise, kReal, kIncreasing, x * T(180.0 / 3.14159265358979323846), g * (180.0 / kPi)) \
+  X(deg2rad, "", kFloat, Elementwise, kReal, kIncreasing, x * T(3.14159265358979323846 / 180.0), g * (kPi / 180.0)) \
+  X(ceil, "Ceil", kKeep, Elementwise, kReal, kIncreasing, sm::ceil(x), g * 0.0)                                   \
+  X(floor, "Floor", kKeep, Elementwise, kReal, kIncreasing, sm::floor(x), g * 0.0)                                 \
+  X(round, "Round", kKeep, Elementwise, kReal, kIncreasing, sm::round(x), g * 0.0)                                 \
+  X(trunc, "", kKeep, Elementwise, kReal, kIncreasing, sm::trunc(x), g * 0.0)                                 \
+  X(sign, "Sign", kKeep, Elementwise, kReal, kIncreasing, sm::sign(x), g * 0.0)                                   \
+  X(frac, "", kFloatOnly, Elementwise, kReal, kNone, sm::frac(x), g)                                          \
+  X(isnan, "IsNaN", kToBool, Elementwise, kReal, kNone, sm::isnan(x), no_grad)                                     \
+  X(isinf, "IsInf", kToBool, Elementwise, kReal, kNone, sm::isinf(x), no_grad)                                     \
+  X(logical_not, "Not", kToBool, Elementwise, kReal, kNone, x == T(0), no_grad)                                  \
+  X(bitwise_not, "BitwiseNot", kIntegral, Elementwise, kReal, kNone, ~x, no_grad)
 
 #define DT_POINTWISE_BINARY_ROWS(X)                                                                       \
-  X(atan2, kFloat, Transcendental, false, std::atan2(a, b),                                               \
+  X(atan2, "", kFloat, Transcendental, false, std::atan2(a, b),                                               \
     g * b / (a * a + b * b), -g * a / (a * a + b * b))                                                    \
-  X(hypot, kFloatOnly, Transcendental, false, std::hypot(a, b), g * a / y, g * b / y)                     \
-  X(copysign, kFloat, Elementwise, false, std::copysign(a, b),                                            \
+  X(hypot, "", kFloatOnly, Transcendental, false, std::hypot(a, b), g * a / y, g * b / y)                     \
+  X(copysign, "", kFloat, Elementwise, false, std::copysign(a, b),                                            \
     g * op("sign", a) * op("copysign", ones_like(a), b), g * 0.0)                                          \
-  X(fmod, kPromote, Elementwise, true, sm::fmod(a, b), g, -g * op("trunc", a / b))                        \
-  X(remainder, kPromote, Elementwise, true, sm::remainder(a, b), g, -g * op("floor", a / b))               \
-  X(nextafter, kFloatOnly, Elementwise, false, std::nextafter(a, b), g, g * 0.0)                          \
-  X(logical_and, kToBool, Elementwise, false, a != T(0) && b != T(0), no_grad, no_grad)                   \
-  X(logical_or, kToBool, Elementwise, false, a != T(0) || b != T(0), no_grad, no_grad)                    \
-  X(logical_xor, kToBool, Elementwise, false, (a != T(0)) != (b != T(0)), no_grad, no_grad)               \
-  X(bitwise_and, kIntegral, Elementwise, false, a & b, no_grad, no_grad)                                  \
-  X(bitwise_or, kIntegral, Elementwise, false, a | b, no_grad, no_grad)                                   \
-  X(bitwise_xor, kIntegral, Elementwise, false, a ^ b, no_grad, no_grad)
+  X(fmod, "", kPromote, Elementwise, true, sm::fmod(a, b), g, -g * op("trunc", a / b))                        \
+  X(remainder, "Mod", kPromote, Elementwise, true, sm::remainder(a, b), g, -g * op("floor", a / b))               \
+  X(nextafter, "", kFloatOnly, Elementwise, false, std::nextafter(a, b), g, g * 0.0)                          \
+  X(logical_and, "And", kToBool, Elementwise, false, a != T(0) && b != T(0), no_grad, no_grad)                   \
+  X(logical_or, "Or", kToBool, Elementwise, false, a != T(0) || b != T(0), no_grad, no_grad)                    \
+  X(logical_xor, "Xor", kToBool, Elementwise, false, (a != T(0)) != (b != T(0)), no_grad, no_grad)               \
+  X(bitwise_and, "BitwiseAnd", kIntegral, Elementwise, false, a & b, no_grad, no_grad)                                  \
+  X(bitwise_or, "BitwiseOr", kIntegral, Elementwise, false, a | b, no_grad, no_grad)                                   \
+  X(bitwise_xor, "BitwiseXor", kIntegral, Elementwise, false, a ^ b, no_grad, no_grad)
 // clang-format on
 
 namespace dtensor {
@@ -106,24 +108,26 @@ enum class BinaryRow : int32_t { DT_POINTWISE_BINARY_ROWS(DT_ROW_ENUMERATOR) };
 // The row's facts as values (for the code that does not compile f or grad).
 struct UnaryRowInfo {
   const char* name;
+  const char* onnx;  // "" for none
   RowDTypes dtypes;
   RowDomain domain;
   RowOrder order;
 };
 struct BinaryRowInfo {
   const char* name;
+  const char* onnx;  // "" for none
   RowDTypes dtypes;
   bool divides;
 };
 
 inline constexpr UnaryRowInfo kUnaryRows[] = {
-#define DT_ROW_INFO(name, dtypes, cost, domain, order, f, grad) \
-  {#name, RowDTypes::dtypes, RowDomain::domain, RowOrder::order},
+#define DT_ROW_INFO(name, onnx, dtypes, cost, domain, order, f, grad) \
+  {#name, onnx, RowDTypes::dtypes, RowDomain::domain, RowOrder::order},
     DT_POINTWISE_UNARY_ROWS(DT_ROW_INFO)
 #undef DT_ROW_INFO
 };
 inline constexpr BinaryRowInfo kBinaryRows[] = {
-#define DT_ROW_INFO(name, dtypes, cost, divides, f, grad_a, grad_b) {#name, RowDTypes::dtypes, divides},
+#define DT_ROW_INFO(name, onnx, dtypes, cost, divides, f, grad_a, grad_b) {#name, onnx, RowDTypes::dtypes, divides},
     DT_POINTWISE_BINARY_ROWS(DT_ROW_INFO)
 #undef DT_ROW_INFO
 };

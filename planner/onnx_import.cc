@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/core/limits.h"
+#include "ops/pointwise_rows.h"
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
 
@@ -392,11 +393,31 @@ class Importer {
     static const std::unordered_map<std::string, std::string> kBinary = {
         {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Pow", "pow"},
         {"Max", "maximum"}, {"Min", "minimum"}};
-    // Erf and Reciprocal have no registry op: they are priced as tanh and rsqrt, pointwise ops of
-    // the same cost class (what the planner needs is the cost and the shardings, not the values).
     static const std::unordered_map<std::string, std::string> kUnary = {
-        {"Relu", "relu"}, {"Tanh", "tanh"}, {"Sigmoid", "sigmoid"}, {"Sqrt", "sqrt"}, {"Erf", "tanh"},
-        {"Exp", "exp"}, {"Log", "log"}, {"Neg", "neg"}, {"Abs", "abs"}, {"Reciprocal", "rsqrt"}};
+        {"Relu", "relu"}, {"Tanh", "tanh"}, {"Sigmoid", "sigmoid"}, {"Sqrt", "sqrt"},
+        {"Exp", "exp"}, {"Log", "log"}, {"Neg", "neg"}, {"Abs", "abs"}};
+    // The pointwise rows name their ONNX operator (ops/pointwise_rows.h). Mod is remainder, or fmod
+    // with fmod=1; IsInf maps only when it detects both signs (its default).
+    if (op == "Mod" && n.input_size() == 2) {
+      const auto* f = attr(n, "fmod");
+      emit(n, f && f->i() != 0 ? "fmod" : "remainder", {in(0), in(1)});
+      return true;
+    }
+    if (op == "IsInf") {
+      const auto* pos = attr(n, "detect_positive");
+      const auto* neg = attr(n, "detect_negative");
+      if ((pos && pos->i() == 0) || (neg && neg->i() == 0)) return false;
+    }
+    for (const UnaryRowInfo& r : kUnaryRows)
+      if (op == r.onnx && n.input_size() == 1) {
+        emit(n, r.name, {in(0)});
+        return true;
+      }
+    for (const BinaryRowInfo& r : kBinaryRows)
+      if (op == r.onnx && n.input_size() == 2) {
+        emit(n, r.name, {in(0), in(1)});
+        return true;
+      }
     if (auto it = kBinary.find(op); it != kBinary.end() && n.input_size() == 2) {
       emit(n, it->second, {in(0), in(1)});
       return true;

@@ -105,7 +105,7 @@ Tensor pointwise_unary_row(UnaryRow row, const Tensor& x) {
   const DType c = compute_of(info.dtypes, x.dtype(), out);
   const std::array<Tensor, 1> in{x};
   switch (row) {
-#define DT_ROW_CASE(name, dtypes, cost, domain, order, f, grad)                                 \
+#define DT_ROW_CASE(name, onnx, dtypes, cost, domain, order, f, grad)                                 \
   case UnaryRow::name:                                                                          \
     return map_row<RowDTypes::dtypes>(x.sizes(), in, c, out, [](auto x) {                       \
       using T [[maybe_unused]] = decltype(x);                                                   \
@@ -127,7 +127,7 @@ Tensor pointwise_binary_row(BinaryRow row, const Tensor& a, const Tensor& b) {
     check_divisor(info.name, b, c, absl::StrCat(described(a.dtype(), a.sizes()), " and ", described(b.dtype(), b.sizes())));
   const std::array<Tensor, 2> in{a, b};
   switch (row) {
-#define DT_ROW_CASE(name, dtypes, cost, divides, f, grad_a, grad_b)                             \
+#define DT_ROW_CASE(name, onnx, dtypes, cost, divides, f, grad_a, grad_b)                             \
   case BinaryRow::name:                                                                         \
     return map_row<RowDTypes::dtypes>(shape, in, c, out, [](auto a, auto b) {                   \
       using T [[maybe_unused]] = decltype(a);                                                   \

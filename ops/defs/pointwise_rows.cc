@@ -109,11 +109,11 @@ void define_binary_row(Registry& reg, BinaryRow row, CostClass cls) {
 }  // namespace
 
 void define_pointwise_rows(Registry& reg) {
-#define DT_UNARY_DEF(name, dtypes, cost, domain, order, f, grad) \
+#define DT_UNARY_DEF(name, onnx, dtypes, cost, domain, order, f, grad) \
   define_unary_row(reg, UnaryRow::name, CostClass::k##cost);
   DT_POINTWISE_UNARY_ROWS(DT_UNARY_DEF)
 #undef DT_UNARY_DEF
-#define DT_BINARY_DEF(name, dtypes, cost, divides, f, grad_a, grad_b) \
+#define DT_BINARY_DEF(name, onnx, dtypes, cost, divides, f, grad_a, grad_b) \
   define_binary_row(reg, BinaryRow::name, CostClass::k##cost);
   DT_POINTWISE_BINARY_ROWS(DT_BINARY_DEF)
 #undef DT_BINARY_DEF

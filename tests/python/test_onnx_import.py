@@ -107,3 +107,19 @@ def test_attention_block_plans(tmp_path):
         report = json.loads(_plan("--onnx", str(path), "--mesh", mesh, "--format", "json"))
         assert report["totals"]["step_time_us"] > 0
         assert not any("ONNX import" in n for n in report["notes"]), report["notes"]
+
+
+def test_pointwise_rows_import_by_their_onnx_name(tmp_path):
+    # ONNX operators named by a row of ops/pointwise_rows.h become that op (Mod by its fmod attribute).
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Acos", ["x"], ["a"]), helper.make_node("Floor", ["a"], ["f"]),
+             helper.make_node("Mod", ["f", "x"], ["r"]), helper.make_node("Mod", ["r", "x"], ["m"], fmod=1),
+             helper.make_node("Erf", ["m"], ["e"]), helper.make_node("IsNaN", ["e"], ["n"]),
+             helper.make_node("Not", ["n"], ["y"])]
+    graph = helper.make_graph(nodes, "rows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.BOOL, [8, 16])])
+    path = tmp_path / "rows.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    ops = [n["op"] for n in _graph(path, tmp_path)["nodes"] if "op" in n]
+    assert ops == ["acos", "floor", "remainder", "fmod", "erf", "isnan", "logical_not"], ops

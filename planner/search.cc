@@ -411,7 +411,12 @@ void Planner::prefetch_tables() {
     }
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  try {
+    for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  } catch (...) {  // a thread that could not start: join the started ones before unwinding past them
+    for (auto& th : pool) th.join();
+    throw;
+  }
   work(0);
   for (auto& th : pool) th.join();
   for (const std::exception_ptr& e : failed)

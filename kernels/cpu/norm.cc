@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace dtensor::kernels {
 namespace {
@@ -77,6 +78,11 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape,
   Tensor rows = normalized_rows("layer_norm", x, normalized_shape);
   const std::vector<double> w = affine("layer_norm", "weight", weight, normalized_shape, 1);
   const std::vector<double> b = affine("layer_norm", "bias", bias, normalized_shape, 0);
+  if (rows.dtype() == DType::kFloat32 && rows.is_contiguous()) {  // the training step's hot path
+    Tensor y = Tensor::empty(rows.sizes(), DType::kFloat32);
+    vec::layer_norm_rows(rows.data<float>(), w.data(), b.data(), y.data<float>(), rows.size(0), rows.size(1), eps);
+    return y.view(x.sizes());
+  }
   Tensor y = detail::map_rows(rows, -1, x.dtype(), [&](const double* in, double* out, int64_t n) {
     double mean = 0, var = 0;
     for (int64_t i = 0; i < n; ++i) mean += in[i];
@@ -98,10 +104,22 @@ std::vector<Tensor> layer_norm_backward(const Tensor& grad_out, const Tensor& x,
            " must have the input's shape ", shape_str(x.sizes()));
   const std::vector<double> w = affine(op, "weight", weight, normalized_shape, 1);
   const int64_t outer = rows.size(0), n = rows.size(1);
-  detail::RowReader xr(rows, n), gr(grad_out.reshape(rows.sizes()), n);
   const bool f32 = x.dtype() == DType::kFloat32;  // dx written as float32 directly, else via float64
   Tensor dx = Tensor::empty(rows.sizes(), f32 ? DType::kFloat32 : DType::kFloat64);
   std::vector<double> dw(static_cast<size_t>(n), 0.0), db(static_cast<size_t>(n), 0.0), xhat(static_cast<size_t>(n));
+  const DType wt = weight ? weight->dtype() : x.dtype();
+  auto param_grad = [&](const std::vector<double>& v) {
+    Tensor t = Tensor::empty(normalized_shape, DType::kFloat64);
+    std::copy(v.begin(), v.end(), t.data<double>());
+    return t.to(wt);
+  };
+  const Tensor g_rows = grad_out.reshape(rows.sizes());
+  if (f32 && grad_out.dtype() == DType::kFloat32 && rows.is_contiguous() && g_rows.is_contiguous()) {
+    vec::layer_norm_backward_rows(g_rows.data<float>(), rows.data<float>(), w.data(), dx.data<float>(), dw.data(),
+                                  db.data(), outer, n, eps);
+    return {dx.view(x.sizes()), param_grad(dw), param_grad(db)};
+  }
+  detail::RowReader xr(rows, n), gr(g_rows, n);
   const double inv_n = n == 0 ? 0 : 1 / static_cast<double>(n);
   for (int64_t r = 0; r < outer; ++r) {
     const double* xi = xr.row(r);
@@ -129,12 +147,6 @@ std::vector<Tensor> layer_norm_backward(const Tensor& grad_out, const Tensor& x,
       for (int64_t i = 0; i < n; ++i) dp[i] = rstd * (gi[i] * w[i] - a - xhat[i] * b);
     }
   }
-  const DType wt = weight ? weight->dtype() : x.dtype();
-  auto param_grad = [&](const std::vector<double>& v) {
-    Tensor t = Tensor::empty(normalized_shape, DType::kFloat64);
-    std::copy(v.begin(), v.end(), t.data<double>());
-    return t.to(wt);
-  };
   return {dx.to(x.dtype()).view(x.sizes()), param_grad(dw), param_grad(db)};
 }
 

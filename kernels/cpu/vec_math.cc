@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <utility>
+#include <vector>
 
 #include <Eigen/Core>
 #include <unsupported/Eigen/SpecialFunctions>
@@ -76,6 +78,91 @@ void adamw_step(float* p, const float* g, float* m, float* v, int64_t n, const A
 }
 void adamw_step(double* p, const double* g, double* m, double* v, int64_t n, const AdamWScalars& s) {
   adamw_impl(p, g, m, v, n, s);
+}
+
+// The row loops below are compiled once per instruction set (GCC function multiversioning, chosen
+// by the loader): the baseline build targets SSE2 only, where these loops are bound by conversions.
+#define DT_VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+namespace {
+
+constexpr int kLanes = 8;
+
+// Mean and biased variance of n floats in double, each sum over kLanes partial sums.
+[[gnu::always_inline]] inline std::pair<double, double> row_moments(const float* x, int64_t n) {
+  double acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) acc[k] += x[i + k];
+  double s = 0;
+  for (int k = 0; k < kLanes; ++k) s += acc[k];
+  for (; i < n; ++i) s += x[i];
+  const double mean = n == 0 ? 0 : s / static_cast<double>(n);
+  double sq[kLanes] = {};
+  for (i = 0; i + kLanes <= n; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) {
+      const double d = x[i + k] - mean;
+      sq[k] += d * d;
+    }
+  double v = 0;
+  for (int k = 0; k < kLanes; ++k) v += sq[k];
+  for (; i < n; ++i) v += (x[i] - mean) * (x[i] - mean);
+  return {mean, n == 0 ? 0 : v / static_cast<double>(n)};
+}
+
+}  // namespace
+
+DT_VEC_CLONES
+void layer_norm_rows(const float* x, const double* w, const double* b, float* y, int64_t rows, int64_t n,
+                     double eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    const auto [mean, var] = row_moments(xr, n);
+    const double inv = 1 / std::sqrt(var + eps);
+    for (int64_t i = 0; i < n; ++i) yr[i] = static_cast<float>((xr[i] - mean) * inv * w[i] + b[i]);
+  }
+}
+
+DT_VEC_CLONES
+void layer_norm_backward_rows(const float* g, const float* x, const double* w, float* dx, double* dw,
+                              double* db, int64_t rows, int64_t n, double eps) {
+  std::vector<double> xhat(static_cast<size_t>(n));
+  const double inv_n = n == 0 ? 0 : 1 / static_cast<double>(n);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    const float* gr = g + r * n;
+    const auto [mean, var] = row_moments(xr, n);
+    const double rstd = 1 / std::sqrt(var + eps);
+    double s_gw[kLanes] = {}, s_gwx[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+      for (int k = 0; k < kLanes; ++k) {
+        const int64_t j = i + k;
+        xhat[j] = (xr[j] - mean) * rstd;
+        const double gw = gr[j] * w[j];
+        s_gw[k] += gw;
+        s_gwx[k] += gw * xhat[j];
+      }
+    double sum_gw = 0, sum_gwx = 0;
+    for (int k = 0; k < kLanes; ++k) {
+      sum_gw += s_gw[k];
+      sum_gwx += s_gwx[k];
+    }
+    for (; i < n; ++i) {
+      xhat[i] = (xr[i] - mean) * rstd;
+      const double gw = gr[i] * w[i];
+      sum_gw += gw;
+      sum_gwx += gw * xhat[i];
+    }
+    const double a = sum_gw * inv_n, c = sum_gwx * inv_n;
+    float* dr = dx + r * n;
+    for (i = 0; i < n; ++i) {
+      dw[i] += gr[i] * xhat[i];
+      db[i] += gr[i];
+      dr[i] = static_cast<float>(rstd * (gr[i] * w[i] - a - xhat[i] * c));
+    }
+  }
 }
 
 }  // namespace dtensor::kernels::vec

@@ -23,6 +23,18 @@ void gelu_backward(const float* grad, const float* x, float* out, int64_t n, boo
 // Eigen's packet reduction). The softmax numerator and denominator in one pass.
 float exp_shifted_sum(float* row, int64_t n, float shift);
 
+// LayerNorm over `rows` contiguous rows of n floats (torch.nn.functional.layer_norm over the last
+// dim): y = (x - mean) * rstd * w + b with rstd = 1 / sqrt(var + eps), the biased variance. Mean,
+// variance and the affine step are computed in double as the generic kernel does, each sum over
+// eight partial sums (vector lanes), so the last bits of a double may differ from a sequential
+// sum. w and b hold n values. Compiled for AVX-512, AVX2 and the baseline, chosen at load time.
+void layer_norm_rows(const float* x, const double* w, const double* b, float* y, int64_t rows, int64_t n,
+                     double eps);
+// Its backward for the same rows: dx (rows x n floats) = rstd (g w - mean(g w) - xhat mean(g w xhat));
+// dw[i] += sum over rows of g xhat, db[i] += sum of g (n doubles each, accumulated into).
+void layer_norm_backward_rows(const float* g, const float* x, const double* w, float* dx, double* dw,
+                              double* db, int64_t rows, int64_t n, double eps);
+
 // One AdamW step (decoupled weight decay, Loshchilov & Hutter; torch.optim.AdamW's update) on n
 // contiguous elements, in place on param, exp_avg and exp_avg_sq:
 //   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2

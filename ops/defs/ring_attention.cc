@@ -99,8 +99,8 @@ RingAttentionOut ring_attention_forward(ProcessGroup& pg, const Tensor& query, c
   Tensor k = key.contiguous(), v = value.contiguous();
   for (int s = 0; s < n; ++s) {
     const Step st = step_of(seq_len, n, r, s);
-    std::future<void> pending;
     std::vector<Tensor> next;
+    std::future<void> pending;  // after `next`: on unwinding it waits for the exchange writing into next
     if (s + 1 < n) {
       const int64_t nlen = step_of(seq_len, n, r, s + 1).len;
       next = {Tensor::empty(with_seq(key, nlen), key.dtype(), key.device()),
@@ -160,8 +160,8 @@ RingAttentionOut ring_attention_forward_balanced(ProcessGroup& pg, const Tensor&
   for (int s = 0; s < n; ++s) {
     const int src = (r - s % n + n) % n;
     const auto held = rows(src);
-    std::future<void> pending;
     std::vector<Tensor> next;
+    std::future<void> pending;  // after `next`: on unwinding it waits for the exchange writing into next
     if (s + 1 < n) {
       const auto nr = rows((r - (s + 1) % n + n) % n);
       const int64_t nlen = nr[0].second + nr[1].second;

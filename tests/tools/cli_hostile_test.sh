@@ -86,17 +86,17 @@ else
 fi
 # plan --onnx: garbage, truncated and empty files, a cycle, a value nobody defines, an absurd shape
 # and an unbound dynamic dim are errors naming the problem; the same model with the dim bound plans,
-# listing its unknown op (Cos) as opaque. The models are protobuf bytes written out by hand.
+# listing its unknown op (Elu) as opaque. The models are protobuf bytes written out by hand.
 echo "not a protobuf" >"$tmp/garbage.onnx"
 : >"$tmp/empty.onnx"
 printf '\x08\x08\x42\x02\x10\x11\x3a\x1c\x0a\x0c\x0a\x01\x64\x12\x01\x63\x22\x04\x52\x65\x6c\x75\x0a\x0c\x0a\x01\x63\x12\x01\x64\x22\x04\x52\x65\x6c\x75' >"$tmp/cycle.onnx"
 printf '\x08\x08\x42\x02\x10\x11\x3a\x14\x0a\x12\x0a\x07\x6e\x6f\x77\x68\x65\x72\x65\x12\x01\x63\x22\x04\x52\x65\x6c\x75' >"$tmp/missing.onnx"
 printf '\x08\x08\x42\x02\x10\x11\x3a\x2d\x5a\x1d\x0a\x01\x78\x12\x18\x0a\x16\x08\x01\x12\x12\x0a\x07\x08\x80\x80\x80\x80\x80\x20\x0a\x07\x08\x80\x80\x80\x80\x80\x20\x0a\x0c\x0a\x01\x78\x12\x01\x72\x22\x04\x52\x65\x6c\x75' >"$tmp/huge.onnx"
 head -c 20 "$tmp/huge.onnx" >"$tmp/truncated.onnx"
-# x[batch, 4] @ w[4, 8] (zeros) -> Cos.
+# x[batch, 4] @ w[4, 8] (zeros) -> Elu.
 { printf '\x08\x08\x42\x02\x10\x11\x3a\xc9\x01\x5a\x18\x0a\x01\x78\x12\x13\x0a\x11\x08\x01\x12\x0d\x0a\x07\x12\x05\x62\x61\x74\x63\x68\x0a\x02\x08\x04\x2a\x8c\x01\x08\x04\x08\x08\x10\x01\x42\x01\x77\x4a\x80\x01'
   head -c 128 /dev/zero
-  printf '\x0a\x11\x0a\x01\x78\x0a\x01\x77\x12\x01\x79\x22\x06\x4d\x61\x74\x4d\x75\x6c\x0a\x0b\x0a\x01\x79\x12\x01\x7a\x22\x03\x43\x6f\x73'
+  printf '\x0a\x11\x0a\x01\x78\x0a\x01\x77\x12\x01\x79\x22\x06\x4d\x61\x74\x4d\x75\x6c\x0a\x0b\x0a\x01\x79\x12\x01\x7a\x22\x03\x45\x6c\x75'
 } >"$tmp/mlp.onnx"
 expect 1 "does not parse as an onnx.ModelProto" -- plan --onnx "$tmp/garbage.onnx" --mesh tp=4
 expect 1 "does not parse as an onnx.ModelProto" -- plan --onnx "$tmp/truncated.onnx" --mesh tp=4
@@ -108,7 +108,7 @@ expect 1 "cannot read"        -- plan --onnx "$tmp/no-such.onnx" --mesh tp=4
 expect 1 "--onnx-dim batch=SIZE" -- plan --onnx "$tmp/mlp.onnx" --mesh tp=2
 expect 2 "NAME=SIZE"          -- plan --onnx "$tmp/mlp.onnx" --onnx-dim batch=-3 --mesh tp=2
 expect 1 "give one of"        -- plan --onnx "$tmp/mlp.onnx" --model gpt2 --mesh tp=2
-expect 0 "1 op planned opaque (replicated, priced as copies): Cos 'z'" -- plan --onnx "$tmp/mlp.onnx" --onnx-dim batch=8 --mesh tp=2
+expect 0 "1 op planned opaque (replicated, priced as copies): Elu 'z'" -- plan --onnx "$tmp/mlp.onnx" --onnx-dim batch=8 --mesh tp=2
 # plan: a mesh whose size product overflowed (SIGFPE, negative device counts), values replaced by
 # defaults without a word, and graph files with wrong types in optional fields (SIGABRT).
 expect 2 "at most 65536"      -- plan --model llama3-8b --mesh dp=4294967296,tp=4294967296

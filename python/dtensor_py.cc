@@ -32,6 +32,7 @@
 #include "dtensor/device_mesh.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/placement.h"
+#include "kernels/cpu/blas_core.h"
 #include "kernels/cpu/matmul.h"
 #include "ops/pointwise_rows.h"
 #include "ops/registry.h"
@@ -274,6 +275,8 @@ NB_MODULE(_dtensor, m) {
     b.reset();
   });
   m.def("is_initialized", [] { return g_process_backend != nullptr; });
+  m.def("_blas_core", &kernels::blas_core_name,
+        "The kernels the loaded OpenBLAS runs (\"SkylakeX\", \"Haswell\", \"Prescott\", ...).");
 
   nb::class_<World>(m, "World")
       .def_prop_ro("rank", [](const World& w) { return w.backend->rank(); })

@@ -10,6 +10,28 @@ _built = _os.path.join(_here, "..", "..", "bazel-bin", "python", "dtensor")
 if not _os.path.exists(_os.path.join(_here, "_dtensor.so")) and _os.path.isdir(_built):
     __path__.append(_built)  # the package's modules live in two folders: sources and build output
 
+
+
+def _choose_blas_kernels():
+    """Debian 12's OpenBLAS picks its kernels when the library loads, from the CPU model, and falls
+    back to the SSE3 ones on CPUs newer than its release (sgemm 3 to 5x slower; kernels/cpu/blas_core.h).
+    It reads $OPENBLAS_CORETYPE then: set it from the CPU's features before the extension loads the
+    library, unless the user set it. The `dtensor` binary does the same by re-executing itself."""
+    if "OPENBLAS_CORETYPE" in _os.environ:
+        return
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return
+    if {"avx512f", "avx512bw", "avx512vl"} <= set(flags):
+        _os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
+    elif {"avx2", "fma"} <= set(flags):
+        _os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+
+
+_choose_blas_kernels()
+
 from ._dtensor import (  # noqa: E402
     _explain_json,
     DTensor,

@@ -434,3 +434,13 @@ def test_masked_fill_broadcasts_self_to_the_mask_and_sums_its_gradient_back():
     for out, grad in on_mesh((2, 2), fn):
         np.testing.assert_array_equal(out, np.where(mask, -2.0, np.broadcast_to(x, (5, 6))))
         np.testing.assert_array_equal(grad, (~mask).sum(axis=0).astype(np.float64))
+
+
+def test_openblas_runs_this_cpus_kernels():
+    # Debian's OpenBLAS falls back to its SSE3 kernels on CPUs newer than its release unless
+    # OPENBLAS_CORETYPE is set before it loads (dtensor/__init__.py sets it from the CPU's flags).
+    with open("/proc/cpuinfo") as f:
+        flags = set(next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), []))
+    core = dtensor._dtensor._blas_core()
+    if {"avx2", "fma"} <= flags:
+        assert core not in ("Prescott", "Core2", "Nehalem"), core

@@ -92,6 +92,62 @@ TEST_F(Pointwise, UnaryOpsInEveryFloatingDtype) {
   EXPECT_THROW(C::neg(G(Tensor::zeros({2}, DType::kBool))), Error);
 }
 
+// Every row of the pointwise tables (ops/pointwise_rows.h), in each dtype its rule accepts, on
+// strided and broadcast inputs in the row's domain: the CUDA functor against the CPU one.
+TEST_F(Pointwise, EveryRowMatchesTheCpuKernel) {
+  auto in_domain = [](RowDomain d, uint64_t seed, DType dt) {
+    switch (d) {
+      case RowDomain::kPositive:
+        return rand({3, 17}, seed, dt, 0.25, 2.25);
+      case RowDomain::kUnit:
+        return rand({3, 17}, seed, dt, -0.9, 0.9);
+      case RowDomain::kAboveOne:
+        return rand({3, 17}, seed, dt, 1.1, 3);
+      default:
+        return rand({3, 17}, seed, dt, -3, 3);
+    }
+  };
+  auto dtypes = [](RowDTypes r) {
+    switch (r) {
+      case RowDTypes::kFloat:
+      case RowDTypes::kFloatOnly:
+        return std::vector<DType>{DType::kFloat32, DType::kFloat64, DType::kBFloat16};
+      case RowDTypes::kIntegral:
+        return std::vector<DType>{DType::kInt64, DType::kInt32, DType::kBool};
+      default:
+        return std::vector<DType>{DType::kFloat32, DType::kFloat64, DType::kInt64};
+    }
+  };
+  for (int r = 0; r < static_cast<int>(std::size(kUnaryRows)); ++r) {
+    const UnaryRow row = static_cast<UnaryRow>(r);
+    const UnaryRowInfo& info = kUnaryRows[r];
+    for (DType dt : dtypes(info.dtypes)) {
+      const Tensor x = is_floating(dt) ? in_domain(info.domain, 11 + r, dt) : randint({3, 17}, 11 + r, 9, dt);
+      const std::string what = absl::StrCat(info.name, " ", dtype_name(dt));
+      expect_matches(C::pointwise_unary_row(row, G(x)), K::pointwise_unary_row(row, x), -1, what);
+      expect_matches(C::pointwise_unary_row(row, G(x).transpose(0, 1)),
+                     K::pointwise_unary_row(row, x.transpose(0, 1)), -1, what + " transposed");
+    }
+  }
+  for (int r = 0; r < static_cast<int>(std::size(kBinaryRows)); ++r) {
+    const BinaryRow row = static_cast<BinaryRow>(r);
+    const BinaryRowInfo& info = kBinaryRows[r];
+    for (DType dt : dtypes(info.dtypes)) {
+      const Tensor a = is_floating(dt) ? rand({4, 1, 6}, 31 + r, dt, -3, 3) : randint({4, 1, 6}, 31 + r, 9, dt);
+      // Divisors without zeros (integer division by zero is an error, checked below).
+      const Tensor b = is_floating(dt) ? rand({5, 1}, 41 + r, dt, 0.25, 2.25)
+                                       : K::add(randint({5, 1}, 41 + r, 6, DType::kInt64), 1).to(dt);
+      const std::string what = absl::StrCat(info.name, " ", dtype_name(dt));
+      expect_matches(C::pointwise_binary_row(row, G(a), G(b)), K::pointwise_binary_row(row, a, b), -1, what);
+    }
+    if (info.divides) {
+      EXPECT_THROW(C::pointwise_binary_row(row, G(randint({3}, 5, 9)), G(Tensor::zeros({3}, DType::kInt64))),
+                   Error)
+          << info.name;
+    }
+  }
+}
+
 using Reduction = CudaTest;
 
 TEST_F(Reduction, SumMeanAmaxAminOverDimSets) {

@@ -33,6 +33,10 @@ inline DTensor operator-(double a, const DTensor& b) { return F::add(F::neg(b), 
 inline DTensor operator*(double a, const DTensor& b) { return F::mul(b, a); }
 inline DTensor sqrt(const DTensor& a) { return F::sqrt(a); }
 inline DTensor exp(const DTensor& a) { return F::exp(a); }
+inline DTensor log(const DTensor& a) { return F::log(a); }
+using std::log;
+// g where the bool `mask` holds, 0 elsewhere.
+inline DTensor keep(const DTensor& g, const DTensor& mask) { return F::where(mask, g, F::mul(g, 0.0)); }
 inline DTensor ones_like(const DTensor& a) { return full_like(a, 1.0); }
 template <typename... A>
 DTensor op(const std::string& name, const A&... a) {
@@ -64,7 +68,7 @@ void register_pointwise_row_backward() {
   });
   DT_POINTWISE_UNARY_ROWS(DT_UNARY_GRAD)
 #undef DT_UNARY_GRAD
-#define DT_BINARY_GRAD(name, onnx, dtypes, cost, divides, f, grad_a, grad_b)          \
+#define DT_BINARY_GRAD(name, onnx, dtypes, cost, other, f, grad_a, grad_b)          \
   def(#name, [](const BackwardCtx& c) {                                         \
     [[maybe_unused]] const DTensor g = c.grad(0);                               \
     [[maybe_unused]] const DTensor& a = c.inputs[0];                            \

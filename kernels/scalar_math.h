@@ -112,4 +112,106 @@ DT_HD T fmod(T a, T b) {
   }
 }
 
+// Python's floor division (torch.floor_divide, div with rounding_mode="floor"): integers round
+// toward -inf (a divisor of 0 is the caller's check; INT64_MIN // -1 wraps); floats go through fmod,
+// so that 1.0 // 0.1 is 9, as Python's.
+template <typename T>
+DT_HD T div_floor(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == 0) return 0;
+    if (b == -1) return static_cast<T>(0ull - static_cast<unsigned long long>(a));
+    T q = a / b;
+    if (a % b != 0 && ((a < 0) != (b < 0))) --q;
+    return q;
+  } else {
+    if (b == 0) return a / b;
+    const T mod = std::fmod(a, b);
+    T q = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) q -= 1;
+    if (q == 0) return std::copysign(T(0), a / b);
+    const T f = std::floor(q);
+    return q - f > T(0.5) ? f + 1 : f;
+  }
+}
+
+// max and min that ignore a NaN operand (torch.fmax / fmin): NaN only when both are.
+template <typename T>
+DT_HD T fmax(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return a > b ? a : b;
+  else return std::fmax(a, b);
+}
+template <typename T>
+DT_HD T fmin(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return a < b ? a : b;
+  else return std::fmin(a, b);
+}
+
+// log(exp(a) + exp(b)) and log2(2^a + 2^b) without overflow; equal infinities give themselves.
+template <typename T>
+DT_HD T logaddexp(T a, T b) {
+  if (a != a || b != b) return a + b;  // NaN
+  if (std::isinf(a) && a == b) return a;
+  const T m = a > b ? a : b;
+  return m + std::log1p(std::exp(-std::fabs(a - b)));
+}
+template <typename T>
+DT_HD T logaddexp2(T a, T b) {
+  if (a != a || b != b) return a + b;
+  if (std::isinf(a) && a == b) return a;
+  const T m = a > b ? a : b;
+  return m + std::log1p(std::exp2(-std::fabs(a - b))) / T(0.69314718055994530942);
+}
+
+// a * log(b), 0 where a is 0 (unless b is NaN): torch.xlogy.
+template <typename T>
+DT_HD T xlogy(T a, T b) {
+  if (b != b) return b;
+  if (a == 0) return 0;
+  return a * std::log(b);
+}
+
+// Step function with b at 0 (torch.heaviside); a NaN a gives 0, as torch's.
+template <typename T>
+DT_HD T heaviside(T a, T b) {
+  return a == 0 ? b : static_cast<T>(a > 0);
+}
+
+// Greatest common divisor and least common multiple of integers, non-negative (gcd(0, 0) = 0).
+template <typename T>
+DT_HD T gcd(T a, T b) {
+  a = a < 0 ? -a : a;
+  b = b < 0 ? -b : b;
+  while (b != 0) {
+    const T r = a % b;
+    a = b;
+    b = r;
+  }
+  return a;
+}
+template <typename T>
+DT_HD T lcm(T a, T b) {
+  const T g = gcd(a, b);
+  if (g == 0) return 0;
+  const T l = a / g * b;
+  return l < 0 ? -l : l;
+}
+
+// Shifts of integers as torch's: a shift outside [0, 64) gives 0 (left) or the sign (right).
+template <typename T>
+DT_HD T shift_left(T a, T b) {
+  if (b < 0 || b >= 64) return 0;
+  return static_cast<T>(static_cast<unsigned long long>(a) << b);
+}
+template <typename T>
+DT_HD T shift_right(T a, T b) {
+  if (b < 0 || b >= 64) return a < 0 ? T(-1) : T(0);
+  return a >> b;
+}
+
+template <typename T>
+DT_HD bool signbit(T x) {
+  if constexpr (std::is_integral_v<T>) return x < 0;
+  else return std::signbit(x);
+}
+
 }  // namespace dtensor::kernels::sm

@@ -17,7 +17,8 @@
 //           kToBool (bool result), kIntegral (integer and bool inputs only, same dtype).
 //   cost    the planner's CostClass without its k: Elementwise or Transcendental.
 //   domain  RowDomain, where the sample inputs of the validator and gradcheck lie: kReal,
-//           kPositive (0.25..2.25), kUnit (-0.9..0.9), kAboveOne (1.1..3).
+//           kPositive (0.25..2.25), kUnit (-0.9..0.9), kAboveOne (1.1..3); kNonzero is for
+//           divisors (binary rows).
 //   order   RowOrder: kIncreasing or kDecreasing when f is monotone on every real (a Partial(max)
 //           input gives a Partial(max) output, or Partial(min) when decreasing), else kNone. An op
 //           monotone only on its domain is kNone: a Partial piece may lie outside the domain.
@@ -28,11 +29,12 @@
 //           constants kPi, kLn2, kLn10 (autograd/backward_pointwise_rows.cc); no_grad for ops
 //           whose output is not differentiable.
 //
-// Binary rows: X(name, onnx, dtypes, cost, divides, f, grad_a, grad_b)
+// Binary rows: X(name, onnx, dtypes, cost, other, f, grad_a, grad_b)
 //   name    schema "name(Tensor self, Tensor other) -> Tensor"; the inputs broadcast.
 //   dtypes  RowDTypes: kPromote (torch.result_type), kFloat (promoted, integers to float32),
 //           kFloatOnly, kToBool (compares in the promoted type, bool result), kIntegral.
-//   divides true when an integer b of 0 is a division by zero (an error, as torch's).
+//   other   RowDomain of the second input's samples: kReal, kPositive (xlogy's log), or kNonzero
+//           for the rows that divide (an integer b of 0 is a division by zero: an error, as torch's).
 //   f       an expression in `a`, `b` of compute type T.
 //   grad_a, grad_b  as grad, over g, a, b, y; summed back over broadcast dims by the backward.
 #pragma once
@@ -69,32 +71,51 @@
   X(trunc, "", kKeep, Elementwise, kReal, kIncreasing, sm::trunc(x), g * 0.0)                                 \
   X(sign, "Sign", kKeep, Elementwise, kReal, kIncreasing, sm::sign(x), g * 0.0)                                   \
   X(frac, "", kFloatOnly, Elementwise, kReal, kNone, sm::frac(x), g)                                          \
+  X(positive, "", kKeep, Elementwise, kReal, kIncreasing, x, g)                                          \
+  X(signbit, "", kToBool, Elementwise, kReal, kNone, sm::signbit(x), no_grad)                             \
   X(isnan, "IsNaN", kToBool, Elementwise, kReal, kNone, sm::isnan(x), no_grad)                                     \
   X(isinf, "IsInf", kToBool, Elementwise, kReal, kNone, sm::isinf(x), no_grad)                                     \
   X(logical_not, "Not", kToBool, Elementwise, kReal, kNone, x == T(0), no_grad)                                  \
   X(bitwise_not, "BitwiseNot", kIntegral, Elementwise, kReal, kNone, ~x, no_grad)
 
 #define DT_POINTWISE_BINARY_ROWS(X)                                                                       \
-  X(atan2, "", kFloat, Transcendental, false, std::atan2(a, b),                                               \
+  X(atan2, "", kFloat, Transcendental, kReal, std::atan2(a, b),                                               \
     g * b / (a * a + b * b), -g * a / (a * a + b * b))                                                    \
-  X(hypot, "", kFloatOnly, Transcendental, false, std::hypot(a, b), g * a / y, g * b / y)                     \
-  X(copysign, "", kFloat, Elementwise, false, std::copysign(a, b),                                            \
+  X(hypot, "", kFloatOnly, Transcendental, kReal, std::hypot(a, b), g * a / y, g * b / y)                     \
+  X(copysign, "", kFloat, Elementwise, kReal, std::copysign(a, b),                                            \
     g * op("sign", a) * op("copysign", ones_like(a), b), g * 0.0)                                          \
-  X(fmod, "", kPromote, Elementwise, true, sm::fmod(a, b), g, -g * op("trunc", a / b))                        \
-  X(remainder, "Mod", kPromote, Elementwise, true, sm::remainder(a, b), g, -g * op("floor", a / b))               \
-  X(nextafter, "", kFloatOnly, Elementwise, false, std::nextafter(a, b), g, g * 0.0)                          \
-  X(logical_and, "And", kToBool, Elementwise, false, a != T(0) && b != T(0), no_grad, no_grad)                   \
-  X(logical_or, "Or", kToBool, Elementwise, false, a != T(0) || b != T(0), no_grad, no_grad)                    \
-  X(logical_xor, "Xor", kToBool, Elementwise, false, (a != T(0)) != (b != T(0)), no_grad, no_grad)               \
-  X(bitwise_and, "BitwiseAnd", kIntegral, Elementwise, false, a & b, no_grad, no_grad)                                  \
-  X(bitwise_or, "BitwiseOr", kIntegral, Elementwise, false, a | b, no_grad, no_grad)                                   \
-  X(bitwise_xor, "BitwiseXor", kIntegral, Elementwise, false, a ^ b, no_grad, no_grad)
+  X(fmod, "", kPromote, Elementwise, kNonzero, sm::fmod(a, b), g, -g * op("trunc", a / b))                        \
+  X(remainder, "Mod", kPromote, Elementwise, kNonzero, sm::remainder(a, b), g, -g * op("floor", a / b))               \
+  X(nextafter, "", kFloatOnly, Elementwise, kReal, std::nextafter(a, b), g, g * 0.0)                          \
+  X(logical_and, "And", kToBool, Elementwise, kReal, a != T(0) && b != T(0), no_grad, no_grad)                   \
+  X(logical_or, "Or", kToBool, Elementwise, kReal, a != T(0) || b != T(0), no_grad, no_grad)                    \
+  X(logical_xor, "Xor", kToBool, Elementwise, kReal, (a != T(0)) != (b != T(0)), no_grad, no_grad)               \
+  X(bitwise_and, "BitwiseAnd", kIntegral, Elementwise, kReal, a & b, no_grad, no_grad)                                  \
+  X(bitwise_or, "BitwiseOr", kIntegral, Elementwise, kReal, a | b, no_grad, no_grad)                                   \
+  X(bitwise_xor, "BitwiseXor", kIntegral, Elementwise, kReal, a ^ b, no_grad, no_grad)                                  \
+  X(logaddexp, "", kFloatOnly, Transcendental, kReal, sm::logaddexp(a, b), g * exp(a - y), g * exp(b - y)) \
+  X(logaddexp2, "", kFloatOnly, Transcendental, kReal, sm::logaddexp2(a, b),                               \
+    g * op("exp2", a - y), g * op("exp2", b - y))                                                          \
+  X(fmax, "", kPromote, Elementwise, kReal, sm::fmax(a, b),                                                \
+    keep(g, op("logical_or", op("ge", a, b), op("isnan", b))),                                             \
+    g - keep(g, op("logical_or", op("ge", a, b), op("isnan", b))))                                         \
+  X(fmin, "", kPromote, Elementwise, kReal, sm::fmin(a, b),                                                \
+    keep(g, op("logical_or", op("le", a, b), op("isnan", b))),                                             \
+    g - keep(g, op("logical_or", op("le", a, b), op("isnan", b))))                                         \
+  X(xlogy, "", kFloat, Transcendental, kPositive, sm::xlogy(a, b),                                             \
+    keep(g * log(b), op("ne", a, a * 0.0)), g * a / b)                                                     \
+  X(heaviside, "", kPromote, Elementwise, kReal, sm::heaviside(a, b), g * 0.0, g * 0.0)                    \
+  X(floor_divide, "", kPromote, Elementwise, kNonzero, sm::div_floor(a, b), g * 0.0, g * 0.0)                  \
+  X(gcd, "", kIntegral, Elementwise, kReal, sm::gcd(a, b), no_grad, no_grad)                               \
+  X(lcm, "", kIntegral, Elementwise, kReal, sm::lcm(a, b), no_grad, no_grad)                               \
+  X(bitwise_left_shift, "", kIntegral, Elementwise, kReal, sm::shift_left(a, b), no_grad, no_grad) \
+  X(bitwise_right_shift, "", kIntegral, Elementwise, kReal, sm::shift_right(a, b), no_grad, no_grad)
 // clang-format on
 
 namespace dtensor {
 
 enum class RowDTypes : int32_t { kFloat, kFloatOnly, kKeep, kToBool, kIntegral, kPromote };
-enum class RowDomain : int32_t { kReal, kPositive, kUnit, kAboveOne };
+enum class RowDomain : int32_t { kReal, kPositive, kUnit, kAboveOne, kNonzero };
 enum class RowOrder : int32_t { kNone, kIncreasing, kDecreasing };
 
 // One enumerator per row, by name: UnaryRow::acos, BinaryRow::atan2.
@@ -117,7 +138,8 @@ struct BinaryRowInfo {
   const char* name;
   const char* onnx;  // "" for none
   RowDTypes dtypes;
-  bool divides;
+  RowDomain other;
+  bool divides() const { return other == RowDomain::kNonzero; }
 };
 
 inline constexpr UnaryRowInfo kUnaryRows[] = {
@@ -127,7 +149,8 @@ inline constexpr UnaryRowInfo kUnaryRows[] = {
 #undef DT_ROW_INFO
 };
 inline constexpr BinaryRowInfo kBinaryRows[] = {
-#define DT_ROW_INFO(name, onnx, dtypes, cost, divides, f, grad_a, grad_b) {#name, onnx, RowDTypes::dtypes, divides},
+#define DT_ROW_INFO(name, onnx, dtypes, cost, other, f, grad_a, grad_b) \
+  {#name, onnx, RowDTypes::dtypes, RowDomain::other},
     DT_POINTWISE_BINARY_ROWS(DT_ROW_INFO)
 #undef DT_ROW_INFO
 };

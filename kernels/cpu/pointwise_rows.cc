@@ -123,11 +123,11 @@ Tensor pointwise_binary_row(BinaryRow row, const Tensor& a, const Tensor& b) {
   const Shape shape = detail::broadcast_op(info.name, a.sizes(), b.sizes());
   const DType out = row_dtype(row, a.dtype(), a.sizes(), b.dtype(), b.sizes());
   const DType c = compute_of(info.dtypes, result_type(a, b), out);
-  if (info.divides)
+  if (info.divides())
     check_divisor(info.name, b, c, absl::StrCat(described(a.dtype(), a.sizes()), " and ", described(b.dtype(), b.sizes())));
   const std::array<Tensor, 2> in{a, b};
   switch (row) {
-#define DT_ROW_CASE(name, onnx, dtypes, cost, divides, f, grad_a, grad_b)                             \
+#define DT_ROW_CASE(name, onnx, dtypes, cost, other, f, grad_a, grad_b)                             \
   case BinaryRow::name:                                                                         \
     return map_row<RowDTypes::dtypes>(shape, in, c, out, [](auto a, auto b) {                   \
       using T [[maybe_unused]] = decltype(a);                                                   \

@@ -29,7 +29,7 @@ Tensor pointwise_binary_row(BinaryRow row, const Tensor& a, const Tensor& b) {
   const Shape shape = broadcast_op(info.name, a.sizes(), b.sizes());
   const DType out_dtype = kernels::row_dtype(row, a.dtype(), a.sizes(), b.dtype(), b.sizes());
   const Compute c = compute_of(info.dtypes == RowDTypes::kToBool ? result_type(a, b) : out_dtype);
-  if (info.divides && c == Compute::kInt64) {
+  if (info.divides() && c == Compute::kInt64) {
     // An integer divisor of 0 is an error: checked on a host copy (a synchronizing read, as the
     // index checks of this library; integer fmod/remainder are rare on the device).
     const Tensor divisor = b.to(cpu()).to(DType::kInt64).contiguous();

@@ -61,7 +61,7 @@ __global__ void binary_row_kernel(LoopShape shape, Operand out, Operand a, Opera
   };
 DT_POINTWISE_UNARY_ROWS(DT_UNARY_FUNCTOR)
 #undef DT_UNARY_FUNCTOR
-#define DT_BINARY_FUNCTOR(name, onnx, dtypes, cost, divides, f, grad_a, grad_b) \
+#define DT_BINARY_FUNCTOR(name, onnx, dtypes, cost, other, f, grad_a, grad_b) \
   struct BinaryFn_##name {                                                \
     template <typename T>                                                 \
     __device__ auto operator()(T a, T b) const {                          \
@@ -108,7 +108,7 @@ void launch_binary_row(BinaryRow row, Compute c, const LoopShape& shape, const O
                        const Operand& a, const Operand& b, cudaStream_t stream) {
   if (shape.numel == 0) return;
   switch (row) {
-#define DT_BINARY_CASE(name, onnx, dtypes, cost, divides, f, grad_a, grad_b) \
+#define DT_BINARY_CASE(name, onnx, dtypes, cost, other, f, grad_a, grad_b) \
   case BinaryRow::name:                                                \
     return binary_row<RowDTypes::dtypes, BinaryFn_##name>(c, shape, out, a, b, stream);
     DT_POINTWISE_BINARY_ROWS(DT_BINARY_CASE)

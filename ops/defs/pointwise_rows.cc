@@ -26,6 +26,13 @@ std::vector<DType> sample_dtypes(RowDTypes rule) {
   }
 }
 
+// A divisor without zeros: integers 0 become 3; floats are kept away from 0 ([0.25, 2.25]).
+Tensor nonzero_input(const TensorMeta& m, uint64_t seed) {
+  if (is_floating(m.dtype)) return positive_input(m, seed);
+  Tensor r = random_tensor(m.shape, DType::kInt64, seed);
+  return kernels::where(kernels::eq(r, Scalar(0)), Scalar(3).to_tensor(), r).to(m.dtype);
+}
+
 // Inputs in the row's domain, from random_tensor's [-2, 2].
 Tensor domain_input(RowDomain domain, const TensorMeta& m, uint64_t seed) {
   if (!is_floating(m.dtype)) return random_tensor(m.shape, m.dtype, seed);
@@ -39,15 +46,10 @@ Tensor domain_input(RowDomain domain, const TensorMeta& m, uint64_t seed) {
       return kernels::mul(r, Scalar(0.45)).to(m.dtype);
     case RowDomain::kAboveOne:
       return kernels::add(kernels::abs(r), Scalar(1.1)).to(m.dtype);
+    case RowDomain::kNonzero:
+      return nonzero_input(m, seed);
   }
   return r.to(m.dtype);
-}
-
-// A divisor without zeros: integers 0 become 3; floats are kept away from 0 ([0.25, 2.25]).
-Tensor nonzero_input(const TensorMeta& m, uint64_t seed) {
-  if (is_floating(m.dtype)) return positive_input(m, seed);
-  Tensor r = random_tensor(m.shape, DType::kInt64, seed);
-  return kernels::where(kernels::eq(r, Scalar(0)), Scalar(3).to_tensor(), r).to(m.dtype);
 }
 
 void define_unary_row(Registry& reg, UnaryRow row, CostClass cls) {
@@ -100,9 +102,11 @@ void define_binary_row(Registry& reg, BinaryRow row, CostClass cls) {
     }
     return s;
   };
-  if (info.divides)
-    op.make_input = [](int i, const OpCall& c, uint64_t seed) {
-      return i == 1 ? nonzero_input(c.tensor(i), seed) : random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
+  const RowDomain other = info.other;
+  if (other != RowDomain::kReal)
+    op.make_input = [other](int i, const OpCall& c, uint64_t seed) {
+      if (i == 0) return random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
+      return other == RowDomain::kNonzero ? nonzero_input(c.tensor(i), seed) : domain_input(other, c.tensor(i), seed);
     };
 }
 
@@ -113,7 +117,7 @@ void define_pointwise_rows(Registry& reg) {
   define_unary_row(reg, UnaryRow::name, CostClass::k##cost);
   DT_POINTWISE_UNARY_ROWS(DT_UNARY_DEF)
 #undef DT_UNARY_DEF
-#define DT_BINARY_DEF(name, onnx, dtypes, cost, divides, f, grad_a, grad_b) \
+#define DT_BINARY_DEF(name, onnx, dtypes, cost, other, f, grad_a, grad_b) \
   define_binary_row(reg, BinaryRow::name, CostClass::k##cost);
   DT_POINTWISE_BINARY_ROWS(DT_BINARY_DEF)
 #undef DT_BINARY_DEF

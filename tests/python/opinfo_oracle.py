@@ -361,9 +361,11 @@ def to(s):
 # against torch.
 ROW_UNARY = ("acos", "asin", "atan", "sin", "cos", "tan", "sinh", "cosh", "asinh", "acosh", "atanh",
              "log1p", "expm1", "exp2", "log2", "log10", "erf", "erfc", "erfinv", "reciprocal", "rad2deg", "deg2rad", "ceil",
-             "floor", "round", "trunc", "sign", "frac", "isnan", "isinf", "logical_not", "bitwise_not")
+             "floor", "round", "trunc", "sign", "frac", "positive", "signbit", "isnan", "isinf", "logical_not",
+             "bitwise_not")
 ROW_BINARY = ("atan2", "hypot", "copysign", "fmod", "remainder", "nextafter", "logical_and", "logical_or",
-              "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor")
+              "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "logaddexp", "logaddexp2", "fmax", "fmin",
+              "xlogy", "heaviside", "floor_divide", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift")
 
 # (OpInfo name, variant_test_name) -> translator. dtensor op names come from the Call.
 TRANSLATORS = {

@@ -140,21 +140,35 @@ PreparedCall prepare_call(const std::string& name, const std::vector<OpArg>& arg
   for (const OpArg& a : args) pos.push_back(lower(a, tensors));
   std::vector<std::pair<std::string, ArgValue>> kw;
   for (const auto& [k, a] : kwargs) kw.emplace_back(k, lower(a, tensors));
-  DT_CHECK(!tensors.empty(), name, ": needs at least one DTensor argument");
-  std::vector<TensorMeta> metas;
-  std::vector<Placements> placements;
+  std::vector<const DTensorSpec*> specs;
   std::vector<DTensor> inputs;
-  metas.reserve(tensors.size());
-  placements.reserve(tensors.size());
+  specs.reserve(tensors.size());
   inputs.reserve(tensors.size());
   for (const DTensor* d : tensors) {
-    check_same_mesh(name.c_str(), *tensors[0], *d);
-    metas.push_back({d->shape(), d->dtype()});
-    placements.push_back(d->placements());
+    specs.push_back(&d->spec());
     inputs.push_back(*d);
   }
-  OpCall call = OpCall::bind_overload(name, pos, kw, metas, placements, tensors[0]->mesh()->shape());
-  return {std::move(call), std::move(inputs)};
+  return {bind_call(name, pos, kw, specs), std::move(inputs)};
+}
+
+OpCall bind_call(const std::string& name, const std::vector<ArgValue>& pos,
+                 const std::vector<std::pair<std::string, ArgValue>>& kw,
+                 const std::vector<const DTensorSpec*>& specs) {
+  init_ops();
+  DT_CHECK(!specs.empty(), name, ": needs at least one DTensor argument");
+  const MeshPtr& mesh = specs[0]->mesh;
+  std::vector<TensorMeta> metas;
+  std::vector<Placements> placements;
+  metas.reserve(specs.size());
+  placements.reserve(specs.size());
+  for (const DTensorSpec* s : specs) {
+    DT_CHECK(mesh && s->mesh && s->mesh->same_as(*mesh), name, ": tensors are on different meshes: ",
+             mesh ? mesh->str() : "none", " and ", s->mesh ? s->mesh->str() : "none",
+             "; redistribute both onto one mesh first");
+    metas.push_back({s->shape, s->dtype});
+    placements.push_back(s->placements);
+  }
+  return OpCall::bind_overload(name, pos, kw, metas, placements, mesh->shape());
 }
 
 std::vector<DTensor> run_call(const PreparedCall& p, const CallOptions& options) {

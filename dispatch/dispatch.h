@@ -32,6 +32,15 @@ struct CallOptions {
 std::vector<DTensor> call_op(const std::string& name, const std::vector<OpArg>& args,
                              const std::vector<std::pair<std::string, OpArg>>& kwargs = {},
                              const CallOptions& options = {});
+// The bound call of op `name` on tensor inputs with these specs (positional and keyword arguments
+// already lowered, tensors as TensorRef/TensorListRef into `specs`): the one binding step of every
+// front door (prepare_call below, and the Python bridge's, python/bridge_py.cc, whose inputs are
+// specs of torch tensors). Throws dtensor::Error for an unknown op or overload, arguments the schema
+// rejects, no tensor input, or inputs on different meshes (naming both).
+OpCall bind_call(const std::string& name, const std::vector<ArgValue>& pos,
+                 const std::vector<std::pair<std::string, ArgValue>>& kw,
+                 const std::vector<const DTensorSpec*>& specs);
+
 // call_op in two halves, for autograd/ (which needs the bound call and the inputs):
 struct PreparedCall {
   OpCall call;

@@ -347,17 +347,11 @@ BridgePlan prepare_call(const std::string& name, const nb::sequence& args, const
     kw.emplace_back(std::move(key), std::move(value));
   }
   low.finish();
-  std::vector<TensorMeta> metas;
-  std::vector<Placements> placements;
-  const MeshPtr mesh = low.specs[0].mesh;
-  for (const DTensorSpec& s : low.specs) {
-    DT_CHECK(s.mesh->same_as(*mesh), name, ": inputs on different meshes: ", low.specs[0].str(), " and ",
-             s.str(), "; accepted: every sharded input on one mesh");
-    metas.push_back({s.shape, s.dtype});
-    placements.push_back(s.placements);
-  }
+  std::vector<const DTensorSpec*> specs;
+  for (const DTensorSpec& s : low.specs) specs.push_back(&s);
   auto prep = std::make_shared<Prepared>();
-  prep->call = OpCall::bind_overload(name, pos, kw, metas, placements, mesh->shape());
+  prep->call = bind_call(name, pos, kw, specs);  // dispatch's binding step, shared with call_op
+  const MeshPtr mesh = low.specs[0].mesh;
   prep->decision = propagate(prep->call);
   prep->in_specs = std::move(low.specs);
   prep->layouts = out_layouts(prep->decision, mesh);

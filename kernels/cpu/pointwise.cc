@@ -8,6 +8,7 @@
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/tanh_exp.h"
 #include "kernels/cpu/vec_math.h"
+#include "kernels/scalar_math.h"
 
 namespace dtensor::kernels {
 
@@ -125,15 +126,7 @@ Tensor div_impl(const Tensor& a, const Tensor& b, DType common, const std::strin
     } else if (!floor_mode) {
       return std::trunc(x / y);
     } else {
-      // torch's (and Python's) floor division goes through fmod, so that 1.0 // 0.1 is 9 (the
-      // remainder 0.0999... is kept), where floor(1.0 / 0.1) would round the quotient up to 10.
-      if (y == 0) return x / y;
-      T mod = std::fmod(x, y);
-      T q = (x - mod) / y;
-      if (mod != 0 && ((y < 0) != (mod < 0))) q -= 1;
-      if (q == 0) return std::copysign(T(0), x / y);
-      T f = std::floor(q);
-      return q - f > T(0.5) ? f + 1 : f;
+      return sm::div_floor(x, y);  // through fmod, so that 1.0 // 0.1 is 9 (kernels/scalar_math.h)
     }
   });
 }

@@ -35,6 +35,7 @@ Tensor nonzero_input(const TensorMeta& m, uint64_t seed) {
 
 // Inputs in the row's domain, from random_tensor's [-2, 2].
 Tensor domain_input(RowDomain domain, const TensorMeta& m, uint64_t seed) {
+  if (domain == RowDomain::kNonzero) return nonzero_input(m, seed);  // integers too
   if (!is_floating(m.dtype)) return random_tensor(m.shape, m.dtype, seed);
   const Tensor r = random_tensor(m.shape, DType::kFloat64, seed);
   switch (domain) {
@@ -47,7 +48,7 @@ Tensor domain_input(RowDomain domain, const TensorMeta& m, uint64_t seed) {
     case RowDomain::kAboveOne:
       return kernels::add(kernels::abs(r), Scalar(1.1)).to(m.dtype);
     case RowDomain::kNonzero:
-      return nonzero_input(m, seed);
+      break;  // above
   }
   return r.to(m.dtype);
 }
@@ -105,8 +106,7 @@ void define_binary_row(Registry& reg, BinaryRow row, CostClass cls) {
   const RowDomain other = info.other;
   if (other != RowDomain::kReal)
     op.make_input = [other](int i, const OpCall& c, uint64_t seed) {
-      if (i == 0) return random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
-      return other == RowDomain::kNonzero ? nonzero_input(c.tensor(i), seed) : domain_input(other, c.tensor(i), seed);
+      return i == 0 ? random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed) : domain_input(other, c.tensor(i), seed);
     };
 }
 

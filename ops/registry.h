@@ -136,6 +136,31 @@ struct OpCost {
   std::function<double(const OpCall&, const std::vector<TensorMeta>& out)> flops;
 };
 
+// An ATen op besides the op's own name that PyTorch code reaches and that the bridge
+// (python/dtensor/torch_bridge.py) runs with this op's rules.
+struct AtenAlias {
+  std::string name;   // "name" or "name.overload", e.g. "_softmax", "var.dim"
+  // How its arguments become this op's: "" the same; "keep:N" the first N positional, no kwargs;
+  // otherwise the name of an adapter in torch_bridge.py's _ADAPTERS (tests/python check it exists).
+  std::string adapt;
+  // The op takes the global size (view, reshape, expand): on a block, ATen gets the output's
+  // block shape as its size argument.
+  bool local_size = false;
+  std::string local;  // the ATen op run on the blocks in its place ("": itself), e.g. "reshape"
+};
+
+// How PyTorch meets the op (the bridge and torch.export's import, python/dtensor/). The op's own
+// name is an ATen name ("add", "max.dim") unless `not_aten` says why not.
+struct AtenFacts {
+  // The local kernel reads the layout (LocalContext: global offsets of its blocks, the global count,
+  // empty blocks), so ATen on a block computes something else: the bridge runs dtensor's kernel.
+  // tests/ops:layout_facts_test runs every kernel with and without its layout and fails where they
+  // differ and this is false.
+  bool layout_dependent = false;
+  std::vector<AtenAlias> aliases;
+  std::string not_aten;  // why no ATen op of this name exists (dtensor's or the planner's own op)
+};
+
 struct OpDef {
   OpSchema schema;
   std::string family;  // "pointwise", "matrix", ... (the strategies/ file that owns its rules)
@@ -153,6 +178,7 @@ struct OpDef {
   // when it must have them. tests/ops:completeness_test checks both ways.
   std::string replicate_only;
   std::string no_backward;
+  AtenFacts aten;
   const std::string& name() const { return schema.name; }
 };
 

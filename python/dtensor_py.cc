@@ -450,6 +450,19 @@ NB_MODULE(_dtensor, m) {
     init_ops();  // the registry fills on first use
     return Registry::get().names();
   }, "Every registered op's name, sorted.");
+  ops.def("aten_facts", [] {
+    init_ops();
+    nb::dict out;
+    for (const std::string& name : Registry::get().names()) {
+      const AtenFacts& f = Registry::get().find(name).aten;
+      nb::list aliases;
+      for (const AtenAlias& a : f.aliases)
+        aliases.append(nb::make_tuple(a.name, a.adapt, a.local_size, a.local));
+      out[nb::str(name.c_str())] = nb::make_tuple(f.layout_dependent, aliases, f.not_aten);
+    }
+    return out;
+  }, "How PyTorch meets each registered op (OpDef::aten, ops/registry.h): name -> (layout_dependent, "
+     "[(ATen alias, adapter, local_size, ATen op run on the blocks)], why no ATen op has its name).");
   ops.def("pointwise_rows", [] {
     std::vector<std::string> unary, binary;
     for (const UnaryRowInfo& r : kUnaryRows) unary.push_back(r.name);

@@ -110,6 +110,7 @@ void define_forward(Registry& reg) {
       "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None) -> Tensor",
       "attention");
   op.cost = attention_cost(0, false);
+  op.aten.layout_dependent = true;  // a causal mask of a query block starts at its global offset
   op.meta = [](const OpCall& c) {
     Shape out = attention_shape(c, 0);
     if (c.get_double("dropout_p") != 0.0)
@@ -147,6 +148,10 @@ void define_backward(Registry& reg) {
       "_scaled_dot_product_attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, bool is_causal=False, *, float? scale=None, Tensor? attn_mask=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)",
       "attention");
   op.cost = attention_cost(1, true);
+  op.aten.layout_dependent = true;  // a causal mask of a query block starts at its global offset
+  // ATen's backward is per kernel; the one torch's autograd calls after the CPU flash forward (its
+  // logsumexp is not used) routes here.
+  op.aten.aliases = {{"_scaled_dot_product_flash_attention_for_cpu_backward", "sdpa_backward"}};
   op.no_backward = kNoDoubleBackward;
   op.meta = [](const OpCall& c) {
     Shape out = attention_shape(c, 1);

@@ -14,6 +14,8 @@ void define_embedding_dense_backward(Registry& reg) {
       "embedding_dense_backward(Tensor grad_output, Tensor indices, int num_weights, int padding_idx=-1) -> Tensor",
       "embedding");
   op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
+  // ATen's has scale_grad_by_freq after padding_idx (accepted: False).
+  op.aten.aliases = {{"embedding_dense_backward", "embedding_backward"}};
   op.no_backward = kNoDoubleBackward;
   op.meta = [](const OpCall& c) {
     check_floating(c, 0, "grad_output");

@@ -11,6 +11,7 @@ void define_embedding_ops(Registry& reg) {
       "embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor",
       "embedding");
   op.cost = cost(CostClass::kCopy, Keeps::kNothing);
+  op.aten.layout_dependent = true;  // a vocabulary shard looks up the ids in its range only
   op.meta = [](const OpCall& c) {
     const Shape& w = c.tensor(0).shape;
     DType it = c.tensor(1).dtype;

@@ -138,6 +138,8 @@ void define_forward(Registry& reg) {
   OpDef& op = reg.define(
       absl::StrCat("flex_attention(Tensor query, Tensor key, Tensor value, ", kArgs, ") -> Tensor"), "flex_attention");
   op.cost = cost(CostClass::kOnePass);
+  op.aten.not_aten = "dtensor's flex attention (torch's flex_attention is a higher-order op, not an ATen op)";
+  op.aten.layout_dependent = true;  // the mask of a query block starts at its global offset
   op.meta = [](const OpCall& c) { return std::vector<TensorMeta>{{flex_shape(c, 0), c.tensor(0).dtype}}; };
   op.kernel = guarded(
       [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
@@ -170,6 +172,8 @@ void define_backward(Registry& reg) {
                                       kArgs, ") -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)"),
                          "flex_attention");
   op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
+  op.aten.not_aten = "dtensor's flex attention (torch's flex_attention is a higher-order op, not an ATen op)";
+  op.aten.layout_dependent = true;  // the mask of a query block starts at its global offset
   op.no_backward = kNoDoubleBackward;
   op.meta = [](const OpCall& c) {
     const Shape out = flex_shape(c, 1);
@@ -217,6 +221,7 @@ void define_block_mask(Registry& reg) {
       "block_size=64) -> Tensor",
       "flex_attention");
   op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
+  op.aten.not_aten = "dtensor's flex attention (torch's flex_attention is a higher-order op, not an ATen op)";
   op.no_backward = "an int32 tile map of the mask (no gradient)";
   op.meta = [](const OpCall& c) {
     const TensorMeta& d = c.tensor(0);

@@ -95,6 +95,9 @@ void define_grouped_mm_ops(Registry& reg) {
   // 2 M K N in total for the 2-d forms (the groups split M or K); per group for 3-d x 3-d; for
   // a[G, M, K] @ b[K, N] the groups split N, so 2 M K N.
   op.cost = cost(CostClass::kContraction);
+  op.aten.layout_dependent = true;  // offs are global group ends; a row block shifts them
+  // ATen's _grouped_mm(self, mat2, offs, bias, out_dtype): bias and out_dtype must be None.
+  op.aten.aliases = {{"_grouped_mm", "grouped_mm"}};
   op.cost.flops = [](const OpCall& c, const std::vector<TensorMeta>&) {
     const Shape &a = c.tensor(0).shape, &b = c.tensor(1).shape;
     const double mk = static_cast<double>(form_of(c) == Form::kCols ? a[1] * a[2] : numel(a));

@@ -15,6 +15,9 @@ void define_nll_loss_backward(Registry& reg) {
       "nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, str reduction='mean', int ignore_index=-100) -> Tensor",
       "loss");
   op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
+  // ATen's takes the reduction as an int and a total_weight (dtensor counts the targets itself).
+  op.aten.aliases = {{"nll_loss_backward", "nll_loss_backward"}};
+  op.aten.layout_dependent = true;  // a class shard holds the targets in its range only
   op.no_backward = kNoDoubleBackward;
   op.meta = [](const OpCall& c) {
     check_floating(c, 0, "grad_output");

@@ -67,6 +67,9 @@ void define_loss_ops(Registry& reg) {
         "cross_entropy(Tensor self, Tensor target, Tensor? weight=None, str reduction='mean', int ignore_index=-100, float label_smoothing=0.0) -> Tensor",
         "loss");
     op.cost = cost(CostClass::kLoss);
+    op.aten.not_aten =
+        "F.cross_entropy's ATen op is cross_entropy_loss (CompositeImplicit: dispatch sees log_softmax and "
+        "nll_loss_forward, which the bridge runs)";
     op.meta = loss_meta();
     op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
       return std::vector<Tensor>{kernels::cross_entropy(in[0], in[1], weight(in, c), c.get_str("reduction"),

@@ -14,6 +14,7 @@ void define_norm_backward_ops(Registry& reg) {
       "layer_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor? weight=None, float eps=1e-05) -> (Tensor grad_input, Tensor grad_weight, Tensor grad_bias)",
       "norm");
   op.cost = cost(CostClass::kNormalization, Keeps::kNothing);
+  op.aten.not_aten = "dtensor's layer_norm backward; ATen's native_layer_norm_backward runs as torch's decomposition";
   op.no_backward = kNoDoubleBackward;
   op.meta = [](const OpCall& c) {
     check_floating(c, 0, "grad_out");

@@ -45,6 +45,8 @@ void define_norm_ops(Registry& reg) {
     // dtype: the input is cast to it first (ATen's softmax.int), so an int64 input may take one.
     OpDef& op = reg.define(std::string(name) + "(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", "norm");
     op.cost = cost(CostClass::kNormalization, Keeps::kOutput);
+    // ATen's _softmax(self, dim, half_to_float): the flag is always False on CPU tensors.
+    op.aten.aliases = {{std::string("_") + name, "keep:2"}};
     op.meta = [](const OpCall& c) {
       TensorMeta out = c.tensor(0);
       if (c.has("dtype")) out.dtype = guard(c, [&] { return dtype_from_name(c.get_str("dtype")); });

@@ -12,6 +12,10 @@ void define_gelu_backward(Registry& reg) {
                          "pointwise");
   op.cost = cost(CostClass::kTranscendental, Keeps::kNothing);
   op.no_backward = kNoDoubleBackward;
+  // ATen's pointwise backward ops linear in the gradient and not in the other input have these
+  // rules: (grad_output, input or output[, scalars]) run by ATen on the blocks.
+  op.aten.aliases = {{"threshold_backward", "keep:2"}, {"sigmoid_backward", "keep:2"},
+                     {"tanh_backward", "keep:2"}, {"silu_backward", "keep:2"}};
   op.meta = [](const OpCall& c) {
     check_floating(c, 0, "grad_output");
     check_floating(c, 1, "self");

@@ -127,9 +127,11 @@ void define_pointwise_ops(Registry& reg) {
   for (auto [name, fn] : {std::pair<const char*, Cmp>{"eq", kernels::eq}, {"ne", kernels::ne},
                           {"lt", kernels::lt}, {"le", kernels::le}, {"gt", kernels::gt}, {"ge", kernels::ge}}) {
     Cmp f = fn;
-    binary(reg, std::string(name) + "(Tensor self, Tensor other) -> Tensor", broadcast_meta(boolean),
+    OpDef& op = binary(reg, std::string(name) + "(Tensor self, Tensor other) -> Tensor", broadcast_meta(boolean),
            [f](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(f(in[0], in[1])); },
            cost(CostClass::kElementwise));
+    // ATen's cmp.Scalar(x, c): c as a 0-d tensor has the same rules (it broadcasts).
+    op.aten.aliases = {{std::string(name) + ".Scalar", "scalar_as_tensor"}};
   }
   {
     OpDef& op = reg.define("where(Tensor condition, Tensor self, Tensor other) -> Tensor", "pointwise");
@@ -223,6 +225,9 @@ void define_pointwise_ops(Registry& reg) {
   {
     OpDef& op = reg.define("to(Tensor self, ScalarType dtype) -> Tensor", "pointwise");
     op.cost = cost(CostClass::kElementwise, Keeps::kNothing);
+    // ATen's dtype conversions: _to_copy(x, *, dtype, ...) takes the dtype alone (a device or
+    // layout change has no rule); to.dtype(self, dtype, non_blocking, copy, memory_format).
+    op.aten.aliases = {{"_to_copy", "to_copy"}, {"to.dtype", "keep:2"}, {"to.dtype_layout", "to_copy"}};
     op.meta = [](const OpCall& c) {
       return guard(c, [&] {
         return std::vector<TensorMeta>{{c.tensor(0).shape, dtype_from_name(c.get_str("dtype"))}};

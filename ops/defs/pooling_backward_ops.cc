@@ -233,6 +233,10 @@ void define_pool_backward(Registry& reg, Pool p, int dims) {
                        ") -> Tensor";
   OpDef& op = reg.define(schema, "pooling");
   op.cost = cost(CostClass::kWindow, Keeps::kNothing);
+  op.aten.layout_dependent = true;  // empty blocks and global window offsets, as the forward
+  if (p == Pool::kAdaptive) op.aten.aliases = {{"_" + pool_name(p, dims), ""}};
+  else if (dims == 1)
+    op.aten.not_aten = "ATen runs 1-d pooling as 2-d (no 1-d backward op); dtensor's own backward";
   op.no_backward = kNoDoubleBackward;
   op.meta = [p, dims](const OpCall& c) {
     Shape out = pool_forward_shape(c, p, dims);

@@ -216,6 +216,9 @@ void define_pool(Registry& reg, Pool p, int dims) {
   std::string ret = p == Pool::kMax ? "(Tensor values, Tensor indices)" : "Tensor";
   OpDef& op = reg.define(name + "(Tensor self, " + args + ") -> " + ret, "pooling");
   op.cost = cost(CostClass::kWindow, p == Pool::kMax ? Keeps::kInputsAndOutput : Keeps::kInputs);
+  op.aten.layout_dependent = true;  // empty blocks: ATen refuses 0 channels; the window reads global offsets
+  // adaptive_avg_pool2d is CompositeImplicit in ATen: dispatch sees _adaptive_avg_pool2d.
+  if (p == Pool::kAdaptive) op.aten.aliases = {{"_" + name, ""}};
   op.meta = [p, dims](const OpCall& c) {
     Shape out = out_shape(c, p, params(c, p, dims));
     std::vector<TensorMeta> m{{out, c.tensor(0).dtype}};

@@ -42,7 +42,7 @@ int64_t reduced_count(const Shape& in, const std::vector<int64_t>& dims) {
 
 bool keepdim(const OpCall& c) { return c.has("keepdim") && c.get_bool("keepdim"); }
 
-void define(Registry& reg, const std::string& schema,
+OpDef& define(Registry& reg, const std::string& schema,
             std::function<DType(const OpCall&)> dtype_fn,
             std::function<Tensor(const Tensor&, const OpCall&, const LocalContext&, const std::vector<int64_t>&, bool)> fn,
             bool floating_only, Keeps keeps = Keeps::kInputs) {
@@ -64,6 +64,7 @@ void define(Registry& reg, const std::string& schema,
         sample({{5, 6, 4}}, {T(0), L({0, 2})}, {{"keepdim", V(true)}}),
         sample({{9, 4}}, {T(0), L({-2})})};
   };
+  return op;
 }
 
 DType same(const OpCall& c) { return c.tensor(0).dtype; }
@@ -90,7 +91,8 @@ void define_reduction_ops(Registry& reg) {
            return kernels::sum(x, dims, keep);
          },
          false, Keeps::kNothing);
-  define(reg, "mean(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor", same,
+  // A block divides its sum by the global count (tests/ops:layout_facts_test): the bridge runs it.
+  OpDef& mean = define(reg, "mean(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor", same,
          [](const Tensor& x, const OpCall& c, const LocalContext&, const std::vector<int64_t>& dims, bool keep) {
            const int64_t global = reduced_count(c.tensor(0).shape, dims);
            if (reduced_count(x.sizes(), dims) == global) return kernels::mean(x, dims, keep);
@@ -99,6 +101,7 @@ void define_reduction_ops(Registry& reg) {
            return kernels::mul(s, Scalar(1.0 / static_cast<double>(global))).to(x.dtype());
          },
          true, Keeps::kNothing);
+  mean.aten.layout_dependent = true;
   define(reg, "amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", same,
          [](const Tensor& x, const OpCall&, const LocalContext&, const std::vector<int64_t>& dims, bool keep) {
            return extreme_or(x, dims, keep, true, kernels::amax);
@@ -122,13 +125,15 @@ void define_reduction_ops(Registry& reg) {
          false);
   for (const char* name : {"var", "std"}) {
     bool is_var = std::string(name) == "var";
-    define(reg, std::string(name) + "(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
+    OpDef& op = define(reg, std::string(name) + "(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
            same,
            [is_var](const Tensor& x, const OpCall& c, const LocalContext&, const std::vector<int64_t>& dims, bool keep) {
              double corr = c.has("correction") ? c.get_double("correction") : 1.0;
              return is_var ? kernels::var(x, dims, corr, keep) : kernels::std(x, dims, corr, keep);
            },
            true);
+    // ATen's var.dim/std.dim(self, dim, unbiased, keepdim): unbiased becomes the correction.
+    op.aten.aliases = {{std::string(name) + ".dim", "unbiased"}};
   }
   define(reg, "logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor",
          [](const OpCall& c) { return is_floating(c.tensor(0).dtype) ? c.tensor(0).dtype : DType::kFloat32; },

@@ -28,6 +28,7 @@ void define_scan_backward(Registry& reg, ScanGrad s) {
   }
   OpDef& op = reg.define(schema, "scan");
   op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
+  if (s == ScanGrad::kLogCumSumExp) op.aten.not_aten = "ATen has a derivative formula, not an op";
   op.no_backward = kNoDoubleBackward;
   op.meta = [s](const OpCall& c) {
     dim_arg(c, std::max<int64_t>(rank_of(c, 1), 1));

@@ -17,6 +17,7 @@ void define_value_selecting_backward(Registry& reg) {
       "value_selecting_reduction_backward(Tensor grad, int dim, Tensor indices, int[] sizes, bool keepdim) -> Tensor",
       "selection");
   op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
+  op.aten.layout_dependent = true;  // sizes are global: a grad block fills the block of them
   op.no_backward = kNoDoubleBackward;
   op.meta = [](const OpCall& c) {
     check_floating(c, 0, "grad");

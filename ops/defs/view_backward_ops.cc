@@ -64,6 +64,7 @@ void define_slice_select_backward(Registry& reg, bool select) {
              : "slice_backward(Tensor grad_output, int[] input_sizes, int dim, int start, int end, int step) -> Tensor",
       "view");
   op.cost = cost(CostClass::kCopy, Keeps::kNothing);
+  op.aten.layout_dependent = true;  // input_sizes are global: a grad block fills the block of them
   op.no_backward = kNoDoubleBackward;
   op.meta = [select](const OpCall& c) {
     SliceArgs a = slice_args(c, select);

@@ -33,8 +33,8 @@ Shape infer(const OpCall& c, std::vector<int64_t> req) {
 }
 
 // An op whose output is input 0 reshaped to a shape computed from the call.
-void reshaping(Registry& reg, const std::string& schema, std::function<Shape(const OpCall&)> shape_fn,
-               SampleFn samples) {
+OpDef& reshaping(Registry& reg, const std::string& schema, std::function<Shape(const OpCall&)> shape_fn,
+                 SampleFn samples) {
   OpDef& op = reg.define(schema, "view");
   op.cost = cost(CostClass::kView, Keeps::kNothing);
   op.meta = [shape_fn](const OpCall& c) { return std::vector<TensorMeta>{{shape_fn(c), c.tensor(0).dtype}}; };
@@ -42,16 +42,18 @@ void reshaping(Registry& reg, const std::string& schema, std::function<Shape(con
     return one(in[0].reshape(ctx.out_block(0).first));
   };
   op.samples = std::move(samples);
+  return op;
 }
 
 // `cls`: kView for views (aliases of the input), kCopy for ops that write a new tensor (cat, stack).
-void simple(Registry& reg, const std::string& schema, CostClass cls, MetaFn meta, KernelFn kernel,
-            SampleFn samples) {
+OpDef& simple(Registry& reg, const std::string& schema, CostClass cls, MetaFn meta, KernelFn kernel,
+              SampleFn samples) {
   OpDef& op = reg.define(schema, "view");
   op.cost = cost(cls, Keeps::kNothing);
   op.meta = std::move(meta);
   op.kernel = std::move(kernel);
   op.samples = std::move(samples);
+  return op;
 }
 
 Shape permuted(const Shape& s, const std::vector<int64_t>& order) {
@@ -64,13 +66,16 @@ Shape permuted(const Shape& s, const std::vector<int64_t>& order) {
 
 void define_view_ops(Registry& reg) {
   auto view_shape = [](const OpCall& c) { return infer(c, c.get_int_list("size")); };
+  // ATen's view and _unsafe_view get the block's shape on a block, and run as reshape there: the
+  // bridge's tensors claim contiguous global strides, so torch calls view where a block (after a
+  // transpose) may not be viewable.
   reshaping(reg, "view(Tensor self, int[] size) -> Tensor", view_shape, [] {
     return std::vector<Sample>{sample({{6, 4}}, {T(0), L({3, 2, 4})}), sample({{4, 3, 5}}, {T(0), L({12, -1})}),
                                sample({{8, 6}}, {T(0), L({8, 2, 3})})};
-  });
+  }).aten.aliases = {{"view", "", true, "reshape"}, {"_unsafe_view", "", true, "reshape"}};
   reshaping(reg, "reshape(Tensor self, int[] shape) -> Tensor",
             [](const OpCall& c) { return infer(c, c.get_int_list("shape")); },
-            [] { return std::vector<Sample>{sample({{6, 4}}, {T(0), L({2, 12})}), sample({{5, 3}}, {T(0), L({15})})}; });
+            [] { return std::vector<Sample>{sample({{6, 4}}, {T(0), L({2, 12})}), sample({{5, 3}}, {T(0), L({15})})}; }).aten.aliases = {{"reshape", "", true, ""}};
   reshaping(reg, "flatten(Tensor self, int start_dim=0, int end_dim=-1) -> Tensor",
             [](const OpCall& c) {
               const Shape& s = c.tensor(0).shape;
@@ -86,7 +91,9 @@ void define_view_ops(Registry& reg) {
               return out;
             },
             [] { return std::vector<Sample>{sample({{4, 3, 5}}, {T(0), I(1)}), sample({{6, 2, 3}}, {T(0)})}; });
-  reshaping(reg, "squeeze(Tensor self, int[1]? dim=None) -> Tensor",
+  // Which dims it drops depends on the global shape (a block of an uneven shard may be 1 long where
+  // the tensor is not): ATen's squeeze on a block would drop it.
+  OpDef& squeeze = reshaping(reg, "squeeze(Tensor self, int[1]? dim=None) -> Tensor",
             [](const OpCall& c) {
               const Shape& s = c.tensor(0).shape;
               std::vector<bool> drop(s.size(), !c.has("dim"));
@@ -100,6 +107,7 @@ void define_view_ops(Registry& reg) {
               return out;
             },
             [] { return std::vector<Sample>{sample({{5, 1, 4}}, {T(0), L({1})}), sample({{1, 6, 1}}, {T(0)})}; });
+  squeeze.aten.layout_dependent = true;
   reshaping(reg, "unsqueeze(Tensor self, int dim) -> Tensor",
             [](const OpCall& c) {
               Shape s = c.tensor(0).shape;
@@ -149,7 +157,8 @@ void define_view_ops(Registry& reg) {
            return one(in[0].permute(c.get_int_list("dims")));
          },
          [] { return std::vector<Sample>{sample({{5, 3, 4}}, {T(0), L({2, 0, 1})})}; });
-  simple(reg, "expand(Tensor self, int[] size) -> Tensor", CostClass::kView,
+  // ATen's expand(self, size, implicit) gets the block's shape on a block.
+  OpDef& expand = simple(reg, "expand(Tensor self, int[] size) -> Tensor", CostClass::kView,
          [](const OpCall& c) {
            std::vector<int64_t> req = c.get_int_list("size");
            Shape want(req.begin(), req.end());
@@ -168,6 +177,7 @@ void define_view_ops(Registry& reg) {
            return one(in[0].expand(ctx.out_block(0).first));
          },
          [] { return std::vector<Sample>{sample({{5, 1}}, {T(0), L({3, 5, 4})})}; });
+  expand.aten.aliases = {{"expand", "keep:2", true, ""}};
   simple(reg, "cat(Tensor[] tensors, int dim=0) -> Tensor", CostClass::kCopy,
          [](const OpCall& c) {
            int64_t d = guard(c, [&] { return wrap_dim(c.get_int("dim"), rank0(c), "dim"); });

@@ -223,21 +223,12 @@ def _registry():
     return _registered
 
 
-# Registered ops whose local kernel depends on the layout (LocalContext: global offsets of the
-# block, the global count, empty blocks): mean divides a block's sum by the global count, index
-# outputs are global, embedding looks up a vocabulary shard, ... ATen on the block would compute
-# something else, so these run dtensor's kernel (the engine's decision is the same).
-_LAYOUT_DEPENDENT = frozenset("""
-    mean std var argmax argmin max.dim min.dim median median.dim nanmedian nanmedian.dim kthvalue
-    cumsum cumprod cummax cummin logcumsumexp cummaxmin_backward cumprod_backward
-    logcumsumexp_backward value_selecting_reduction_backward slice_backward select_backward
-    embedding embedding_dense_backward nll_loss nll_loss_backward cross_entropy
-    scaled_dot_product_attention _scaled_dot_product_attention_backward
-    avg_pool1d avg_pool2d avg_pool3d avg_pool1d_backward avg_pool2d_backward avg_pool3d_backward
-    max_pool1d_with_indices max_pool2d_with_indices max_pool3d_with_indices
-    max_pool1d_with_indices_backward max_pool2d_with_indices_backward max_pool3d_with_indices_backward
-    adaptive_avg_pool2d adaptive_avg_pool2d_backward
-""".split())
+def _layout_dependent():
+    """Registered ops whose local kernel reads the layout (OpDef::aten.layout_dependent, checked
+    against the kernels by tests/ops:layout_facts_test): mean divides a block's sum by the global
+    count, a causal mask starts at the block's offset, embedding looks up a vocabulary shard, ...
+    ATen on the block would compute something else, so these run dtensor's kernel."""
+    return _facts()[0]
 
 
 def _engine(name, adapt=None, localize=None, local_func=None):
@@ -245,7 +236,7 @@ def _engine(name, adapt=None, localize=None, local_func=None):
     turns the ATen args into that op's (dropping what its schema lacks); `localize` turns
     global-shape arguments of torch's call into this rank's (views, expand); `local_func` replaces
     the ATen op on the blocks."""
-    dtensor_kernel = name in _LAYOUT_DEPENDENT
+    dtensor_kernel = name in _layout_dependent()
 
     def handler(func, args, kwargs):
         # The engine's decision (C++: lowering, cached propagation); plain tensors count as replicated.
@@ -416,33 +407,60 @@ def _scalar_as_tensor(a, k):
     return (a[0], torch.tensor(a[1])), {}
 
 
-# ATen overloads whose registered op (or rule-equivalent op) differs from the default mapping.
-_ALIASES = {
-    "_softmax": ("softmax", _drop_after(2), None, None),
-    "_log_softmax": ("log_softmax", _drop_after(2), None, None),
-    # The wrapper claims contiguous global strides, so torch calls view where the block (e.g. after
-    # a transpose) may not be viewable: blocks are reshaped (a view when their strides allow it).
-    "_unsafe_view": ("view", None, _local_size, aten.reshape.default),
-    "view": ("view", None, _local_size, aten.reshape.default),
-    "reshape": ("reshape", None, _local_size, None),
-    "expand": ("expand", _drop_after(2), _local_size, None),
-    "_to_copy": ("to", _to_adapt, None, None),
-    "to.dtype": ("to", _to_dtype_adapt, None, None),
-    "to.dtype_layout": ("to", _to_adapt, None, None),
-    # Pointwise backward ops linear in the gradient and not in the other input: gelu_backward's rules.
-    "threshold_backward": ("gelu_backward", _keep_grad_and_input, None, None),
-    "sigmoid_backward": ("gelu_backward", _keep_grad_and_input, None, None),
-    "tanh_backward": ("gelu_backward", _keep_grad_and_input, None, None),
-    "silu_backward": ("gelu_backward", _keep_grad_and_input, None, None),
-    "embedding_dense_backward": ("embedding_dense_backward", _embedding_backward_adapt, None, None),
-    "nll_loss_backward": ("nll_loss_backward", _nll_loss_backward_adapt, None, None),
-    "_scaled_dot_product_flash_attention_for_cpu_backward": (
-        "_scaled_dot_product_attention_backward", _sdpa_backward_adapt, None, None),
+def _grouped_mm_adapt(a, k):
+    # _grouped_mm(self, mat2, offs, bias, out_dtype) -> dtensor's grouped_mm(self, mat2, offs).
+    b = dict(zip(("self", "mat2", "offs", "bias", "out_dtype"), a))
+    b.update(k)
+    if b.get("bias") is not None or b.get("out_dtype") is not None:
+        raise UnsupportedOpError(f"bridge: aten._grouped_mm with bias or out_dtype has no dtensor rule "
+                                 f"(self {b['self']._spec}); accepted: bias=None, out_dtype=None")
+    return (b["self"], b["mat2"], b.get("offs")), {}
+
+
+# How an alias's arguments become its op's (OpDef::aten.aliases names them; "keep:N" and "" are data).
+_ADAPTERS = {
+    "to_copy": _to_adapt,
+    "unbiased": _unbiased_adapt,
+    "scalar_as_tensor": _scalar_as_tensor,
+    "embedding_backward": _embedding_backward_adapt,
+    "nll_loss_backward": _nll_loss_backward_adapt,
+    "sdpa_backward": _sdpa_backward_adapt,
+    "grouped_mm": _grouped_mm_adapt,
 }
-_ALIASES["var.dim"] = ("var", _unbiased_adapt, None, None)
-_ALIASES["std.dim"] = ("std", _unbiased_adapt, None, None)
-for _cmp in ("eq", "ne", "lt", "le", "gt", "ge"):
-    _ALIASES[_cmp + ".Scalar"] = (_cmp, _scalar_as_tensor, None, None)
+
+
+def _adapter(key):
+    if not key:
+        return None
+    if key.startswith("keep:"):
+        return _drop_after(int(key[5:]))
+    return _ADAPTERS[key]
+
+
+def _aten_op(name):
+    """'reshape' -> aten.reshape.default, 'var.dim' -> aten.var.dim."""
+    base, _, overload = name.partition(".")
+    return getattr(getattr(aten, base), overload or "default")
+
+
+_facts_cache = None
+
+
+def _facts():
+    """(layout-dependent op names, {ATen name: _engine arguments}) from the registry's per-op facts
+    (dtensor.ops.aten_facts(), OpDef::aten in ops/registry.h), read once."""
+    global _facts_cache
+    if _facts_cache is None:
+        layout, aliases = set(), {}
+        for op, (dependent, op_aliases, _) in _dtensor.ops.aten_facts().items():
+            if dependent:
+                layout.add(op)
+            for alias, adapt, local_size, local in op_aliases:
+                aliases[alias] = (op, _adapter(adapt), _local_size if local_size else None,
+                                  _aten_op(local) if local else None)
+        _facts_cache = (frozenset(layout), aliases)
+    return _facts_cache
+
 
 # Ops computed by torch's decomposition into ops that have rules (each goes through the engine).
 _DECOMPOSED = ("_softmax_backward_data", "_log_softmax_backward_data", "mse_loss", "mse_loss_backward",
@@ -642,7 +660,8 @@ def _resolve(func):
         return _unsupported(qualified)
     if base in _SPECIAL:
         return _SPECIAL[base]
-    alias = _ALIASES.get(f"{base}.{overload}") or _ALIASES.get(base)
+    aliases = _facts()[1]
+    alias = aliases.get(f"{base}.{overload}") or aliases.get(base)
     if alias is not None:
         return _engine(*alias)
     names = _registry()

@@ -166,6 +166,7 @@ void define_moe(Registry& reg) {
         "moe_dispatch(Tensor self, Tensor probs, int top_k=2, float capacity_factor=1.0) -> Tensor", "planner");
     op.cost = ops::cost(CostClass::kCopy);  // a gather into expert buffers
     op.no_backward = kPlannerOnly;
+    op.aten.not_aten = "the planner's MoE token dispatch (zoo models; no ATen op)";
     op.meta = [](const OpCall& c) {
       const Shape& x = c.tensor(0).shape;
       const Shape& p = c.tensor(1).shape;
@@ -195,6 +196,7 @@ void define_moe(Registry& reg) {
   if (!reg.try_find("moe_combine")) {
     OpDef& op = reg.define("moe_combine(Tensor self, Tensor probs, int top_k=2) -> Tensor", "planner");
     // A weighted sum over each token's experts: a multiply-add per element of the expert outputs.
+    op.aten.not_aten = "the planner's MoE combine (zoo models; no ATen op)";
     op.cost = ops::cost(CostClass::kContraction);
     op.cost.flops = [](const OpCall& c, const std::vector<TensorMeta>&) {
       return 2 * static_cast<double>(numel(c.tensor(0).shape));
@@ -259,6 +261,7 @@ void define_opaque(Registry& reg) {
   op.cost = ops::cost(CostClass::kCopy);
   op.no_backward = kPlannerOnly;
   op.replicate_only = "an op the planner knows nothing of but its output's shape and dtype";
+  op.aten.not_aten = "stands for an ATen op the planner has no rule for";
   op.meta = [](const OpCall& c) {
     const std::vector<int64_t> shape = c.get_int_list("shape");
     if (static_cast<int64_t>(shape.size()) > kMaxTensorRank)

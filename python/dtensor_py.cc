@@ -36,6 +36,7 @@
 #include "kernels/cpu/matmul.h"
 #include "ops/pointwise_rows.h"
 #include "ops/registry.h"
+#include "planner/graph.h"
 #include "dispatch/explain.h"
 #include "python/py_values.h"
 
@@ -451,18 +452,35 @@ NB_MODULE(_dtensor, m) {
     return Registry::get().names();
   }, "Every registered op's name, sorted.");
   ops.def("aten_facts", [] {
-    init_ops();
+    planner::init_planner_ops();  // the engine's ops and the planner's
     nb::dict out;
     for (const std::string& name : Registry::get().names()) {
-      const AtenFacts& f = Registry::get().find(name).aten;
+      const OpDef& op = Registry::get().find(name);
+      const AtenFacts& f = op.aten;
       nb::list aliases;
       for (const AtenAlias& a : f.aliases)
         aliases.append(nb::make_tuple(a.name, a.adapt, a.local_size, a.local));
-      out[nb::str(name.c_str())] = nb::make_tuple(f.layout_dependent, aliases, f.not_aten);
+      out[nb::str(name.c_str())] = nb::make_tuple(f.layout_dependent, aliases, f.not_aten, op.no_backward);
     }
     return out;
   }, "How PyTorch meets each registered op (OpDef::aten, ops/registry.h): name -> (layout_dependent, "
-     "[(ATen alias, adapter, local_size, ATen op run on the blocks)], why no ATen op has its name).");
+     "[(ATen alias, adapter, local_size, ATen op run on the blocks)], why no ATen op has its name, why it "
+     "has no backward (OpDef::no_backward)).");
+  ops.def("schemas", [] {
+    planner::init_planner_ops();  // the engine's ops and the planner's
+    static const char* kTypes[] = {"Tensor", "Tensor[]", "int", "int[]", "float", "float[]", "bool", "str",
+                                   "Scalar"};
+    nb::dict out;
+    for (const std::string& name : Registry::get().names()) {
+      nb::list args;
+      for (const ArgDef& a : Registry::get().find(name).schema.args)
+        args.append(nb::make_tuple(a.name, kTypes[a.type], a.optional, a.has_default, a.keyword_only));
+      out[nb::str(name.c_str())] = args;
+    }
+    return out;
+  }, "Every registered op's arguments (ops/schema.h): name -> [(arg, type, optional, has_default, "
+     "keyword_only)], type one of Tensor, Tensor[], int, int[], float, float[], bool, str (also "
+     "ScalarType), Scalar.");
   ops.def("pointwise_rows", [] {
     std::vector<std::string> unary, binary;
     for (const UnaryRowInfo& r : kUnaryRows) unary.push_back(r.name);

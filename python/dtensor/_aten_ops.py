@@ -35,8 +35,9 @@ CONV_OPS = ("convolution", "_convolution", "conv1d", "conv2d", "conv3d", "conv_t
 FLOP_OPS = ("mm", "bmm", "addmm", "baddbmm", "linear", "matmul", "scaled_dot_product_attention") + CONV_OPS
 
 # ATen ops returning (out, statistics...) planned as the planner op's single output; the statistics
-# (saved mean and rstd, updated running stats) are for the backward and the buffers, not planned.
-_FIRST_OF = {"native_layer_norm", "native_batch_norm", "_native_batch_norm_legit",
+# (saved mean and rstd, updated running stats, nll_loss's total weight) are for the backward and
+# the buffers, not planned.
+_FIRST_OF = {"native_layer_norm", "native_batch_norm", "_native_batch_norm_legit", "nll_loss_forward",
              "_native_batch_norm_legit_functional", "_native_batch_norm_legit_no_training"}
 # ATen ops returning the values only, planned as the planner's op returning (values, indices).
 _VALUES_OF = {"max_pool1d", "max_pool2d", "max_pool3d"}
@@ -146,12 +147,141 @@ def _convolution(name, args, kw, w, A):
 
 
 @functools.lru_cache(maxsize=None)
-def _pointwise_rows():
-    """The pointwise tables' op names (ops/pointwise_rows.h): unary and binary Tensor ops that map
-    one to one from ATen."""
+def _schemas():
+    """The registered ops' arguments (dtensor.ops.schemas(): the engine's and the planner's)."""
     from . import ops
-    unary, binary = ops.pointwise_rows()
-    return frozenset(unary), frozenset(binary)
+    return ops.schemas()
+
+
+@functools.lru_cache(maxsize=None)
+def _aliases():
+    """ATen name -> registered op, for every alias (OpDef::aten.aliases): a call binds by argument
+    name as the op's own name does (ATen arguments the op lacks must be at their defaults)."""
+    from . import ops
+    return {alias: op for op, (_, aliases, *_) in ops.aten_facts().items() for alias, *_ in aliases}
+
+
+def registered_op(name, overload):
+    """The registered op an ATen call of `name`.`overload` maps onto by name: the dotted name, the bare
+    name, or an alias; None when there is none."""
+    dotted = name if overload in ("", "default") else f"{name}.{overload}"
+    schemas = _schemas()
+    for cand in (dotted, name):
+        if cand in schemas:
+            return cand
+    aliases = _aliases()
+    return aliases.get(dotted) or aliases.get(name)
+
+
+def _declared(schema, arg):
+    """An ATen argument's declared type: torch reports ScalarType and MemoryFormat as int."""
+    import re
+    m = re.search(r"(ScalarType|MemoryFormat|Layout|Device)\??\s+" + re.escape(arg.name) + r"\b", str(schema))
+    return m.group(1) if m else str(arg.type)
+
+
+# The ATen declared types an argument of each dtensor schema type accepts.
+_COMPATIBLE = {
+    "Tensor": ("Tensor", "Optional[Tensor]"),
+    "Tensor[]": ("List[Tensor]",),
+    "int": ("int", "Optional[int]", "SymInt", "Optional[SymInt]"),
+    "int[]": ("List[int]", "Optional[List[int]]", "List[SymInt]", "Optional[List[SymInt]]", "int", "SymInt"),
+    "float": ("float", "Optional[float]", "number", "Optional[number]"),
+    "float[]": ("List[float]", "Optional[List[float]]"),
+    "bool": ("bool", "Optional[bool]"),
+    "str": ("str", "Optional[str]", "ScalarType"),
+    "Scalar": ("number", "Optional[number]", "int", "float"),
+}
+
+
+def schema_fit(op, schema):
+    """Why an ATen schema's calls cannot bind to the registered op `op` by argument name, or "" when
+    they can: every argument of the op must be one of ATen's of a compatible type, or have a default
+    (ATen arguments the op lacks are checked per call: absent or at their default)."""
+    theirs = {a.name: _declared(schema, a) for a in schema.arguments}
+    for arg, typ, optional, has_default, _ in _schemas()[op]:
+        if arg not in theirs:
+            if not has_default:
+                return f"ATen's {schema.name} has no argument '{arg}'"
+            continue
+        if theirs[arg] not in _COMPATIBLE[typ]:
+            return f"'{arg}' is {theirs[arg]} in ATen's {schema.name}, {typ} in dtensor's {op}"
+    return ""
+
+
+def _value(v, typ, optional, w, where):
+    """A call's argument as the planner's JSON takes it for a dtensor argument of type `typ`, or
+    raises ValueError when it does not fit."""
+    import torch
+    if v is None:
+        if optional:
+            return None
+        raise ValueError
+    if typ == "Tensor":
+        if not w._is_tensor(v):
+            raise ValueError
+        return w._arg(v, where)
+    if typ == "Tensor[]":
+        if not isinstance(v, (list, tuple)) or not all(w._is_tensor(e) for e in v):
+            raise ValueError
+        return [w._arg(e, where) for e in v]
+    if w._is_tensor(v):
+        raise ValueError  # a data-dependent value (a SymInt node): the planner needs it static
+    if typ == "str":
+        if isinstance(v, torch.dtype) and str(v) in _DTYPES:
+            return _DTYPES[str(v)]
+        if not isinstance(v, str):
+            raise ValueError
+        return v
+    if typ == "bool":
+        if not isinstance(v, bool):
+            raise ValueError
+        return v
+    if typ in ("int", "float", "Scalar"):
+        if isinstance(v, bool) and typ != "Scalar" or not isinstance(v, (int, float)):
+            raise ValueError
+        if typ == "int" and not isinstance(v, int):
+            raise ValueError
+        return float(v) if typ == "float" else v
+    if typ in ("int[]", "float[]"):
+        vs = [v] if isinstance(v, (int, float)) else v
+        if not isinstance(vs, (list, tuple)) or not all(isinstance(e, (int, float)) for e in vs):
+            raise ValueError
+        return [int(e) if typ == "int[]" else float(e) for e in vs]
+    raise ValueError
+
+
+def _by_schema(name, node, w, where):
+    """(op, args, kwargs) for an ATen call bound to the registered op of its name by argument name
+    (dtensor's schemas are ATen's, or a prefix of them), or None: no such op, an ATen argument the
+    op lacks at a non-default value, or a value of another type."""
+    schema = getattr(node.target, "_schema", None)
+    op = registered_op(name, getattr(node.target, "_overloadname", "")) if schema is not None else None
+    if op is None or schema_fit(op, schema):
+        return None
+    bound = dict(zip((a.name for a in schema.arguments), node.args))
+    bound.update(node.kwargs)
+    ours = _schemas()[op]
+    names = {a[0] for a in ours}
+    for a in schema.arguments:
+        if a.name in bound and a.name not in names:
+            if not a.has_default_value() or bound[a.name] != a.default_value:
+                return None  # e.g. a dtype or memory_format dtensor's op does not take
+    args, kwargs = [], {}
+    try:
+        for arg, typ, optional, has_default, keyword_only in ours:
+            if arg not in bound:
+                if not has_default:
+                    return None
+                continue
+            v = _value(bound[arg], typ, optional, w, where)
+            if keyword_only or kwargs or len(args) < [o[0] for o in ours].index(arg):
+                kwargs[arg] = v  # after a defaulted gap, by name
+            else:
+                args.append(v)
+    except ValueError:
+        return None
+    return op, args, kwargs
 
 
 def _map(name, node, val, w, where):
@@ -287,11 +417,13 @@ def _map(name, node, val, w, where):
         mode = args[2] if name == "pad" and len(args) > 2 else kw.get("mode", "constant")
         value = args[3] if name == "pad" and len(args) > 3 else (args[2] if len(args) > 2 else kw.get("value"))
         return "pad", [A(args[0]), list(args[1]), mode, None if value is None else float(value)], {}
-    unary_rows, binary_rows = _pointwise_rows()
-    if name in unary_rows and len(args) == 1 and is_t(args[0]) and not kw:
-        return name, [A(args[0])], {}
-    if name in binary_rows and len(args) == 2 and is_t(args[0]) and is_t(args[1]) and not kw:
-        return name, [A(args[0]), A(args[1])], {}
+    if name in ("nll_loss", "nll_loss_forward"):  # ATen's reduction is an int, dtensor's a name
+        b = dict(zip(("self", "target", "weight", "reduction", "ignore_index"), args))
+        b.update(kw)
+        if b.get("weight") is not None:
+            return None
+        return "nll_loss", [A(b["self"]), A(b["target"]), None, {0: "none", 1: "mean", 2: "sum"}[b.get("reduction", 1)],
+                            b.get("ignore_index", -100)], {}
     if name == "cross_entropy_loss":
         reduction = {0: "none", 1: "mean", 2: "sum"}[args[3] if len(args) > 3 else kw.get("reduction", 1)]
         x = w._meta(args[0])
@@ -300,4 +432,4 @@ def _map(name, node, val, w, where):
         return "cross_entropy", [A(args[0]), A(args[1]), None, reduction,
                                  args[4] if len(args) > 4 else -100,
                                  float(args[5]) if len(args) > 5 else 0.0], {}
-    return None
+    return _by_schema(name, node, w, where)

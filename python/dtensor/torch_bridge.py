@@ -452,7 +452,7 @@ def _facts():
     global _facts_cache
     if _facts_cache is None:
         layout, aliases = set(), {}
-        for op, (dependent, op_aliases, _) in _dtensor.ops.aten_facts().items():
+        for op, (dependent, op_aliases, *_) in _dtensor.ops.aten_facts().items():
             if dependent:
                 layout.add(op)
             for alias, adapt, local_size, local in op_aliases:

@@ -749,39 +749,3 @@ def test_squeeze_of_an_unevenly_sharded_dim_keeps_a_one_long_block(native):
         assert local == ((2,), (2,), (1,), (0,))[rank], (rank, local)
         close(y, X.squeeze(), torch.float64)
 
-
-def _aten_overload(name):
-    """torch.ops.aten's OpOverload for a registered name ('add' -> aten.add.default or the overload
-    whose argument names begin with dtensor's), or None."""
-    base, _, overload = name.partition(".")
-    packet = getattr(aten, base, None)
-    if packet is None:
-        return None
-    return getattr(packet, overload or "default", None) if overload else packet
-
-
-def test_every_op_and_alias_reaches_pytorch_or_says_why():
-    # OpDef::aten (ops/registry.h) is the bridge's and the export import's one source of per-op
-    # facts: every registered op's name must be an ATen op, or its definition says why not; every
-    # alias must be an ATen overload with an adapter the bridge has; a local op must exist.
-    facts = dtensor.ops.aten_facts()
-    assert set(facts) == set(dtensor.ops.names())
-    problems = []
-    for name, (layout_dependent, aliases, not_aten) in sorted(facts.items()):
-        reachable = _aten_overload(name) is not None or bool(aliases)
-        if not reachable and not not_aten:
-            problems.append(f"{name}: no aten.{name}; set OpDef::aten.not_aten to why")
-        if _aten_overload(name) is not None and not_aten:
-            problems.append(f"{name}: aten.{name} exists but not_aten says '{not_aten}'")
-        for alias, adapt, local_size, local in aliases:
-            base, _, overload = alias.partition(".")
-            if getattr(getattr(aten, base, None), overload or "default", None) is None:
-                problems.append(f"{name}: alias aten.{alias} does not exist")
-            if adapt and not adapt.startswith("keep:") and adapt not in bridge._ADAPTERS:
-                problems.append(f"{name}: alias {alias}'s adapter '{adapt}' is not in torch_bridge._ADAPTERS")
-            if local and bridge._aten_op(local) is None:
-                problems.append(f"{name}: alias {alias}'s local op aten.{local} does not exist")
-    assert not problems, "\n".join(problems)
-    # The facts reach the bridge: squeeze and mean run dtensor's kernel, view's size is localized.
-    assert {"mean", "squeeze", "embedding"} <= bridge._layout_dependent()
-    assert bridge._facts()[1]["_unsafe_view"][0] == "view"

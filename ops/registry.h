@@ -179,6 +179,11 @@ struct OpDef {
   std::string replicate_only;
   std::string no_backward;
   AtenFacts aten;
+  // ONNX operators imported as this op when the node's inputs are the op's required tensor
+  // arguments in order and its attributes are at their defaults (planner/onnx_import.cc; operators
+  // with attributes are mapped there by code). tests/python/test_onnx_import.py checks each name
+  // against the ONNX library's operator set.
+  std::vector<std::string> onnx;
   const std::string& name() const { return schema.name; }
 };
 

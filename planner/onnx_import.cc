@@ -9,12 +9,30 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/core/limits.h"
-#include "ops/pointwise_rows.h"
+#include "ops/registry.h"
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
 
 namespace dtensor::planner {
 namespace {
+
+// ONNX operator -> the registered ops naming it (OpDef::onnx), each with its count of required
+// tensor arguments (the node's inputs, in order). Built once, after the ops are registered.
+const std::unordered_map<std::string, std::vector<std::pair<std::string, int>>>& onnx_ops() {
+  static const auto* index = [] {
+    auto* m = new std::unordered_map<std::string, std::vector<std::pair<std::string, int>>>();
+    const Registry& reg = Registry::get();
+    for (const std::string& name : reg.names()) {
+      const OpDef& op = reg.find(name);
+      int tensors = 0;
+      for (const ArgDef& a : op.schema.args)
+        tensors += a.type == ArgDef::kTensor && !a.optional && !a.has_default;
+      for (const std::string& o : op.onnx) (*m)[o].emplace_back(name, tensors);
+    }
+    return m;
+  }();
+  return *index;
+}
 
 // A graph larger than this many nodes is not a model the planner is meant for (Llama-70B exports
 // have about 10^4); the bound keeps the maps and the topological sort small.
@@ -390,14 +408,8 @@ class Importer {
     const std::string& out = n.output(0);
     auto in = [&](int i) { return data(input_of(n, i)); };
     auto has = [&](int i) { return n.input_size() > i && !input_of(n, i).empty(); };
-    static const std::unordered_map<std::string, std::string> kBinary = {
-        {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Pow", "pow"},
-        {"Max", "maximum"}, {"Min", "minimum"}};
-    static const std::unordered_map<std::string, std::string> kUnary = {
-        {"Relu", "relu"}, {"Tanh", "tanh"}, {"Sigmoid", "sigmoid"}, {"Sqrt", "sqrt"},
-        {"Exp", "exp"}, {"Log", "log"}, {"Neg", "neg"}, {"Abs", "abs"}};
-    // The pointwise rows name their ONNX operator (ops/pointwise_rows.h). Mod is remainder, or fmod
-    // with fmod=1; IsInf maps only when it detects both signs (its default).
+    // Operators with attributes first: Mod is remainder, or fmod with fmod=1; IsInf maps only when
+    // it detects both signs (its default).
     if (op == "Mod" && n.input_size() == 2) {
       const auto* f = attr(n, "fmod");
       emit(n, f && f->i() != 0 ? "fmod" : "remainder", {in(0), in(1)});
@@ -407,24 +419,19 @@ class Importer {
       const auto* pos = attr(n, "detect_positive");
       const auto* neg = attr(n, "detect_negative");
       if ((pos && pos->i() == 0) || (neg && neg->i() == 0)) return false;
-    }
-    for (const UnaryRowInfo& r : kUnaryRows)
-      if (op == r.onnx && n.input_size() == 1) {
-        emit(n, r.name, {in(0)});
-        return true;
-      }
-    for (const BinaryRowInfo& r : kBinaryRows)
-      if (op == r.onnx && n.input_size() == 2) {
-        emit(n, r.name, {in(0), in(1)});
-        return true;
-      }
-    if (auto it = kBinary.find(op); it != kBinary.end() && n.input_size() == 2) {
-      emit(n, it->second, {in(0), in(1)});
+      emit(n, "isinf", {in(0)});
       return true;
     }
-    if (auto it = kUnary.find(op); it != kUnary.end()) {
-      emit(n, it->second, {in(0)});
-      return true;
+    // The ops that name this operator (OpDef::onnx): inputs one to one, no attributes.
+    if (const auto it = onnx_ops().find(op); it != onnx_ops().end() && n.attribute_size() == 0) {
+      for (const auto& [name, tensors] : it->second) {
+        if (n.input_size() != tensors) continue;
+        if (tensors == 1) emit(n, name, {in(0)});
+        else if (tensors == 2) emit(n, name, {in(0), in(1)});
+        else if (tensors == 3) emit(n, name, {in(0), in(1), in(2)});
+        else continue;  // no such op yet
+        return true;
+      }
     }
     if (op == "Gelu") {
       const auto* a = attr(n, "approximate");

@@ -33,7 +33,6 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/placement.h"
 #include "kernels/cpu/blas_core.h"
-#include "kernels/cpu/matmul.h"
 #include "ops/pointwise_rows.h"
 #include "ops/registry.h"
 #include "planner/graph.h"
@@ -295,15 +294,15 @@ NB_MODULE(_dtensor, m) {
     const int threads = from_env ? env_threads : threads_per_rank(world_size);
     nb::dict modules = nb::borrow<nb::dict>(nb::module_::import_("sys").attr("modules"));
     nb::object torch = modules.contains("torch") ? nb::object(modules["torch"]) : nb::none();
-    const int blas_before = kernels::blas_threads();
+    const int blas_before = blas_threads();
     const int torch_before = torch.is_none() ? 0 : nb::cast<int>(torch.attr("get_num_threads")());
-    if (!from_env) kernels::set_blas_threads(threads);
+    if (!from_env) set_blas_threads(threads);
     struct Restore {  // also when a rank raises
       bool blas;
       int blas_before, torch_before;
       nb::object torch;
       ~Restore() {
-        if (blas) kernels::set_blas_threads(blas_before);
+        if (blas) set_blas_threads(blas_before);
         if (!torch.is_none()) torch.attr("set_num_threads")(torch_before);
       }
     } restore{!from_env, blas_before, torch_before, torch};
@@ -481,6 +480,13 @@ NB_MODULE(_dtensor, m) {
   }, "Every registered op's arguments (ops/schema.h): name -> [(arg, type, optional, has_default, "
      "keyword_only)], type one of Tensor, Tensor[], int, int[], float, float[], bool, str (also "
      "ScalarType), Scalar.");
+  ops.def("onnx", [] {
+    planner::init_planner_ops();
+    nb::dict out;
+    for (const std::string& name : Registry::get().names())
+      if (!Registry::get().find(name).onnx.empty()) out[nb::str(name.c_str())] = Registry::get().find(name).onnx;
+    return out;
+  }, "The ONNX operators each op is imported from (OpDef::onnx; planner/onnx_import.cc): name -> [operator].");
   ops.def("pointwise_rows", [] {
     std::vector<std::string> unary, binary;
     for (const UnaryRowInfo& r : kUnaryRows) unary.push_back(r.name);

@@ -18,7 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "dtensor/collectives/threads_backend.h"
-#include "kernels/cpu/matmul.h"
+#include "dtensor/core/compute_threads.h"
 #include "kernels/device_dispatch.h"
 #include "nn/checkpoint.h"
 #include "nn/data.h"
@@ -272,7 +272,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
          << o.mesh << " ("
          << backend->kind() << " backend, " << device.str() << (o.sequence_parallel ? ", sequence parallel" : "")
          << (o.loss_parallel ? ", loss parallel" : "")
-         << (context_parallel ? ", context parallel" : "") << "; " << kernels::blas_threads()
+         << (context_parallel ? ", context parallel" : "") << "; " << blas_threads()
          << " compute thread(s) per rank)\n";
     *out << "text: " << o.text << " (" << data.size() << " characters)\n";
     *out << "parallel plan (parameter, global shape, placements over [" << absl::StrJoin(names, ", ") << "], style):\n";

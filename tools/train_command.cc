@@ -13,7 +13,6 @@
 #include "absl/strings/str_join.h"
 #include "dtensor/collectives/env.h"
 #include "dtensor/core/compute_threads.h"
-#include "kernels/cpu/matmul.h"
 #include "dtensor/collectives/threads_backend.h"
 #include "propagation/hardware.h"
 #include "tools/launcher.h"
@@ -109,9 +108,9 @@ void run_train(const TrainOptions& o) {
   // Thread ranks share this process's cores; process ranks get theirs from the launcher's
   // OPENBLAS_NUM_THREADS (tools/launcher.h) unless --threads says otherwise.
   if (o.threads > 0) {
-    kernels::set_blas_threads(o.threads);
+    set_blas_threads(o.threads);
   } else if (o.backend == "threads" && compute_threads_from_env() == 0) {
-    kernels::set_blas_threads(threads_per_rank(world));
+    set_blas_threads(threads_per_rank(world));
   }
   if (o.backend == "threads") {
     TrainResult r;

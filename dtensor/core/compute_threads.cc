@@ -6,7 +6,10 @@
 #include <cstdlib>
 #include <thread>
 
+#include <cblas.h>
+
 #include "absl/strings/numbers.h"
+#include "dtensor/core/error.h"
 
 namespace dtensor {
 
@@ -27,5 +30,12 @@ int compute_threads_from_env() {
   }
   return 0;
 }
+
+void set_blas_threads(int n) {
+  DT_CHECK(n >= 1, "set_blas_threads: ", n, " threads; accepted: 1 or more");
+  openblas_set_num_threads(n);
+}
+
+int blas_threads() { return openblas_get_num_threads(); }
 
 }  // namespace dtensor

@@ -17,4 +17,9 @@ int threads_per_rank(int ranks_sharing);
 // an integer >= 1).
 int compute_threads_from_env();
 
+// Threads OpenBLAS uses for one call of this process (the policy above decides how many). Applies to
+// later calls from any thread. Throws dtensor::Error for n < 1.
+void set_blas_threads(int n);
+int blas_threads();
+
 }  // namespace dtensor

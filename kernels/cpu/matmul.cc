@@ -175,11 +175,4 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-void set_blas_threads(int n) {
-  DT_CHECK(n >= 1, "set_blas_threads: ", n, " threads; accepted: 1 or more");
-  openblas_set_num_threads(n);
-}
-
-int blas_threads() { return openblas_get_num_threads(); }
-
 }  // namespace dtensor::kernels

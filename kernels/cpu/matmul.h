@@ -24,9 +24,4 @@ Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bia
 // a[*ba, n, k] @ b[*bb, k, m] -> [*broadcast(ba, bb), n, m].
 Tensor matmul(const Tensor& a, const Tensor& b);
 
-// Threads OpenBLAS uses for one call of this process (dtensor/core/compute_threads.h for the policy).
-// Applies to later calls from any thread. Throws dtensor::Error for n < 1.
-void set_blas_threads(int n);
-int blas_threads();
-
 }  // namespace dtensor::kernels

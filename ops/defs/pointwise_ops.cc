@@ -55,7 +55,7 @@ OpDef& binary(Registry& reg, const std::string& schema, MetaFn meta, KernelFn k,
   return op;
 }
 
-void unary(Registry& reg, const std::string& name, Tensor (*fn)(const Tensor&), bool positive, OpCost c) {
+OpDef& unary(Registry& reg, const std::string& name, Tensor (*fn)(const Tensor&), bool positive, OpCost c) {
   OpDef& op = reg.define(name + "(Tensor self) -> Tensor", "pointwise");
   op.cost = std::move(c);
   const bool keeps_dtype = name == "neg" || name == "abs" || name == "relu";
@@ -63,6 +63,7 @@ void unary(Registry& reg, const std::string& name, Tensor (*fn)(const Tensor&), 
   op.kernel = [fn](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(fn(in[0])); };
   op.samples = unary_samples;
   if (positive) op.make_input = positive_inputs({0});
+  return op;
 }
 
 }  // namespace
@@ -73,22 +74,22 @@ void define_pointwise_ops(Registry& reg) {
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
            return one(kernels::add(in[0], in[1], scalar_arg(c, "alpha")));
          },
-         cost(CostClass::kElementwise, Keeps::kNothing));
+         cost(CostClass::kElementwise, Keeps::kNothing)).onnx = {"Add"};
   binary(reg, "sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
            return one(kernels::sub(in[0], in[1], scalar_arg(c, "alpha")));
          },
-         cost(CostClass::kElementwise, Keeps::kNothing));
+         cost(CostClass::kElementwise, Keeps::kNothing)).onnx = {"Sub"};
   binary(reg, "mul(Tensor self, Tensor other) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::mul(in[0], in[1])); },
-         cost(CostClass::kElementwise));
+         cost(CostClass::kElementwise)).onnx = {"Mul"};
   // rounding_mode 'trunc'/'floor' keeps the promoted dtype (an int64 quotient stays int64), as torch's.
   binary(reg, "div(Tensor self, Tensor other, *, str? rounding_mode=None) -> Tensor",
          broadcast_meta([](const OpCall& c) { return c.has("rounding_mode") ? promoted(c) : floating(c); }),
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
            return one(kernels::div(in[0], in[1], c.has("rounding_mode") ? c.get_str("rounding_mode") : ""));
          },
-         cost(CostClass::kElementwise));
+         cost(CostClass::kElementwise)).onnx = {"Div"};
   reg.mutable_find("div").make_input = positive_inputs({1});
   reg.mutable_find("div").samples = [] {
     std::vector<Sample> s = binary_samples();
@@ -98,13 +99,13 @@ void define_pointwise_ops(Registry& reg) {
   };
   binary(reg, "maximum(Tensor self, Tensor other) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::maximum(in[0], in[1])); },
-         cost(CostClass::kElementwise));
+         cost(CostClass::kElementwise)).onnx = {"Max"};
   binary(reg, "minimum(Tensor self, Tensor other) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::minimum(in[0], in[1])); },
-         cost(CostClass::kElementwise));
+         cost(CostClass::kElementwise)).onnx = {"Min"};
   binary(reg, "pow(Tensor self, Tensor exponent) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::pow(in[0], in[1])); },
-         cost(CostClass::kTranscendental));
+         cost(CostClass::kTranscendental)).onnx = {"Pow"};
   reg.mutable_find("pow").make_input = positive_inputs({0});
   {
     OpDef& op = reg.define("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", "pointwise");
@@ -200,15 +201,15 @@ void define_pointwise_ops(Registry& reg) {
       return std::vector<Sample>{sample({{6, 5}}, {T(0), V(-1.5)}), sample({{4, 7}}, {T(0), V(2.0)})};
     };
   }
-  unary(reg, "neg", kernels::neg, false, cost(CostClass::kElementwise, Keeps::kNothing));
-  unary(reg, "abs", kernels::abs, false, cost(CostClass::kElementwise));
-  unary(reg, "relu", kernels::relu, false, cost(CostClass::kElementwise, Keeps::kOutput));
-  unary(reg, "exp", kernels::exp, false, cost(CostClass::kTranscendental, Keeps::kOutput));
-  unary(reg, "log", kernels::log, true, cost(CostClass::kTranscendental));
-  unary(reg, "sqrt", kernels::sqrt, true, cost(CostClass::kTranscendental));
+  unary(reg, "neg", kernels::neg, false, cost(CostClass::kElementwise, Keeps::kNothing)).onnx = {"Neg"};
+  unary(reg, "abs", kernels::abs, false, cost(CostClass::kElementwise)).onnx = {"Abs"};
+  unary(reg, "relu", kernels::relu, false, cost(CostClass::kElementwise, Keeps::kOutput)).onnx = {"Relu"};
+  unary(reg, "exp", kernels::exp, false, cost(CostClass::kTranscendental, Keeps::kOutput)).onnx = {"Exp"};
+  unary(reg, "log", kernels::log, true, cost(CostClass::kTranscendental)).onnx = {"Log"};
+  unary(reg, "sqrt", kernels::sqrt, true, cost(CostClass::kTranscendental)).onnx = {"Sqrt"};
   unary(reg, "rsqrt", kernels::rsqrt, true, cost(CostClass::kTranscendental));
-  unary(reg, "tanh", kernels::tanh, false, cost(CostClass::kTranscendental, Keeps::kOutput));
-  unary(reg, "sigmoid", kernels::sigmoid, false, cost(CostClass::kTranscendental, Keeps::kOutput));
+  unary(reg, "tanh", kernels::tanh, false, cost(CostClass::kTranscendental, Keeps::kOutput)).onnx = {"Tanh"};
+  unary(reg, "sigmoid", kernels::sigmoid, false, cost(CostClass::kTranscendental, Keeps::kOutput)).onnx = {"Sigmoid"};
   unary(reg, "silu", kernels::silu, false, cost(CostClass::kTranscendental));
   {
     OpDef& op = reg.define("gelu(Tensor self, *, str approximate='none') -> Tensor", "pointwise");

@@ -58,6 +58,7 @@ Tensor domain_input(RowDomain domain, const TensorMeta& m, uint64_t seed) {
 void define_unary_row(Registry& reg, UnaryRow row, CostClass cls) {
   const UnaryRowInfo& info = row_info(row);
   OpDef& op = reg.define(std::string(info.name) + "(Tensor self) -> Tensor", "pointwise");
+  if (*info.onnx) op.onnx = {info.onnx};
   op.cost = cost(cls);
   op.meta = [row](const OpCall& c) {
     return guard(c, [&] {
@@ -87,6 +88,7 @@ void define_binary_row(Registry& reg, BinaryRow row, CostClass cls) {
   // binary row but heaviside (python tests check each schema against ATen's).
   const char* second = std::string_view(info.name) == "heaviside" ? "values" : "other";
   OpDef& op = reg.define(absl::StrCat(info.name, "(Tensor self, Tensor ", second, ") -> Tensor"), "pointwise");
+  if (*info.onnx) op.onnx = {info.onnx};
   op.cost = cost(cls);
   op.meta = [row](const OpCall& c) {
     return guard(c, [&] {

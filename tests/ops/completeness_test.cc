@@ -1,8 +1,11 @@
 // Op wiring completeness (docs/ADDING_AN_OP.md). Every registered op, the engine's and the
 // planner's, must have sharding rules (or say why it is replicate-only), a backward (or say why it
-// has none) and a planner cost class. The test prints every op's wiring and fails listing each op
-// that lacks a piece. A registration under a name the registry does not define fails at start-up,
-// naming the op and the registering file: checked here too.
+// has none) and a planner cost class. The test prints every op's wiring, with its PyTorch and ONNX
+// facts (OpDef::aten, OpDef::onnx), and fails listing each op that lacks a piece. A registration
+// under a name the registry does not define fails at start-up, naming the op and the registering
+// file: checked here too. The facts are checked against their sources elsewhere:
+// tests/ops:layout_facts_test (layout dependence against the kernels), tests/python/test_op_facts.py
+// (names, aliases and schemas against torch.ops.aten), tests/python/test_onnx_import.py (ONNX names).
 #include <iostream>
 #include <string>
 #include <vector>
@@ -40,9 +43,24 @@ std::vector<std::string> gaps(const OpDef& op) {
     out.push_back(absl::StrCat(n, ": has a backward but is marked not differentiable ('", op.no_backward, "')"));
   if (op.cost.cls == CostClass::kUnset)
     out.push_back(absl::StrCat(n, ": no planner cost class (set OpDef::cost where the op is defined)"));
+  if (!op.aten.not_aten.empty() && !op.aten.aliases.empty())
+    out.push_back(absl::StrCat(n, ": says no ATen op reaches it ('", op.aten.not_aten, "') but lists ATen aliases"));
+  for (const AtenAlias& a : op.aten.aliases)
+    if (!a.adapt.empty() && a.adapt.rfind("keep:", 0) == 0 && a.adapt.size() == 5)
+      out.push_back(absl::StrCat(n, ": alias ", a.name, " adapts 'keep:' without a count"));
   if (op.cost.cls == CostClass::kContraction && !op.cost.flops)
     out.push_back(absl::StrCat(n, ": a contraction without OpCost::flops"));
   return out;
+}
+
+// The op's PyTorch and ONNX facts, for the listing.
+std::string facts(const OpDef& op) {
+  std::string s;
+  if (op.aten.layout_dependent) s += "  layout-dependent";
+  for (const AtenAlias& a : op.aten.aliases) absl::StrAppend(&s, "  aten alias: ", a.name);
+  if (!op.aten.not_aten.empty()) absl::StrAppend(&s, "  not ATen: ", op.aten.not_aten);
+  if (!op.onnx.empty()) absl::StrAppend(&s, "  onnx: ", absl::StrJoin(op.onnx, ","));
+  return s;
 }
 
 TEST_F(Completeness, EveryOpHasRulesBackwardAndCostClass) {
@@ -53,7 +71,7 @@ TEST_F(Completeness, EveryOpHasRulesBackwardAndCostClass) {
     std::cout << absl::StrCat("  ", name, " [", op.family, "]  rules: ",
                               op.rules ? "yes" : "replicate-only (" + op.replicate_only + ")",
                               "  backward: ", op.backward ? "yes" : "none (" + op.no_backward + ")",
-                              "  cost: ", cost_class_name(op.cost.cls))
+                              "  cost: ", cost_class_name(op.cost.cls), facts(op))
               << "\n";
     for (std::string& g : gaps(op)) failing.push_back(std::move(g));
   }

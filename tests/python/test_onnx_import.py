@@ -123,3 +123,23 @@ def test_pointwise_rows_import_by_their_onnx_name(tmp_path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     ops = [n["op"] for n in _graph(path, tmp_path)["nodes"] if "op" in n]
     assert ops == ["acos", "floor", "remainder", "fmod", "erf", "isnan", "logical_not"], ops
+
+
+def test_every_onnx_name_on_an_op_is_an_onnx_operator(tmp_path):
+    # OpDef::onnx (where each op is defined) is the importer's table: each name must be an operator
+    # of the ONNX library's default domain, and importing it with the op's tensor inputs gives the op.
+    import dtensor
+    from onnx import TensorProto, helper
+
+    table = dtensor.ops.onnx()
+    assert {"add", "relu", "acos", "logical_and"} <= set(table)
+    unknown = [(op, o) for op, names in table.items() for o in names if not onnx.defs.has(o)]
+    assert not unknown, unknown
+    # Add, then Relu, then Max: one node each, imported as the ops that name them.
+    nodes = [helper.make_node("Add", ["x", "x"], ["a"]), helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Max", ["r", "x"], ["y"])]
+    graph = helper.make_graph(nodes, "facts", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 16])])
+    path = tmp_path / "facts.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    assert [n["op"] for n in _graph(path, tmp_path)["nodes"] if "op" in n] == ["add", "relu", "maximum"]

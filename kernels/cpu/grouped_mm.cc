@@ -1,6 +1,6 @@
 #include "kernels/cpu/grouped_mm.h"
 
-#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matrix.h"
 #include "kernels/device_dispatch.h"
 
 namespace dtensor::kernels {

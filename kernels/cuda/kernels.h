@@ -92,7 +92,7 @@ Tensor silu(const Tensor& x);
 // are checked on a host copy (synchronizes).
 Tensor pointwise_unary_row(UnaryRow row, const Tensor& x);
 Tensor pointwise_binary_row(BinaryRow row, const Tensor& a, const Tensor& b);
-// d/dx gelu(x) * grad (kernels/cpu/grad_kernels.h), grad and x broadcast; promoted floating dtype.
+// d/dx gelu(x) * grad (kernels/cpu/backward.h), grad and x broadcast; promoted floating dtype.
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& approximate = "none");
 
 // ---- Reductions (kernels/cpu/reduction.h): sums of float32/16-bit inputs accumulate in float.
@@ -126,7 +126,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor embedding_masked(const Tensor& weight_shard, const Tensor& indices, int64_t row_start,
                         int64_t row_end);
 
-// ---- Losses (kernels/cpu/loss.h) and their backward (kernels/cpu/grad_kernels.h), computed in
+// ---- Losses (kernels/cpu/loss.h) and their backward (kernels/cpu/backward.h), computed in
 // float for float32 / 16-bit inputs (the CPU uses double). Class-index targets are checked on the
 // device: a bad one is reported after a sync (one of them when several; the CPU names the first).
 // cross_entropy: log_softmax in the compute type, then the nll / label-smoothing terms.
@@ -155,7 +155,7 @@ Tensor embedding_dense_backward(const Tensor& grad, const Tensor& indices, int64
                                 int64_t padding_idx = -1, int64_t row_start = 0,
                                 int64_t row_count = -1);
 
-// ---- Shape ops (kernels/cpu/shape_ops.h; cat is the core's, through device copies).
+// ---- Shape ops (kernels/cpu/view.h; cat is the core's, through device copies).
 // Equally shaped tensors of one dtype and device joined along a new dim (one copy kernel each).
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 // x's slices at `index` (int64/int32, 0-d or 1-d) along dim; bad indices reported after a sync.
@@ -208,7 +208,7 @@ std::pair<Tensor, Tensor> max_pool_with_indices(const Tensor& x, int dims,
 Tensor max_pool_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_shape,
                          int dims);
 
-// ---- Matrix products (kernels/cpu/matmul.h) through cuBLASLt. float32 computes in float32
+// ---- Matrix products (kernels/cpu/matrix.h) through cuBLASLt. float32 computes in float32
 // unless TF32 is allowed (set_allow_tf32(true): TF32 tensor cores, ~1e-3 relative error, like
 // torch.backends.cuda.matmul.allow_tf32); float64 in float64; bfloat16 / float16 on tensor cores
 // with float32 accumulation and a 16-bit result.

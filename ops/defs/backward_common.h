@@ -1,4 +1,4 @@
-// Helpers of the backward-op files (<family>_backward_ops.cc, kernels in kernels/cpu/grad_kernels.h
+// Helpers of the backward-op files (<family>_backward_ops.cc, kernels in kernels/cpu/backward.h
 // and the backward kernels of pooling.h, scan.h and selection.h): kernel guards and argument checks
 // whose errors name the call. Each gradient has its input's dtype (grad's dtype where the op has no
 // input tensor).

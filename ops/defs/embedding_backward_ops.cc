@@ -1,7 +1,7 @@
 // Backward ops of the embedding family that autograd/ calls by their ATen names:
 // embedding_dense_backward.
 // Rules: strategies/embedding.cc; shared helpers: ops/defs/backward_common.h.
-#include "kernels/cpu/grad_kernels.h"
+#include "kernels/cpu/backward.h"
 
 #include "dtensor/partial_split.h"
 #include "ops/defs/backward_common.h"

@@ -1,6 +1,6 @@
 // Backward ops of the loss family that autograd/ calls by their ATen names: nll_loss_backward.
 // Rules: strategies/loss.cc; shared helpers: ops/defs/backward_common.h.
-#include "kernels/cpu/grad_kernels.h"
+#include "kernels/cpu/backward.h"
 
 #include "dtensor/partial_split.h"
 #include "ops/defs/backward_common.h"

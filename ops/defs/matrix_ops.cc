@@ -1,4 +1,4 @@
-// Matrix products through OpenBLAS (kernels/cpu/matmul.h).
+// Matrix products through OpenBLAS (kernels/cpu/matrix.h).
 #include "ops/defs/common.h"
 
 namespace dtensor::ops {

@@ -1,6 +1,6 @@
 // Backward ops of the pointwise family that autograd/ calls by their ATen names: gelu_backward.
 // Rules: strategies/pointwise.cc; shared helpers: ops/defs/backward_common.h.
-#include "kernels/cpu/grad_kernels.h"
+#include "kernels/cpu/backward.h"
 
 #include "ops/defs/backward_common.h"
 

@@ -3,7 +3,7 @@
 // Rules: strategies/view.cc; shared helpers: ops/defs/backward_common.h.
 #include <algorithm>
 
-#include "kernels/cpu/grad_kernels.h"
+#include "kernels/cpu/backward.h"
 
 #include "ops/defs/backward_common.h"
 

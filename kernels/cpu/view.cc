@@ -1,4 +1,4 @@
-#include "kernels/cpu/shape_ops.h"
+#include "kernels/cpu/view.h"
 #include "kernels/device_dispatch.h"
 
 #include <algorithm>

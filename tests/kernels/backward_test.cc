@@ -1,4 +1,4 @@
-#include "kernels/cpu/grad_kernels.h"
+#include "kernels/cpu/backward.h"
 
 #include <cmath>
 #include <functional>

@@ -1,4 +1,4 @@
-#include "kernels/cpu/grad_kernels.h"
+#include "kernels/cpu/backward.h"
 #include "kernels/device_dispatch.h"
 
 #include <algorithm>

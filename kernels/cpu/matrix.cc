@@ -1,4 +1,4 @@
-#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matrix.h"
 #include "kernels/device_dispatch.h"
 
 #include <cblas.h>

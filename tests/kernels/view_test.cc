@@ -1,4 +1,4 @@
-#include "kernels/cpu/shape_ops.h"
+#include "kernels/cpu/view.h"
 
 #include "gtest/gtest.h"
 #include "tests/kernels/test_util.h"

@@ -1,4 +1,4 @@
-// Backward kernels of kernels/cpu/grad_kernels.h (host side; device code in loss_kernels.cu and
+// Backward kernels of kernels/cpu/backward.h (host side; device code in loss_kernels.cu and
 // index_kernels.cu). gelu_backward is with the pointwise ops (pointwise.cc).
 #include <cstdint>
 

@@ -467,6 +467,10 @@ struct OpEntry {
   nb::object call;              // run on the blocks (the overload's, or a replacement such as reshape)
   int keep = -1;                // >= 0: the engine sees the first `keep` positional args, no keywords
   bool local_size = false;      // args[1] is a global size: the output's block shape replaces it
+  // Positional args the op takes as tensors: a Python number there (torch's wrapped number, as in
+  // `x - 1`) sends the call to `fallback`, the Python handler, which makes it a 0-d tensor.
+  std::vector<int> tensor_slots;
+  nb::object fallback;
 };
 
 PyObject* g_resolve = nullptr;  // torch_bridge._native_entry, set by set_types()
@@ -489,6 +493,8 @@ const OpEntry& op_entry(nb::handle func) {
     e.call = r[2];
     e.keep = nb::cast<int>(r[3]);
     e.local_size = nb::cast<bool>(r[4]);
+    e.tensor_slots = nb::cast<std::vector<int>>(r[5]);
+    e.fallback = r[6];
   } else {
     e.handler = r;
   }
@@ -574,6 +580,11 @@ nb::object torch_dispatch(nb::handle /*cls*/, nb::handle func, nb::handle /*type
   nb::dict kw = kwargs.is_none() ? nb::dict() : nb::borrow<nb::dict>(kwargs);
   nb::sequence a = nb::borrow<nb::sequence>(args.is_none() ? nb::tuple() : nb::borrow(args));
   if (e.handler.is_valid()) return e.handler(func, a, kw);
+  for (int i : e.tensor_slots) {
+    if (i >= static_cast<int>(nb::len(a))) break;
+    PyObject* v = PySequence_Fast_GET_ITEM(a.ptr(), i);
+    if (PyLong_Check(v) || PyFloat_Check(v)) return e.fallback(func, a, kw);
+  }
   nb::object kept;  // the engine's args where the ATen op has more (softmax's half_to_float)
   if (e.keep >= 0) {
     kept = nb::steal(PySequence_GetSlice(a.ptr(), 0, e.keep));

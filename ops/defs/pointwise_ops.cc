@@ -75,11 +75,14 @@ void define_pointwise_ops(Registry& reg) {
            return one(kernels::add(in[0], in[1], scalar_arg(c, "alpha")));
          },
          cost(CostClass::kElementwise, Keeps::kNothing)).onnx = {"Add"};
-  binary(reg, "sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", broadcast_meta(promoted),
+  OpDef& sub = binary(reg, "sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
            return one(kernels::sub(in[0], in[1], scalar_arg(c, "alpha")));
          },
-         cost(CostClass::kElementwise, Keeps::kNothing)).onnx = {"Sub"};
+         cost(CostClass::kElementwise, Keeps::kNothing));
+  sub.onnx = {"Sub"};
+  // ATen's rsub(self, other) = other - alpha * self has sub's rules on (self, other).
+  sub.aten.aliases = {{"rsub.Scalar", "rsub"}, {"rsub.Tensor", "rsub"}};
   binary(reg, "mul(Tensor self, Tensor other) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::mul(in[0], in[1])); },
          cost(CostClass::kElementwise)).onnx = {"Mul"};
@@ -137,6 +140,10 @@ void define_pointwise_ops(Registry& reg) {
   {
     OpDef& op = reg.define("where(Tensor condition, Tensor self, Tensor other) -> Tensor", "pointwise");
     op.cost = cost(CostClass::kElementwise);
+    // ATen's where with a scalar branch (clamp's decomposition makes them): the scalar as a 0-d
+    // tensor has the same rules.
+    op.aten.aliases = {{"where.ScalarSelf", "scalars_as_tensors"}, {"where.ScalarOther", "scalars_as_tensors"},
+                       {"where.Scalar", "scalars_as_tensors"}};
     op.meta = broadcast_meta([](const OpCall& c) {
       DT_CHECK(c.tensor(0).dtype == DType::kBool, "condition must be bool, got ",
                dtype_name(c.tensor(0).dtype));

@@ -237,8 +237,13 @@ def _engine(name, adapt=None, localize=None, local_func=None):
     global-shape arguments of torch's call into this rank's (views, expand); `local_func` replaces
     the ATen op on the blocks."""
     dtensor_kernel = name in _layout_dependent()
+    keep = -1 if adapt is None else getattr(adapt, "keep", None)
+    slots = _tensor_slots(name) if keep is not None else ()
 
     def handler(func, args, kwargs):
+        given = args  # torch's kernel gets the numbers as given (fmod.Scalar takes no tensor)
+        if slots and any(i < len(args) and _is_number(args[i]) for i in slots):
+            args = _wrapped_numbers(args, slots)
         # The engine's decision (C++: lowering, cached propagation); plain tensors count as replicated.
         if adapt is None:
             plan = _b.prepare(name, args, kwargs)
@@ -250,16 +255,57 @@ def _engine(name, adapt=None, localize=None, local_func=None):
             outs = plan.run()
             return outs[0] if len(outs) == 1 else tuple(outs)
         largs, lkw = plan.local_args(args, kwargs)
+        if given is not args:
+            largs = [g if _is_number(g) else a for g, a in zip(given, largs)] + list(largs[len(given):])
         if localize is not None:
             largs, lkw = localize(largs, lkw, plan)
         return plan.wrap((local_func or func)(*largs, **lkw))
 
     # The native dispatch runs it without this handler where the adaptation is data: keeping the
-    # first n positional args, the output's block shape as the size argument, another ATen op.
-    keep = -1 if adapt is None else getattr(adapt, "keep", None)
+    # first n positional args, the output's block shape as the size argument, another ATen op. A
+    # number in a tensor slot comes back here.
     if keep is not None and localize in (None, _local_size):
-        handler.native = (name, dtensor_kernel, keep, localize is _local_size, local_func)
+        handler.native = (name, dtensor_kernel, keep, localize is _local_size, local_func, list(slots), handler)
     return handler
+
+
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, torch.Tensor)
+
+
+_slots_cache = {}
+
+
+def _tensor_slots(name):
+    """Positions of the registered op's positional Tensor arguments after the first (dtensor.ops.schemas())."""
+    if not _slots_cache:
+        for op, args in _dtensor.ops.schemas().items():
+            _slots_cache[op] = tuple(i for i, (_, typ, _, _, kw_only) in enumerate(args)
+                                     if typ == "Tensor" and not kw_only and i > 0)
+    return _slots_cache.get(name, ())
+
+
+def _wrapped_numbers(args, slots):
+    """torch's wrapped numbers (`x - 1` reaches dispatch as sub.Tensor(x, 1)) as 0-d tensors of the
+    dtype torch's promotion gives them against the call's first tensor: its dtype when the number's
+    kind (bool < int < float) is not above the tensor's, else torch's default for the kind. Rules
+    and torch's kernel then see a replicated 0-d tensor, which broadcasts."""
+    ref = next((a for a in args if isinstance(a, torch.Tensor)), None)
+
+    def kind(dt):
+        return 2 if dt.is_floating_point else (0 if dt == torch.bool else 1)
+
+    out = list(args)
+    for i in slots:
+        if i < len(out) and _is_number(out[i]):
+            v = out[i]
+            k = 2 if isinstance(v, float) else (0 if isinstance(v, bool) else 1)
+            if ref is not None and k <= kind(ref.dtype):
+                dtype = ref.dtype
+            else:
+                dtype = (torch.get_default_dtype(), torch.int64, torch.bool)[(2, 1, 0).index(k)]
+            out[i] = torch.tensor(v, dtype=dtype)
+    return tuple(out)
 
 
 def _local_size(largs, lkw, plan):
@@ -407,6 +453,20 @@ def _scalar_as_tensor(a, k):
     return (a[0], torch.tensor(a[1])), {}
 
 
+def _scalars_as_tensors(a, k):
+    # where.ScalarSelf/ScalarOther/Scalar(cond, x, y): a scalar branch as a 0-d tensor of the other
+    # branch's dtype gives the same rules (it broadcasts). Torch's kernel still gets the scalars.
+    ref = next((x for x in a[1:] if isinstance(x, torch.Tensor)), None)
+    dtype = ref.dtype if ref is not None and ref.dtype.is_floating_point else None
+    return tuple(torch.tensor(x, dtype=dtype) if isinstance(x, (bool, int, float)) else x for x in a), {}
+
+
+def _rsub_adapt(a, k):
+    # rsub(self, other, alpha) = other - alpha * self: sub's rules on (self, other) (pointwise,
+    # linear in both); the number as a 0-d tensor. Torch's rsub runs on the blocks.
+    return _wrapped_numbers(tuple(a[:2]), (1,)), {}
+
+
 def _grouped_mm_adapt(a, k):
     # _grouped_mm(self, mat2, offs, bias, out_dtype) -> dtensor's grouped_mm(self, mat2, offs).
     b = dict(zip(("self", "mat2", "offs", "bias", "out_dtype"), a))
@@ -426,6 +486,8 @@ _ADAPTERS = {
     "nll_loss_backward": _nll_loss_backward_adapt,
     "sdpa_backward": _sdpa_backward_adapt,
     "grouped_mm": _grouped_mm_adapt,
+    "scalars_as_tensors": _scalars_as_tensors,
+    "rsub": _rsub_adapt,
 }
 
 
@@ -464,7 +526,8 @@ def _facts():
 
 # Ops computed by torch's decomposition into ops that have rules (each goes through the engine).
 _DECOMPOSED = ("_softmax_backward_data", "_log_softmax_backward_data", "mse_loss", "mse_loss_backward",
-               "native_layer_norm", "native_layer_norm_backward")
+               "native_layer_norm", "native_layer_norm_backward", "linalg_vector_norm", "clamp", "clamp_min",
+               "clamp_max", "lerp", "addcmul", "addcdiv")
 
 
 def _same_layout(func, args, kwargs):
@@ -611,7 +674,8 @@ _SPECIAL = {
 def _native_entry(func):
     """What the native __torch_dispatch__ keeps for one OpOverload (asked once per overload): an
     engine op whose adaptation is data as (registered name, layout-dependent kernel?, the callable
-    run on the blocks, positional args kept for the engine or -1, size argument localized?),
+    run on the blocks, positional args kept for the engine or -1, size argument localized?, the
+    positions of tensor arguments, the Python handler for a call with a number in one of them),
     anything else as its Python handler."""
     handler = _handlers.get(func)
     if handler is None:
@@ -619,12 +683,12 @@ def _native_entry(func):
     native = getattr(handler, "native", None)
     if native is None:
         return handler
-    name, dtensor_kernel, keep, local_size, local_func = native
+    name, dtensor_kernel, keep, local_size, local_func, slots, fallback = native
     op = local_func or func
     # OpOverload.__call__ is a Python frame around `_op` (the C++ callable) unless a Python
     # dispatcher is attached to the overload.
     call = op._op if getattr(op, "_pyobj_dispatcher", None) is None and hasattr(op, "_op") else op
-    return name, dtensor_kernel, call, keep, local_size
+    return name, dtensor_kernel, call, keep, local_size, slots, fallback
 
 
 _b.set_types(DTensor, torch.Tensor, torch.dtype, _native_entry)

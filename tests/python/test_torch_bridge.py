@@ -667,8 +667,9 @@ def test_native_dispatch_is_installed_and_matches_python_dispatch():
     # which overloads run natively: plain engine ops and data-only adaptations; the rest in Python
     from dtensor import torch_bridge as tb
     assert tb._native_entry(aten.add.Tensor)[:2] == ("add", False)
-    assert tb._native_entry(aten.view.default)[3:] == (-1, True)
-    assert tb._native_entry(aten._softmax.default)[3:] == (2, False)
+    assert tb._native_entry(aten.view.default)[3:5] == (-1, True)
+    assert tb._native_entry(aten._softmax.default)[3:5] == (2, False)
+    assert tb._native_entry(aten.sub.Tensor)[5] == [1]  # a number there goes to the Python handler
     assert tb._native_entry(aten.threshold_backward.default)[0] == "gelu_backward"
     assert callable(tb._native_entry(aten.add_.Tensor))  # in place: a Python handler
     try:
@@ -749,3 +750,66 @@ def test_squeeze_of_an_unevenly_sharded_dim_keeps_a_one_long_block(native):
         assert local == ((2,), (2,), (1,), (0,))[rank], (rank, local)
         close(y, X.squeeze(), torch.float64)
 
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_wrapped_numbers_rsub_clamp_and_where_with_a_scalar(native):
+    # `x - 1` reaches dispatch as sub.Tensor(x, 1): the number becomes a replicated 0-d tensor for
+    # the rules, torch's kernel gets it as given (fmod.Scalar takes no tensor). rsub has sub's
+    # rules; clamp runs as torch's decomposition (where with a scalar branch).
+    X = gen(torch.float64, 7, 3, seed=5)
+    fns = {
+        "sub": lambda x: x - 1, "rsub": lambda x: 1 - x, "fmod": lambda x: torch.fmod(x, 0.7),
+        "int_sub": lambda x: (x > 0).to(torch.int64) - 2, "clamp": lambda x: x.clamp(min=-0.5, max=0.5),
+        "where": lambda x: torch.where(x > 0, x, 0.0), "pow": lambda x: x.abs() ** 0.5,
+    }
+
+    def fn(mesh):
+        bridge._use_native_dispatch(native)
+        try:
+            x = bridge.distribute(X.clone(), mesh, [Shard(0)])  # 7 rows over 2 ranks: 4 and 3
+            return {k: (full(f(x)), f(x).dtype) for k, f in fns.items()}
+        finally:
+            bridge._use_native_dispatch(True)
+
+    for got in on_mesh((2,), fn):
+        for k, f in fns.items():
+            want = f(X)
+            assert got[k][1] == want.dtype, k
+            torch.testing.assert_close(got[k][0], want, rtol=1e-12, atol=1e-12, msg=k)
+
+
+def test_clip_grad_norm_and_adamw_training_steps_match_torch():
+    # A tensor-parallel MLP (column- then row-parallel linears) trains 3 steps with
+    # clip_grad_norm_ and torch's AdamW (single-tensor implementation): linalg_vector_norm, clamp,
+    # lerp_, addcmul_, addcdiv_ run as torch's decompositions into ops with rules. Parameters
+    # after the steps must equal single-device torch's on the same data (float64).
+    import copy
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16, dtype=torch.float64), nn.GELU(), nn.Linear(16, 4, dtype=torch.float64))
+    X = gen(torch.float64, 6, 8, seed=11)
+
+    def train(m, x):
+        opt = torch.optim.AdamW(m.parameters(), lr=0.05, foreach=False)
+        for _ in range(3):
+            m(x).pow(2).sum().backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5, foreach=False)
+            opt.step()
+            opt.zero_grad()
+        return m
+
+    want = [p.detach() for p in train(copy.deepcopy(model), X).parameters()]
+
+    def fn(mesh):
+        m = copy.deepcopy(model)
+        places = {"0.weight": Shard(0), "0.bias": Shard(0), "2.weight": Shard(1), "2.bias": Replicate()}
+        for name, p in list(m.named_parameters()):
+            mod, attr = name.split(".")
+            setattr(m[int(mod)], attr, nn.Parameter(bridge.distribute(p.detach().clone(), mesh, [places[name]])))
+        train(m, bridge.distribute(X, mesh, [Replicate()]))
+        return [full(p) for p in m.parameters()]
+
+    for got in on_mesh((2,), fn):
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)

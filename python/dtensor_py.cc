@@ -451,7 +451,10 @@ NB_MODULE(_dtensor, m) {
     return Registry::get().names();
   }, "Every registered op's name, sorted.");
   ops.def("aten_facts", [] {
-    planner::init_planner_ops();  // the engine's ops and the planner's
+    // The engine's ops, and the planner's once schemas() or a plan registered them: the bridge
+    // reads these, and must not route ATen ops to planner ops (no kernels, rules the validator
+    // never ran).
+    init_ops();
     nb::dict out;
     for (const std::string& name : Registry::get().names()) {
       const OpDef& op = Registry::get().find(name);
@@ -464,7 +467,7 @@ NB_MODULE(_dtensor, m) {
     return out;
   }, "How PyTorch meets each registered op (OpDef::aten, ops/registry.h): name -> (layout_dependent, "
      "[(ATen alias, adapter, local_size, ATen op run on the blocks)], why no ATen op has its name, why it "
-     "has no backward (OpDef::no_backward)).");
+     "has no backward (OpDef::no_backward)). The planner's ops are listed once registered (schemas()).");
   ops.def("schemas", [] {
     planner::init_planner_ops();  // the engine's ops and the planner's
     static const char* kTypes[] = {"Tensor", "Tensor[]", "int", "int[]", "float", "float[]", "bool", "str",

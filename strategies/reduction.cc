@@ -1,7 +1,7 @@
 // Reductions over a list of dims (DESIGN §4, §6). A shard on a kept dim stays (renumbered when
 // keepdim is false); a shard on a reduced dim becomes Partial where the reduction distributes:
 // sum and mean -> P(sum) (mean divides each local sum by the global count, so it is exact on uneven
-// shards), amax -> P(max), amin -> P(min). prod, var, std and logsumexp need the reduced dims whole.
+// shards), amax and any -> P(max), amin and all -> P(min). prod, var, std and logsumexp need the reduced dims whole.
 // Partial inputs pass through the reductions that commute with them.
 #include "ops/defs/steps.h"
 #include "strategies/common.h"
@@ -9,7 +9,9 @@
 namespace dtensor::strategies {
 namespace {
 
-enum class Kind { kSum, kMean, kMax, kMin, kWhole };
+// kAny / kAll: P(max) / P(min) over a sharded reduced dim like kMax / kMin, but no Partial input
+// passes: any(x != 0) is not monotone in x (Partial(max) pieces -1 and 0 of a 0).
+enum class Kind { kSum, kMean, kMax, kMin, kAny, kAll, kWhole };
 
 // The reduced dims of a call (normalized); all dims when the list is empty or None.
 std::vector<bool> reduced_dims(const OpCall& c, int64_t rank) {
@@ -34,9 +36,9 @@ RuleList reduction_rules(const OpCall& c, Kind kind) {
       rules.push_back(row({Shard(static_cast<int32_t>(od))}, {in}));
     } else if (kind == Kind::kSum || kind == Kind::kMean) {
       rules.push_back(row({Partial()}, {in}));
-    } else if (kind == Kind::kMax) {
+    } else if (kind == Kind::kMax || kind == Kind::kAny) {
       rules.push_back(row({Partial(ReduceOp::kMax)}, {in}));
-    } else if (kind == Kind::kMin) {
+    } else if (kind == Kind::kMin || kind == Kind::kAll) {
       rules.push_back(row({Partial(ReduceOp::kMin)}, {in}));
     }
   }
@@ -47,6 +49,8 @@ RuleList reduction_rules(const OpCall& c, Kind kind) {
       break;
     case Kind::kMax: add_partial_passthrough(rules, 1, 1, {ReduceOp::kMax}); break;
     case Kind::kMin: add_partial_passthrough(rules, 1, 1, {ReduceOp::kMin}); break;
+    case Kind::kAny:
+    case Kind::kAll:
     case Kind::kWhole: break;
   }
   return rules;
@@ -56,7 +60,8 @@ RuleList reduction_rules(const OpCall& c, Kind kind) {
 
 void register_reduction_rules(Registry& reg) {
   for (auto [name, kind] : {std::pair{"sum", Kind::kSum}, {"mean", Kind::kMean}, {"amax", Kind::kMax},
-                            {"amin", Kind::kMin}, {"prod", Kind::kWhole}, {"var", Kind::kWhole},
+                            {"amin", Kind::kMin}, {"all", Kind::kAll}, {"any", Kind::kAny},
+                            {"prod", Kind::kWhole}, {"var", Kind::kWhole},
                             {"std", Kind::kWhole}}) {
     Kind k = kind;
     reg.mutable_find(name).rules = [k](const OpCall& c, const OutMeta&) { return reduction_rules(c, k); };

@@ -3,6 +3,7 @@
 // shards) and amax/amin of an empty local block give the op's identity (-inf / +inf).
 #include <limits>
 
+#include "dtensor/partial_split.h"
 #include "ops/defs/common.h"
 
 namespace dtensor::ops {
@@ -134,6 +135,33 @@ void define_reduction_ops(Registry& reg) {
            true);
     // ATen's var.dim/std.dim(self, dim, unbiased, keepdim): unbiased becomes the correction.
     op.aten.aliases = {{std::string(name) + ".dim", "unbiased"}};
+  }
+  // all/any: bool results; over a sharded dim P(min) / P(max) of the blocks' answers (an empty
+  // block answers the identity, true / false). ATen's all.dim/any.dim(self, int dim) bind here.
+  for (const bool is_all : {true, false}) {
+    OpDef& op = define(reg, std::string(is_all ? "all" : "any") + "(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor",
+                       [](const OpCall&) { return DType::kBool; },
+                       [is_all](const Tensor& x, const OpCall&, const LocalContext&, const std::vector<int64_t>& dims,
+                                bool keep) {
+                         if (x.numel() == 0)
+                           return Tensor::full(reduced_shape(x.sizes(), dims, keep), is_all ? 1.0 : 0.0, DType::kBool);
+                         const Tensor nonzero = kernels::ne(x, Tensor::zeros({}, x.dtype())).to(DType::kInt32);
+                         return (is_all ? kernels::amin : kernels::amax)(nonzero, dims, keep).to(DType::kBool);
+                       },
+                       false, Keeps::kNothing);
+    op.no_backward = "a bool result (not differentiable)";
+    // Mostly true for all, mostly false for any (a few of the other value), so that a wrong rule
+    // shows: x > -1.8 / x > 1.8 on random_tensor's [-2, 2].
+    op.make_input = [is_all](int, const OpCall& c, uint64_t seed) {
+      const Tensor r = random_tensor(c.tensor(0).shape, DType::kFloat64, seed);
+      return kernels::gt(r, Tensor::full({}, is_all ? -1.8 : 1.8, DType::kFloat64)).to(c.tensor(0).dtype);
+    };
+    op.samples = [] {
+      return std::vector<Sample>{
+          sample({{6, 5}}, {T(0)}, {}, {DType::kBool}), sample({{7, 5, 3}}, {T(0), L({1})}, {}, {DType::kBool}),
+          sample({{5, 6, 4}}, {T(0), L({0, 2})}, {{"keepdim", V(true)}}, {DType::kFloat32}),
+          sample({{9, 4}}, {T(0), L({-2})}, {}, {DType::kInt64})};
+    };
   }
   define(reg, "logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor",
          [](const OpCall& c) { return is_floating(c.tensor(0).dtype) ? c.tensor(0).dtype : DType::kFloat32; },

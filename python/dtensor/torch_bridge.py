@@ -527,7 +527,8 @@ def _facts():
 # Ops computed by torch's decomposition into ops that have rules (each goes through the engine).
 _DECOMPOSED = ("_softmax_backward_data", "_log_softmax_backward_data", "mse_loss", "mse_loss_backward",
                "native_layer_norm", "native_layer_norm_backward", "linalg_vector_norm", "clamp", "clamp_min",
-               "clamp_max", "lerp", "addcmul", "addcdiv")
+               "clamp_max", "lerp", "addcmul", "addcdiv", "native_dropout_backward", "_safe_softmax",
+               "constant_pad_nd")
 
 
 def _same_layout(func, args, kwargs):
@@ -650,6 +651,79 @@ def _replicated(func, args, kwargs):
     return wrap(out)
 
 
+# ---- random numbers ----------------------------------------------------------------------------
+#
+# Draws for a sharded tensor must not depend on its layout: the mask of a replicated activation is
+# the same on every rank, and a sharded one's blocks are the blocks of the mask the whole tensor
+# would get. Every rank draws the whole tensor's values from torch's generator seeded by (the
+# mesh's seed, a per-rank call counter: SPMD ranks make the same calls in the same order), and
+# keeps its block (dtensor's R -> placements, local slicing; Partial mesh dims keep the whole
+# mask, as a Partial's pieces share it). Correct for any layout, not fast: each rank draws the whole
+# tensor (a counter-based per-element generator is the next step).
+
+_rng = threading.local()  # per rank: run_threads' ranks are threads of one interpreter
+
+
+def _mesh_seed(x):
+    """The seed every rank of x's mesh shares: rank 0's torch.initial_seed(), agreed on at first use
+    (an all-reduce(max) of (seed if rank 0 else 0)), as PyTorch DTensor's RNG tracker syncs its seed."""
+    key = id(x._mesh)
+    seeds = getattr(_rng, "seeds", None)
+    if seeds is None:
+        seeds = _rng.seeds = {}
+        _rng.calls = 0
+    if key not in seeds:
+        n = len(x._spec.placements)
+        mine = torch.tensor([torch.initial_seed() % (1 << 62)], dtype=torch.int64)
+        if x._mesh.get_coordinate() != [0] * n:
+            mine.zero_()
+        spec = x._spec.with_([_dtensor.Partial("max")] * n, [1], "int64")
+        _, agreed = _b.redistribute(spec, mine, [Replicate()] * n)
+        seeds[key] = int(agreed[0])
+    _rng.calls += 1
+    return (seeds[key] * 1000003 + _rng.calls) % (1 << 63)
+
+
+def _layout_of(like, values):
+    """`values` (the whole tensor, the same on every rank) laid out as `like`, Partial dims made
+    Replicate: a bridge DTensor."""
+    placements = [Replicate() if p.is_partial() else p for p in like._spec.placements]
+    rep = like._spec.with_([Replicate()] * len(placements), list(values.shape), _dtype_name(values.dtype))
+    spec, local = _b.redistribute(rep, values.contiguous(), placements)
+    return DTensor(local, spec, like._mesh)
+
+
+def _bernoulli_(func, args, kwargs):
+    """bernoulli_(self, p) (eager dropout on CPU: empty_like(x).bernoulli_(1 - p)): self's blocks
+    become the blocks of one whole-tensor draw."""
+    b = _bind(func, args, kwargs)
+    x = b["self"]
+    if b.get("generator") is not None:
+        raise UnsupportedOpError(f"bridge: {func} with an explicit generator on a sharded tensor {x._spec}; "
+                                 f"accepted: generator=None (dtensor seeds per mesh)")
+    g = torch.Generator().manual_seed(_mesh_seed(x))
+    whole = torch.empty(tuple(x._spec.shape), dtype=x._local.dtype).bernoulli_(b.get("p", 0.5), generator=g)
+    drawn = _layout_of(x, whole)
+    if drawn._spec.placements != x._spec.placements:  # self was Partial: it is Replicate there now
+        x._spec = drawn._spec
+    x._local.copy_(drawn._local)
+    return x
+
+
+def _native_dropout(func, args, kwargs):
+    """native_dropout(input, p, train) -> (input * mask / (1 - p), mask), the mask drawn as
+    bernoulli_ draws it; the products through the engine (a Partial input stays Partial)."""
+    b = _bind(func, args, kwargs)
+    x, p, train = b["input"], b["p"], b.get("train")
+    if train is False or p == 0:
+        return aten.clone.default(x), aten.ones_like.default(x, dtype=torch.bool)
+    g = torch.Generator().manual_seed(_mesh_seed(x))
+    keep = torch.empty(tuple(x._spec.shape)).bernoulli_(1 - p, generator=g).to(torch.bool)
+    mask = _layout_of(x, keep)
+    scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
+    return aten.mul.Scalar(aten.mul.Tensor(x, mask), scale), mask
+
+
 _SPECIAL = {
     "detach": _same_layout,
     "alias": _same_layout,
@@ -668,6 +742,8 @@ _SPECIAL = {
     "nll_loss_forward": _nll_loss_forward,
     "var_mean": _var_mean,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa_flash_cpu,
+    "bernoulli_": _bernoulli_,
+    "native_dropout": _native_dropout,
 }
 
 

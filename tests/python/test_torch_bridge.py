@@ -813,3 +813,35 @@ def test_clip_grad_norm_and_adamw_training_steps_match_torch():
     for got in on_mesh((2,), fn):
         for g, w in zip(got, want):
             torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_dropout_mask_is_one_draw_for_every_layout():
+    # F.dropout in training (bernoulli_ on CPU) on a replicated, row-, column-sharded and Partial
+    # input: each run starts the ranks' call counters afresh, so the same call must give the same
+    # global mask whatever the layout; replicas hold identical masks (PyTorch DTensor's guarantee);
+    # values are x * mask / (1 - p) and the gradient mask / (1 - p).
+    p = 0.3
+    X = gen(torch.float64, 7, 5, seed=21)
+
+    def run(place):
+        def fn(mesh):
+            x = bridge.distribute(X.clone().requires_grad_(), mesh, [place])
+            y = F.dropout(x, p, training=True)
+            (y * 1.0).sum().backward()
+            return y._local.clone(), y.placements, full(y), full(x.grad)
+        return on_mesh((2,), fn)
+
+    masks = {}
+    for name, place in (("R", Replicate()), ("S0", Shard(0)), ("S1", Shard(1)), ("P", Partial())):
+        ranks = run(place)
+        _, placements, y, gx = ranks[0]
+        assert placements == (place,), name  # dropout keeps the layout (a Partial input stays Partial)
+        mask = y != 0
+        close(y, X * mask / (1 - p), torch.float64)
+        close(gx, mask.to(torch.float64) / (1 - p), torch.float64)
+        if name == "R":
+            assert torch.equal(ranks[0][0], ranks[1][0])  # the replicas' masks agree
+        masks[name] = mask
+        assert 0 < int(mask.sum()) < mask.numel()
+    for name in ("S0", "S1", "P"):
+        assert torch.equal(masks[name], masks["R"]), name

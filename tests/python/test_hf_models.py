@@ -1,0 +1,103 @@
+# Hugging Face models trained through dtensor.bridge (docs/PYTHON.md): transformers' own modules,
+# loss, torch.optim.AdamW (its default implementation on CPU) and clip_grad_norm_, with Megatron
+# tensor parallelism placed by hand on thread ranks. With dropout off every loss and parameter must
+# equal single-device PyTorch on the same data (float64); with the config's dropout on, the step
+# runs and replicas hold the same parameters.
+import copy
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed "
+                                   "(scripts/setup_python.sh pins it)")
+import torch.nn as nn  # noqa: E402
+
+import dtensor  # noqa: E402
+from dtensor import Replicate, Shard, bridge  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+def _gpt2(dropout):
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=4, use_cache=False,
+                                  bos_token_id=0, eos_token_id=0, resid_pdrop=dropout, embd_pdrop=dropout,
+                                  attn_pdrop=dropout)
+    return transformers.GPT2LMHeadModel(cfg).double()
+
+
+def _megatron_gpt2(model, mesh):
+    """GPT-2's Conv1D weights are [in, out]: c_attn and c_fc column-parallel (weight S(1), bias
+    S(0)), c_proj row-parallel (weight S(0)); the rest replicated; the tied lm_head re-tied."""
+    for name, p in list(model.named_parameters()):
+        owner, attr = name.rsplit(".", 1)
+        place = Replicate()
+        if owner.endswith(("attn.c_attn", "mlp.c_fc")):
+            place = Shard(1) if attr == "weight" else Shard(0)
+        elif owner.endswith(("attn.c_proj", "mlp.c_proj")) and attr == "weight":
+            place = Shard(0)
+        setattr(model.get_submodule(owner), attr, nn.Parameter(bridge.distribute(p.detach().clone(), mesh, [place])))
+    model.lm_head.weight = model.transformer.wte.weight
+    return model
+
+
+def _train(model, ids, steps, hf_loss):
+    """`steps` AdamW steps with clip_grad_norm_; the loss transformers' own (labels=ids: it pads the
+    shifted labels, and upcasts the logits to float32) or next-token cross-entropy in the model's
+    dtype."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(steps):
+        if hf_loss:
+            loss = model(input_ids=ids, labels=ids).loss
+        else:
+            logits = model(input_ids=ids).logits
+            loss = nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        opt.step()
+        opt.zero_grad()
+        loss = loss.detach()
+        losses.append(float(loss.full_tensor() if isinstance(loss, bridge.DTensor) else loss))
+    return losses
+
+
+def _full(p):
+    return p.full_tensor().detach() if isinstance(p, bridge.DTensor) else p.detach()
+
+
+def test_gpt2_tensor_parallel_training_matches_torch_without_dropout():
+    model = _gpt2(0.0)
+    ids = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(1))
+    ref = copy.deepcopy(model).train()
+    want_losses = _train(ref, ids, 3, hf_loss=False)
+    want = {n: p.detach() for n, p in ref.named_parameters()}
+
+    def rank(world):
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+        m = _megatron_gpt2(copy.deepcopy(model).train(), mesh)
+        losses = _train(m, bridge.distribute(ids, mesh, [Replicate()]), 3, hf_loss=False)
+        return losses, {n: _full(p) for n, p in m.named_parameters()}
+
+    for losses, params in dtensor.run_threads(2, rank):
+        assert losses == pytest.approx(want_losses, rel=1e-12)
+        assert want_losses[-1] < want_losses[0]
+        for n, w in want.items():
+            torch.testing.assert_close(params[n], w, rtol=1e-9, atol=1e-11, msg=n)
+
+
+def test_gpt2_tensor_parallel_training_with_dropout_runs_and_replicas_agree():
+    model = _gpt2(0.1)
+    ids = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(2))
+
+    def rank(world):
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+        m = _megatron_gpt2(copy.deepcopy(model).train(), mesh)
+        losses = _train(m, bridge.distribute(ids, mesh, [Replicate()]), 2, hf_loss=True)
+        return losses, {n: _full(p) for n, p in m.named_parameters()}
+
+    (l0, p0), (l1, p1) = dtensor.run_threads(2, rank)
+    assert l0 == l1 and all(math.isfinite(x) for x in l0)
+    for n in p0:
+        assert torch.equal(p0[n], p1[n]), n

@@ -149,9 +149,9 @@ void define_backward(Registry& reg) {
       "attention");
   op.cost = attention_cost(1, true);
   op.aten.layout_dependent = true;  // a causal mask of a query block starts at its global offset
-  // ATen's backward is per kernel; the one torch's autograd calls after the CPU flash forward (its
-  // logsumexp is not used) routes here.
-  op.aten.aliases = {{"_scaled_dot_product_flash_attention_for_cpu_backward", "sdpa_backward"}};
+  op.aten.not_aten =
+      "dtensor's SDPA backward; ATen's is per kernel: the bridge's handler of the CPU flash backward "
+      "(torch_bridge._sdpa_flash_cpu_backward) calls it, repeating grouped key/value heads";
   op.no_backward = kNoDoubleBackward;
   op.meta = [](const OpCall& c) {
     Shape out = attention_shape(c, 1);

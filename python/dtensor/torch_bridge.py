@@ -427,6 +427,7 @@ def _sdpa_flash_cpu(func, args, kwargs):
     kw = {"is_causal": causal, "scale": scale}
     if mask is not None:
         kw["attn_mask"] = mask
+    k, v = _repeat_kv(q, k), _repeat_kv(q, v)
     (out,) = _b.prepare("scaled_dot_product_attention", (q, k, v), kw).run()
     scores = aten.matmul.default(q, aten.transpose.int(k, -2, -1))
     scores = aten.mul.Tensor(scores, scale if scale is not None else q.shape[-1] ** -0.5)
@@ -438,13 +439,43 @@ def _sdpa_flash_cpu(func, args, kwargs):
     return out, aten.logsumexp.default(scores, [-1])
 
 
-def _sdpa_backward_adapt(a, k):
-    # _scaled_dot_product_flash_attention_for_cpu_backward(grad_out, q, k, v, out, logsumexp,
-    # dropout_p, is_causal, *, attn_mask, scale) -> dtensor's _scaled_dot_product_attention_backward.
-    kw = {"is_causal": a[7] if len(a) > 7 else k.get("is_causal", False), "scale": k.get("scale")}
-    if k.get("attn_mask") is not None:
-        kw["attn_mask"] = k["attn_mask"]
-    return a[:5], kw
+def _repeat_kv(q, kv):
+    """Grouped-query attention (enable_gqa: fewer key/value heads than query heads): each key/value
+    head repeated for its group of query heads, [B, Hkv, S, E] -> [B, Hq, S, E], through the engine
+    (unsqueeze, expand, reshape: a head-sharded kv stays sharded with its query heads)."""
+    hq, hkv = q.shape[-3], kv.shape[-3]
+    if hq == hkv:
+        return kv
+    if kv.dim() < 3 or hq % hkv:
+        raise UnsupportedOpError(f"bridge: scaled_dot_product_attention with {hq} query heads and {hkv} "
+                                 f"key/value heads; accepted: a multiple (grouped-query attention)")
+    shape = list(kv.shape)
+    x = aten.unsqueeze.default(kv, -3)
+    x = aten.expand.default(x, shape[:-2] + [hq // hkv] + shape[-2:])
+    return aten.reshape.default(x, shape[:-3] + [hq] + shape[-2:])
+
+
+def _sdpa_flash_cpu_backward(func, args, kwargs):
+    """_scaled_dot_product_flash_attention_for_cpu_backward(grad_out, q, k, v, out, logsumexp,
+    dropout_p, is_causal, *, attn_mask, scale) -> (grad_q, grad_k, grad_v) by dtensor's
+    _scaled_dot_product_attention_backward (its rules and kernel; logsumexp is not used). With
+    grouped-query attention the keys and values are repeated as in the forward and each group's
+    gradients summed back to its key/value head."""
+    b = _bind(func, args, kwargs)
+    q, k, v = b["query"], b["key"], b["value"]
+    kw = {"is_causal": b.get("is_causal", False), "scale": b.get("scale")}
+    if b.get("attn_mask") is not None:
+        kw["attn_mask"] = b["attn_mask"]
+    kr, vr = _repeat_kv(q, k), _repeat_kv(q, v)
+    gq, gk, gv = _b.prepare("_scaled_dot_product_attention_backward",
+                            (b["grad_out"], q, kr, vr, b["out"]), kw).run()
+    if k.shape[-3] != q.shape[-3]:
+        shape = list(k.shape)
+        g = q.shape[-3] // k.shape[-3]
+        gk = aten.sum.dim_IntList(aten.reshape.default(gk, shape[:-3] + [shape[-3], g] + shape[-2:]), [-3])
+        gv = aten.sum.dim_IntList(aten.reshape.default(gv, list(v.shape[:-3]) + [v.shape[-3], g] + list(v.shape[-2:])),
+                                  [-3])
+    return gq, gk, gv
 
 
 def _scalar_as_tensor(a, k):
@@ -484,7 +515,6 @@ _ADAPTERS = {
     "scalar_as_tensor": _scalar_as_tensor,
     "embedding_backward": _embedding_backward_adapt,
     "nll_loss_backward": _nll_loss_backward_adapt,
-    "sdpa_backward": _sdpa_backward_adapt,
     "grouped_mm": _grouped_mm_adapt,
     "scalars_as_tensors": _scalars_as_tensors,
     "rsub": _rsub_adapt,
@@ -742,6 +772,7 @@ _SPECIAL = {
     "nll_loss_forward": _nll_loss_forward,
     "var_mean": _var_mean,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa_flash_cpu,
+    "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_flash_cpu_backward,
     "bernoulli_": _bernoulli_,
     "native_dropout": _native_dropout,
 }

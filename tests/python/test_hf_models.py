@@ -1,4 +1,5 @@
-# Hugging Face models trained through dtensor.bridge (docs/PYTHON.md): transformers' own modules,
+# Hugging Face models trained through dtensor.bridge (docs/PYTHON.md): transformers' own modules
+# (GPT-2; Llama with grouped-query attention, sdpa and eager),
 # loss, torch.optim.AdamW (its default implementation on CPU) and clip_grad_norm_, with Megatron
 # tensor parallelism placed by hand on thread ranks. With dropout off every loss and parameter must
 # equal single-device PyTorch on the same data (float64); with the config's dropout on, the step
@@ -67,8 +68,49 @@ def _full(p):
     return p.full_tensor().detach() if isinstance(p, bridge.DTensor) else p.detach()
 
 
-def test_gpt2_tensor_parallel_training_matches_torch_without_dropout():
-    model = _gpt2(0.0)
+def _llama(attn):
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                                   use_cache=False, attn_implementation=attn)
+    return transformers.LlamaForCausalLM(cfg).double()
+
+
+def _megatron_llama(model, mesh):
+    """nn.Linear weights are [out, in]: q/k/v, gate and up column-parallel (S(0)), o and down
+    row-parallel (S(1)); with 2 key/value heads on 2 ranks each rank keeps its query heads' group."""
+    for name, p in list(model.named_parameters()):
+        owner, attr = name.rsplit(".", 1)
+        place = Replicate()
+        if owner.endswith(("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")):
+            place = Shard(0)
+        elif owner.endswith(("o_proj", "down_proj")):
+            place = Shard(1)
+        setattr(model.get_submodule(owner), attr, nn.Parameter(bridge.distribute(p.detach().clone(), mesh, [place])))
+    return model
+
+
+@pytest.mark.parametrize("name,make,shard,loss_rtol,param_atol", [
+    ("gpt2", lambda: _gpt2(0.0), _megatron_gpt2, 1e-12, 1e-11),
+    # grouped-query attention (4 query heads, 2 key/value heads), RoPE, RMSNorm, SwiGLU
+    ("llama-sdpa", lambda: _llama("sdpa"), _megatron_llama, 1e-12, 1e-11),
+    # eager attention's softmax runs in float32 (transformers' eager_attention_forward): float32
+    # rounding of inputs that differ in their last float64 bits, as for RMSNorm below
+    ("llama-eager", lambda: _llama("eager"), _megatron_llama, 1e-8, 1e-5),
+])
+def test_tensor_parallel_training_matches_torch_without_dropout(name, make, shard, loss_rtol, param_atol,
+                                                               monkeypatch):
+    # LlamaRMSNorm computes in float32 whatever the model's dtype: float64 inputs that differ in the
+    # last bits (the row-parallel products sum in another order) then round apart, ~1e-9 in the
+    # loss and, through AdamW, ~1e-5 in the parameters. The same formula kept in the input's
+    # dtype makes the comparison exact to float64 rounding (the sharding is what is under test).
+    from transformers.models.llama import modeling_llama
+
+    def rms_norm(self, h):
+        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
+
+    monkeypatch.setattr(modeling_llama.LlamaRMSNorm, "forward", rms_norm)
+    model = make()
     ids = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(1))
     ref = copy.deepcopy(model).train()
     want_losses = _train(ref, ids, 3, hf_loss=False)
@@ -76,15 +118,15 @@ def test_gpt2_tensor_parallel_training_matches_torch_without_dropout():
 
     def rank(world):
         mesh = dtensor.init_device_mesh("cpu", (2,))
-        m = _megatron_gpt2(copy.deepcopy(model).train(), mesh)
+        m = shard(copy.deepcopy(model).train(), mesh)
         losses = _train(m, bridge.distribute(ids, mesh, [Replicate()]), 3, hf_loss=False)
         return losses, {n: _full(p) for n, p in m.named_parameters()}
 
     for losses, params in dtensor.run_threads(2, rank):
-        assert losses == pytest.approx(want_losses, rel=1e-12)
+        assert losses == pytest.approx(want_losses, rel=loss_rtol)
         assert want_losses[-1] < want_losses[0]
         for n, w in want.items():
-            torch.testing.assert_close(params[n], w, rtol=1e-9, atol=1e-11, msg=n)
+            torch.testing.assert_close(params[n], w, rtol=0, atol=param_atol, msg=n)
 
 
 def test_gpt2_tensor_parallel_training_with_dropout_runs_and_replicas_agree():

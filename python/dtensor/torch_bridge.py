@@ -852,3 +852,9 @@ def _resolve(func):
         if decomp is not None:
             return _decomposed(qualified, decomp)
     return _unsupported(qualified)
+
+
+def parallelize_module(module, device_mesh, parallelize_plan=None):
+    """PyTorch's parallelize_module over bridge tensors (dtensor/tensor_parallel.py documents it)."""
+    from .tensor_parallel import parallelize_module as run
+    return run(module, device_mesh, parallelize_plan)

@@ -143,3 +143,75 @@ def test_gpt2_tensor_parallel_training_with_dropout_runs_and_replicas_agree():
     assert l0 == l1 and all(math.isfinite(x) for x in l0)
     for n in p0:
         assert torch.equal(p0[n], p1[n]), n
+
+
+def test_parallelize_module_with_torchs_styles_matches_torch(monkeypatch):
+    # dtensor.bridge.parallelize_module with torch's own ColwiseParallel / RowwiseParallel objects
+    # and fnmatch paths: GPT-2's Conv1D and Llama's nn.Linear, trained as above; the result must
+    # equal single-device PyTorch (Llama's RMSNorm kept in float64, as above).
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+    from transformers.models.llama import modeling_llama
+
+    def rms_norm(self, h):
+        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
+
+    monkeypatch.setattr(modeling_llama.LlamaRMSNorm, "forward", rms_norm)
+
+    plans = {
+        "gpt2": (lambda: _gpt2(0.0), {"transformer.h.*.attn.c_attn": ColwiseParallel(),
+                                      "transformer.h.*.attn.c_proj": RowwiseParallel(),
+                                      "transformer.h.*.mlp.c_fc": ColwiseParallel(),
+                                      "transformer.h.*.mlp.c_proj": RowwiseParallel()}, 1e-11),
+        "llama": (lambda: _llama("sdpa"), {"model.layers.*.self_attn.[qkv]_proj": ColwiseParallel(),
+                                           "model.layers.*.self_attn.o_proj": RowwiseParallel(),
+                                           "model.layers.*.mlp.gate_proj": ColwiseParallel(),
+                                           "model.layers.*.mlp.up_proj": ColwiseParallel(),
+                                           "model.layers.*.mlp.down_proj": RowwiseParallel()}, 1e-11),
+    }
+    for name, (make, plan, atol) in plans.items():
+        model = make()
+        ids = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(3))
+        ref = copy.deepcopy(model).train()
+        _train(ref, ids, 2, hf_loss=False)
+        want = {n: p.detach() for n, p in ref.named_parameters()}
+
+        def rank(world):
+            mesh = dtensor.init_device_mesh("cpu", (2,))
+            m = bridge.parallelize_module(copy.deepcopy(model).train(), mesh, plan)
+            sharded = {n: p.placements for n, p in m.named_parameters()}
+            _train(m, bridge.distribute(ids, mesh, [Replicate()]), 2, hf_loss=False)
+            return sharded, {n: _full(p) for n, p in m.named_parameters()}
+
+        for sharded, params in dtensor.run_threads(2, rank):
+            assert sum(pl == (Shard(0),) or pl == (Shard(1),) for pl in sharded.values()) >= 8, (name, sharded)
+            expect = {"gpt2": {"transformer.h.0.attn.c_attn.weight": (Shard(1),),  # Conv1D: [in, out]
+                               "transformer.h.0.attn.c_attn.bias": (Shard(0),),
+                               "transformer.h.1.mlp.c_proj.weight": (Shard(0),),
+                               "transformer.h.1.mlp.c_proj.bias": (Replicate(),),
+                               "transformer.wte.weight": (Replicate(),)},
+                      "llama": {"model.layers.0.self_attn.k_proj.weight": (Shard(0),),
+                                "model.layers.1.self_attn.o_proj.weight": (Shard(1),),
+                                "model.layers.1.mlp.down_proj.weight": (Shard(1),),
+                                "model.norm.weight": (Replicate(),)}}[name]
+            for n, pl in expect.items():
+                assert tuple(sharded[n]) == pl, (name, n, sharded[n])
+            for n, w in want.items():
+                torch.testing.assert_close(params[n], w, rtol=0, atol=atol, msg=f"{name} {n}")
+
+
+def test_parallelize_module_errors_name_what_is_accepted():
+    from torch.distributed.tensor.parallel import ColwiseParallel
+
+    def rank(world):
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+        errors = []
+        for plan in ({"no.such.*": ColwiseParallel()}, {"0": ColwiseParallel()}):
+            try:
+                bridge.parallelize_module(nn.Sequential(nn.ReLU(), nn.Linear(4, 4)), mesh, plan)
+            except dtensor.DTensorError as e:
+                errors.append(str(e))
+        return errors
+
+    errors = dtensor.run_threads(2, rank)[0]
+    assert "matches no submodule" in errors[0]
+    assert "ColwiseParallel on ReLU" in errors[1] and "nn.Linear" in errors[1]

@@ -681,6 +681,19 @@ def _replicated(func, args, kwargs):
     return wrap(out)
 
 
+def _cat(func, args, kwargs):
+    """cat(tensors, dim): ATen skips 1-d empty tensors whatever `dim` is (a legacy rule that
+    transformers' empty KV caches rely on); the rest through the engine's cat."""
+    b = _bind(func, args, kwargs)
+    kept = [t for t in b["tensors"] if not (t.dim() == 1 and t.shape[0] == 0)]
+    if not kept:
+        return func(*args, **kwargs) if not any(type(t) is DTensor for t in b["tensors"]) else b["tensors"][0]
+    engine = _handlers.get("cat") or _handlers.setdefault("cat", _engine("cat"))
+    if len(kept) == len(b["tensors"]):
+        return engine(func, args, kwargs)
+    return engine(func, (kept, b.get("dim", 0)), {})
+
+
 # ---- random numbers ----------------------------------------------------------------------------
 #
 # Draws for a sharded tensor must not depend on its layout: the mask of a replicated activation is
@@ -774,6 +787,7 @@ _SPECIAL = {
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa_flash_cpu,
     "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_flash_cpu_backward,
     "bernoulli_": _bernoulli_,
+    "cat": _cat,
     "native_dropout": _native_dropout,
 }
 

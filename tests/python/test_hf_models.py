@@ -215,3 +215,24 @@ def test_parallelize_module_errors_name_what_is_accepted():
     errors = dtensor.run_threads(2, rank)[0]
     assert "matches no submodule" in errors[0]
     assert "ColwiseParallel on ReLU" in errors[1] and "nn.Linear" in errors[1]
+
+
+def test_default_config_with_kv_cache_trains():
+    # use_cache=True (the default): transformers concatenates its empty 1-d cache tensors with the
+    # keys and values; ATen skips 1-d empty tensors in cat, and so does the bridge. Same losses as
+    # use_cache=False.
+    def losses(use_cache):
+        torch.manual_seed(0)
+        cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                       num_attention_heads=4, num_key_value_heads=2, use_cache=use_cache)
+        model = transformers.LlamaForCausalLM(cfg).double()
+        ids = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(4))
+
+        def rank(world):
+            mesh = dtensor.init_device_mesh("cpu", (2,))
+            m = _megatron_llama(copy.deepcopy(model).train(), mesh)
+            return _train(m, bridge.distribute(ids, mesh, [Replicate()]), 2, hf_loss=True)
+
+        return dtensor.run_threads(2, rank)[0]
+
+    assert losses(True) == losses(False)

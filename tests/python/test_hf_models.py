@@ -68,6 +68,20 @@ def _full(p):
     return p.full_tensor().detach() if isinstance(p, bridge.DTensor) else p.detach()
 
 
+@pytest.fixture
+def float64_rms_norm(monkeypatch):
+    """LlamaRMSNorm computes in float32 whatever the model's dtype: float64 inputs that differ in
+    the last bits (the row-parallel products sum in another order) then round apart, ~1e-9 in the
+    loss and, through AdamW, ~1e-5 in the parameters. The same formula kept in the input's dtype
+    makes the comparison exact to float64 rounding (the sharding is what is under test)."""
+    from transformers.models.llama import modeling_llama
+
+    def rms_norm(self, h):
+        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
+
+    monkeypatch.setattr(modeling_llama.LlamaRMSNorm, "forward", rms_norm)
+
+
 def _llama(attn):
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -99,17 +113,7 @@ def _megatron_llama(model, mesh):
     ("llama-eager", lambda: _llama("eager"), _megatron_llama, 1e-8, 1e-5),
 ])
 def test_tensor_parallel_training_matches_torch_without_dropout(name, make, shard, loss_rtol, param_atol,
-                                                               monkeypatch):
-    # LlamaRMSNorm computes in float32 whatever the model's dtype: float64 inputs that differ in the
-    # last bits (the row-parallel products sum in another order) then round apart, ~1e-9 in the
-    # loss and, through AdamW, ~1e-5 in the parameters. The same formula kept in the input's
-    # dtype makes the comparison exact to float64 rounding (the sharding is what is under test).
-    from transformers.models.llama import modeling_llama
-
-    def rms_norm(self, h):
-        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
-
-    monkeypatch.setattr(modeling_llama.LlamaRMSNorm, "forward", rms_norm)
+                                                               float64_rms_norm):
     model = make()
     ids = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(1))
     ref = copy.deepcopy(model).train()
@@ -145,17 +149,11 @@ def test_gpt2_tensor_parallel_training_with_dropout_runs_and_replicas_agree():
         assert torch.equal(p0[n], p1[n]), n
 
 
-def test_parallelize_module_with_torchs_styles_matches_torch(monkeypatch):
+def test_parallelize_module_with_torchs_styles_matches_torch(float64_rms_norm):
     # dtensor.bridge.parallelize_module with torch's own ColwiseParallel / RowwiseParallel objects
     # and fnmatch paths: GPT-2's Conv1D and Llama's nn.Linear, trained as above; the result must
     # equal single-device PyTorch (Llama's RMSNorm kept in float64, as above).
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
-    from transformers.models.llama import modeling_llama
-
-    def rms_norm(self, h):
-        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
-
-    monkeypatch.setattr(modeling_llama.LlamaRMSNorm, "forward", rms_norm)
 
     plans = {
         "gpt2": (lambda: _gpt2(0.0), {"transformer.h.*.attn.c_attn": ColwiseParallel(),

@@ -616,6 +616,43 @@ def _copy_(func, args, kwargs):
     return dst
 
 
+# _foreach_<op> arguments that are positional there and keyword-only in <op>.
+_FOREACH_KEYWORD = {"addcdiv": "value", "addcmul": "value"}
+
+
+def _foreach(name, in_place):
+    """_foreach_<op>[_](lists..., scalars...) (torch.optim's foreach implementations,
+    clip_grad_norm_(foreach=True)) as <op> per element, each through the bridge: list arguments
+    are indexed, a Scalar[] or a 1-d scalars tensor gives each element its scalar, anything else is
+    passed to every element."""
+    op = {"norm": "linalg_vector_norm"}.get(name, name) + ("_" if in_place else "")
+    packet = getattr(aten, op)
+    keyword = _FOREACH_KEYWORD.get(name)
+
+    def handler(func, args, kwargs):
+        n = len(args[0]) if isinstance(args[0], (list, tuple)) else len(args[1])
+
+        def pick(v, i):
+            if isinstance(v, (list, tuple)) and len(v) == n:
+                return v[i]
+            if isinstance(v, torch.Tensor) and type(v) is not DTensor and v.dim() == 1 and v.numel() == n:
+                return v[i].item()
+            return v
+
+        outs = []
+        for i in range(n):
+            a = [pick(v, i) for v in args]
+            kw = {k: pick(v, i) for k, v in kwargs.items()}
+            if keyword and len(a) == 4:
+                kw[keyword] = a.pop()
+            if name == "norm" and len(a) > 1:
+                kw["ord"] = a.pop(1)
+            outs.append(packet(*a, **kw))
+        return None if in_place else outs
+
+    return handler
+
+
 def _in_place(out_of_place):
     """x.op_(...) as x's block <- op(...) moved to x's placements (torch's add_ from AccumulateGrad)."""
 
@@ -845,6 +882,10 @@ def _resolve(func):
         return _unsupported(qualified)
     if base in _SPECIAL:
         return _SPECIAL[base]
+    if base.startswith("_foreach_"):
+        op = base[len("_foreach_"):]
+        in_place = op.endswith("_")
+        return _foreach(op[:-1] if in_place else op, in_place)
     aliases = _facts()[1]
     alias = aliases.get(f"{base}.{overload}") or aliases.get(base)
     if alias is not None:

@@ -779,22 +779,24 @@ def test_wrapped_numbers_rsub_clamp_and_where_with_a_scalar(native):
             torch.testing.assert_close(got[k][0], want, rtol=1e-12, atol=1e-12, msg=k)
 
 
-def test_clip_grad_norm_and_adamw_training_steps_match_torch():
+@pytest.mark.parametrize("foreach", [False, True])
+def test_clip_grad_norm_and_adamw_training_steps_match_torch(foreach):
     # A tensor-parallel MLP (column- then row-parallel linears) trains 3 steps with
     # clip_grad_norm_ and torch's AdamW (single-tensor implementation): linalg_vector_norm, clamp,
-    # lerp_, addcmul_, addcdiv_ run as torch's decompositions into ops with rules. Parameters
-    # after the steps must equal single-device torch's on the same data (float64).
+    # lerp_, addcmul_, addcdiv_ run as torch's decompositions into ops with rules; with foreach=True
+    # (optimizer and clipping) the _foreach_* ops run per tensor. Parameters after the steps must
+    # equal single-device torch's (single-tensor implementation) on the same data (float64).
     import copy
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16, dtype=torch.float64), nn.GELU(), nn.Linear(16, 4, dtype=torch.float64))
     X = gen(torch.float64, 6, 8, seed=11)
 
-    def train(m, x):
-        opt = torch.optim.AdamW(m.parameters(), lr=0.05, foreach=False)
+    def train(m, x, foreach=False):
+        opt = torch.optim.AdamW(m.parameters(), lr=0.05, foreach=foreach)
         for _ in range(3):
             m(x).pow(2).sum().backward()
-            torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5, foreach=False)
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5, foreach=foreach)
             opt.step()
             opt.zero_grad()
         return m
@@ -807,7 +809,7 @@ def test_clip_grad_norm_and_adamw_training_steps_match_torch():
         for name, p in list(m.named_parameters()):
             mod, attr = name.split(".")
             setattr(m[int(mod)], attr, nn.Parameter(bridge.distribute(p.detach().clone(), mesh, [places[name]])))
-        train(m, bridge.distribute(X, mesh, [Replicate()]))
+        train(m, bridge.distribute(X, mesh, [Replicate()]), foreach)
         return [full(p) for p in m.parameters()]
 
     for got in on_mesh((2,), fn):

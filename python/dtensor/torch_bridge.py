@@ -653,6 +653,38 @@ def _foreach(name, in_place):
     return handler
 
 
+def _fused_adamw_(func, args, kwargs):
+    """_fused_adamw_ (torch.optim.AdamW(fused=True)) as its single-tensor algorithm
+    (torch/optim/adamw.py, _single_tensor_adam with decoupled weight decay), per parameter
+    through the bridge: the same update, in the per-tensor ops' rounding."""
+    import math
+
+    b = _bind(func, args, kwargs)
+    if b.get("grad_scale") is not None or b.get("found_inf") is not None:
+        raise UnsupportedOpError(f"bridge: {func} with grad_scale/found_inf (AMP) is not supported; accepted: "
+                                 f"grad_scale=None, found_inf=None")
+    lr = float(b["lr"])
+    beta1, beta2, wd, eps = b["beta1"], b["beta2"], b["weight_decay"], b["eps"]
+    for i, p in enumerate(b["self"]):
+        grad = b["grads"][i]
+        if b["maximize"]:
+            grad = aten.neg.default(grad)
+        step = float(b["state_steps"][i])
+        exp_avg, exp_avg_sq = b["exp_avgs"][i], b["exp_avg_sqs"][i]
+        p.mul_(1 - lr * wd)
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        step_size = lr / (1 - beta1 ** step)
+        bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+        second = exp_avg_sq
+        if b["amsgrad"]:
+            b["max_exp_avg_sqs"][i].copy_(torch.maximum(b["max_exp_avg_sqs"][i], exp_avg_sq))
+            second = b["max_exp_avg_sqs"][i]
+        denom = (second.sqrt() / bias_correction2_sqrt).add_(eps)
+        p.addcdiv_(exp_avg, denom, value=-step_size)
+    return None
+
+
 def _in_place(out_of_place):
     """x.op_(...) as x's block <- op(...) moved to x's placements (torch's add_ from AccumulateGrad)."""
 
@@ -825,6 +857,7 @@ _SPECIAL = {
     "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_flash_cpu_backward,
     "bernoulli_": _bernoulli_,
     "cat": _cat,
+    "_fused_adamw_": _fused_adamw_,
     "native_dropout": _native_dropout,
 }
 

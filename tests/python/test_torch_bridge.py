@@ -779,12 +779,13 @@ def test_wrapped_numbers_rsub_clamp_and_where_with_a_scalar(native):
             torch.testing.assert_close(got[k][0], want, rtol=1e-12, atol=1e-12, msg=k)
 
 
-@pytest.mark.parametrize("foreach", [False, True])
+@pytest.mark.parametrize("foreach", [False, True, "fused"])
 def test_clip_grad_norm_and_adamw_training_steps_match_torch(foreach):
     # A tensor-parallel MLP (column- then row-parallel linears) trains 3 steps with
     # clip_grad_norm_ and torch's AdamW (single-tensor implementation): linalg_vector_norm, clamp,
     # lerp_, addcmul_, addcdiv_ run as torch's decompositions into ops with rules; with foreach=True
-    # (optimizer and clipping) the _foreach_* ops run per tensor. Parameters after the steps must
+    # (optimizer and clipping) the _foreach_* ops run per tensor; fused=True runs _fused_adamw_ as
+    # the single-tensor algorithm. Parameters after the steps must
     # equal single-device torch's (single-tensor implementation) on the same data (float64).
     import copy
 
@@ -793,10 +794,11 @@ def test_clip_grad_norm_and_adamw_training_steps_match_torch(foreach):
     X = gen(torch.float64, 6, 8, seed=11)
 
     def train(m, x, foreach=False):
-        opt = torch.optim.AdamW(m.parameters(), lr=0.05, foreach=foreach)
+        fused = foreach == "fused"
+        opt = torch.optim.AdamW(m.parameters(), lr=0.05, **({"fused": True} if fused else {"foreach": foreach}))
         for _ in range(3):
             m(x).pow(2).sum().backward()
-            torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5, foreach=foreach)
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5, foreach=bool(foreach))
             opt.step()
             opt.zero_grad()
         return m

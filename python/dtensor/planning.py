@@ -418,13 +418,24 @@ def module_ops(graph):
     return {p: m for p, m in found.items() if calls[p] == 1}
 
 
+def _no_cache_kwargs(model, example_kwargs):
+    """transformers models with `config.use_cache` (their default) return a KV cache object that
+    torch.export cannot output; a training step keeps no cache, so they are exported with
+    use_cache=False unless the caller set it. Returns the kwargs and what was added."""
+    kwargs = dict(example_kwargs or {})
+    if getattr(getattr(model, "config", None), "use_cache", False) and "use_cache" not in kwargs:
+        kwargs["use_cache"] = False
+        return kwargs, {"use_cache": False}
+    return kwargs, {}
+
+
 def _export(model, example_args, example_kwargs):
     import torch
 
     if not isinstance(example_args, tuple):
         example_args = (example_args,)
     try:
-        return torch.export.export(model, example_args, example_kwargs or {})
+        return torch.export.export(model, example_args, example_kwargs)
     except Exception as e:  # torch's message says which line of the model it could not trace
         raise GraphImportError(f"torch.export.export could not trace {type(model).__name__}: {e}") from e
 
@@ -432,11 +443,15 @@ def _export(model, example_args, example_kwargs):
 def export_graph(model, example_args, path, example_kwargs=None, training=True, optimizer="adamw", name=None):
     """Traces `model` on `example_args` with torch.export and writes the planner's JSON graph to `path`
     (`dtensor plan --graph PATH --mesh ...` reads it). Returns the summary of graph_from_exported plus
-    "export_s" (tracing and walking time, seconds)."""
+    "export_s" (tracing and walking time, seconds) and, for a transformers model whose config keeps
+    a KV cache (the default), "export_kwargs_added": {"use_cache": False} (it is traced without it)."""
     t0 = time.perf_counter()
-    ep = _export(model, example_args, example_kwargs)
+    kwargs, added = _no_cache_kwargs(model, example_kwargs)
+    ep = _export(model, example_args, kwargs)
     graph, summary = graph_from_exported(ep, name or type(model).__name__, training, optimizer)
     summary["export_s"] = time.perf_counter() - t0
+    if added:
+        summary["export_kwargs_added"] = added
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w") as f:
         json.dump(graph, f)
@@ -470,6 +485,9 @@ def plan(model, example_args, mesh="dp=2,tp=4", hardware="h100-nvlink", example_
         summary["search_cpu_s"] = time.process_time() - c0  # every thread's CPU time: the load-free cost
     report = json.loads(text)
     report["import"] = summary
+    if summary.get("export_kwargs_added"):
+        report.setdefault("notes", []).append(
+            "traced with use_cache=False: a training step keeps no KV cache (the model's config has use_cache=True)")
     if summary["unknown_ops"]:
         report.setdefault("notes", []).append(
             "ops without a planner rule, planned replicated and priced as copies: "

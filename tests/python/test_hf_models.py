@@ -3,7 +3,8 @@
 # loss, torch.optim.AdamW (its default implementation on CPU) and clip_grad_norm_, with Megatron
 # tensor parallelism placed by hand on thread ranks. With dropout off every loss and parameter must
 # equal single-device PyTorch on the same data (float64); with the config's dropout on, the step
-# runs and replicas hold the same parameters.
+# runs and replicas hold the same parameters. Configs are transformers' defaults (use_cache=True)
+# but for the sizes.
 import copy
 import math
 
@@ -22,7 +23,7 @@ torch.set_num_threads(1)
 
 def _gpt2(dropout):
     torch.manual_seed(0)
-    cfg = transformers.GPT2Config(vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=4, use_cache=False,
+    cfg = transformers.GPT2Config(vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=4,
                                   bos_token_id=0, eos_token_id=0, resid_pdrop=dropout, embd_pdrop=dropout,
                                   attn_pdrop=dropout)
     return transformers.GPT2LMHeadModel(cfg).double()
@@ -86,7 +87,7 @@ def _llama(attn):
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
-                                   use_cache=False, attn_implementation=attn)
+                                   attn_implementation=attn)
     return transformers.LlamaForCausalLM(cfg).double()
 
 

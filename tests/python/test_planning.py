@@ -173,14 +173,15 @@ def test_dynamic_shapes_are_rejected_naming_the_input(tmp_path):
 
 
 def _gpt2(tf):
-    cfg = tf.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=32, use_cache=False,
+    # A stock config (use_cache=True, transformers' default): the import traces it without the cache.
+    cfg = tf.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=32,
                         bos_token_id=0, eos_token_id=0)
     return tf.GPT2LMHeadModel(cfg)
 
 
 def _llama(tf):
     cfg = tf.LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                         num_key_value_heads=2, vocab_size=128, max_position_embeddings=32, use_cache=False)
+                         num_key_value_heads=2, vocab_size=128, max_position_embeddings=32)
     return tf.LlamaForCausalLM(cfg)
 
 
@@ -193,6 +194,7 @@ def test_hugging_face_models_import_and_plan(build, tmp_path):
     ids = torch.randint(0, 128, (2, 16))
     kwargs = {"labels": ids}
     info = dtensor.export_graph(model, (ids,), str(tmp_path / "g.json"), kwargs)
+    assert info["export_kwargs_added"] == {"use_cache": False}  # the stock config keeps a KV cache
     assert info["parameters"] == sum(p.numel() for p in model.parameters())  # tied lm_head counted once
     assert info["forward_flops"] == _torch_flops(model, (ids,), kwargs) > 0
     assert info["unknown_ops"] == {}
@@ -213,7 +215,7 @@ def test_llama3_8b_size_on_meta_plans_within_a_second():
     tf.logging.set_verbosity_error()
     cfg = tf.LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
                          num_key_value_heads=8, vocab_size=128256, max_position_embeddings=8192,
-                         rope_theta=500000.0, use_cache=False)
+                         rope_theta=500000.0)
     with torch.device("meta"):
         model = tf.LlamaForCausalLM(cfg).to(torch.bfloat16)
     ids = torch.zeros(8, 8192, dtype=torch.long, device="meta")
@@ -244,7 +246,7 @@ def _llama3_layers(size, layers=2):
     tf = _transformers()
     tf.logging.set_verbosity_error()
     cfg = tf.LlamaConfig(num_hidden_layers=layers, num_key_value_heads=8, vocab_size=128256,
-                         max_position_embeddings=8192, rope_theta=500000.0, use_cache=False, **_LLAMA3[size])
+                         max_position_embeddings=8192, rope_theta=500000.0, **_LLAMA3[size])
     with torch.device("meta"):
         return tf.LlamaForCausalLM(cfg).to(torch.bfloat16)
 

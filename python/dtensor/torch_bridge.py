@@ -727,7 +727,14 @@ def _unsupported(qualified):
 
 def _replicated(func, args, kwargs):
     """allow_replicate_fallback: every sharded input made Replicate, torch's op on whole tensors."""
-    ref = next(a for a in list(args) + list(kwargs.values()) if type(a) is DTensor)
+    def tensors(values):
+        for v in values:
+            if type(v) is DTensor:
+                yield v
+            elif isinstance(v, (list, tuple)):
+                yield from tensors(v)
+
+    ref = next(tensors(list(args) + list(kwargs.values())))  # a list argument's DTensors count too
     n = len(ref._spec.placements)
 
     def local(a):

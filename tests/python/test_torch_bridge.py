@@ -849,3 +849,20 @@ def test_dropout_mask_is_one_draw_for_every_layout():
         assert 0 < int(mask.sum()) < mask.numel()
     for name in ("S0", "S1", "P"):
         assert torch.equal(masks[name], masks["R"]), name
+
+
+def test_replicate_fallback_takes_list_arguments():
+    # Reproducer: with the fallback on, an op whose sharded tensors are all inside a list argument
+    # (block_diag(tensors)) died with a bare StopIteration; it runs replicated now.
+    A, B = gen(torch.float64, 3, 2, seed=7), gen(torch.float64, 2, 4, seed=8)
+
+    def fn(mesh):
+        a = bridge.distribute(A, mesh, [Shard(0)])
+        b = bridge.distribute(B, mesh, [Shard(1)])
+        with bridge.allow_replicate_fallback():
+            out = torch.block_diag(a, b)
+        return out.placements, full(out)
+
+    for placements, out in on_mesh((2,), fn):
+        assert placements == (Replicate(),)
+        close(out, torch.block_diag(A, B), torch.float64)

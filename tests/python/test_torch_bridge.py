@@ -866,3 +866,17 @@ def test_replicate_fallback_takes_list_arguments():
     for placements, out in on_mesh((2,), fn):
         assert placements == (Replicate(),)
         close(out, torch.block_diag(A, B), torch.float64)
+
+
+def test_dropout_under_the_replicate_fallback_keeps_replicas_equal():
+    # Reproducer: with allow_replicate_fallback() each rank drew its own mask for a replicated
+    # activation (26 of 64 elements differed). Dropout is the bridge's own op now, fallback or not.
+    X = gen(torch.float64, 8, 8, seed=9)
+
+    def fn(mesh):
+        x = bridge.distribute(X, mesh, [Replicate()])
+        with bridge.allow_replicate_fallback():
+            return F.dropout(x, 0.5, training=True)._local.clone()
+
+    a, b = on_mesh((2,), fn)
+    assert torch.equal(a, b) and 0 < int((a != 0).sum()) < a.numel()

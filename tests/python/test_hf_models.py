@@ -235,3 +235,21 @@ def test_default_config_with_kv_cache_trains():
         return dtensor.run_threads(2, rank)[0]
 
     assert losses(True) == losses(False)
+
+
+def test_data_parallel_gpt2_with_batch_sharded_labels():
+    # Data parallel on the bridge: parameters replicated, input ids and labels Shard(0) over the
+    # batch. transformers' loss pads the shifted labels (constant_pad_nd on a batch-sharded tensor);
+    # the gradients come back Partial and are all-reduced into the replicated parameters. Losses
+    # as single-device PyTorch's (transformers computes its loss in float32: float32 tolerance).
+    model = _gpt2(0.0)
+    ids = torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(5))
+    want = _train(copy.deepcopy(model).train(), ids, 2, hf_loss=True)
+
+    def rank(world):
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+        m = bridge.parallelize_module(copy.deepcopy(model).train(), mesh, {})  # every parameter replicated
+        return _train(m, bridge.distribute(ids, mesh, [Shard(0)]), 2, hf_loss=True)
+
+    for got in dtensor.run_threads(2, rank):
+        assert got == pytest.approx(want, rel=1e-6)

@@ -285,3 +285,53 @@ def test_no_leak_warnings_at_exit_after_a_model_and_a_failed_op(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "leaked" not in out.stderr, out.stderr
+
+
+GLOO_SCRIPT = """
+import copy, torch, transformers, dtensor
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+from dtensor import Replicate, bridge
+from transformers.models.llama import modeling_llama
+
+def rms_norm(self, h):  # kept in float64, as in test_hf_models.py's float64_rms_norm
+    return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
+modeling_llama.LlamaRMSNorm.forward = rms_norm
+
+torch.manual_seed(0)  # the same weights and data on every rank
+cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+model = transformers.LlamaForCausalLM(cfg).double()
+ids = torch.randint(0, 64, (2, 16))
+
+def train(m, x):
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    for _ in range(3):
+        logits = m(input_ids=x).logits
+        loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 64), x[:, 1:].reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
+        opt.step()
+        opt.zero_grad()
+    return m
+
+want = {n: p.detach() for n, p in train(copy.deepcopy(model).train(), ids).named_parameters()}
+mesh = dtensor.init_device_mesh("cpu", (2,))
+plan = {"model.layers.*.self_attn.[qkv]_proj": ColwiseParallel(), "model.layers.*.self_attn.o_proj": RowwiseParallel(),
+        "model.layers.*.mlp.[gu]*_proj": ColwiseParallel(), "model.layers.*.mlp.down_proj": RowwiseParallel()}
+m = train(bridge.parallelize_module(copy.deepcopy(model).train(), mesh, plan), bridge.distribute(ids, mesh, [Replicate()]))
+for n, p in m.named_parameters():
+    torch.testing.assert_close(p.full_tensor(), want[n], rtol=0, atol=1e-11, msg=n)
+print(f"rank {dtensor.init_process_group().rank}: llama ok", flush=True)
+"""
+
+
+def test_llama_tensor_parallel_on_gloo_processes(tmp_path):
+    # The same training as above, one rank a process over Gloo (dtensor launch), planned with
+    # parallelize_module: every parameter equal to single-device PyTorch's.
+    from launching import dtensor_launch, run_job
+
+    script = tmp_path / "llama_ranks.py"
+    script.write_text(GLOO_SCRIPT)
+    out = run_job(dtensor_launch(2, str(script)), timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "rank 0: llama ok" in out.stdout and "rank 1: llama ok" in out.stdout, out.stdout

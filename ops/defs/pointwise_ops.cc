@@ -82,17 +82,19 @@ void define_pointwise_ops(Registry& reg) {
          cost(CostClass::kElementwise, Keeps::kNothing));
   sub.onnx = {"Sub"};
   // ATen's rsub(self, other) = other - alpha * self has sub's rules on (self, other).
-  sub.aten.aliases = {{"rsub.Scalar", "rsub"}, {"rsub.Tensor", "rsub"}};
+  sub.aten.aliases = {{"rsub.Scalar", "keep:2"}, {"rsub.Tensor", "keep:2"}};
   binary(reg, "mul(Tensor self, Tensor other) -> Tensor", broadcast_meta(promoted),
          [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(kernels::mul(in[0], in[1])); },
          cost(CostClass::kElementwise)).onnx = {"Mul"};
   // rounding_mode 'trunc'/'floor' keeps the promoted dtype (an int64 quotient stays int64), as torch's.
-  binary(reg, "div(Tensor self, Tensor other, *, str? rounding_mode=None) -> Tensor",
+  OpDef& div = binary(reg, "div(Tensor self, Tensor other, *, str? rounding_mode=None) -> Tensor",
          broadcast_meta([](const OpCall& c) { return c.has("rounding_mode") ? promoted(c) : floating(c); }),
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
            return one(kernels::div(in[0], in[1], c.has("rounding_mode") ? c.get_str("rounding_mode") : ""));
          },
-         cost(CostClass::kElementwise)).onnx = {"Div"};
+         cost(CostClass::kElementwise));
+  div.onnx = {"Div"};
+  div.aten.aliases = {{"true_divide.Tensor", ""}};  // ATen's alias of div
   reg.mutable_find("div").make_input = positive_inputs({1});
   reg.mutable_find("div").samples = [] {
     std::vector<Sample> s = binary_samples();
@@ -134,16 +136,15 @@ void define_pointwise_ops(Registry& reg) {
     OpDef& op = binary(reg, std::string(name) + "(Tensor self, Tensor other) -> Tensor", broadcast_meta(boolean),
            [f](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(f(in[0], in[1])); },
            cost(CostClass::kElementwise));
-    // ATen's cmp.Scalar(x, c): c as a 0-d tensor has the same rules (it broadcasts).
-    op.aten.aliases = {{std::string(name) + ".Scalar", "scalar_as_tensor"}};
+    // ATen's cmp.Scalar(x, c): the bridge gives the rules c as a 0-d tensor (it broadcasts).
+    op.aten.aliases = {{std::string(name) + ".Scalar", ""}};
   }
   {
     OpDef& op = reg.define("where(Tensor condition, Tensor self, Tensor other) -> Tensor", "pointwise");
     op.cost = cost(CostClass::kElementwise);
     // ATen's where with a scalar branch (clamp's decomposition makes them): the scalar as a 0-d
     // tensor has the same rules.
-    op.aten.aliases = {{"where.ScalarSelf", "scalars_as_tensors"}, {"where.ScalarOther", "scalars_as_tensors"},
-                       {"where.Scalar", "scalars_as_tensors"}};
+    op.aten.aliases = {{"where.ScalarSelf", ""}, {"where.ScalarOther", ""}, {"where.Scalar", ""}};
     op.meta = broadcast_meta([](const OpCall& c) {
       DT_CHECK(c.tensor(0).dtype == DType::kBool, "condition must be bool, got ",
                dtype_name(c.tensor(0).dtype));

@@ -89,6 +89,14 @@ void define_binary_row(Registry& reg, BinaryRow row, CostClass cls) {
   const char* second = std::string_view(info.name) == "heaviside" ? "values" : "other";
   OpDef& op = reg.define(absl::StrCat(info.name, "(Tensor self, Tensor ", second, ") -> Tensor"), "pointwise");
   if (*info.onnx) op.onnx = {info.onnx};
+  // ATen's operator forms of the bitwise rows (x | y is __or__.Tensor): bitwise_or -> __or__,
+  // bitwise_left_shift -> __lshift__.
+  if (const std::string_view n = info.name; n.substr(0, 8) == "bitwise_") {
+    std::string_view op_name = n.substr(8);
+    if (op_name == "left_shift") op_name = "lshift";
+    if (op_name == "right_shift") op_name = "rshift";
+    op.aten.aliases = {AtenAlias{"__" + std::string(op_name) + "__.Tensor", ""}};
+  }
   op.cost = cost(cls);
   op.meta = [row](const OpCall& c) {
     return guard(c, [&] {

@@ -277,11 +277,12 @@ _slots_cache = {}
 
 
 def _tensor_slots(name):
-    """Positions of the registered op's positional Tensor arguments after the first (dtensor.ops.schemas())."""
+    """Positions of the registered op's positional Tensor arguments (dtensor.ops.schemas()): a
+    decomposition may put a number first (sub(1, x))."""
     if not _slots_cache:
         for op, args in _dtensor.ops.schemas().items():
             _slots_cache[op] = tuple(i for i, (_, typ, _, _, kw_only) in enumerate(args)
-                                     if typ == "Tensor" and not kw_only and i > 0)
+                                     if typ == "Tensor" and not kw_only)
     return _slots_cache.get(name, ())
 
 
@@ -478,26 +479,6 @@ def _sdpa_flash_cpu_backward(func, args, kwargs):
     return gq, gk, gv
 
 
-def _scalar_as_tensor(a, k):
-    # cmp.Scalar(x, c): dtensor has cmp(Tensor, Tensor); c as a 0-dim replicated tensor gives the
-    # same rules (it broadcasts). Torch's kernel still gets the scalar overload.
-    return (a[0], torch.tensor(a[1])), {}
-
-
-def _scalars_as_tensors(a, k):
-    # where.ScalarSelf/ScalarOther/Scalar(cond, x, y): a scalar branch as a 0-d tensor of the other
-    # branch's dtype gives the same rules (it broadcasts). Torch's kernel still gets the scalars.
-    ref = next((x for x in a[1:] if isinstance(x, torch.Tensor)), None)
-    dtype = ref.dtype if ref is not None and ref.dtype.is_floating_point else None
-    return tuple(torch.tensor(x, dtype=dtype) if isinstance(x, (bool, int, float)) else x for x in a), {}
-
-
-def _rsub_adapt(a, k):
-    # rsub(self, other, alpha) = other - alpha * self: sub's rules on (self, other) (pointwise,
-    # linear in both); the number as a 0-d tensor. Torch's rsub runs on the blocks.
-    return _wrapped_numbers(tuple(a[:2]), (1,)), {}
-
-
 def _grouped_mm_adapt(a, k):
     # _grouped_mm(self, mat2, offs, bias, out_dtype) -> dtensor's grouped_mm(self, mat2, offs).
     b = dict(zip(("self", "mat2", "offs", "bias", "out_dtype"), a))
@@ -512,12 +493,9 @@ def _grouped_mm_adapt(a, k):
 _ADAPTERS = {
     "to_copy": _to_adapt,
     "unbiased": _unbiased_adapt,
-    "scalar_as_tensor": _scalar_as_tensor,
     "embedding_backward": _embedding_backward_adapt,
     "nll_loss_backward": _nll_loss_backward_adapt,
     "grouped_mm": _grouped_mm_adapt,
-    "scalars_as_tensors": _scalars_as_tensors,
-    "rsub": _rsub_adapt,
 }
 
 
@@ -554,17 +532,16 @@ def _facts():
     return _facts_cache
 
 
-# Ops computed by torch's decomposition into ops that have rules (each goes through the engine).
-_DECOMPOSED = ("_softmax_backward_data", "_log_softmax_backward_data", "mse_loss", "mse_loss_backward",
-               "native_layer_norm", "native_layer_norm_backward", "linalg_vector_norm", "clamp", "clamp_min",
-               "clamp_max", "lerp", "addcmul", "addcdiv", "native_dropout_backward", "_safe_softmax",
-               "constant_pad_nd")
-
 
 def _same_layout(func, args, kwargs):
     """detach, alias, clone: metadata or copy only; the block keeps its layout."""
     x = args[0]
     return DTensor(func(x._local, *args[1:], **kwargs), x._spec, x._mesh)
+
+
+def _expand_as(func, args, kwargs):
+    """expand_as(self, other) (decompositions call it): expand to other's global shape."""
+    return aten.expand.default(args[0], list(args[1].shape))
 
 
 def _fill_like(func, args, kwargs):
@@ -864,6 +841,7 @@ _SPECIAL = {
     "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_flash_cpu_backward,
     "bernoulli_": _bernoulli_,
     "cat": _cat,
+    "expand_as": _expand_as,
     "_fused_adamw_": _fused_adamw_,
     "native_dropout": _native_dropout,
 }
@@ -940,12 +918,13 @@ def _resolve(func):
         packet = getattr(aten, base[:-1], None)
         if packet is not None and overload in packet.overloads():
             return _in_place(getattr(packet, overload))
-    if base in _DECOMPOSED:
-        from torch._decomp import decomposition_table
+    # Any other ATen op by torch's own decomposition into ops the bridge runs (cached per overload
+    # by the caller); the error names the op and the piece that failed.
+    from torch._decomp import decomposition_table
 
-        decomp = decomposition_table.get(func)
-        if decomp is not None:
-            return _decomposed(qualified, decomp)
+    decomp = decomposition_table.get(func)
+    if decomp is not None:
+        return _decomposed(qualified, decomp)
     return _unsupported(qualified)
 
 

@@ -490,6 +490,9 @@ def _grouped_mm_adapt(a, k):
 
 
 # How an alias's arguments become its op's (OpDef::aten.aliases names them; "keep:N" and "" are data).
+# An adapter may drop arguments but must keep the order of the call's tensors: torch's op then runs
+# on the original arguments with the moved blocks substituted in that order (plan.local_args).
+# Numbers in tensor positions need no adapter (the wrapped-number path, _wrapped_numbers).
 _ADAPTERS = {
     "to_copy": _to_adapt,
     "unbiased": _unbiased_adapt,

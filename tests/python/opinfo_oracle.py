@@ -389,6 +389,8 @@ TRANSLATORS = {
     ("mean", ""): reduction("mean", "all"),
     ("amax", ""): reduction("amax"),
     ("amin", ""): reduction("amin"),
+    ("all", ""): reduction("all"),
+    ("any", ""): reduction("any"),
     ("prod", ""): reduction("prod"),
     ("logsumexp", ""): reduction("logsumexp"),
     ("var", ""): var_std("var"),

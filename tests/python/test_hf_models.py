@@ -335,3 +335,37 @@ def test_llama_tensor_parallel_on_gloo_processes(tmp_path):
     out = run_job(dtensor_launch(2, str(script)), timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "rank 0: llama ok" in out.stdout and "rank 1: llama ok" in out.stdout, out.stdout
+
+
+def test_lr_scheduler_and_gradient_accumulation_match_torch(float64_rms_norm):
+    # Llama tensor-parallel with a warmup-cosine LR schedule (transformers' own) and 2 micro-batches
+    # accumulated per step (loss / 2, one optimizer step per 2 backward passes), 3 steps: every
+    # parameter as single-device PyTorch's.
+    model = _llama("sdpa")
+    batches = torch.randint(0, 64, (6, 2, 16), generator=torch.Generator().manual_seed(6))
+
+    def train(m, as_input):
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+        sched = transformers.get_cosine_schedule_with_warmup(opt, num_warmup_steps=1, num_training_steps=3)
+        for step in range(3):
+            for micro in range(2):
+                ids = as_input(batches[2 * step + micro])
+                logits = m(input_ids=ids).logits
+                loss = nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 64), ids[:, 1:].reshape(-1)) / 2
+                loss.backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+        return {n: _full(p) for n, p in m.named_parameters()}
+
+    want = train(copy.deepcopy(model).train(), lambda t: t)
+
+    def rank(world):
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+        m = _megatron_llama(copy.deepcopy(model).train(), mesh)
+        return train(m, lambda t: bridge.distribute(t, mesh, [Replicate()]))
+
+    for got in dtensor.run_threads(2, rank):
+        for n, w in want.items():
+            torch.testing.assert_close(got[n], w, rtol=0, atol=1e-11, msg=n)

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "kernels/device_dispatch.h"
 #include "ops/registry.h"
+#include "tests/ops/simulated_mesh.h"
 #include "tests/testing/fake_device.h"
 #include "tests/testing/fake_device_backend.h"
 
@@ -22,19 +23,10 @@ namespace dtensor {
 namespace {
 
 using testing::fake_cuda;
+using testing::make_globals;
 
 constexpr int kWorld = 2;
 const Timeout kTimeout = std::chrono::seconds(30);
-
-std::vector<Tensor> make_globals(const OpCall& call, uint64_t seed) {
-  std::vector<Tensor> g;
-  for (int t = 0; t < call.num_tensors(); ++t) {
-    uint64_t s = seed + 104729 * static_cast<uint64_t>(t);
-    g.push_back(call.op().make_input ? call.op().make_input(t, call, s)
-                                     : random_tensor(call.tensor(t).shape, call.tensor(t).dtype, s));
-  }
-  return g;
-}
 
 bool close(const Tensor& got, const Tensor& want) {
   if (got.sizes() != want.sizes() || got.dtype() != want.dtype()) return false;

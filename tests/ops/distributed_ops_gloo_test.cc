@@ -50,11 +50,14 @@
 #include "gtest/gtest.h"
 #include "ops/defs/common.h"
 #include "tools/launcher.h"
+#include "tests/ops/simulated_mesh.h"
 
 namespace dtensor {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::bind_on;
+using testing::make_globals;
 using Clock = std::chrono::steady_clock;
 
 constexpr char kScenarioVar[] = "DTENSOR_DIST_OPS_GLOO_SCENARIO";
@@ -184,21 +187,6 @@ std::vector<Case> cases_for(Group g) {
   int i = 0;
   for (auto& [name, s] : extra_samples(g)) out.push_back({&Registry::get().find(name), s, absl::StrCat("extra ", i++)});
   return out;
-}
-
-OpCall bind_on(const OpDef& op, const Sample& s, const Shape& mesh) {
-  std::vector<Placements> pl(s.tensors.size(), Placements(mesh.size(), Replicate()));
-  return OpCall::bind(op, s.positional, s.keyword, s.tensors, pl, mesh);
-}
-
-std::vector<Tensor> make_globals(const OpCall& call, uint64_t seed) {
-  std::vector<Tensor> g;
-  for (int t = 0; t < call.num_tensors(); ++t) {
-    uint64_t s = seed + 104729 * static_cast<uint64_t>(t);
-    g.push_back(call.op().make_input ? call.op().make_input(t, call, s)
-                                     : random_tensor(call.tensor(t).shape, call.tensor(t).dtype, s));
-  }
-  return g;
 }
 
 bool all_replicate(const Strategy& s) {

@@ -13,7 +13,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dispatch/dispatch.h"
-#include "dtensor/partial_split.h"
 #include "gtest/gtest.h"
 #include "tests/ops/simulated_mesh.h"
 
@@ -57,21 +56,9 @@ std::optional<OpCall> block_call(const OpCall& call, const Sample& sample,
 std::string layout_difference(const OpCall& call, const Sample& sample, const Strategy& s,
                               const OutMeta& meta,
                               const std::vector<Tensor>& globals, uint64_t seed) {
-  const Shape& mesh = call.mesh_shape();
-  for (int64_t flat = 0; flat < numel(mesh); ++flat) {
-    std::vector<int64_t> c(mesh.size());
-    for (int64_t r = flat, i = static_cast<int64_t>(mesh.size()) - 1; i >= 0; --i) {
-      c[i] = r % mesh[i];
-      r /= mesh[i];
-    }
-    std::vector<Tensor> blocks;
-    for (int t = 0; t < call.num_tensors(); ++t)
-      blocks.push_back(adversarial_local_block(globals[t], s.inputs[t], mesh, c, seed + t));
-    LocalContext ctx;
-    ctx.strategy = &s;
-    ctx.out_meta = meta;
-    ctx.mesh_shape = mesh;
-    ctx.coord = c;
+  for (int64_t flat = 0; flat < numel(call.mesh_shape()); ++flat) {
+    const auto [blocks, ctx] =
+        testing::rank_inputs(call, s, meta, globals, testing::coord_of(flat, call.mesh_shape()), seed);
     std::vector<Tensor> laid_out;
     try {
       laid_out = call.op().kernel(blocks, call, ctx);
@@ -108,15 +95,9 @@ TEST(LayoutFacts, UnmarkedKernelsComputeTheSameOnABlock) {
     std::string first;
     for (const Sample& sample : op.samples()) {
       for (const Shape& mesh : std::vector<Shape>{{3}, {2, 2}}) {
-        std::vector<Placements> pl(sample.tensors.size(), Placements(mesh.size(), Replicate()));
-        OpCall call = OpCall::bind(op, sample.positional, sample.keyword, sample.tensors, pl, mesh);
+        const OpCall call = testing::bind_on(op, sample, mesh);
         const OutMeta meta = op.meta(call);
-        std::vector<Tensor> globals;
-        for (int t = 0; t < call.num_tensors(); ++t) {
-          const uint64_t s = seed + 7919 * static_cast<uint64_t>(t);
-          globals.push_back(op.make_input ? op.make_input(t, call, s)
-                                          : random_tensor(call.tensor(t).shape, call.tensor(t).dtype, s));
-        }
+        const std::vector<Tensor> globals = testing::make_globals(call, seed);
         auto strategies = expand_strategies(call, meta, /*check_shardable=*/false);
         const size_t step = strategies.size() / 60 + 1;
         for (size_t k = 0; k < strategies.size() && first.empty(); k += step) {

@@ -9,6 +9,28 @@
 namespace dtensor::testing {
 namespace {
 
+Tensor region(Tensor t, const Shape& offset, const Shape& shape) {
+  for (size_t d = 0; d < shape.size(); ++d) t = t.narrow(static_cast<int64_t>(d), offset[d], shape[d]);
+  return t;
+}
+
+}  // namespace
+
+OpCall bind_on(const OpDef& op, const Sample& s, const Shape& mesh) {
+  std::vector<Placements> pl(s.tensors.size(), Placements(mesh.size(), Replicate()));
+  return OpCall::bind(op, s.positional, s.keyword, s.tensors, pl, mesh);
+}
+
+std::vector<Tensor> make_globals(const OpCall& call, uint64_t seed) {
+  std::vector<Tensor> g;
+  for (int t = 0; t < call.num_tensors(); ++t) {
+    uint64_t s = seed + 104729 * static_cast<uint64_t>(t);
+    g.push_back(call.op().make_input ? call.op().make_input(t, call, s)
+                                     : random_tensor(call.tensor(t).shape, call.tensor(t).dtype, s));
+  }
+  return g;
+}
+
 std::vector<int64_t> coord_of(int64_t flat, const Shape& mesh) {
   std::vector<int64_t> c(mesh.size());
   for (int i = static_cast<int>(mesh.size()) - 1; i >= 0; --i) {
@@ -18,12 +40,17 @@ std::vector<int64_t> coord_of(int64_t flat, const Shape& mesh) {
   return c;
 }
 
-Tensor region(Tensor t, const Shape& offset, const Shape& shape) {
-  for (size_t d = 0; d < shape.size(); ++d) t = t.narrow(static_cast<int64_t>(d), offset[d], shape[d]);
-  return t;
+RankInputs rank_inputs(const OpCall& call, const Strategy& strategy, const std::vector<TensorMeta>& out_meta,
+                       const std::vector<Tensor>& globals, const std::vector<int64_t>& coord, uint64_t seed) {
+  RankInputs r;
+  for (int t = 0; t < call.num_tensors(); ++t)
+    r.blocks.push_back(adversarial_local_block(globals[t], strategy.inputs[t], call.mesh_shape(), coord, seed + t));
+  r.ctx.strategy = &strategy;
+  r.ctx.out_meta = out_meta;
+  r.ctx.mesh_shape = call.mesh_shape();
+  r.ctx.coord = coord;
+  return r;
 }
-
-}  // namespace
 
 Tensor assemble(const std::vector<Tensor>& blocks, const Placements& placements, const Shape& global,
                 DType dtype, const Shape& mesh_shape, Tensor* scale) {
@@ -94,16 +121,8 @@ Simulated simulate(const OpCall& call, const Strategy& strategy,
   for (uint8_t s : strategy.steps) DT_CHECK(s == 0, "simulate: strategies with steps need a mesh");
   std::vector<std::vector<Tensor>> per_out(out_meta.size());
   for (int64_t flat = 0; flat < n; ++flat) {
-    auto c = coord_of(flat, mesh);
-    std::vector<Tensor> locals;
-    for (int t = 0; t < call.num_tensors(); ++t)
-      locals.push_back(adversarial_local_block(globals[t], strategy.inputs[t], mesh, c, seed + t));
-    LocalContext ctx;
-    ctx.strategy = &strategy;
-    ctx.out_meta = out_meta;
-    ctx.mesh_shape = mesh;
-    ctx.coord = c;
-    auto outs = call.op().kernel(locals, call, ctx);
+    const RankInputs r = rank_inputs(call, strategy, out_meta, globals, coord_of(flat, mesh), seed);
+    auto outs = call.op().kernel(r.blocks, call, r.ctx);
     DT_CHECK(outs.size() == out_meta.size(), "kernel returned ", outs.size(), " outputs");
     for (size_t o = 0; o < outs.size(); ++o) per_out[o].push_back(outs[o]);
   }

@@ -10,6 +10,25 @@
 
 namespace dtensor::testing {
 
+// Sample `s` of `op` bound on `mesh` with every tensor replicated.
+OpCall bind_on(const OpDef& op, const Sample& s, const Shape& mesh);
+
+// Global inputs for `call`: each tensor from the op's make_input (valid values) or random_tensor,
+// seeded by `seed` and its index.
+std::vector<Tensor> make_globals(const OpCall& call, uint64_t seed);
+
+// The mesh coordinate of rank `flat` (row-major).
+std::vector<int64_t> coord_of(int64_t flat, const Shape& mesh);
+
+// What the rank at `coord` runs under `strategy`: its adversarial input blocks
+// (dtensor/partial_split.h) and its LocalContext. `strategy` must outlive the context.
+struct RankInputs {
+  std::vector<Tensor> blocks;
+  LocalContext ctx;
+};
+RankInputs rank_inputs(const OpCall& call, const Strategy& strategy, const std::vector<TensorMeta>& out_meta,
+                       const std::vector<Tensor>& globals, const std::vector<int64_t>& coord, uint64_t seed);
+
 // The global tensor that per-coordinate `blocks` (row-major over mesh coordinates) stand for under
 // `placements`. Throws dtensor::Error if a block has the wrong shape or replicas disagree. `scale`
 // (if given) receives, per element, the sum of |block| over the blocks that combine into it: the

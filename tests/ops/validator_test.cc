@@ -17,20 +17,8 @@
 namespace dtensor {
 namespace {
 
-std::vector<Tensor> make_globals(const OpCall& call, uint64_t seed) {
-  std::vector<Tensor> g;
-  for (int t = 0; t < call.num_tensors(); ++t) {
-    uint64_t s = seed + 104729 * static_cast<uint64_t>(t);
-    g.push_back(call.op().make_input ? call.op().make_input(t, call, s)
-                                     : random_tensor(call.tensor(t).shape, call.tensor(t).dtype, s));
-  }
-  return g;
-}
-
-OpCall bind_on(const OpDef& op, const Sample& s, const Shape& mesh) {
-  std::vector<Placements> pl(s.tensors.size(), Placements(mesh.size(), Replicate()));
-  return OpCall::bind(op, s.positional, s.keyword, s.tensors, pl, mesh);
-}
+using testing::bind_on;
+using testing::make_globals;
 
 bool has_weighted(const Strategy& s) {
   for (const auto* group : {&s.outputs, &s.inputs})

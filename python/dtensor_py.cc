@@ -451,9 +451,9 @@ NB_MODULE(_dtensor, m) {
     return Registry::get().names();
   }, "Every registered op's name, sorted.");
   ops.def("aten_facts", [] {
-    // The engine's ops, and the planner's once schemas() or a plan registered them: the bridge
-    // reads these, and must not route ATen ops to planner ops (no kernels, rules the validator
-    // never ran).
+    // The engine's ops, and the planner's once schemas(planner=True) or a plan registered them: the
+    // bridge reads these, and must not route ATen ops to planner ops (no kernels, rules the
+    // validator never ran), so neither it nor this registers them.
     init_ops();
     nb::dict out;
     for (const std::string& name : Registry::get().names()) {
@@ -467,9 +467,11 @@ NB_MODULE(_dtensor, m) {
     return out;
   }, "How PyTorch meets each registered op (OpDef::aten, ops/registry.h): name -> (layout_dependent, "
      "[(ATen alias, adapter, local_size, ATen op run on the blocks)], why no ATen op has its name, why it "
-     "has no backward (OpDef::no_backward)). The planner's ops are listed once registered (schemas()).");
-  ops.def("schemas", [] {
-    planner::init_planner_ops();  // the engine's ops and the planner's
+     "has no backward (OpDef::no_backward)). The planner's ops are listed once registered "
+     "(schemas(planner=True)).");
+  ops.def("schemas", [](bool planner) {
+    if (planner) planner::init_planner_ops();  // registers the planner's ops beside the engine's
+    else init_ops();
     static const char* kTypes[] = {"Tensor", "Tensor[]", "int", "int[]", "float", "float[]", "bool", "str",
                                    "Scalar"};
     nb::dict out;
@@ -480,14 +482,16 @@ NB_MODULE(_dtensor, m) {
       out[nb::str(name.c_str())] = args;
     }
     return out;
-  }, "Every registered op's arguments (ops/schema.h): name -> [(arg, type, optional, has_default, "
+  }, "planner"_a = false,
+     "Every registered op's arguments (ops/schema.h): name -> [(arg, type, optional, has_default, "
      "keyword_only)], type one of Tensor, Tensor[], int, int[], float, float[], bool, str (also "
-     "ScalarType), Scalar.");
+     "ScalarType), Scalar. planner=True registers the planner's ops first (torch.export's import "
+     "maps onto them); the bridge reads the engine's only.");
   ops.def("onnx", [] {
     planner::init_planner_ops();
     nb::dict out;
     for (const std::string& name : Registry::get().names())
-      if (!Registry::get().find(name).onnx.empty()) out[nb::str(name.c_str())] = Registry::get().find(name).onnx;
+      if (const OpDef& op = Registry::get().find(name); !op.onnx.empty()) out[nb::str(name.c_str())] = op.onnx;
     return out;
   }, "The ONNX operators each op is imported from (OpDef::onnx; planner/onnx_import.cc): name -> [operator].");
   ops.def("pointwise_rows", [] {

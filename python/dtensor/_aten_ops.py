@@ -150,7 +150,7 @@ def _convolution(name, args, kw, w, A):
 def _schemas():
     """The registered ops' arguments (dtensor.ops.schemas(): the engine's and the planner's)."""
     from . import ops
-    return ops.schemas()
+    return ops.schemas(planner=True)
 
 
 @functools.lru_cache(maxsize=None)
@@ -238,7 +238,7 @@ def _value(v, typ, optional, w, where):
             raise ValueError
         return v
     if typ in ("int", "float", "Scalar"):
-        if isinstance(v, bool) and typ != "Scalar" or not isinstance(v, (int, float)):
+        if (isinstance(v, bool) and typ != "Scalar") or not isinstance(v, (int, float)):
             raise ValueError
         if typ == "int" and not isinstance(v, int):
             raise ValueError
@@ -269,13 +269,13 @@ def _by_schema(name, node, w, where):
                 return None  # e.g. a dtype or memory_format dtensor's op does not take
     args, kwargs = [], {}
     try:
-        for arg, typ, optional, has_default, keyword_only in ours:
+        for position, (arg, typ, optional, has_default, keyword_only) in enumerate(ours):
             if arg not in bound:
                 if not has_default:
                     return None
                 continue
             v = _value(bound[arg], typ, optional, w, where)
-            if keyword_only or kwargs or len(args) < [o[0] for o in ours].index(arg):
+            if keyword_only or kwargs or len(args) < position:
                 kwargs[arg] = v  # after a defaulted gap, by name
             else:
                 args.append(v)

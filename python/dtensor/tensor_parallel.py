@@ -140,7 +140,7 @@ class _Parallelizer:
                                f"PrepareModuleOutput (torch.distributed.tensor.parallel)")
 
     def replicate_rest(self, root):
-        for mod_name, mod in root.named_modules(remove_duplicate=False):
+        for _, mod in root.named_modules(remove_duplicate=False):
             for name, p in list(mod.named_parameters(recurse=False)):
                 setattr(mod, name, self.param(p, Replicate()))
 

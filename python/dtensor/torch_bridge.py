@@ -13,6 +13,7 @@ An ATen op with no dtensor rule raises UnsupportedOpError naming it: nothing is 
 See docs/PYTHON.md for the ops covered and the measured overhead.
 """
 import atexit
+import functools
 import threading
 
 import torch
@@ -270,7 +271,7 @@ def _engine(name, adapt=None, localize=None, local_func=None):
 
 
 def _is_number(v):
-    return isinstance(v, (int, float)) and not isinstance(v, torch.Tensor)
+    return isinstance(v, (int, float))  # bool is an int: torch wraps it too
 
 
 _slots_cache = {}
@@ -296,15 +297,13 @@ def _wrapped_numbers(args, slots):
     def kind(dt):
         return 2 if dt.is_floating_point else (0 if dt == torch.bool else 1)
 
+    defaults = {0: torch.bool, 1: torch.int64, 2: torch.get_default_dtype()}  # by kind
     out = list(args)
     for i in slots:
         if i < len(out) and _is_number(out[i]):
             v = out[i]
             k = 2 if isinstance(v, float) else (0 if isinstance(v, bool) else 1)
-            if ref is not None and k <= kind(ref.dtype):
-                dtype = ref.dtype
-            else:
-                dtype = (torch.get_default_dtype(), torch.int64, torch.bool)[(2, 1, 0).index(k)]
+            dtype = ref.dtype if ref is not None and k <= kind(ref.dtype) else defaults[k]
             out[i] = torch.tensor(v, dtype=dtype)
     return tuple(out)
 
@@ -456,6 +455,16 @@ def _repeat_kv(q, kv):
     return aten.reshape.default(x, shape[:-3] + [hq] + shape[-2:])
 
 
+def _sum_kv_groups(grad, kv):
+    """_repeat_kv's backward: the gradient of the repeated [B, Hq, S, E] summed over each group of
+    query heads back to kv's [B, Hkv, S, E] (kv itself when nothing was repeated)."""
+    hq, hkv = grad.shape[-3], kv.shape[-3]
+    if hq == hkv:
+        return grad
+    shape = list(kv.shape)
+    return aten.sum.dim_IntList(aten.reshape.default(grad, shape[:-3] + [hkv, hq // hkv] + shape[-2:]), [-3])
+
+
 def _sdpa_flash_cpu_backward(func, args, kwargs):
     """_scaled_dot_product_flash_attention_for_cpu_backward(grad_out, q, k, v, out, logsumexp,
     dropout_p, is_causal, *, attn_mask, scale) -> (grad_q, grad_k, grad_v) by dtensor's
@@ -470,13 +479,7 @@ def _sdpa_flash_cpu_backward(func, args, kwargs):
     kr, vr = _repeat_kv(q, k), _repeat_kv(q, v)
     gq, gk, gv = _b.prepare("_scaled_dot_product_attention_backward",
                             (b["grad_out"], q, kr, vr, b["out"]), kw).run()
-    if k.shape[-3] != q.shape[-3]:
-        shape = list(k.shape)
-        g = q.shape[-3] // k.shape[-3]
-        gk = aten.sum.dim_IntList(aten.reshape.default(gk, shape[:-3] + [shape[-3], g] + shape[-2:]), [-3])
-        gv = aten.sum.dim_IntList(aten.reshape.default(gv, list(v.shape[:-3]) + [v.shape[-3], g] + list(v.shape[-2:])),
-                                  [-3])
-    return gq, gk, gv
+    return gq, _sum_kv_groups(gk, k), _sum_kv_groups(gv, v)
 
 
 def _grouped_mm_adapt(a, k):
@@ -742,12 +745,16 @@ def _cat(func, args, kwargs):
     transformers' empty KV caches rely on); the rest through the engine's cat."""
     b = _bind(func, args, kwargs)
     kept = [t for t in b["tensors"] if not (t.dim() == 1 and t.shape[0] == 0)]
-    if not kept:
-        return func(*args, **kwargs) if not any(type(t) is DTensor for t in b["tensors"]) else b["tensors"][0]
-    engine = _handlers.get("cat") or _handlers.setdefault("cat", _engine("cat"))
-    if len(kept) == len(b["tensors"]):
-        return engine(func, args, kwargs)
-    return engine(func, (kept, b.get("dim", 0)), {})
+    if not kept:  # only empties: a copy of the sharded one (dispatch came here for it)
+        return aten.clone.default(next(t for t in b["tensors"] if type(t) is DTensor))
+    if len(kept) < len(b["tensors"]):
+        args, kwargs = (kept, b.get("dim", 0)), {}
+    return _cat_engine()(func, args, kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def _cat_engine():
+    return _engine("cat")
 
 
 # ---- random numbers ----------------------------------------------------------------------------
@@ -783,6 +790,12 @@ def _mesh_seed(x):
     return (seeds[key] * 1000003 + _rng.calls) % (1 << 63)
 
 
+def _bernoulli_whole(x, p, dtype):
+    """This call's Bernoulli(p) draw of x's whole global shape, in `dtype` (the same on every rank)."""
+    g = torch.Generator().manual_seed(_mesh_seed(x))
+    return torch.empty(tuple(x._spec.shape), dtype=dtype).bernoulli_(p, generator=g)
+
+
 def _layout_of(like, values):
     """`values` (the whole tensor, the same on every rank) laid out as `like`, Partial dims made
     Replicate: a bridge DTensor."""
@@ -800,9 +813,7 @@ def _bernoulli_(func, args, kwargs):
     if b.get("generator") is not None:
         raise UnsupportedOpError(f"bridge: {func} with an explicit generator on a sharded tensor {x._spec}; "
                                  f"accepted: generator=None (dtensor seeds per mesh)")
-    g = torch.Generator().manual_seed(_mesh_seed(x))
-    whole = torch.empty(tuple(x._spec.shape), dtype=x._local.dtype).bernoulli_(b.get("p", 0.5), generator=g)
-    drawn = _layout_of(x, whole)
+    drawn = _layout_of(x, _bernoulli_whole(x, b.get("p", 0.5), x._local.dtype))
     if drawn._spec.placements != x._spec.placements:  # self was Partial: it is Replicate there now
         x._spec = drawn._spec
     x._local.copy_(drawn._local)
@@ -816,9 +827,7 @@ def _native_dropout(func, args, kwargs):
     x, p, train = b["input"], b["p"], b.get("train")
     if train is False or p == 0:
         return aten.clone.default(x), aten.ones_like.default(x, dtype=torch.bool)
-    g = torch.Generator().manual_seed(_mesh_seed(x))
-    keep = torch.empty(tuple(x._spec.shape)).bernoulli_(1 - p, generator=g).to(torch.bool)
-    mask = _layout_of(x, keep)
+    mask = _layout_of(x, _bernoulli_whole(x, 1 - p, torch.get_default_dtype()).to(torch.bool))
     scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
     return aten.mul.Scalar(aten.mul.Tensor(x, mask), scale), mask
 

@@ -21,6 +21,9 @@
 namespace dtensor::ops {
 namespace {
 
+// Why PyTorch reaches none of these ops by an ATen name (OpDef::aten.not_aten).
+constexpr char kNotAten[] = "dtensor's flex attention (torch's flex_attention is a higher-order op, not an ATen op)";
+
 constexpr char kArgs[] =
     "Tensor? document_ids=None, Tensor? alibi_slopes=None, Tensor? block_mask=None, *, bool is_causal=False, "
     "int window=-1, int prefix_length=0, float soft_cap=0.0, float? scale=None, int block_size=64";
@@ -138,7 +141,7 @@ void define_forward(Registry& reg) {
   OpDef& op = reg.define(
       absl::StrCat("flex_attention(Tensor query, Tensor key, Tensor value, ", kArgs, ") -> Tensor"), "flex_attention");
   op.cost = cost(CostClass::kOnePass);
-  op.aten.not_aten = "dtensor's flex attention (torch's flex_attention is a higher-order op, not an ATen op)";
+  op.aten.not_aten = kNotAten;
   op.aten.layout_dependent = true;  // the mask of a query block starts at its global offset
   op.meta = [](const OpCall& c) { return std::vector<TensorMeta>{{flex_shape(c, 0), c.tensor(0).dtype}}; };
   op.kernel = guarded(
@@ -172,7 +175,7 @@ void define_backward(Registry& reg) {
                                       kArgs, ") -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)"),
                          "flex_attention");
   op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
-  op.aten.not_aten = "dtensor's flex attention (torch's flex_attention is a higher-order op, not an ATen op)";
+  op.aten.not_aten = kNotAten;
   op.aten.layout_dependent = true;  // the mask of a query block starts at its global offset
   op.no_backward = kNoDoubleBackward;
   op.meta = [](const OpCall& c) {
@@ -221,7 +224,7 @@ void define_block_mask(Registry& reg) {
       "block_size=64) -> Tensor",
       "flex_attention");
   op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
-  op.aten.not_aten = "dtensor's flex attention (torch's flex_attention is a higher-order op, not an ATen op)";
+  op.aten.not_aten = kNotAten;
   op.no_backward = "an int32 tile map of the mask (no gradient)";
   op.meta = [](const OpCall& c) {
     const TensorMeta& d = c.tensor(0);

@@ -73,9 +73,10 @@ void define_view_ops(Registry& reg) {
     return std::vector<Sample>{sample({{6, 4}}, {T(0), L({3, 2, 4})}), sample({{4, 3, 5}}, {T(0), L({12, -1})}),
                                sample({{8, 6}}, {T(0), L({8, 2, 3})})};
   }).aten.aliases = {{"view", "", true, "reshape"}, {"_unsafe_view", "", true, "reshape"}};
-  reshaping(reg, "reshape(Tensor self, int[] shape) -> Tensor",
+  OpDef& reshape = reshaping(reg, "reshape(Tensor self, int[] shape) -> Tensor",
             [](const OpCall& c) { return infer(c, c.get_int_list("shape")); },
-            [] { return std::vector<Sample>{sample({{6, 4}}, {T(0), L({2, 12})}), sample({{5, 3}}, {T(0), L({15})})}; }).aten.aliases = {{"reshape", "", true, ""}};
+            [] { return std::vector<Sample>{sample({{6, 4}}, {T(0), L({2, 12})}), sample({{5, 3}}, {T(0), L({15})})}; });
+  reshape.aten.aliases = {{"reshape", "", true, ""}};
   reshaping(reg, "flatten(Tensor self, int start_dim=0, int end_dim=-1) -> Tensor",
             [](const OpCall& c) {
               const Shape& s = c.tensor(0).shape;

@@ -25,3 +25,16 @@ def run_job(cmd, timeout, drop=(), **env_extra):
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(PYTHONPATH=os.path.join(ROOT, "python"), DTENSOR_TIMEOUT="60", **env_extra)
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def launch_script(tmp_path, text, n, lines, timeout):
+    """Writes `text` to a script under tmp_path and runs it as n ranks under `dtensor launch`;
+    checks that the job exits 0 and that its output holds each of `lines` (e.g. one "rank R: ok"
+    per rank). Returns the CompletedProcess."""
+    script = tmp_path / "ranks.py"
+    script.write_text(text)
+    out = run_job(dtensor_launch(n, str(script)), timeout=timeout)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for line in lines:
+        assert line in out.stdout, out.stdout
+    return out

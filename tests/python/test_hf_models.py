@@ -328,13 +328,9 @@ print(f"rank {dtensor.init_process_group().rank}: llama ok", flush=True)
 def test_llama_tensor_parallel_on_gloo_processes(tmp_path):
     # The same training as above, one rank a process over Gloo (dtensor launch), planned with
     # parallelize_module: every parameter equal to single-device PyTorch's.
-    from launching import dtensor_launch, run_job
+    from launching import launch_script
 
-    script = tmp_path / "llama_ranks.py"
-    script.write_text(GLOO_SCRIPT)
-    out = run_job(dtensor_launch(2, str(script)), timeout=600)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "rank 0: llama ok" in out.stdout and "rank 1: llama ok" in out.stdout, out.stdout
+    launch_script(tmp_path, GLOO_SCRIPT, 2, ("rank 0: llama ok", "rank 1: llama ok"), timeout=600)
 
 
 def test_lr_scheduler_and_gradient_accumulation_match_torch(float64_rms_norm):

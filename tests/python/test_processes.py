@@ -6,7 +6,7 @@ import subprocess
 import sys
 import textwrap
 
-from launching import LAUNCHER, ROOT, dtensor_launch, run_job
+from launching import LAUNCHER, ROOT, dtensor_launch, launch_script, run_job
 
 SCRIPT = textwrap.dedent("""
     import numpy as np
@@ -28,11 +28,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_two_process_ranks_under_dtensor_launch(tmp_path):
-    script = tmp_path / "ranks.py"
-    script.write_text(SCRIPT)
-    out = run_job(dtensor_launch(2, str(script)), timeout=180)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "rank 0 of 2: ok" in out.stdout and "rank 1 of 2: ok" in out.stdout, out.stdout
+    launch_script(tmp_path, SCRIPT, 2, ("rank 0 of 2: ok", "rank 1 of 2: ok"), timeout=180)
 
 
 def test_outside_a_job_the_error_says_how_to_start_ranks():

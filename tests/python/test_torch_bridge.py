@@ -11,7 +11,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import dtensor  # noqa: E402
 from dtensor import Partial, Replicate, Shard, bridge  # noqa: E402
-from launching import dtensor_launch, run_job  # noqa: E402
+from launching import launch_script  # noqa: E402
 
 aten = torch.ops.aten
 
@@ -619,11 +619,7 @@ print(f"rank {dtensor.init_process_group().rank}: bridge ok", flush=True)
 
 def test_bridge_on_process_ranks(tmp_path):
     # the same bridge over Gloo, one rank a process (dtensor launch), where ranks share no GIL
-    script = tmp_path / "bridge_ranks.py"
-    script.write_text(PROCESS_SCRIPT)
-    out = run_job(dtensor_launch(2, str(script)), timeout=300)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "rank 0: bridge ok" in out.stdout and "rank 1: bridge ok" in out.stdout, out.stdout
+    launch_script(tmp_path, PROCESS_SCRIPT, 2, ("rank 0: bridge ok", "rank 1: bridge ok"), timeout=300)
 
 
 # ---- the native __torch_dispatch__ (bridge_py.cc) against the all-Python one ----------------------

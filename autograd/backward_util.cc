@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "ops/family.h"
+
 namespace dtensor {
 
 namespace bw {
@@ -59,19 +61,7 @@ void init_autograd() {
   static std::once_flag once;
   std::call_once(once, [] {
     init_ops();
-    bw::register_pointwise_backward();
-    bw::register_matrix_backward();
-    bw::register_grouped_mm_backward();
-    bw::register_reduction_backward();
-    bw::register_norm_backward();
-    bw::register_embedding_backward();
-    bw::register_loss_backward();
-    bw::register_attention_backward();
-    bw::register_flex_attention_backward();
-    bw::register_view_backward();
-    bw::register_scan_backward();
-    bw::register_selection_backward();
-    bw::register_pooling_backward();
+    ops::run_family_parts(ops::FamilyPart::kBackward, Registry::get());
   });
 }
 

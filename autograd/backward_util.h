@@ -30,20 +30,4 @@ IValue iv(bool v);
 IValue iv(std::vector<int64_t> v);
 IValue iv(const std::string& v);
 
-void register_pointwise_backward();
-// The backward of the pointwise tables' ops (ops/pointwise_rows.h), called by register_pointwise_backward.
-void register_pointwise_row_backward();
-void register_matrix_backward();
-void register_grouped_mm_backward();
-void register_reduction_backward();
-void register_norm_backward();
-void register_embedding_backward();
-void register_loss_backward();
-void register_attention_backward();
-void register_flex_attention_backward();
-void register_view_backward();
-void register_scan_backward();
-void register_selection_backward();
-void register_pooling_backward();
-
 }  // namespace dtensor::bw

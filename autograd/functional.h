@@ -91,7 +91,7 @@ DTensor cross_entropy(const DTensor& logits, const DTensor& target, const std::s
 // scaled_dot_product_attention: q [..., L, E], k [..., S, E], v [..., S, Ev] -> [..., L, Ev], scale
 // 1/sqrt(E); is_causal masks keys after the query position. Heads (a batch dim) may be sharded.
 DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v, bool is_causal);
-// flex_attention (ops/defs/flex_attention_ops.cc, kernels/cpu/flex_attention.h): attention with
+// flex_attention (ops/flex_attention/defs.cc, kernels/cpu/flex_attention.h): attention with
 // the mask and score modifier as data. document_ids int64 [N] or [q.size(0), N] (N = L = S),
 // alibi_slopes [H] (H = q.size(-3)), block_mask from create_block_mask (computed once, reused by
 // every layer and the backward; None: each call builds its own).

@@ -1,5 +1,5 @@
-// Context parallel attention on Gloo processes: ring attention (ops/defs/ring_attention.h) against
-// the all-gather variant (the "queries" rows of strategies/attention.cc: key and value all-gathered
+// Context parallel attention on Gloo processes: ring attention (ops/attention/ring.h) against
+// the all-gather variant (the "queries" rows of ops/attention/rules.cc: key and value all-gathered
 // from their sequence shards, each rank attends its own query rows to every key), causal, for
 // sequence lengths --min-seq to --max-seq (doubling).
 //
@@ -45,7 +45,7 @@
 #include "dtensor/dtensor.h"
 #include "kernels/cpu/attention.h"
 #include "nlohmann/json.hpp"
-#include "ops/defs/ring_attention.h"
+#include "ops/attention/ring.h"
 #include "dispatch/explain.h"
 
 namespace dtensor {

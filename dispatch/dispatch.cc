@@ -1,7 +1,7 @@
 #include "dispatch/dispatch.h"
 
 #include "kernels/device_dispatch.h"
-#include "ops/defs/common.h"
+#include "ops/common/defs.h"
 #include "strategies/common.h"
 
 namespace dtensor {

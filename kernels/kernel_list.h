@@ -23,8 +23,8 @@
 #include "dtensor/core/tensor.h"
 
 namespace dtensor {
-enum class UnaryRow : int32_t;   // ops/pointwise_rows.h
-enum class BinaryRow : int32_t;  // ops/pointwise_rows.h
+enum class UnaryRow : int32_t;   // ops/pointwise/rows.h
+enum class BinaryRow : int32_t;  // ops/pointwise/rows.h
 }  // namespace dtensor
 
 namespace dtensor::kernels {
@@ -80,7 +80,7 @@ using TensorPair = std::pair<Tensor, Tensor>;
   X(sigmoid, sigmoid, Tensor(const Tensor& x))                                                      \
   X(silu, silu, Tensor(const Tensor& x))                                                            \
   X(gelu, gelu, Tensor(const Tensor& x, const std::string& approximate))                            \
-  /* The pointwise rows (ops/pointwise_rows.h): one slot per table, the row an argument. */      \
+  /* The pointwise rows (ops/pointwise/rows.h): one slot per table, the row an argument. */      \
   X(pointwise_unary_row, pointwise_unary_row, Tensor(UnaryRow row, const Tensor& x))                \
   X(pointwise_binary_row, pointwise_binary_row,                                                     \
     Tensor(BinaryRow row, const Tensor& a, const Tensor& b))                                        \

@@ -1,4 +1,4 @@
-// Scalar functions of the pointwise rows (ops/pointwise_rows.h) that the C++ library lacks or that
+// Scalar functions of the pointwise rows (ops/pointwise/rows.h) that the C++ library lacks or that
 // need torch's integer and NaN conventions, usable both on the host (g++) and in CUDA device code
 // (nvcc: DT_HD). T is a compute type: float, double or int64_t (kernels/cpu/loops.h). The std::
 // functions the rows call directly (std::acos, std::erf, ...) have device overloads under nvcc.

@@ -103,7 +103,7 @@ const OpDef& Registry::find(const std::string& name) const {
 OpDef& Registry::mutable_find(const std::string& name, std::source_location where) {
   const OpDef* op = try_find(name);
   DT_CHECK(op != nullptr, "registry: ", where.file_name(), ":", where.line(), " registers for op '", name,
-           "', which no ops/defs file defines; defined ops: ", absl::StrJoin(names(), ", "));
+           "', which no op family (ops/<family>/) defines; defined ops: ", absl::StrJoin(names(), ", "));
   return const_cast<OpDef&>(*op);
 }
 

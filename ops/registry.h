@@ -163,7 +163,7 @@ struct AtenFacts {
 
 struct OpDef {
   OpSchema schema;
-  std::string family;  // "pointwise", "matrix", ... (the strategies/ file that owns its rules)
+  std::string family;  // its op family, the folder ops/<family>/ that defines it (ops/family.h)
   MetaFn meta;
   KernelFn kernel;
   RuleFn rules;        // null until strategies/ registers them: then only all-R applies

@@ -33,7 +33,7 @@
 
 #include "dispatch/dispatch.h"
 #include "dtensor/core/limits.h"
-#include "ops/defs/common.h"
+#include "ops/common/defs.h"
 #include "planner/graph.h"
 #include "strategies/common.h"
 

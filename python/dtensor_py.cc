@@ -33,7 +33,7 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/placement.h"
 #include "kernels/cpu/blas_core.h"
-#include "ops/pointwise_rows.h"
+#include "ops/pointwise/rows.h"
 #include "ops/registry.h"
 #include "planner/graph.h"
 #include "dispatch/explain.h"
@@ -499,7 +499,7 @@ NB_MODULE(_dtensor, m) {
     for (const UnaryRowInfo& r : kUnaryRows) unary.push_back(r.name);
     for (const BinaryRowInfo& r : kBinaryRows) binary.push_back(r.name);
     return std::pair{unary, binary};
-  }, "The ops of the pointwise tables (ops/pointwise_rows.h): (unary names, binary names); each takes "
+  }, "The ops of the pointwise tables (ops/pointwise/rows.h): (unary names, binary names); each takes "
      "Tensor arguments only (binary: broadcasting).");
 
   // The engine's decision for one request of `dtensor explain` (dispatch/explain.h; the contract is

@@ -2,6 +2,8 @@
 
 #include <mutex>
 
+#include "ops/family.h"
+
 namespace dtensor::strategies {
 
 void add_partial_passthrough(RuleList& rules, int n_out, int n_in,
@@ -46,23 +48,7 @@ int64_t norm_dim(int64_t d, int64_t rank) { return wrap_dim(d, rank, "dim"); }
 
 void register_all_rules() {
   static std::once_flag once;
-  std::call_once(once, [] {
-    Registry& r = Registry::get();
-    register_pointwise_rules(r);
-    register_matrix_rules(r);
-    register_reduction_rules(r);
-    register_norm_rules(r);
-    register_embedding_rules(r);
-    register_view_rules(r);
-    register_loss_rules(r);
-    register_scan_rules(r);
-    register_selection_rules(r);
-    register_pooling_rules(r);
-    register_attention_rules(r);
-    register_grouped_mm_rules(r);
-    register_flex_attention_rules(r);
-    register_ring_attention_rules(r);
-  });
+  std::call_once(once, [] { ops::run_family_parts(ops::FamilyPart::kRules, Registry::get()); });
 }
 
 }  // namespace dtensor::strategies

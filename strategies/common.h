@@ -1,4 +1,4 @@
-// Helpers shared by the per-family rule files.
+// Helpers shared by the op families' rule files (ops/<family>/rules.cc).
 #pragma once
 
 #include <initializer_list>
@@ -42,31 +42,13 @@ void add_alike(RuleList& rules, int n_in, const std::vector<int32_t>& dims);
 int64_t broadcast_dim(const Shape& in, const Shape& out, int64_t d);
 
 // The Shard rows of a pointwise op whose tensor inputs broadcast to `out`: output dim d sharded
-// with every input dim that maps onto it (broadcast dims replicated) (strategies/pointwise.cc).
+// with every input dim that maps onto it (broadcast dims replicated) (ops/pointwise/rules.cc).
 RuleList pointwise_shard_rules(const OpCall& call, const Shape& out);
 
 // Normalizes a dim argument against a rank (negative counts from the end).
 int64_t norm_dim(int64_t d, int64_t rank);
 
-// Rule setters, one per family file; each sets OpDef::rules of the ops it owns.
-void register_pointwise_rules(Registry& r);
-// The rules of the pointwise tables' ops (ops/pointwise_rows.h), called by register_pointwise_rules.
-void register_pointwise_row_rules(Registry& r);
-void register_matrix_rules(Registry& r);
-void register_reduction_rules(Registry& r);
-void register_norm_rules(Registry& r);
-void register_embedding_rules(Registry& r);
-void register_view_rules(Registry& r);
-void register_loss_rules(Registry& r);
-void register_scan_rules(Registry& r);
-void register_selection_rules(Registry& r);
-void register_pooling_rules(Registry& r);
-void register_attention_rules(Registry& r);
-void register_grouped_mm_rules(Registry& r);
-void register_flex_attention_rules(Registry& r);
-void register_ring_attention_rules(Registry& r);  // after register_attention_rules
-
-// All of the above, once.
+// Runs the rules part of every linked op family (ops/family.h), once (thread-safe).
 void register_all_rules();
 
 }  // namespace dtensor::strategies

@@ -26,7 +26,7 @@ struct TrainOptions {
   bool loss_parallel = false;  // keep the logits sharded over the vocabulary into the loss
   // Context parallel is on whenever the mesh has a cp dim (--mesh cp=N, cp=M,tp=N, dp=L,cp=M,tp=N):
   // token ids and targets are sharded on the sequence dim over cp, so attention's query, key and
-  // value are too and the engine runs ring attention (ops/defs/ring_attention.h). This flag only
+  // value are too and the engine runs ring attention (ops/attention/ring.h). This flag only
   // states the intent: set without a cp dim, validate_train_options rejects it.
   bool context_parallel = false;
   // Mixture of experts (nn/moe.h): > 0 replaces every block's MLP by this many experts (top_k of

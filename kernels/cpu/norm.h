@@ -20,7 +20,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape,
                   const std::optional<Tensor>& weight = std::nullopt,
                   const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);
 // Gradients of layer_norm(x, normalized_shape, weight, bias, eps) given grad_out (x's shape), in one
-// pass per row (the composite formula of autograd/backward_norm.cc fused; mean and rstd recomputed
+// pass per row (the composite formula of ops/norm/backward.cc fused; mean and rstd recomputed
 // from x, since the forward keeps none). With x_hat = (x - mean) * rstd and gw = grad_out * weight:
 //   input  = rstd * (gw - mean(gw) - x_hat * mean(gw * x_hat))   (x's shape and dtype)
 //   weight = sum over the leading dims of grad_out * x_hat       (normalized_shape)

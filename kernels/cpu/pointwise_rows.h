@@ -1,10 +1,10 @@
-// CPU kernels of the pointwise rows (ops/pointwise_rows.h): one function per table, the row an
+// CPU kernels of the pointwise rows (ops/pointwise/rows.h): one function per table, the row an
 // argument, so that a new row needs no new declaration. Broadcasting and type promotion are torch's
 // (kernels/cpu/pointwise.h); inputs may be any strided views, results are new contiguous tensors.
 #pragma once
 
 #include "dtensor/core/tensor.h"
-#include "ops/pointwise_rows.h"
+#include "ops/pointwise/rows.h"
 
 namespace dtensor::kernels {
 

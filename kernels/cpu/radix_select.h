@@ -1,4 +1,4 @@
-// Local helpers of the distributed radix select (ops/defs/distributed_select.cc): median, nanmedian
+// Local helpers of the distributed radix select (ops/selection/steps.cc): median, nanmedian
 // and kthvalue over a sharded dim. Every number of a dtype maps to an unsigned key whose integer
 // order is the numbers' order (kthvalue's order of kernels/cpu/selection.h); the k-th smallest key
 // is found digit by digit, most significant first, from per-row histograms that ranks sum with one

@@ -88,7 +88,7 @@ Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor silu(const Tensor& x);
-// The pointwise rows (ops/pointwise_rows.h; pointwise_rows.cc). Integer divisors of fmod/remainder
+// The pointwise rows (ops/pointwise/rows.h; pointwise_rows.cc). Integer divisors of fmod/remainder
 // are checked on a host copy (synchronizes).
 Tensor pointwise_unary_row(UnaryRow row, const Tensor& x);
 Tensor pointwise_binary_row(BinaryRow row, const Tensor& a, const Tensor& b);

@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "dtensor/core/dtype.h"
-#include "ops/pointwise_rows.h"
+#include "ops/pointwise/rows.h"
 
 namespace dtensor::kernels::cuda::detail {
 

@@ -1,4 +1,4 @@
-// Device kernels of the pointwise rows (ops/pointwise_rows.h): each row's f becomes a functor, and
+// Device kernels of the pointwise rows (ops/pointwise/rows.h): each row's f becomes a functor, and
 // one strided grid-stride kernel per (row, compute type) applies it. Only the compute types the row's
 // dtype rule allows are instantiated (the host wrapper, pointwise_rows.cc, rejects the others).
 #include <cmath>

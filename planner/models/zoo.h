@@ -21,7 +21,7 @@
 //   - Every tensor is bfloat16 (mixed precision: fp32 master weights live in the optimizer state).
 //   - Mixture of experts: router linear + softmax, moe_dispatch to [experts, capacity, hidden]
 //     (capacity factor 1), experts as grouped_mm (3-d x 3-d: the expert dim shards as expert
-//     parallel, FFN columns/rows as tensor parallel, strategies/grouped_mm.cc), moe_combine
+//     parallel, FFN columns/rows as tensor parallel, ops/grouped_mm/rules.cc), moe_combine
 //     (planner/planner_ops.cc).
 //   - ResNet: convolution and batch_norm (training: synchronized statistics when the batch is split)
 //     are planner-side ops (planner_ops.cc); max_pool2d_with_indices and adaptive_avg_pool2d are

@@ -103,7 +103,7 @@ _BN = ("input", "weight", "bias", "running_mean", "running_var", "training", "mo
 _BATCH_NORM_ARGS = {"batch_norm": _BN, "native_batch_norm": _BN, "_native_batch_norm_legit": _BN,
                     "_native_batch_norm_legit_functional": _BN,
                     "_native_batch_norm_legit_no_training": _BN[:5] + _BN[6:]}
-# Pooling ops the engine registers with ATen's schemas (ops/defs/pooling_ops.cc): max pooling as
+# Pooling ops the engine registers with ATen's schemas (ops/pooling/defs.cc): max pooling as
 # max_pool*d_with_indices (values and indices; _VALUES_OF), _adaptive_avg_pool2d is the core-ATen form.
 _POOLING = {**{f"avg_pool{d}d": f"avg_pool{d}d" for d in (1, 2, 3)},
             **{f"max_pool{d}d": f"max_pool{d}d_with_indices" for d in (1, 2, 3)},

@@ -92,7 +92,7 @@ TEST_F(Pointwise, UnaryOpsInEveryFloatingDtype) {
   EXPECT_THROW(C::neg(G(Tensor::zeros({2}, DType::kBool))), Error);
 }
 
-// Every row of the pointwise tables (ops/pointwise_rows.h), in each dtype its rule accepts, on
+// Every row of the pointwise tables (ops/pointwise/rows.h), in each dtype its rule accepts, on
 // strided and broadcast inputs in the row's domain: the CUDA functor against the CPU one.
 TEST_F(Pointwise, EveryRowMatchesTheCpuKernel) {
   auto in_domain = [](RowDomain d, uint64_t seed, DType dt) {

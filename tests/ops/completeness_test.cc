@@ -6,6 +6,7 @@
 // file: checked here too. The facts are checked against their sources elsewhere:
 // tests/ops:layout_facts_test (layout dependence against the kernels), tests/python/test_op_facts.py
 // (names, aliases and schemas against torch.ops.aten), tests/python/test_onnx_import.py (ONNX names).
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "autograd/backward_util.h"
 #include "gtest/gtest.h"
+#include "ops/family.h"
 #include "planner/graph.h"
 
 namespace dtensor {
@@ -32,12 +34,12 @@ std::vector<std::string> gaps(const OpDef& op) {
   std::vector<std::string> out;
   const std::string& n = op.name();
   if (!op.rules && op.replicate_only.empty())
-    out.push_back(absl::StrCat(n, ": no sharding rules (strategies/", op.family,
-                               ".cc); or set OpDef::replicate_only to the reason"));
+    out.push_back(absl::StrCat(n, ": no sharding rules (ops/", op.family,
+                               "/rules.cc); or set OpDef::replicate_only to the reason"));
   if (op.rules && !op.replicate_only.empty())
     out.push_back(absl::StrCat(n, ": has sharding rules but is marked replicate-only ('", op.replicate_only, "')"));
   if (!op.backward && op.no_backward.empty())
-    out.push_back(absl::StrCat(n, ": no backward (autograd/backward_<family>.cc, bw::def); or set "
+    out.push_back(absl::StrCat(n, ": no backward (ops/", op.family, "/backward.cc, bw::def); or set "
                                   "OpDef::no_backward to the reason"));
   if (op.backward && !op.no_backward.empty())
     out.push_back(absl::StrCat(n, ": has a backward but is marked not differentiable ('", op.no_backward, "')"));
@@ -78,6 +80,35 @@ TEST_F(Completeness, EveryOpHasRulesBackwardAndCostClass) {
   std::cout << reg.names().size() << " registered ops, " << failing.size() << " gaps\n";
   EXPECT_TRUE(failing.empty()) << "ops missing wiring (docs/ADDING_AN_OP.md):\n  "
                                << absl::StrJoin(failing, "\n  ");
+}
+
+// Every op belongs to a family folder that registered its definitions, and every family registered
+// all three parts (ops/family.h); a family's OpDef::family is checked at start-up (run_family_parts).
+TEST_F(Completeness, EveryOpBelongsToAFamilyWithEveryPart) {
+  const std::vector<std::string> defined = ops::family_names(ops::FamilyPart::kDefinitions);
+  std::cout << "families: " << absl::StrJoin(defined, ", ") << "\n";
+  EXPECT_GE(defined.size(), 13u);
+  for (ops::FamilyPart part : {ops::FamilyPart::kRules, ops::FamilyPart::kBackward})
+    EXPECT_EQ(ops::family_names(part), defined) << "a family without rules or backward formulas";
+  const Registry& reg = Registry::get();
+  for (const std::string& name : reg.names()) {
+    const std::string& family = reg.find(name).family;
+    if (family == "planner") continue;  // the planner's own ops (planner/planner_ops.cc)
+    EXPECT_TRUE(std::binary_search(defined.begin(), defined.end(), family)) << name << " [" << family << "]";
+  }
+}
+
+// A family's files register from its own folder, and the ops a family defines carry its name.
+TEST_F(Completeness, FamilyPartsStayInTheirFolder) {
+  Registry& reg = Registry::get();
+  ops::add_family_part("pointwise", ops::FamilyPart::kBackward, [](Registry&) {}, "ops/matrix/backward.cc");
+  try {
+    ops::run_family_parts(ops::FamilyPart::kBackward, reg);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ops/matrix/backward.cc, which is not in ops/pointwise/"),
+              std::string::npos) << e.what();
+  }
 }
 
 // Registering for an op the registry does not define is an error naming the op and the file.

@@ -48,7 +48,7 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/partial_split.h"
 #include "gtest/gtest.h"
-#include "ops/defs/common.h"
+#include "ops/common/defs.h"
 #include "tools/launcher.h"
 #include "tests/ops/simulated_mesh.h"
 

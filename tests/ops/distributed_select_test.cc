@@ -1,4 +1,4 @@
-// The radix select of median / nanmedian / kthvalue (ops/defs/distributed_select.cc) on 4 thread
+// The radix select of median / nanmedian / kthvalue (ops/selection/steps.cc) on 4 thread
 // ranks (mesh [4]) with the selected dim, or the whole tensor, sharded, on data that breaks a wrong
 // radix select: duplicates across ranks, all-equal rows, -0.0 next to +0.0, +-inf, NaN (median
 // propagates it, nanmedian skips it, kthvalue orders it last), float32 denormals, int64 extremes,
@@ -17,7 +17,7 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/partial_split.h"
 #include "gtest/gtest.h"
-#include "ops/defs/common.h"
+#include "ops/common/defs.h"
 
 namespace dtensor {
 namespace {

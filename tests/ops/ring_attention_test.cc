@@ -1,9 +1,9 @@
-// Ring attention (ops/defs/ring_attention.h) on 2 and 4 thread ranks against the single-device SDPA
+// Ring attention (ops/attention/ring.h) on 2 and 4 thread ranks against the single-device SDPA
 // kernel on the same data (forward and backward; the kernel's backward is itself checked by finite
 // differences in tests/kernels/attention_test.cc and tests/autograd/gradcheck_test.cc), the
 // log-sum-exp merge against attention over all keys, and the bytes each rank sends against the
 // ring formula written out by hand.
-#include "ops/defs/ring_attention.h"
+#include "ops/attention/ring.h"
 
 #include <chrono>
 #include <cmath>

@@ -357,7 +357,7 @@ def to(s):
     return Call("to", [s.input, DTYPE_NAMES[target]], {}, lambda x, d: x.to(target))
 
 
-# The ops of the pointwise tables (ops/pointwise_rows.h), one name per row: forward and gradients
+# The ops of the pointwise tables (ops/pointwise/rows.h), one name per row: forward and gradients
 # against torch.
 ROW_UNARY = ("acos", "asin", "atan", "sin", "cos", "tan", "sinh", "cosh", "asinh", "acosh", "atanh",
              "log1p", "expm1", "exp2", "log2", "log10", "erf", "erfc", "erfinv", "reciprocal", "rad2deg", "deg2rad", "ceil",

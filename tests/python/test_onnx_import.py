@@ -110,7 +110,7 @@ def test_attention_block_plans(tmp_path):
 
 
 def test_pointwise_rows_import_by_their_onnx_name(tmp_path):
-    # ONNX operators named by a row of ops/pointwise_rows.h become that op (Mod by its fmod attribute).
+    # ONNX operators named by a row of ops/pointwise/rows.h become that op (Mod by its fmod attribute).
     from onnx import TensorProto, helper
 
     nodes = [helper.make_node("Acos", ["x"], ["a"]), helper.make_node("Floor", ["a"], ["f"]),

@@ -117,7 +117,7 @@ def test_core_aten_ir_of_the_models_imports_too():
     # run_decompositions() lowers batch_norm to _native_batch_norm_legit_functional, conv2d to
     # convolution, max_pool2d to max_pool2d_with_indices, adaptive_avg_pool2d to mean, and ViT's
     # attention to bmm and softmax with a guard for fully masked rows (eq with a number, any,
-    # logical_not): logical_not is a pointwise row (ops/pointwise_rows.h), any a reduction bound by
+    # logical_not): logical_not is a pointwise row (ops/pointwise/rows.h), any a reduction bound by
     # its schema; eq.Scalar (a number where the op takes a tensor) stays opaque, planned replicated.
     for build, unknown in ((torchvision.models.resnet50, {}),
                            (torchvision.models.vit_b_16, {"eq": 12})):

@@ -97,7 +97,7 @@ def test_common_transformer_ops_map_onto_planner_ops(tmp_path):
 
 
 class _Rows(torch.nn.Module):
-    """Ops of the pointwise tables (ops/pointwise_rows.h) around a linear."""
+    """Ops of the pointwise tables (ops/pointwise/rows.h) around a linear."""
 
     def __init__(self, d=16):
         super().__init__()

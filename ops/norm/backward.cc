@@ -1,0 +1,83 @@
+// Backward formulas of the norm family: softmax, log_softmax, layer_norm, rms_norm.
+#include <limits>
+
+#include "autograd/backward_util.h"
+#include "ops/family.h"
+
+namespace dtensor::bw {
+namespace {
+
+std::vector<int64_t> last_dims(int64_t rank, int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = rank - n; i < rank; ++i) d.push_back(i);
+  return d;
+}
+
+std::vector<int64_t> first_dims(int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = 0; i < n; ++i) d.push_back(i);
+  return d;
+}
+
+double default_rms_eps(DType t) {
+  switch (t) {
+    case DType::kFloat64: return std::numeric_limits<double>::epsilon();
+    case DType::kBFloat16: return 0.0078125;
+    case DType::kFloat16: return 0.0009765625;
+    default: return std::numeric_limits<float>::epsilon();
+  }
+}
+
+// dx of rms_norm's x_hat * w given dy: rrms * (gw - x_hat * mean(gw * x_hat)). (layer_norm's
+// backward is the fused layer_norm_backward op.)
+DTensor rms_norm_input_grad(const DTensor& gw, const DTensor& xhat, const DTensor& r,
+                            const std::vector<int64_t>& dims) {
+  return F::mul(F::sub(gw, F::mul(xhat, F::mean(F::mul(gw, xhat), dims, true))), r);
+}
+
+}  // namespace
+
+void register_norm_backward(Registry&) {
+  def("softmax", [](const BackwardCtx& c) {
+    const DTensor& o = c.outputs[0];
+    int64_t d = c.call.get_int("dim");
+    DTensor g = c.grad(0);
+    return Grads{F::mul(o, F::sub(g, F::sum(F::mul(g, o), {d}, true)))};
+  });
+  def("log_softmax", [](const BackwardCtx& c) {
+    int64_t d = c.call.get_int("dim");
+    DTensor g = c.grad(0);
+    return Grads{F::sub(g, F::mul(F::exp(c.outputs[0]), F::sum(g, {d}, true)))};
+  });
+  def("layer_norm", [](const BackwardCtx& c) {
+    // One fused op (kernels/cpu/norm.h, with a CUDA kernel) instead of ~18 composite ops.
+    const DTensor& x = c.inputs[0];
+    int wi = c.call.tensor_index("weight"), bi = c.call.tensor_index("bias");
+    std::vector<std::pair<std::string, OpArg>> kw{{"normalized_shape", iv(c.call.get_int_list("normalized_shape"))},
+                                                  {"eps", iv(c.call.get_double("eps"))}};
+    if (wi >= 0) kw.emplace_back("weight", c.inputs[wi]);
+    auto g = call_op("layer_norm_backward", {c.grad(0), x}, kw);
+    Grads r(c.inputs.size());
+    r[0] = g[0];
+    if (wi >= 0) r[wi] = g[1];
+    if (bi >= 0) r[bi] = g[2];
+    return r;
+  });
+  def("rms_norm", [](const BackwardCtx& c) {
+    const DTensor& x = c.inputs[0];
+    const int64_t nn = static_cast<int64_t>(c.call.get_int_list("normalized_shape").size());
+    auto dims = last_dims(x.dim(), nn), batch = first_dims(x.dim() - nn);
+    double eps = c.call.has("eps") ? c.call.get_double("eps") : default_rms_eps(x.dtype());
+    DTensor rr = F::rsqrt(F::add(F::mean(F::mul(x, x), dims, true), eps));
+    DTensor xhat = F::mul(x, rr), g = c.grad(0);
+    int wi = c.call.tensor_index("weight");
+    Grads r(c.inputs.size());
+    r[0] = rms_norm_input_grad(wi >= 0 ? F::mul(g, c.inputs[wi]) : g, xhat, rr, dims);
+    if (wi >= 0) r[wi] = batch.empty() ? F::mul(g, xhat) : F::sum(F::mul(g, xhat), batch);
+    return r;
+  });
+}
+
+DTENSOR_FAMILY_PART("norm", kBackward, register_norm_backward);
+
+}  // namespace dtensor::bw

@@ -1,0 +1,106 @@
+// softmax, log_softmax, layer_norm, rms_norm: local kernels on blocks whole along the normalized dims.
+#include "ops/common/defs.h"
+#include "ops/family.h"
+
+namespace dtensor::ops {
+namespace {
+
+void check_float(const OpCall& c) {
+  if (!is_floating(c.tensor(0).dtype))
+    fail(c, "accepted dtypes: float32, float64, bfloat16, float16");
+}
+
+MetaFn norm_meta() {
+  return [](const OpCall& c) {
+    check_float(c);
+    const Shape ns = normalized_shape_arg(c, 0);
+    for (const char* w : {"weight", "bias"}) {
+      int t = c.has(w) ? c.tensor_index(w) : -1;
+      if (t >= 0 && c.tensor(t).shape != ns) fail(c, absl::StrCat(w, " must have shape ", shape_str(ns)));
+    }
+    return std::vector<TensorMeta>{c.tensor(0)};
+  };
+}
+
+std::optional<Tensor> opt(const std::vector<Tensor>& in, const OpCall& c, const char* name) {
+  if (!c.has(name)) return std::nullopt;
+  return in[c.tensor_index(name)];
+}
+
+}  // namespace
+
+Shape normalized_shape_arg(const OpCall& c, int input) {
+  const Shape& x = c.tensor(input).shape;
+  const std::vector<int64_t> ns = c.get_int_list("normalized_shape");
+  bool ok = !ns.empty() && ns.size() <= x.size();
+  for (size_t i = 0; ok && i < ns.size(); ++i) ok = ns[i] == x[x.size() - ns.size() + i];
+  if (!ok)
+    fail(c, absl::StrCat("normalized_shape [", absl::StrJoin(ns, ", "),
+                         "] must be non-empty and equal the trailing dims of the input ", shape_str(x)));
+  return Shape(ns.begin(), ns.end());
+}
+
+void define_norm_ops(Registry& reg) {
+  for (const char* name : {"softmax", "log_softmax"}) {
+    bool log = std::string(name) == "log_softmax";
+    // dtype: the input is cast to it first (ATen's softmax.int), so an int64 input may take one.
+    OpDef& op = reg.define(std::string(name) + "(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", "norm");
+    op.cost = cost(CostClass::kNormalization, Keeps::kOutput);
+    // ATen's _softmax(self, dim, half_to_float): the flag is always False on CPU tensors.
+    op.aten.aliases = {{std::string("_") + name, "keep:2"}};
+    op.meta = [](const OpCall& c) {
+      TensorMeta out = c.tensor(0);
+      if (c.has("dtype")) out.dtype = guard(c, [&] { return dtype_from_name(c.get_str("dtype")); });
+      if (!is_floating(out.dtype)) fail(c, "accepted dtypes: float32, float64, bfloat16, float16");
+      guard(c, [&] { return wrap_dim(c.get_int("dim"), static_cast<int64_t>(c.tensor(0).shape.size()), "dim"); });
+      return std::vector<TensorMeta>{out};
+    };
+    op.kernel = [log](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
+      const Tensor cast = in[0].to(ctx.out_meta[0].dtype);
+      // A 0-d tensor is softmaxed as the 1-element vector it holds (torch's dim 0 or -1).
+      const Tensor x = cast.dim() == 0 ? cast.reshape({1}) : cast;
+      Tensor y = log ? kernels::log_softmax(x, c.get_int("dim")) : kernels::softmax(x, c.get_int("dim"));
+      return std::vector<Tensor>{in[0].dim() == 0 ? y.reshape({}) : y};
+    };
+    op.samples = [] {
+      return std::vector<Sample>{sample({{6, 5}}, {T(0), I(1)}), sample({{5, 3, 7}}, {T(0), I(0)}),
+                                 sample({{4, 6}}, {T(0), I(1), V(std::string("float64"))})};
+    };
+  }
+  {
+    OpDef& op = reg.define(
+        "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor",
+        "norm");
+    op.cost = cost(CostClass::kNormalization);
+    op.meta = norm_meta();
+    op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+      std::vector<int64_t> ns = c.get_int_list("normalized_shape");
+      return std::vector<Tensor>{kernels::layer_norm(in[0], Shape(ns.begin(), ns.end()), opt(in, c, "weight"),
+                                                     opt(in, c, "bias"), c.get_double("eps"))};
+    };
+    op.samples = [] {
+      return std::vector<Sample>{sample({{6, 5, 4}, {4}, {4}}, {T(0), L({4}), T(1), T(2)}),
+                                 sample({{7, 3, 4}}, {T(0), L({3, 4})})};
+    };
+  }
+  {
+    OpDef& op = reg.define(
+        "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor", "norm");
+    op.cost = cost(CostClass::kNormalization);
+    op.meta = norm_meta();
+    op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+      std::vector<int64_t> ns = c.get_int_list("normalized_shape");
+      std::optional<double> eps;
+      if (c.has("eps")) eps = c.get_double("eps");
+      return std::vector<Tensor>{kernels::rms_norm(in[0], Shape(ns.begin(), ns.end()), opt(in, c, "weight"), eps)};
+    };
+    op.samples = [] {
+      return std::vector<Sample>{sample({{6, 5, 4}, {4}}, {T(0), L({4}), T(1)}),
+                                 sample({{5, 6}}, {T(0), L({6})})};
+    };
+  }
+}
+
+DTENSOR_FAMILY_PART("norm", kDefinitions, define_norm_ops);
+
+}  // namespace dtensor::ops

@@ -1,0 +1,75 @@
+// softmax, log_softmax, layer_norm, rms_norm: shards on the dims they do not normalize over; the
+// affine weight and bias stay replicated.
+#include "ops/common/steps.h"
+#include "strategies/common.h"
+#include "ops/family.h"
+
+namespace dtensor::strategies {
+namespace {
+
+// Rows sharding each of the first `batch_dims` dims of input 0; the other inputs replicated.
+RuleList batch_rules(const OpCall& c, int64_t skip_dim, int64_t batch_dims) {
+  RuleList rules;
+  for (int64_t d = 0; d < batch_dims; ++d) {
+    if (d == skip_dim) continue;
+    Rule r;
+    r.outputs.push_back(Shard(static_cast<int32_t>(d)));
+    r.inputs.push_back(Shard(static_cast<int32_t>(d)));
+    for (int t = 1; t < c.num_tensors(); ++t) r.inputs.push_back(Replicate());
+    rules.push_back(std::move(r));
+  }
+  return rules;
+}
+
+}  // namespace
+
+void register_norm_rules(Registry& reg) {
+  for (const char* name : {"softmax", "log_softmax"}) {
+    OpDef& op = reg.mutable_find(name);
+    const uint8_t stats = ops::step_id(op, "softmax_stats");
+    op.rules = [stats](const OpCall& c, const OutMeta&) {
+      const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
+      const int64_t dim = norm_dim(c.get_int("dim"), rank);
+      RuleList rules = batch_rules(c, dim, rank);
+      // The normalized dim stays sharded: max and sum-of-exp all-reduces (DESIGN §6).
+      rules.push_back(row({Shard(static_cast<int32_t>(dim))}, {Shard(static_cast<int32_t>(dim))}, stats));
+      return rules;
+    };
+  }
+  for (const char* name : {"layer_norm", "rms_norm"}) {
+    reg.mutable_find(name).rules = [](const OpCall& c, const OutMeta&) {
+      const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
+      const int64_t normed = static_cast<int64_t>(c.get_int_list("normalized_shape").size());
+      return batch_rules(c, -1, rank - normed);
+    };
+  }
+  // layer_norm_backward (grad_out, input [, weight] -> grad_input, grad_weight, grad_bias): a batch
+  // dim sharded on grad_out and input gives grad_input sharded alike and the weight and bias
+  // gradients as partial sums over the ranks' rows; every gradient is linear in grad_out, so
+  // P(sum)/P(avg) of grad_out passes (input and weight replicated).
+  reg.mutable_find("layer_norm_backward").rules = [](const OpCall& c, const OutMeta&) {
+    const int64_t rank = static_cast<int64_t>(c.tensor(1).shape.size());
+    const int64_t normed = static_cast<int64_t>(c.get_int_list("normalized_shape").size());
+    const int n_in = c.num_tensors();
+    RuleList rules;
+    for (int64_t d = 0; d < rank - normed; ++d) {
+      Rule r;
+      r.outputs = {Shard(static_cast<int32_t>(d)), Partial(), Partial()};
+      r.inputs.assign(n_in, Replicate());
+      r.inputs[0] = r.inputs[1] = Shard(static_cast<int32_t>(d));
+      rules.push_back(std::move(r));
+    }
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+      Rule r;
+      r.outputs.assign(3, Partial(op));
+      r.inputs.assign(n_in, Replicate());
+      r.inputs[0] = Partial(op);
+      rules.push_back(std::move(r));
+    }
+    return rules;
+  };
+}
+
+DTENSOR_FAMILY_PART("norm", kRules, register_norm_rules);
+
+}  // namespace dtensor::strategies

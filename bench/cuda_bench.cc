@@ -175,7 +175,7 @@ BENCHMARK(BM_Cummax)
 void BM_MedianDim(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
   Tensor x = device_rand({state.range(0), state.range(1)}, DType::kFloat32);
-  run_timed(state, [&] { C::median_dim(x, 1); });
+  run_timed(state, [&] { C::median_dim(x, 1, false); });
   bandwidth(state, 1.0 * x.nbytes());
 }
 BENCHMARK(BM_MedianDim)->Args({4096, 4096})->UseManualTime()->Unit(benchmark::kMicrosecond);
@@ -307,7 +307,7 @@ void BM_SdpaBackwardBf16Causal(benchmark::State& state) {
   Tensor k = device_rand({b, h, s, d}, DType::kBFloat16, 4);
   Tensor v = device_rand({b, h, s, d}, DType::kBFloat16, 5);
   Tensor g = device_rand({b, h, s, d}, DType::kBFloat16, 6);
-  C::AttentionOutput fwd = C::scaled_dot_product_attention_with_lse(
+  C::AttentionWithLse fwd = C::scaled_dot_product_attention_with_lse(
       q, k, v, std::nullopt, true, std::nullopt, 0, C::AttentionBackend::kCudnn);
   run_timed(state, [&] {
     C::scaled_dot_product_attention_backward(g, q, k, v, fwd.out, true, std::nullopt,

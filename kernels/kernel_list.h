@@ -1,17 +1,20 @@
 // The kernels with a device slot, each declared here once: X(slot, function, type), where type is
-// the exact function type of kernels::<function> (kernels/cpu/*.h, which documents it) and of
-// cuda::<function> (kernels/cuda/kernels.h). From this list follow the slots of DeviceKernels and
-// the host-fallback names (kernels/device_dispatch.h), the cpu table (kernels/cpu/host_kernels.cc)
-// and the CUDA registration (kernels/cuda/register.cc); the last two take each function's address
-// as the slot's type, so a cpu or CUDA function whose signature drifts from its entry, or that is
-// missing, fails to compile. Types are spelled as seen from namespace dtensor::kernels.
+// the exact function type of kernels::<function> (kernels/cpu/*.h, which documents it and gives its
+// default arguments) and of cuda::<function>, which kernels/cuda/kernels.h declares from this list
+// (no second copy of the signature). From this list follow the slots of DeviceKernels and the
+// host-fallback names (kernels/device_dispatch.h), the CUDA declarations, the cpu table
+// (kernels/cpu/host_kernels.cc) and the CUDA registration (kernels/cuda/register.cc); the last two
+// take each function's address as the slot's type, so a cpu function whose signature drifts from
+// its entry fails to compile, and a listed kernel no CUDA source defines fails to link. Types are
+// spelled as seen from namespace dtensor::kernels.
 //
 // Adding a device kernel: (1) one X(...) line here (`slot` differs from `function` only for
 // overloads: add_s is add(Tensor, Scalar, Scalar)); (2) declare and document the function in
 // kernels/cpu/<family>.h and begin its body with DT_KERNEL_ON_DEVICE(slot, every parameter...);
-// (3) declare cuda::<function> with the same parameters in kernels/cuda/kernels.h and implement
-// it, or add an adapter of that name in register.cc when the CUDA function differs. A cpu kernel
-// without a device version is not listed: it begins with DT_KERNEL_HOST_ONLY instead.
+// (3) define cuda::<function> in a kernels/cuda/ source (declared already; CUDA callers pass every
+// argument, since a declaration from a type carries no defaults), or in register.cc from a CUDA
+// function with other parameters. A cpu kernel without a device version is not listed: it begins
+// with DT_KERNEL_HOST_ONLY instead.
 #pragma once
 
 #include <cstdint>

@@ -197,7 +197,7 @@ Tensor attention_block_weight(const Tensor& lse_b, const Tensor& lse) {
   return w;
 }
 
-AttentionOutput scaled_dot_product_attention_with_lse(
+AttentionWithLse scaled_dot_product_attention_with_lse(
     const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& attn_mask,
     bool is_causal, std::optional<double> scale, int64_t query_offset, AttentionBackend backend) {
   const char* op = "scaled_dot_product_attention";

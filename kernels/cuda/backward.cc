@@ -91,7 +91,7 @@ double nll_loss_total_weight(const Tensor& target, const std::optional<Tensor>& 
     auto [flag, v] = read_error_record(record);
     DT_CHECK(flag == 0, "nll_loss: target ", v, " out of range for ", classes, " classes");
   }
-  const Tensor total = sum(target_weights(target, w, classes, ignore_index, Compute::kDouble));
+  const Tensor total = sum(target_weights(target, w, classes, ignore_index, Compute::kDouble), {}, false);
   return ::dtensor::to_device(total, ::dtensor::cpu()).item();
 }
 
@@ -143,7 +143,7 @@ Tensor nll_loss_backward(const Tensor& grad_output, const Shape& input_shape, DT
     if (total_weight.has_value())
       divisor_value = *total_weight;
     else
-      divisor = sum(target_weights(t, w, num_classes, ignore_index, c));
+      divisor = sum(target_weights(t, w, num_classes, ignore_index, c), {}, false);
   }
   Tensor out = Tensor::empty(input_shape, dtype, grad_output.device());
   Tensor record = zeros({2}, DType::kInt64, grad_output.device());

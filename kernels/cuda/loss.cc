@@ -95,10 +95,10 @@ Tensor class_loss(const char* op, const Tensor& logp, const Tensor* target, cons
              " classes (accepted: 0 <= target < ", p.c, ", or ignore_index ", ignore_index, ")");
   }
   if (reduction == "none") return to(losses.view(p.target_shape), out_dtype);
-  Tensor s = sum(losses);
+  Tensor s = sum(losses, {}, false);
   if (reduction == "sum") return to(s, out_dtype);
-  if (target != nullptr) return to(div(s, sum(weights)), out_dtype);
-  return to(div(s, static_cast<double>(p.m)), out_dtype);
+  if (target != nullptr) return to(div(s, sum(weights, {}, false), ""), out_dtype);
+  return to(div(s, static_cast<double>(p.m), ""), out_dtype);
 }
 
 }  // namespace

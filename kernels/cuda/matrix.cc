@@ -258,7 +258,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bia
   if (bias.has_value()) {
     DT_CHECK(bias->dim() == 1 && bias->size(0) == out_f, "linear: bias ", shape_str(bias->sizes()),
              " does not match weight ", shape_str(w.sizes()), " (accepted: [", out_f, "])");
-    y = addmm(*bias, x2, w.transpose(0, 1));
+    y = addmm(*bias, x2, w.transpose(0, 1), 1, 1);
   } else {
     y = mm(x2, w.transpose(0, 1));
   }

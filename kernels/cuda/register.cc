@@ -1,8 +1,8 @@
 // Installs the CUDA kernels in the device slots (kernels/device_dispatch.h) at static
 // initialization, so that a kernel function called with CUDA tensors runs here instead of on host
 // copies. Every entry of kernels/kernel_list.h is registered by the list itself, as
-// slots::<function> taken at the entry's exact type: a CUDA kernel whose signature drifts from the
-// list, or a listed kernel without one, fails to compile here.
+// cuda::<function> (declared from the list in kernels.h) taken at the entry's exact type; a listed
+// kernel that no CUDA source (or this file) defines fails to link.
 #include <optional>
 #include <vector>
 
@@ -12,44 +12,41 @@
 
 namespace dtensor::kernels::cuda {
 
-// slots::<function> is cuda::<function>, unless an adapter of that name is declared here: a
-// qualified name looks into a using-directive's namespace only when it is not declared in the
-// namespace itself. Adapters stand in where the CUDA function covers fewer cases than the cpu one
-// (pooling: no slabs; a slab goes to the host fallback) or has other parameters
-// (attention: a backend argument, its own gradient struct).
-namespace slots {
-
-using namespace ::dtensor::kernels::cuda;  // every function without an adapter
+// The list's kernels that the CUDA sources do not define with the list's type: pooling with slabs
+// (a slab goes to the host fallback), attention at the default backend, and flex_attention's
+// backward (host copies until it has a CUDA kernel).
+namespace {
 
 using Ints = std::vector<int64_t>;
 using Slabs = std::vector<PoolSlab>;
 namespace dd = ::dtensor::kernels::device_detail;
 
+}  // namespace
+
 Tensor avg_pool(const Tensor& x, int dims, Ints k, Ints s, Ints p, bool ceil, bool cip,
                 std::optional<int64_t> div, const Slabs& slabs) {
-  if (slabs.empty()) return cuda::avg_pool(x, dims, k, s, p, ceil, cip, div);
+  if (slabs.empty()) return avg_pool(x, dims, k, s, p, ceil, cip, div);
   return dd::call(KernelNames::avg_pool, nullptr, host_kernels().avg_pool, x, dims, k, s, p, ceil,
                   cip, div, slabs);
 }
 
 Tensor avg_pool_backward(const Tensor& g, const Tensor& x, int dims, Ints k, Ints s, Ints p,
                          bool ceil, bool cip, std::optional<int64_t> div, const Slabs& slabs) {
-  if (slabs.empty())
-    return cuda::avg_pool_backward(g, x, dims, k, s, p, ceil, cip, div);
+  if (slabs.empty()) return avg_pool_backward(g, x, dims, k, s, p, ceil, cip, div);
   return dd::call(KernelNames::avg_pool_backward, nullptr, host_kernels().avg_pool_backward, g, x,
                   dims, k, s, p, ceil, cip, div, slabs);
 }
 
 std::pair<Tensor, Tensor> max_pool_with_indices(const Tensor& x, int dims, Ints k, Ints s, Ints p,
                                                 Ints d, bool ceil, const Slabs& slabs) {
-  if (slabs.empty()) return cuda::max_pool_with_indices(x, dims, k, s, p, d, ceil);
+  if (slabs.empty()) return max_pool_with_indices(x, dims, k, s, p, d, ceil);
   return dd::call(KernelNames::max_pool_with_indices, nullptr,
                   host_kernels().max_pool_with_indices, x, dims, k, s, p, d, ceil, slabs);
 }
 
 Tensor max_pool_backward(const Tensor& g, const Tensor& idx, const Shape& in_shape, int dims,
                          const Slabs& slabs) {
-  if (slabs.empty()) return cuda::max_pool_backward(g, idx, in_shape, dims);
+  if (slabs.empty()) return max_pool_backward(g, idx, in_shape, dims);
   return dd::call(KernelNames::max_pool_backward, nullptr, host_kernels().max_pool_backward, g,
                   idx, in_shape, dims, slabs);
 }
@@ -57,43 +54,37 @@ Tensor max_pool_backward(const Tensor& g, const Tensor& idx, const Shape& in_sha
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const std::optional<Tensor>& mask, bool causal,
                                     std::optional<double> scale, int64_t offset) {
-  return cuda::scaled_dot_product_attention(q, k, v, mask, causal, scale, offset);
+  return scaled_dot_product_attention(q, k, v, mask, causal, scale, offset, AttentionBackend::kAuto);
 }
 
-kernels::AttentionGrads scaled_dot_product_attention_backward(
-    const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-    bool causal, std::optional<double> scale, const std::optional<Tensor>& mask, int64_t offset) {
-  cuda::AttentionGrads r =
-      cuda::scaled_dot_product_attention_backward(g, q, k, v, out, causal, scale, mask, offset);
-  return {r.query, r.key, r.value};
+AttentionGrads scaled_dot_product_attention_backward(const Tensor& g, const Tensor& q, const Tensor& k,
+                                                     const Tensor& v, const Tensor& out, bool causal,
+                                                     std::optional<double> scale,
+                                                     const std::optional<Tensor>& mask, int64_t offset) {
+  return scaled_dot_product_attention_backward(g, q, k, v, out, causal, scale, mask, offset, std::nullopt,
+                                               AttentionBackend::kAuto);
 }
 
-kernels::AttentionWithLse scaled_dot_product_attention_with_lse(const Tensor& q, const Tensor& k,
-                                                                const Tensor& v, bool causal,
-                                                                std::optional<double> scale,
-                                                                int64_t offset) {
-  cuda::AttentionOutput r =
-      cuda::scaled_dot_product_attention_with_lse(q, k, v, std::nullopt, causal, scale, offset);
-  return {r.out, r.lse};
+AttentionWithLse scaled_dot_product_attention_with_lse(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                       bool causal, std::optional<double> scale,
+                                                       int64_t offset) {
+  return scaled_dot_product_attention_with_lse(q, k, v, std::nullopt, causal, scale, offset,
+                                               AttentionBackend::kAuto);
 }
 
-// No CUDA backward for flex_attention yet: host copies.
-kernels::AttentionGrads flex_attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
-                                                const Tensor& out, const FlexMask& mask, const FlexScoreMod& mod,
-                                                const std::optional<Tensor>& block_mask, int64_t block_size,
-                                                std::optional<double> scale, int64_t q_offset, int64_t kv_offset) {
+AttentionGrads flex_attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const Tensor& out, const FlexMask& mask, const FlexScoreMod& mod,
+                                       const std::optional<Tensor>& block_mask, int64_t block_size,
+                                       std::optional<double> scale, int64_t q_offset, int64_t kv_offset) {
   return dd::call(KernelNames::flex_attention_backward, nullptr, host_kernels().flex_attention_backward, g, q, k, v,
                   out, mask, mod, block_mask, block_size, scale, q_offset, kv_offset);
 }
-
-}  // namespace slots
 
 namespace {
 
 const bool registered = [] {
   DeviceKernels& k = cuda_kernels();
-#define DT_CUDA_SLOT(slot, function, type) \
-  k.slot = static_cast<decltype(k.slot)>(&slots::function);
+#define DT_CUDA_SLOT(slot, function, type) k.slot = static_cast<decltype(k.slot)>(&function);
   DT_KERNEL_LIST(DT_CUDA_SLOT)
 #undef DT_CUDA_SLOT
   return true;

@@ -118,7 +118,7 @@ std::pair<Tensor, Tensor> carried_extreme(const char* op, const Tensor& x, int64
   const int64_t n = x.size(dim);
   const Tensor local = contiguous(i.narrow(dim, 1, n));
   namespace kc = ::dtensor::kernels::cuda;
-  const Tensor global = kc::where(kc::eq(local, Scalar(0)), ci, kc::add(local, Scalar(offset - 1)));
+  const Tensor global = kc::where(kc::eq(local, Scalar(0)), ci, kc::add(local, Scalar(offset - 1), 1));
   return {contiguous(v.narrow(dim, 1, n)), global};
 }
 

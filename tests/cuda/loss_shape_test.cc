@@ -63,7 +63,7 @@ TEST_F(Loss, NllLossMatchesTheCpu) {
             const std::string what =
                 absl::StrCat("nll_loss ", dtype_name(dt), " ", shape_str(ishape), " ", red,
                              weighted ? " w" : "");
-            expect_matches(C::nll_loss(G(logp), G(tg), G(wt), red), K::nll_loss(logp, tg, wt, red),
+            expect_matches(C::nll_loss(G(logp), G(tg), G(wt), red, -100), K::nll_loss(logp, tg, wt, red),
                            t, what);
           }
       }
@@ -77,27 +77,27 @@ TEST_F(Loss, NllLossMatchesTheCpu) {
   Tensor all = Tensor::full({5}, -1.0, DType::kInt64);
   expect_matches(C::nll_loss(G(logp), G(all), std::nullopt, "mean", -1),
                  K::nll_loss(logp, all, std::nullopt, "mean", -1), 1e-5, "all ignored");
-  expect_matches(C::nll_loss(G(logp.transpose(0, 1).contiguous()).transpose(0, 1), G(tg)),
+  expect_matches(C::nll_loss(G(logp.transpose(0, 1).contiguous()).transpose(0, 1), G(tg), std::nullopt, "mean", -100),
                  K::nll_loss(logp, tg), 1e-5, "strided input");
   // Errors: a target out of range, bad reduction / dtypes / shapes / weight.
   expect_error(
       [&] {
-        C::nll_loss(G(logp), G(Tensor::from_vector<int64_t>({1, 7, 0, 0, 0}, {5})));
+        C::nll_loss(G(logp), G(Tensor::from_vector<int64_t>({1, 7, 0, 0, 0}, {5})), std::nullopt, "mean", -100);
       },
       "nll_loss: target 7 out of range for 4 classes (accepted: 0 <= target < 4, or "
       "ignore_index -100)");
-  expect_error([&] { C::nll_loss(G(logp), G(tg), std::nullopt, "avg"); },
+  expect_error([&] { C::nll_loss(G(logp), G(tg), std::nullopt, "avg", -100); },
                "nll_loss: unknown reduction 'avg'");
   expect_error(
       [&] {
-        C::nll_loss(G(Tensor::zeros({5, 4}, DType::kInt64)), G(tg));
+        C::nll_loss(G(Tensor::zeros({5, 4}, DType::kInt64)), G(tg), std::nullopt, "mean", -100);
       },
       "nll_loss: input must be a floating tensor");
-  expect_error([&] { C::nll_loss(G(logp), G(tg.to(DType::kFloat32))); },
+  expect_error([&] { C::nll_loss(G(logp), G(tg.to(DType::kFloat32)), std::nullopt, "mean", -100); },
                "nll_loss: class-index target must be int64 or int32, got float32");
-  expect_error([&] { C::nll_loss(G(logp), G(tg.narrow(0, 0, 4))); },
+  expect_error([&] { C::nll_loss(G(logp), G(tg.narrow(0, 0, 4)), std::nullopt, "mean", -100); },
                "nll_loss: target [4] does not match the input (accepted: [5])");
-  expect_error([&] { C::nll_loss(G(logp), G(tg), G(rand({3}, 5))); },
+  expect_error([&] { C::nll_loss(G(logp), G(tg), G(rand({3}, 5)), "mean", -100); },
                "nll_loss: weight float32 [3] does not fit input [5, 4]");
 }
 
@@ -140,12 +140,12 @@ TEST_F(Loss, CrossEntropyIndexAndProbabilityTargets) {
                "cross_entropy: label_smoothing 1.5 out of range");
   expect_error(
       [&] {
-        C::cross_entropy(G(logits), G(Tensor::from_vector<int64_t>({0, 3}, {2})));
+        C::cross_entropy(G(logits), G(Tensor::from_vector<int64_t>({0, 3}, {2})), std::nullopt, "mean", -100, 0.0);
       },
       "cross_entropy: target 3 out of range for 3 classes");
   expect_error(
       [&] {
-        C::cross_entropy(G(logits), G(rand({2, 4}, 1)));
+        C::cross_entropy(G(logits), G(rand({2, 4}, 1)), std::nullopt, "mean", -100, 0.0);
       },
       "cross_entropy: probability target [2, 4] must have the input's shape [2, 3]");
 }
@@ -163,7 +163,7 @@ TEST_F(Loss, NllLossBackwardAndTotalWeight) {
           Tensor g = none ? rand({n}, 22, DType::kFloat32) : Tensor::full({}, 0.7, DType::kFloat64);
           const std::string what = absl::StrCat(dtype_name(dt), " ", red, weighted ? " w" : "");
           const double t = tol(dt) * 4;
-          expect_matches(C::nll_loss_backward(G(g), {n, c}, dt, G(tg), G(wt), red, -100),
+          expect_matches(C::nll_loss_backward(G(g), {n, c}, dt, G(tg), G(wt), red, -100, std::nullopt, 0, -1),
                          K::nll_loss_backward(g, {n, c}, dt, tg, wt, red, -100), t, what);
           // Class block [2, 5) of 7 classes with a given total weight.
           expect_matches(C::nll_loss_backward(G(g), {n, 3}, dt, G(tg), G(wt), red, -100, 2.5, 2, c),
@@ -174,11 +174,11 @@ TEST_F(Loss, NllLossBackwardAndTotalWeight) {
   Tensor t0 = Tensor::from_vector<int64_t>({3}, {});
   Tensor g0 = Tensor::full({}, 1.5, DType::kFloat32);
   expect_matches(
-      C::nll_loss_backward(G(g0), {c}, DType::kFloat32, G(t0), std::nullopt, "mean", -100),
+      C::nll_loss_backward(G(g0), {c}, DType::kFloat32, G(t0), std::nullopt, "mean", -100, std::nullopt, 0, -1),
       K::nll_loss_backward(g0, {c}, DType::kFloat32, t0, std::nullopt, "mean", -100), 1e-6, "[C]");
   Tensor ig = Tensor::full({n}, -100.0, DType::kInt64);
   expect_matches(
-      C::nll_loss_backward(G(g0), {n, c}, DType::kFloat32, G(ig), std::nullopt, "mean", -100),
+      C::nll_loss_backward(G(g0), {n, c}, DType::kFloat32, G(ig), std::nullopt, "mean", -100, std::nullopt, 0, -1),
       K::nll_loss_backward(g0, {n, c}, DType::kFloat32, ig, std::nullopt, "mean", -100), 1e-6,
       "all ignored");
   // nll_loss_total_weight.
@@ -191,17 +191,17 @@ TEST_F(Loss, NllLossBackwardAndTotalWeight) {
   Tensor bad = Tensor::from_vector<int64_t>({0, 1, 9, 2, 3, 4, 5, 6, 0}, {n});
   expect_error(
       [&] {
-        C::nll_loss_backward(G(g0), {n, c}, DType::kFloat32, G(bad), std::nullopt, "sum", -100);
+        C::nll_loss_backward(G(g0), {n, c}, DType::kFloat32, G(bad), std::nullopt, "sum", -100, std::nullopt, 0, -1);
       },
       "nll_loss_backward: target 9 out of range for 7 classes");
   expect_error(
       [&] {
-        C::nll_loss_backward(G(g0), {n, c}, DType::kFloat32, G(tg), std::nullopt, "none", -100);
+        C::nll_loss_backward(G(g0), {n, c}, DType::kFloat32, G(tg), std::nullopt, "none", -100, std::nullopt, 0, -1);
       },
       "nll_loss_backward: grad_output float32 [] does not fit reduction 'none'");
   expect_error(
       [&] {
-        C::nll_loss_backward(G(g0), {n, c}, DType::kInt64, G(tg), std::nullopt, "sum", -100);
+        C::nll_loss_backward(G(g0), {n, c}, DType::kInt64, G(tg), std::nullopt, "sum", -100, std::nullopt, 0, -1);
       },
       "nll_loss_backward: the gradient must be floating");
   expect_error(
@@ -220,25 +220,25 @@ TEST_F(Loss, EmbeddingDenseBackward) {
       const std::string what = absl::StrCat(dtype_name(dt), " ", dtype_name(it));
       // Up to 24 additions per element: float accumulation within a few float ulps.
       const double t = dt == DType::kFloat64 ? 1e-12 : std::max(tol(dt), 1e-5);
-      expect_matches(C::embedding_dense_backward(G(g), G(idx), 12),
+      expect_matches(C::embedding_dense_backward(G(g), G(idx), 12, -1, 0, -1),
                      K::embedding_dense_backward(g, idx, 12), t, what);
-      expect_matches(C::embedding_dense_backward(G(g), G(idx), 12, 3),
+      expect_matches(C::embedding_dense_backward(G(g), G(idx), 12, 3, 0, -1),
                      K::embedding_dense_backward(g, idx, 12, 3), t, what + " padding 3");
       expect_matches(C::embedding_dense_backward(G(g), G(idx), 12, 3, 4, 5),
                      K::embedding_dense_backward(g, idx, 12, 3, 4, 5), t, what + " rows [4, 9)");
       expect_matches(C::embedding_dense_backward(G(g.transpose(0, 1).contiguous()).transpose(0, 1),
-                                                 G(idx), 12, -1, 6),
+                                                 G(idx), 12, -1, 6, -1),
                      K::embedding_dense_backward(g, idx, 12, -1, 6), t, what + " strided, rows 6+");
     }
   Tensor idx = Tensor::from_vector<int64_t>({1, 12, 2}, {3});
   Tensor g = rand({3, 4}, 32);
-  expect_error([&] { C::embedding_dense_backward(G(g), G(idx), 12); },
+  expect_error([&] { C::embedding_dense_backward(G(g), G(idx), 12, -1, 0, -1); },
                "embedding_dense_backward: index 12 out of range (accepted: 0 <= index < 12)");
-  expect_error([&] { C::embedding_dense_backward(G(g), G(idx.narrow(0, 0, 2)), 12); },
+  expect_error([&] { C::embedding_dense_backward(G(g), G(idx.narrow(0, 0, 2)), 12, -1, 0, -1); },
                "embedding_dense_backward: grad_output [3, 4] must be [*indices.shape, D]");
   expect_error([&] { C::embedding_dense_backward(G(g), G(idx), 20, -1, 15, 10); },
                "embedding_dense_backward: rows [15, 25) outside [0, 20)");
-  expect_error([&] { C::embedding_dense_backward(G(g.to(DType::kInt64)), G(idx), 20); },
+  expect_error([&] { C::embedding_dense_backward(G(g.to(DType::kInt64)), G(idx), 20, -1, 0, -1); },
                "embedding_dense_backward: grad_output must be floating");
 }
 
@@ -255,12 +255,12 @@ TEST_F(ShapeOps, Stack) {
     }
   }
   Tensor z = rand({}, 43);
-  expect_matches(C::stack({G(z), G(z)}), K::stack({z, z}), 0, "stack 0-d");
-  expect_error([] { C::stack({}); }, "stack: expects a non-empty list of tensors");
-  expect_error([] { C::stack({G(rand({3}, 1)), G(rand({4}, 2))}); }, "does not match");
+  expect_matches(C::stack({G(z), G(z)}, 0), K::stack({z, z}), 0, "stack 0-d");
+  expect_error([] { C::stack({}, 0); }, "stack: expects a non-empty list of tensors");
+  expect_error([] { C::stack({G(rand({3}, 1)), G(rand({4}, 2))}, 0); }, "does not match");
   expect_error(
       [] {
-        C::stack({G(rand({3}, 1)), G(rand({3}, 2, DType::kFloat64))});
+        C::stack({G(rand({3}, 1)), G(rand({3}, 2, DType::kFloat64))}, 0);
       },
       "(accepted: equal shapes and dtypes)");
   expect_error([] { C::stack({G(rand({3}, 1))}, 2); }, "stack");

@@ -47,7 +47,7 @@ TEST_F(Matmul, MmBmmAddmmLinearMatmulInEveryDtype) {
                    "addmm " + d);
     Tensor w = rand({29, 64}, 88, dt);
     expect_matches(C::linear(G(x), G(w), G(bias)), K::linear(x, w, bias), t, "linear " + d);
-    expect_matches(C::linear(G(a.select(0, 3)), G(w)), K::linear(a.select(0, 3), w), t,
+    expect_matches(C::linear(G(a.select(0, 3)), G(w), std::nullopt), K::linear(a.select(0, 3), w), t,
                    "linear 1-d " + d);
     Tensor p = rand({2, 1, 7, 64}, 89, dt), q = rand({3, 64, 6}, 90, dt);
     expect_matches(C::matmul(G(p), G(q)), K::matmul(p, q), t, "matmul broadcast " + d);
@@ -150,7 +150,7 @@ TEST_F(Attention, MathKernelForwardAndBackward) {
                                                0, std::nullopt, C::AttentionBackend::kMath);
   expect_matches(gg.query, wg.query, 3e-2, "bf16 math dq");
   EXPECT_THROW(C::scaled_dot_product_attention(G(q), G(k), G(v),
-                                               G(Tensor::zeros({19, 19}, DType::kBool)), true),
+                                               G(Tensor::zeros({19, 19}, DType::kBool)), true, std::nullopt, 0),
                Error);
 }
 

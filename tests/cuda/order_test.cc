@@ -108,18 +108,18 @@ TEST_F(Selection, MaxMinArgmaxArgminWithTiesAndNaN) {
         expect_pair(C::min_dim(G(x), dim, keep), K::min_dim(x, dim, keep), 0, "min_dim " + w);
         expect_matches(C::argmax(G(x), dim, keep), K::argmax(x, dim, keep), 0, "argmax " + w);
       }
-    expect_matches(C::argmin(G(x)), K::argmin(x), 0, "argmin all");
+    expect_matches(C::argmin(G(x), std::nullopt, false), K::argmin(x), 0, "argmin all");
     expect_matches(C::argmax(G(x), std::nullopt, true), K::argmax(x, std::nullopt, true), 0);
   }
   Tensor t = tricky(DType::kFloat32);
   for (int64_t dim : {0, 1}) {
-    expect_pair(C::max_dim(G(t), dim), K::max_dim(t, dim), 0, "max NaN");
-    expect_pair(C::min_dim(G(t), dim), K::min_dim(t, dim), 0, "min NaN");
+    expect_pair(C::max_dim(G(t), dim, false), K::max_dim(t, dim), 0, "max NaN");
+    expect_pair(C::min_dim(G(t), dim, false), K::min_dim(t, dim), 0, "min NaN");
   }
   // Long rows: the split two-pass path.
   Tensor big = randint({2, 300000}, 52, 1000, DType::kFloat64).to(DType::kFloat32);
-  expect_pair(C::max_dim(G(big), 1), K::max_dim(big, 1), 0, "long max_dim");
-  expect_matches(C::argmin(G(big)), K::argmin(big), 0, "long argmin");
+  expect_pair(C::max_dim(G(big), 1, false), K::max_dim(big, 1), 0, "long max_dim");
+  expect_matches(C::argmin(G(big), std::nullopt, false), K::argmin(big), 0, "long argmin");
 }
 
 TEST_F(Selection, MedianNanmedianKthvalue) {
@@ -128,32 +128,32 @@ TEST_F(Selection, MedianNanmedianKthvalue) {
     Tensor x = randint({7, 13, 4}, 60, 6, DType::kFloat64).to(dt);  // many ties
     for (int64_t dim : {0, 1, -1}) {
       const std::string w = absl::StrCat(dtype_name(dt), " dim ", dim);
-      expect_pair(C::median_dim(G(x), dim), K::median_dim(x, dim), 0, "median_dim " + w);
+      expect_pair(C::median_dim(G(x), dim, false), K::median_dim(x, dim), 0, "median_dim " + w);
       expect_pair(C::nanmedian_dim(G(x), dim, true), K::nanmedian_dim(x, dim, true), 0,
                   "nanmedian_dim " + w);
       for (int64_t k : {int64_t{1}, int64_t{3}, x.size(dim)})
-        expect_pair(C::kthvalue(G(x), k, dim), K::kthvalue(x, k, dim), 0, "kthvalue " + w);
+        expect_pair(C::kthvalue(G(x), k, dim, false), K::kthvalue(x, k, dim), 0, "kthvalue " + w);
     }
     expect_matches(C::median(G(x)), K::median(x), 0, "median " + std::string(dtype_name(dt)));
   }
   for (DType dt : {DType::kFloat32, DType::kFloat64}) {
     Tensor t = tricky(dt);
     for (int64_t dim : {0, 1}) {
-      expect_pair(C::median_dim(G(t), dim), K::median_dim(t, dim), 0, "median NaN");
-      expect_pair(C::nanmedian_dim(G(t), dim), K::nanmedian_dim(t, dim), 0, "nanmedian NaN");
-      expect_pair(C::kthvalue(G(t), 2, dim), K::kthvalue(t, 2, dim), 0, "kthvalue NaN");
+      expect_pair(C::median_dim(G(t), dim, false), K::median_dim(t, dim), 0, "median NaN");
+      expect_pair(C::nanmedian_dim(G(t), dim, false), K::nanmedian_dim(t, dim), 0, "nanmedian NaN");
+      expect_pair(C::kthvalue(G(t), 2, dim, false), K::kthvalue(t, 2, dim), 0, "kthvalue NaN");
     }
     expect_matches(C::median(G(t)), K::median(t), 0);
     expect_matches(C::nanmedian(G(t)), K::nanmedian(t), 0);
     Tensor all_nan = Tensor::full({2, 3}, kNaN, dt);
-    expect_pair(C::nanmedian_dim(G(all_nan), 1), K::nanmedian_dim(all_nan, 1), 0, "all NaN");
+    expect_pair(C::nanmedian_dim(G(all_nan), 1, false), K::nanmedian_dim(all_nan, 1), 0, "all NaN");
   }
   // One long row (a single radix sort) and the empty whole-tensor median.
   Tensor row = randint({1 << 20}, 61, 5000, DType::kFloat64).to(DType::kFloat32);
-  expect_pair(C::median_dim(G(row), 0), K::median_dim(row, 0), 0, "long median");
+  expect_pair(C::median_dim(G(row), 0, false), K::median_dim(row, 0), 0, "long median");
   expect_matches(C::nanmedian(G(Tensor::zeros({0}))), K::nanmedian(Tensor::zeros({0})), 0);
-  EXPECT_THROW(C::kthvalue(G(rand({3, 4}, 1)), 5, 1), Error);
-  EXPECT_THROW(C::median_dim(G(Tensor::zeros({3, 0})), 1), Error);
+  EXPECT_THROW(C::kthvalue(G(rand({3, 4}, 1)), 5, 1, false), Error);
+  EXPECT_THROW(C::median_dim(G(Tensor::zeros({3, 0})), 1, false), Error);
 }
 
 using Pooling = CudaTest;

@@ -52,6 +52,13 @@ std::vector<Tensor> run_on_device(const OpCall& call, std::vector<Tensor> locals
 // local narrow to the one chunk) leaves the block as it is, so the input goes to the kernel as is,
 // strides included, instead of through redistribute_local's contiguous copy (at tp=1 that copied
 // every transposed matmul operand).
+// The planned family's ops have rules and a cost but no kernel: they are planned, never run.
+void check_runnable(const OpCall& call) {
+  DT_CHECK(call.op().kernel, call.str(), ": ", call.op().name(), " has no kernel (the planned family, "
+           "ops/planned/: ", call.op().no_backward, "); accepted: `dtensor plan` and explain without \"run\" "
+           "take it, nothing runs it");
+}
+
 bool is_identity_plan(const RedistributePlan& plan, const Shape& mesh_shape) {
   for (const RedistributeStep& s : plan.steps)
     if (mesh_shape[s.mesh_dim] != 1) return false;
@@ -64,6 +71,7 @@ std::vector<DTensor> execute_strategy(
     const OpCall& call, const Strategy& strategy, const std::vector<TensorMeta>& out_meta,
     const std::vector<DTensor>& inputs, Timeout timeout,
     const std::vector<std::shared_ptr<const RedistributePlan>>* plans) {
+  check_runnable(call);
   const MeshPtr& mesh = inputs.at(0).mesh();
   std::vector<Tensor> locals;
   locals.reserve(inputs.size());
@@ -104,6 +112,7 @@ std::vector<DTensor> execute_strategy(
 }
 
 std::vector<Tensor> run_single_device(const OpCall& call, const std::vector<Tensor>& inputs) {
+  check_runnable(call);
   LocalContext ctx;
   ctx.out_meta = call.op().meta(call);
   return run_on_device(call, inputs, nullptr, {}, nullptr,

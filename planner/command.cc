@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "dispatch/dispatch.h"
 #include "dtensor/core/file_io.h"
 #include "planner/cluster_plan.h"
 #include "planner/graph_json.h"
@@ -53,7 +54,7 @@ void list_hardware(std::ostream& out) {
 }  // namespace
 
 void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& err) {
-  init_planner_ops();
+  init_ops();  // every family, the planned one included
   if (o.list_models || o.list_hardware || o.list_ops) {
     if (o.list_models) list_models(out);
     if (o.list_hardware) list_hardware(out);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "dispatch/dispatch.h"
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/redistribute.h"
 #include "ops/flops.h"
@@ -72,7 +73,7 @@ uint64_t placement_key(const Placements& p) {
 
 CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, ClusterShares shares)
     : g_(g), mesh_(mesh), hw_(hw), shares_(std::move(shares)) {
-  init_planner_ops();
+  init_ops();  // every family, the planned one included
   const int nd = mesh.ndim();
   DT_CHECK(shares_.weights.empty() || static_cast<int>(shares_.weights.size()) == nd, "planner: ",
            shares_.weights.size(), " weight lists for the mesh ", mesh.str(), "; give one per mesh dim (empty: even)");

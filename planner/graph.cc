@@ -4,6 +4,7 @@
 
 #include <boost/graph/topological_sort.hpp>
 
+#include "dispatch/dispatch.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/limits.h"
 
@@ -93,7 +94,7 @@ int ModelGraph::num_layers() const {
 }
 
 GraphBuilder::GraphBuilder(std::string name, std::string description) {
-  init_planner_ops();
+  init_ops();  // every family, the planned one included
   graph_.name = std::move(name);
   graph_.description = std::move(description);
 }

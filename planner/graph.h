@@ -148,10 +148,6 @@ class GraphBuilder {
   bool fused_ = false;
 };
 
-// Registers the ops the zoo needs beyond the engine's (planner/planner_ops.cc): convolution,
-// batch_norm, moe_dispatch, moe_combine; idempotent. Also calls init_ops().
-void init_planner_ops();
-
 // Binds op vertex v for a mesh of `mesh_shape` with every input Replicate (the planner's canonical
 // call: strategies are enumerated from it).
 OpCall bind_vertex(const ModelGraph& g, int v, const Shape& mesh_shape);

@@ -26,7 +26,7 @@
 // marks repeated layers, which the planner solves once; "role" is the Megatron role of a matmul
 // ("column", "row", "vocab", "expert"); "fused" marks flash-attention internals.
 // An op the planner has no rule for is written as "opaque" with its output shape and dtype given:
-// {"name": "f", "op": "opaque", "args": [["x"], [8, 64], "float32", "flip"]} (planner/planner_ops.cc),
+// {"name": "f", "op": "opaque", "args": [["x"], [8, 64], "float32", "flip"]} (ops/planned/defs.cc),
 // planned replicated and priced as a copy; python/dtensor/planning.py writes it for unknown ATen ops.
 // graph_to_json writes the model's nodes only: the optimizer and redistribution vertices
 // GraphBuilder::finish adds are added again when the file is read.

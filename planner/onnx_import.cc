@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "dispatch/dispatch.h"
 #include "dtensor/core/limits.h"
 #include "ops/registry.h"
 #include "onnx/onnx_pb.h"
@@ -642,7 +643,7 @@ class Importer {
 }  // namespace
 
 OnnxImport import_onnx(const std::string& bytes, const std::string& name, const OnnxImportOptions& o) {
-  init_planner_ops();
+  init_ops();  // every family, the planned one included
   onnx::ModelProto m;
   DT_CHECK(m.ParseFromString(bytes), "not an ONNX model: the file does not parse as an onnx.ModelProto (",
            bytes.size(), " bytes)");

@@ -446,14 +446,19 @@ NB_MODULE(_dtensor, m) {
     for (const DTensor& t : out) l.append(nb::cast(t));
     return nb::tuple(l);
   }, "Runs the registered op `name` (an ATen name) on DTensors.");
-  ops.def("names", [] {
+  ops.def("names", [](bool planned) {
     init_ops();  // the registry fills on first use
-    return Registry::get().names();
-  }, "Every registered op's name, sorted.");
+    std::vector<std::string> out;
+    for (const std::string& name : Registry::get().names())
+      if (planned || Registry::get().find(name).kernel) out.push_back(name);
+    return out;
+  }, "planned"_a = false,
+     "The names of the ops that run on DTensors (those with a kernel), sorted; planned=True adds the "
+     "planned family's (convolution, batch_norm, pad, ...), which `dtensor plan` and explain take "
+     "but nothing runs.");
   ops.def("aten_facts", [] {
-    // The engine's ops, and the planner's once schemas(planner=True) or a plan registered them: the
-    // bridge reads these, and must not route ATen ops to planner ops (no kernels, rules the
-    // validator never ran), so neither it nor this registers them.
+    // Every op, the planned family's included; the bridge routes only the ops names() lists (those
+    // with a kernel), so a planned op's rules (never run against a kernel) never reach it.
     init_ops();
     nb::dict out;
     for (const std::string& name : Registry::get().names()) {
@@ -467,11 +472,9 @@ NB_MODULE(_dtensor, m) {
     return out;
   }, "How PyTorch meets each registered op (OpDef::aten, ops/registry.h): name -> (layout_dependent, "
      "[(ATen alias, adapter, local_size, ATen op run on the blocks)], why no ATen op has its name, why it "
-     "has no backward (OpDef::no_backward)). The planner's ops are listed once registered "
-     "(schemas(planner=True)).");
-  ops.def("schemas", [](bool planner) {
-    if (planner) planner::init_planner_ops();  // registers the planner's ops beside the engine's
-    else init_ops();
+     "has no backward (OpDef::no_backward)), for every registered op.");
+  ops.def("schemas", [] {
+    init_ops();
     static const char* kTypes[] = {"Tensor", "Tensor[]", "int", "int[]", "float", "float[]", "bool", "str",
                                    "Scalar"};
     nb::dict out;
@@ -482,13 +485,12 @@ NB_MODULE(_dtensor, m) {
       out[nb::str(name.c_str())] = args;
     }
     return out;
-  }, "planner"_a = false,
-     "Every registered op's arguments (ops/schema.h): name -> [(arg, type, optional, has_default, "
-     "keyword_only)], type one of Tensor, Tensor[], int, int[], float, float[], bool, str (also "
-     "ScalarType), Scalar. planner=True registers the planner's ops first (torch.export's import "
-     "maps onto them); the bridge reads the engine's only.");
+  },
+     "Every registered op's arguments (ops/schema.h), the planned family's included (torch.export's "
+     "import maps onto them): name -> [(arg, type, optional, has_default, keyword_only)], type one of "
+     "Tensor, Tensor[], int, int[], float, float[], bool, str (also ScalarType), Scalar.");
   ops.def("onnx", [] {
-    planner::init_planner_ops();
+    init_ops();
     nb::dict out;
     for (const std::string& name : Registry::get().names())
       if (const OpDef& op = Registry::get().find(name); !op.onnx.empty()) out[nb::str(name.c_str())] = op.onnx;

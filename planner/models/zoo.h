@@ -22,9 +22,9 @@
 //   - Mixture of experts: router linear + softmax, moe_dispatch to [experts, capacity, hidden]
 //     (capacity factor 1), experts as grouped_mm (3-d x 3-d: the expert dim shards as expert
 //     parallel, FFN columns/rows as tensor parallel, ops/grouped_mm/rules.cc), moe_combine
-//     (planner/planner_ops.cc).
+//     (ops/planned/defs.cc).
 //   - ResNet: convolution and batch_norm (training: synchronized statistics when the batch is split)
-//     are planner-side ops (planner_ops.cc); max_pool2d_with_indices and adaptive_avg_pool2d are
+//     are the planned family's ops (ops/planned/); max_pool2d_with_indices and adaptive_avg_pool2d are
 //     the engine's.
 // Errors: dtensor::Error for an unknown model (listing the known ones) or options the model cannot
 // take (a sequence longer than its positions, batch < 1).

@@ -112,7 +112,7 @@ _POOLING = {**{f"avg_pool{d}d": f"avg_pool{d}d" for d in (1, 2, 3)},
 
 
 def _convolution(name, args, kw, w, A):
-    """The planner's convolution (ATen's convolution schema, planner/planner_ops.cc) for ATen's
+    """The planner's convolution (ATen's convolution schema, ops/planned/defs.cc) for ATen's
     convNd / convolution / _convolution, or None: transposed, unbatched, or padding='same' that ATen
     would pad unevenly (the planner's padding is symmetric)."""
     x, wt = w._meta(args[0]), w._meta(args[1])
@@ -148,9 +148,9 @@ def _convolution(name, args, kw, w, A):
 
 @functools.lru_cache(maxsize=None)
 def _schemas():
-    """The registered ops' arguments (dtensor.ops.schemas(): the engine's and the planner's)."""
+    """The registered ops' arguments (dtensor.ops.schemas(): every family's, the planned one's too)."""
     from . import ops
-    return ops.schemas(planner=True)
+    return ops.schemas()
 
 
 @functools.lru_cache(maxsize=None)

@@ -90,7 +90,7 @@ TEST(LayoutFacts, UnmarkedKernelsComputeTheSameOnABlock) {
   int checked = 0;
   for (const std::string& name : Registry::get().names()) {
     const OpDef& op = Registry::get().find(name);
-    if (!op.kernel || !op.samples) continue;  // planner-only ops run nowhere
+    if (!op.kernel || !op.samples) continue;  // the planned family runs nowhere
     uint64_t seed = 41;
     std::string first;
     for (const Sample& sample : op.samples()) {

@@ -88,6 +88,21 @@ TEST(Explain, ErrorsStayOnTheirLine) {
   EXPECT_NE(k.find("unknown argument 'dtipe'"), std::string::npos) << k;
 }
 
+// The planned family (ops/planned/): explain plans its ops like any other, and "run" refuses them
+// by name: they have no kernel.
+TEST(Explain, PlannedOpsArePlannedNotRun) {
+  const std::string req =
+      R"j({"mesh": [2], "op": "pad", "args": [{"shape": [4, 6], "placements": ["S(0)"]}, [1, 2]])j";
+  json ans = json::parse(explain_line(req + "}"));
+  ASSERT_FALSE(ans.contains("error")) << ans.dump();
+  EXPECT_EQ(ans["outputs"][0]["shape"], json::parse("[4, 9]"));
+  EXPECT_EQ(ans["outputs"][0]["placements"], json::parse(R"j(["S(0)"])j"));
+  EXPECT_EQ(ans["collectives"].size(), 0u) << ans.dump();
+  json run = json::parse(explain_line(req + R"j(, "run": true})j"));
+  const std::string e = run.value("error", "");
+  EXPECT_NE(e.find("pad has no kernel (the planned family"), std::string::npos) << run.dump();
+}
+
 // Weighted shards in explain's notation: parsed, carried through mm with no collective, executed
 // ("run") against the single-device op; a wrong weight count or a zero weight is an error on its line.
 TEST(Explain, WeightedShardsParsePrintAndRun) {

@@ -11,6 +11,7 @@ OP_FAMILIES = [
     "embedding",
     "flex_attention",
     "grouped_mm",
+    "indexing",
     "loss",
     "matrix",
     "norm",

@@ -331,6 +331,12 @@ def embedding(s):
     return Call("embedding", [s.input, kw.pop("indices")], kw, aten("embedding"))
 
 
+def index_select(s):
+    kw = positional(s, ["dim", "index"])
+    return Call("index_select", [s.input, kw.pop("dim"), kw.pop("index")], kw, aten("index_select"),
+                partial="one", grad=True)
+
+
 def sdpa(s):
     kw = positional(s, ["key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"])
     if kw.get("dropout_p", 0.0) != 0.0:
@@ -442,6 +448,7 @@ TRANSLATORS = {
     ("nn.functional.nll_loss", ""): loss("nll_loss"),
     ("nn.functional.cross_entropy", ""): loss("cross_entropy"),
     ("nn.functional.embedding", ""): embedding,
+    ("index_select", ""): index_select,
     ("nn.functional.scaled_dot_product_attention", ""): sdpa,
     ("to", ""): to,
 }

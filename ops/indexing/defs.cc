@@ -1,0 +1,155 @@
+// index_select(self, dim, index) -> self's slices at `index` along dim, and index_select_backward,
+// its gradient (torch's semantics: index 0-d or 1-d, int64 or int32, every value in
+// [0, self.size(dim)); a 0-d self takes dim 0 or -1). Both work on a block of self sharded along
+// dim: the lookup keeps the indices that block holds (zero elsewhere, a Partial(sum) piece) and the
+// backward produces the rows of its output block; the kernels are the embedding ones over self seen
+// as [size(dim), rest] (ops/embedding), so a device runs them as well.
+#include "kernels/cpu/backward.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/reduction.h"
+
+#include "dtensor/partial_split.h"
+#include "ops/common/backward_defs.h"
+#include "ops/family.h"
+
+namespace dtensor::ops {
+namespace {
+
+// The indexed dim of a tensor of `rank` dims (a 0-d tensor counts as [1]).
+int64_t indexed_dim(const OpCall& c, int64_t rank) {
+  return guard(c, [&] { return wrap_dim(c.get_int("dim"), std::max<int64_t>(rank, 1), "dim"); });
+}
+
+// Fails naming the call unless `index` is 0-d or 1-d, int64 or int32.
+void check_index_arg(const OpCall& c, int t) {
+  check_index(c, t, "index");
+  if (c.tensor(t).shape.size() > 1)
+    fail(c, absl::StrCat("index must be 0-d or 1-d, got ", c.tensor(t).shape.size(), " dims"));
+}
+
+// Every index in [0, n): a sharded block cannot tell a wrong index from one another block holds.
+void check_range(const OpCall& c, const Tensor& index, int64_t n) {
+  if (index.numel() == 0) return;
+  const double lo = kernels::amin(index, {}, false).to(cpu()).item();
+  const double hi = kernels::amax(index, {}, false).to(cpu()).item();
+  if (lo < 0 || hi >= static_cast<double>(n))
+    fail(c, absl::StrCat("index ", lo < 0 ? lo : hi, " is out of range for a dim of size ", n,
+                         "; accepted: indices in [0, ", n, ")"));
+}
+
+// x [..., s, ...] (dim d) as [s, rest]: the layout the embedding kernels take.
+Tensor rows_first(const Tensor& x, int64_t d) {
+  const int64_t s = x.size(d);
+  int64_t rest = 1;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (i != d) rest *= x.size(i);
+  return x.movedim(d, 0).contiguous().reshape({s, rest});
+}
+
+// The inverse: rows [k, rest] back to `shape` with dim d of size k.
+Tensor rows_back(const Tensor& rows, Shape shape, int64_t d) {
+  const int64_t k = rows.size(0);
+  shape.erase(shape.begin() + d);
+  shape.insert(shape.begin(), k);
+  return rows.reshape(shape).movedim(0, d).contiguous();
+}
+
+void define_index_select(Registry& reg) {
+  OpDef& op = reg.define("index_select(Tensor self, int dim, Tensor index) -> Tensor", "indexing");
+  op.cost = cost(CostClass::kCopy, Keeps::kNothing);
+  op.aten.layout_dependent = true;  // a block of self along dim looks up the indices it holds
+  op.meta = [](const OpCall& c) {
+    check_index_arg(c, 1);
+    Shape out = c.tensor(0).shape;
+    const int64_t d = indexed_dim(c, static_cast<int64_t>(out.size()));
+    const int64_t k = numel(c.tensor(1).shape);
+    if (out.empty()) {
+      if (k != 1) fail(c, absl::StrCat("a 0-d self takes one index, got ", k));
+    } else {
+      out[d] = k;
+    }
+    return std::vector<TensorMeta>{{out, c.tensor(0).dtype}};
+  };
+  op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
+    const Shape& global = c.tensor(0).shape;
+    const Tensor index = in[1].reshape({in[1].numel()});
+    if (global.empty()) {
+      check_range(c, index, 1);
+      return one(in[0].reshape({1}).clone().reshape({}));
+    }
+    const int64_t d = indexed_dim(c, static_cast<int64_t>(global.size()));
+    check_range(c, index, global[d]);
+    auto [shape, offset] = ctx.in_block(c, 0);
+    if (shape[d] == global[d]) return one(guard(c, [&] { return kernels::index_select(in[0], d, index); }));
+    Shape out = shape;
+    out[d] = index.numel();
+    if (shape[d] == 0) return one(Tensor::zeros(out, in[0].dtype(), in[0].device()));
+    const Tensor rows = kernels::embedding_masked(rows_first(in[0], d), index, offset[d], offset[d] + shape[d]);
+    return one(rows_back(rows, shape, d));
+  };
+  op.samples = [] {
+    return std::vector<Sample>{
+        sample({{7, 5}, {4}}, {T(0), I(0), T(1)}, {}, {DType::kFloat32, DType::kInt64}),
+        sample({{4, 9, 3}, {6}}, {T(0), I(1), T(1)}, {}, {DType::kFloat32, DType::kInt32}),
+        sample({{5, 6}, {}}, {T(0), I(-1), T(1)}, {}, {DType::kFloat32, DType::kInt64})};
+  };
+  op.make_input = [](int i, const OpCall& c, uint64_t seed) {
+    const Shape& s = c.tensor(0).shape;
+    if (i == 1) return index_input(c.tensor(1), s.empty() ? 1 : s[indexed_dim(c, static_cast<int64_t>(s.size()))], seed);
+    return random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
+  };
+}
+
+void define_index_select_backward(Registry& reg) {
+  OpDef& op = reg.define(
+      "index_select_backward(Tensor grad, int[] self_sizes, int dim, Tensor index) -> Tensor", "indexing");
+  op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
+  op.aten.layout_dependent = true;  // an output block along dim holds only its rows
+  op.no_backward = kNoDoubleBackward;
+  op.meta = [](const OpCall& c) {
+    check_floating(c, 0, "grad");
+    check_index_arg(c, 1);
+    const std::vector<int64_t> sizes = c.get_int_list("self_sizes");
+    for (int64_t s : sizes)
+      if (s < 0) fail(c, absl::StrCat("self_sizes must be >= 0, got ", s));
+    Shape want(sizes.begin(), sizes.end());
+    if (!want.empty()) want[indexed_dim(c, static_cast<int64_t>(want.size()))] = numel(c.tensor(1).shape);
+    check_shape(c, 0, "grad (self_sizes with index's length at dim)", want);
+    return std::vector<TensorMeta>{{Shape(sizes.begin(), sizes.end()), c.tensor(0).dtype}};
+  };
+  // Rows [offset, offset + rows) along dim of the result: all of them, or this rank's block.
+  op.kernel = guarded([](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
+    const std::vector<int64_t> sizes = c.get_int_list("self_sizes");
+    const Tensor index = in[1].reshape({in[1].numel()});
+    if (sizes.empty()) {
+      check_range(c, index, 1);
+      return one(in[0].reshape({}).clone());
+    }
+    const int64_t d = indexed_dim(c, static_cast<int64_t>(sizes.size()));
+    check_range(c, index, sizes[d]);
+    auto [shape, offset] = ctx.out_block(0);
+    const Tensor rows = kernels::embedding_dense_backward(rows_first(in[0], d), index, sizes[d], -1, offset[d], shape[d]);
+    return one(rows_back(rows, shape, d));
+  });
+  op.samples = [] {
+    return std::vector<Sample>{
+        sample({{4, 5}, {4}}, {T(0), L({7, 5}), I(0), T(1)}, {}, {DType::kFloat32, DType::kInt64}),
+        sample({{4, 6, 3}, {6}}, {T(0), L({4, 9, 3}), I(1), T(1)}, {}, {DType::kFloat32, DType::kInt32})};
+  };
+  op.make_input = [](int i, const OpCall& c, uint64_t seed) {
+    const std::vector<int64_t> s = c.get_int_list("self_sizes");
+    if (i == 1) return index_input(c.tensor(1), s[indexed_dim(c, static_cast<int64_t>(s.size()))], seed);
+    return random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
+  };
+}
+
+void define_indexing_ops(Registry& reg) {
+  define_index_select(reg);
+  define_index_select_backward(reg);
+}
+
+}  // namespace
+
+DTENSOR_FAMILY_PART("indexing", kDefinitions, define_indexing_ops);
+
+}  // namespace dtensor::ops

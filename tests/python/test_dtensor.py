@@ -444,3 +444,23 @@ def test_openblas_runs_this_cpus_kernels():
     core = dtensor._dtensor._blas_core()
     if {"avx2", "fma"} <= flags:
         assert core not in ("Prescott", "Core2", "Nehalem"), core
+
+
+@pytest.mark.parametrize("bad", [9, -1])
+def test_index_select_refuses_an_out_of_range_index_on_every_block(bad):
+    # With self sharded along the indexed dim no block holds index 9 (or -1): each would give a zero
+    # piece and the sum a silent zero row; every rank checks the range instead (ops/indexing).
+    x = rng.standard_normal((9, 4)).astype(np.float32)
+    idx = np.array([0, bad, 3], dtype=np.int64)
+
+    def fn(mesh, rank):
+        dx = dtensor.distribute_tensor(x, mesh, [Shard(0)])
+        return dtensor.ops.index_select(dx, 0, dtensor.distribute_tensor(idx, mesh, [Replicate()])).full_tensor()
+
+    with pytest.raises(dtensor.DTensorError) as err:
+        on_mesh((3,), fn)
+    assert "index_select(" in str(err.value) and f"index {bad} is out of range for a dim of size 9" in str(err.value)
+    good = on_mesh((3,), lambda m, r: dtensor.ops.index_select(
+        dtensor.distribute_tensor(x, m, [Shard(0)]),
+        0, dtensor.distribute_tensor(np.array([8, 0, 8], dtype=np.int64), m, [Replicate()])).full_tensor())
+    np.testing.assert_array_equal(np.asarray(good[0]), x[[8, 0, 8]])

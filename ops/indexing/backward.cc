@@ -1,5 +1,7 @@
 // d index_select(self, dim, index) / d self = index_select_backward(grad, self.shape, dim, index):
 // the gradient rows scatter-added back to the indices they came from; index has none.
+// index_add(self, dim, index, source, alpha): self's gradient is grad, source's is
+// alpha * index_select(grad, dim, index).
 #include "autograd/backward_util.h"
 #include "ops/family.h"
 
@@ -13,6 +15,11 @@ void register_indexing_backward(Registry&) {
                           {c.grad(0), iv(std::vector<int64_t>(s.begin(), s.end())), iv(c.call.get_int("dim")),
                            c.inputs[1]}),
                  std::nullopt};
+  });
+  def("index_add", [](const BackwardCtx& c) {
+    const double alpha = c.call.get_double("alpha");
+    DTensor g = call_op1("index_select", {c.grad(0), iv(c.call.get_int("dim")), c.inputs[1]});
+    return Grads{c.grad(0), std::nullopt, alpha == 1 ? g : F::mul(g, alpha)};
   });
 }
 

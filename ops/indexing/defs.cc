@@ -1,5 +1,6 @@
-// index_select(self, dim, index) -> self's slices at `index` along dim, and index_select_backward,
-// its gradient (torch's semantics: index 0-d or 1-d, int64 or int32, every value in
+// index_select(self, dim, index) -> self's slices at `index` along dim, index_select_backward,
+// its gradient, and index_add(self, dim, index, source, alpha) -> self with alpha * source's slices
+// added at `index` along dim (what torch's autograd emits for index_select's gradient) (torch's semantics: index 0-d or 1-d, int64 or int32, every value in
 // [0, self.size(dim)); a 0-d self takes dim 0 or -1). Both work on a block of self sharded along
 // dim: the lookup keeps the indices that block holds (zero elsewhere, a Partial(sum) piece) and the
 // backward produces the rows of its output block; the kernels are the embedding ones over self seen
@@ -143,9 +144,62 @@ void define_index_select_backward(Registry& reg) {
   };
 }
 
+void define_index_add(Registry& reg) {
+  OpDef& op = reg.define(
+      "index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor", "indexing");
+  op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
+  op.aten.layout_dependent = true;  // a block of self along dim adds only its rows
+  op.meta = [](const OpCall& c) {
+    check_floating(c, 0, "self");
+    check_index_arg(c, 1);
+    if (c.tensor(2).dtype != c.tensor(0).dtype)
+      fail(c, absl::StrCat("source has dtype ", dtype_name(c.tensor(2).dtype), ", self ",
+                           dtype_name(c.tensor(0).dtype), "; accepted: the same dtype"));
+    Shape want = c.tensor(0).shape;
+    const int64_t k = numel(c.tensor(1).shape);
+    if (!want.empty()) want[indexed_dim(c, static_cast<int64_t>(want.size()))] = k;
+    else if (k != 1) fail(c, absl::StrCat("a 0-d self takes one index, got ", k));
+    check_shape(c, 2, "source (self's shape with index's length at dim)", want);
+    return std::vector<TensorMeta>{c.tensor(0)};
+  };
+  // Rows [offset, offset + rows) along dim: all of them, or this rank's block of self.
+  op.kernel = guarded([](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
+    const Shape& global = c.tensor(0).shape;
+    const Tensor index = in[1].reshape({in[1].numel()});
+    const bool scalar = global.empty();
+    const int64_t d = scalar ? 0 : indexed_dim(c, static_cast<int64_t>(global.size()));
+    check_range(c, index, scalar ? 1 : global[d]);
+    auto [shape, offset] = ctx.out_block(0);
+    if (scalar) {
+      shape = {1};
+      offset = {0};
+    }
+    const Tensor source = scalar ? in[2].reshape({1}) : in[2];
+    const Tensor rows = kernels::embedding_dense_backward(rows_first(source, d), index, scalar ? 1 : global[d], -1,
+                                                          offset[d], shape[d]);
+    Tensor added = rows_back(rows, shape, d);
+    if (scalar) added = added.reshape({});
+    const double alpha = c.get_double("alpha");
+    if (alpha != 1) added = kernels::mul(added, kernels::Scalar(alpha));
+    return one(kernels::add(in[0], added, 1));
+  });
+  op.samples = [] {
+    return std::vector<Sample>{
+        sample({{7, 5}, {4}, {4, 5}}, {T(0), I(0), T(1), T(2)}, {}, {DType::kFloat32, DType::kInt64, DType::kFloat32}),
+        sample({{4, 9, 3}, {6}, {4, 6, 3}}, {T(0), I(1), T(1), T(2)}, {{"alpha", V(IValue(-2.0))}},
+               {DType::kFloat32, DType::kInt32, DType::kFloat32})};
+  };
+  op.make_input = [](int i, const OpCall& c, uint64_t seed) {
+    const Shape& s = c.tensor(0).shape;
+    if (i == 1) return index_input(c.tensor(1), s.empty() ? 1 : s[indexed_dim(c, static_cast<int64_t>(s.size()))], seed);
+    return random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
+  };
+}
+
 void define_indexing_ops(Registry& reg) {
   define_index_select(reg);
   define_index_select_backward(reg);
+  define_index_add(reg);
 }
 
 }  // namespace

@@ -337,6 +337,12 @@ def index_select(s):
                 partial="one", grad=True)
 
 
+def index_add(s):
+    kw = positional(s, ["dim", "index", "source"])
+    return Call("index_add", [s.input, kw.pop("dim"), kw.pop("index"), kw.pop("source")], kw, aten("index_add"),
+                partial="all", grad=True)
+
+
 def sdpa(s):
     kw = positional(s, ["key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"])
     if kw.get("dropout_p", 0.0) != 0.0:
@@ -449,6 +455,7 @@ TRANSLATORS = {
     ("nn.functional.cross_entropy", ""): loss("cross_entropy"),
     ("nn.functional.embedding", ""): embedding,
     ("index_select", ""): index_select,
+    ("index_add", ""): index_add,
     ("nn.functional.scaled_dot_product_attention", ""): sdpa,
     ("to", ""): to,
 }

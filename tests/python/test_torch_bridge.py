@@ -445,19 +445,23 @@ def test_embedding_and_cross_entropy(place):
 @pytest.mark.parametrize("place", [Shard(0), Shard(1), Replicate()])
 def test_index_select_along_a_sharded_dim(place):
     # index_select with the indexed dim sharded (S(0)): each rank looks up the indices its rows hold
-    # (ops/indexing), where PyTorch DTensor gathers the input. Forward only: torch's autograd
-    # differentiates index_select through index_add / index_put, which have no rule yet (dtensor's
-    # own autograd uses index_select_backward: tests/python/test_opinfo.py compares its gradients).
+    # (ops/indexing), where PyTorch DTensor gathers the input; torch's autograd differentiates it
+    # by new_zeros + index_add, whose rows each block adds; repeated indices add up.
     dtype = torch.float64
     X = gen(dtype, 9, 6, seed=31)  # 9 rows over 4 ranks: blocks 3, 3, 3, 0
     idx = torch.tensor([8, 0, 3, 3, 5, 0, 7])
+    x_ref = X.clone().requires_grad_()
+    torch.index_select(x_ref, 0, idx).pow(2).sum().backward()
 
     def fn(mesh):
-        x = bridge.distribute(X, mesh, [place])
-        return full(torch.index_select(x, 0, bridge.distribute(idx, mesh, [Replicate()])))
+        x = bridge.distribute(X.clone().requires_grad_(), mesh, [place])
+        y = torch.index_select(x, 0, bridge.distribute(idx, mesh, [Replicate()]))
+        y.pow(2).sum().backward()
+        return full(y), full(x.grad)
 
-    for y in on_mesh((4,), fn):
+    for y, gx in on_mesh((4,), fn):
         close(y, torch.index_select(X, 0, idx), dtype)
+        close(gx, x_ref.grad, dtype)
 
 
 def test_tiny_language_model_2d_mesh():

@@ -12,43 +12,56 @@
 namespace dtensor::strategies {
 namespace {
 
+// The rows of a call on a tensor of `rank` dims indexed along dim d: each other dim i sharded on
+// the output and on the tensors `with(i)` marks (the others replicated), then `more(d)`; none for a
+// 0-d tensor (only the all-Replicate row the engine adds).
+template <typename With, typename More>
+RuleList indexed_rules(const OpCall& c, size_t rank, int n_in, With with, More more) {
+  RuleList rules;
+  if (rank == 0) return rules;
+  const int32_t d = static_cast<int32_t>(norm_dim(c.get_int("dim"), static_cast<int64_t>(rank)));
+  for (int32_t i = 0; i < static_cast<int32_t>(rank); ++i) {
+    if (i == d) continue;
+    Rule r;
+    r.outputs.push_back(Shard(i));
+    for (int t = 0; t < n_in; ++t) r.inputs.push_back(with(t) ? Placement(Shard(i)) : Placement(Replicate()));
+    rules.push_back(r);
+  }
+  more(rules, Shard(d));
+  return rules;
+}
+
 void register_indexing_rules(Registry& reg) {
+  // Tensor inputs: self, index.
   reg.mutable_find("index_select").rules = [](const OpCall& c, const OutMeta&) {
-    RuleList rules;
-    const int32_t rank = static_cast<int32_t>(c.tensor(0).shape.size());
-    if (rank == 0) return rules;
-    const int32_t d = static_cast<int32_t>(norm_dim(c.get_int("dim"), rank));
-    for (int32_t i = 0; i < rank; ++i)
-      if (i != d) rules.push_back(row({Shard(i)}, {Shard(i), Replicate()}));
-    if (c.tensor(1).shape.size() == 1) rules.push_back(row({Shard(d)}, {Replicate(), Shard(0)}));
-    rules.push_back(row({Partial()}, {Shard(d), Replicate()}));
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin})
-      rules.push_back(row({Partial(op)}, {Partial(op), Replicate()}));
-    return rules;
+    return indexed_rules(
+        c, c.tensor(0).shape.size(), 2, [](int t) { return t == 0; },
+        [&](RuleList& rules, Placement sd) {
+          if (c.tensor(1).shape.size() == 1) rules.push_back(row({sd}, {Replicate(), Shard(0)}));
+          rules.push_back(row({Partial()}, {sd, Replicate()}));
+          for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin})
+            rules.push_back(row({Partial(op)}, {Partial(op), Replicate()}));
+        });
   };
+  // Tensor inputs: grad, index.
   reg.mutable_find("index_select_backward").rules = [](const OpCall& c, const OutMeta& out) {
-    RuleList rules;
-    const int32_t rank = static_cast<int32_t>(out[0].shape.size());
-    if (rank == 0) return rules;
-    const int32_t d = static_cast<int32_t>(norm_dim(c.get_int("dim"), rank));
-    for (int32_t i = 0; i < rank; ++i)
-      if (i != d) rules.push_back(row({Shard(i)}, {Shard(i), Replicate()}));
-    if (c.tensor(1).shape.size() == 1) rules.push_back(row({Partial()}, {Shard(d), Shard(0)}));
-    rules.push_back(row({Shard(d)}, {Replicate(), Replicate()}));
-    add_linear_in(rules, 2, 0);
-    return rules;
+    return indexed_rules(
+        c, out[0].shape.size(), 2, [](int t) { return t == 0; },
+        [&](RuleList& rules, Placement sd) {
+          if (c.tensor(1).shape.size() == 1) rules.push_back(row({Partial()}, {sd, Shard(0)}));
+          rules.push_back(row({sd}, {Replicate(), Replicate()}));
+          add_linear_in(rules, 2, 0);
+        });
   };
+  // Tensor inputs: self, index, source.
   reg.mutable_find("index_add").rules = [](const OpCall& c, const OutMeta&) {
-    RuleList rules;
-    const int32_t rank = static_cast<int32_t>(c.tensor(0).shape.size());
-    if (rank == 0) return rules;
-    const int32_t d = static_cast<int32_t>(norm_dim(c.get_int("dim"), rank));
-    for (int32_t i = 0; i < rank; ++i)
-      if (i != d) rules.push_back(row({Shard(i)}, {Shard(i), Replicate(), Shard(i)}));
-    rules.push_back(row({Shard(d)}, {Shard(d), Replicate(), Replicate()}));
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg})
-      rules.push_back(row({Partial(op)}, {Partial(op), Replicate(), Partial(op)}));
-    return rules;
+    return indexed_rules(
+        c, c.tensor(0).shape.size(), 3, [](int t) { return t != 1; },
+        [](RuleList& rules, Placement sd) {
+          rules.push_back(row({sd}, {sd, Replicate(), Replicate()}));
+          for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg})
+            rules.push_back(row({Partial(op)}, {Partial(op), Replicate(), Partial(op)}));
+        });
   };
 }
 

@@ -36,7 +36,7 @@ bool add_family_part(const char* family, FamilyPart part, FamilyFn fn, const cha
 // `family`. Callers run each part once (define_all_ops, register_all_rules, init_autograd).
 void run_family_parts(FamilyPart part, Registry& reg);
 
-// The families that registered `part`, sorted, each once (for tests and `dtensor ops`).
+// The families that registered `part`, sorted, each once (completeness_test lists them).
 std::vector<std::string> family_names(FamilyPart part);
 
 }  // namespace ops

@@ -1,10 +1,11 @@
-// index_select(self, dim, index) -> self's slices at `index` along dim, index_select_backward,
-// its gradient, and index_add(self, dim, index, source, alpha) -> self with alpha * source's slices
-// added at `index` along dim (what torch's autograd emits for index_select's gradient) (torch's semantics: index 0-d or 1-d, int64 or int32, every value in
-// [0, self.size(dim)); a 0-d self takes dim 0 or -1). Both work on a block of self sharded along
-// dim: the lookup keeps the indices that block holds (zero elsewhere, a Partial(sum) piece) and the
-// backward produces the rows of its output block; the kernels are the embedding ones over self seen
-// as [size(dim), rest] (ops/embedding), so a device runs them as well.
+// index_select(self, dim, index) -> self's slices at `index` along dim; index_select_backward, its
+// gradient; index_add(self, dim, index, source, alpha) -> self with alpha * source's slices added at
+// `index` along dim (what torch's autograd emits for index_select's gradient). torch's semantics:
+// index 0-d or 1-d, int64 or int32, every value in [0, self.size(dim)); a 0-d self takes dim 0 or
+// -1. All three work on a block of self sharded along dim: the lookup keeps the indices that block
+// holds (zero elsewhere, a Partial(sum) piece), the others produce the rows of their output block.
+// The kernels are the embedding ones over self seen as [size(dim), rest] (ops/embedding), so a
+// device runs them as well; they check the index range, except the masked lookup (check_range).
 #include "kernels/cpu/backward.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/reduction.h"
@@ -16,11 +17,6 @@
 namespace dtensor::ops {
 namespace {
 
-// The indexed dim of a tensor of `rank` dims (a 0-d tensor counts as [1]).
-int64_t indexed_dim(const OpCall& c, int64_t rank) {
-  return guard(c, [&] { return wrap_dim(c.get_int("dim"), std::max<int64_t>(rank, 1), "dim"); });
-}
-
 // Fails naming the call unless `index` is 0-d or 1-d, int64 or int32.
 void check_index_arg(const OpCall& c, int t) {
   check_index(c, t, "index");
@@ -28,7 +24,8 @@ void check_index_arg(const OpCall& c, int t) {
     fail(c, absl::StrCat("index must be 0-d or 1-d, got ", c.tensor(t).shape.size(), " dims"));
 }
 
-// Every index in [0, n): a sharded block cannot tell a wrong index from one another block holds.
+// Every index in [0, n), for the paths whose kernel does not check it: the masked lookup of a block
+// cannot tell a wrong index from one another block holds.
 void check_range(const OpCall& c, const Tensor& index, int64_t n) {
   if (index.numel() == 0) return;
   const double lo = kernels::amin(index, {}, false).to(cpu()).item();
@@ -62,7 +59,7 @@ void define_index_select(Registry& reg) {
   op.meta = [](const OpCall& c) {
     check_index_arg(c, 1);
     Shape out = c.tensor(0).shape;
-    const int64_t d = indexed_dim(c, static_cast<int64_t>(out.size()));
+    const int64_t d = dim_arg(c, static_cast<int64_t>(out.size()));
     const int64_t k = numel(c.tensor(1).shape);
     if (out.empty()) {
       if (k != 1) fail(c, absl::StrCat("a 0-d self takes one index, got ", k));
@@ -78,10 +75,10 @@ void define_index_select(Registry& reg) {
       check_range(c, index, 1);
       return one(in[0].reshape({1}).clone().reshape({}));
     }
-    const int64_t d = indexed_dim(c, static_cast<int64_t>(global.size()));
-    check_range(c, index, global[d]);
+    const int64_t d = dim_arg(c, static_cast<int64_t>(global.size()));
     auto [shape, offset] = ctx.in_block(c, 0);
     if (shape[d] == global[d]) return one(guard(c, [&] { return kernels::index_select(in[0], d, index); }));
+    check_range(c, index, global[d]);
     Shape out = shape;
     out[d] = index.numel();
     if (shape[d] == 0) return one(Tensor::zeros(out, in[0].dtype(), in[0].device()));
@@ -96,7 +93,7 @@ void define_index_select(Registry& reg) {
   };
   op.make_input = [](int i, const OpCall& c, uint64_t seed) {
     const Shape& s = c.tensor(0).shape;
-    if (i == 1) return index_input(c.tensor(1), s.empty() ? 1 : s[indexed_dim(c, static_cast<int64_t>(s.size()))], seed);
+    if (i == 1) return index_input(c.tensor(1), s.empty() ? 1 : s[dim_arg(c, static_cast<int64_t>(s.size()))], seed);
     return random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
   };
 }
@@ -114,7 +111,7 @@ void define_index_select_backward(Registry& reg) {
     for (int64_t s : sizes)
       if (s < 0) fail(c, absl::StrCat("self_sizes must be >= 0, got ", s));
     Shape want(sizes.begin(), sizes.end());
-    if (!want.empty()) want[indexed_dim(c, static_cast<int64_t>(want.size()))] = numel(c.tensor(1).shape);
+    if (!want.empty()) want[dim_arg(c, static_cast<int64_t>(want.size()))] = numel(c.tensor(1).shape);
     check_shape(c, 0, "grad (self_sizes with index's length at dim)", want);
     return std::vector<TensorMeta>{{Shape(sizes.begin(), sizes.end()), c.tensor(0).dtype}};
   };
@@ -126,8 +123,7 @@ void define_index_select_backward(Registry& reg) {
       check_range(c, index, 1);
       return one(in[0].reshape({}).clone());
     }
-    const int64_t d = indexed_dim(c, static_cast<int64_t>(sizes.size()));
-    check_range(c, index, sizes[d]);
+    const int64_t d = dim_arg(c, static_cast<int64_t>(sizes.size()));
     auto [shape, offset] = ctx.out_block(0);
     const Tensor rows = kernels::embedding_dense_backward(rows_first(in[0], d), index, sizes[d], -1, offset[d], shape[d]);
     return one(rows_back(rows, shape, d));
@@ -139,7 +135,7 @@ void define_index_select_backward(Registry& reg) {
   };
   op.make_input = [](int i, const OpCall& c, uint64_t seed) {
     const std::vector<int64_t> s = c.get_int_list("self_sizes");
-    if (i == 1) return index_input(c.tensor(1), s[indexed_dim(c, static_cast<int64_t>(s.size()))], seed);
+    if (i == 1) return index_input(c.tensor(1), s[dim_arg(c, static_cast<int64_t>(s.size()))], seed);
     return random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
   };
 }
@@ -157,7 +153,7 @@ void define_index_add(Registry& reg) {
                            dtype_name(c.tensor(0).dtype), "; accepted: the same dtype"));
     Shape want = c.tensor(0).shape;
     const int64_t k = numel(c.tensor(1).shape);
-    if (!want.empty()) want[indexed_dim(c, static_cast<int64_t>(want.size()))] = k;
+    if (!want.empty()) want[dim_arg(c, static_cast<int64_t>(want.size()))] = k;
     else if (k != 1) fail(c, absl::StrCat("a 0-d self takes one index, got ", k));
     check_shape(c, 2, "source (self's shape with index's length at dim)", want);
     return std::vector<TensorMeta>{c.tensor(0)};
@@ -167,8 +163,7 @@ void define_index_add(Registry& reg) {
     const Shape& global = c.tensor(0).shape;
     const Tensor index = in[1].reshape({in[1].numel()});
     const bool scalar = global.empty();
-    const int64_t d = scalar ? 0 : indexed_dim(c, static_cast<int64_t>(global.size()));
-    check_range(c, index, scalar ? 1 : global[d]);
+    const int64_t d = dim_arg(c, static_cast<int64_t>(global.size()));
     auto [shape, offset] = ctx.out_block(0);
     if (scalar) {
       shape = {1};
@@ -191,7 +186,7 @@ void define_index_add(Registry& reg) {
   };
   op.make_input = [](int i, const OpCall& c, uint64_t seed) {
     const Shape& s = c.tensor(0).shape;
-    if (i == 1) return index_input(c.tensor(1), s.empty() ? 1 : s[indexed_dim(c, static_cast<int64_t>(s.size()))], seed);
+    if (i == 1) return index_input(c.tensor(1), s.empty() ? 1 : s[dim_arg(c, static_cast<int64_t>(s.size()))], seed);
     return random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
   };
 }

@@ -55,8 +55,7 @@ std::vector<Tensor> run_on_device(const OpCall& call, std::vector<Tensor> locals
 // The planned family's ops have rules and a cost but no kernel: they are planned, never run.
 void check_runnable(const OpCall& call) {
   DT_CHECK(call.op().kernel, call.str(), ": ", call.op().name(), " has no kernel (the planned family, "
-           "ops/planned/: ", call.op().no_backward, "); accepted: `dtensor plan` and explain without \"run\" "
-           "take it, nothing runs it");
+           "ops/planned/); accepted: `dtensor plan` and explain without \"run\" take it, nothing runs it");
 }
 
 bool is_identity_plan(const RedistributePlan& plan, const Shape& mesh_shape) {

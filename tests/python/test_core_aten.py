@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import dtensor  # noqa: E402
+from dtensor import bridge  # noqa: E402
 
 LIST = pathlib.Path(__file__).with_name("core_aten_ops.txt")
 NATIVE_AT_LEAST = 97  # 2026-11-27, torch 2.15.0: 97 of 164
@@ -38,14 +38,9 @@ def listed():
 
 
 def native_packets():
-    """The packet names a registered op with a kernel serves: by its own name or an ATen alias."""
-    facts = dtensor.ops.aten_facts()
-    out = set()
-    for name in dtensor.ops.names():
-        out.add(name.partition(".")[0])
-        for alias, *_ in facts[name][1]:
-            out.add(alias.partition(".")[0])
-    return out
+    """The packet names the bridge routes to a registered op with a kernel: the op's own name
+    (torch_bridge._registry) or an ATen alias on its definition (torch_bridge._facts)."""
+    return {n.partition(".")[0] for n in [*bridge._registry(), *bridge._facts()[1]]}
 
 
 def test_the_list_is_the_installed_torchs_core_set():

@@ -10,6 +10,7 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/reduction.h"
 
+#include "dtensor/core/limits.h"
 #include "dtensor/partial_split.h"
 #include "ops/common/backward_defs.h"
 #include "ops/family.h"
@@ -108,8 +109,11 @@ void define_index_select_backward(Registry& reg) {
     check_floating(c, 0, "grad");
     check_index_arg(c, 1);
     const std::vector<int64_t> sizes = c.get_int_list("self_sizes");
-    for (int64_t s : sizes)
+    int64_t n = 1;
+    for (int64_t s : sizes) {
       if (s < 0) fail(c, absl::StrCat("self_sizes must be >= 0, got ", s));
+      n = guard(c, [&] { return checked_mul(n, s, "self_sizes element count"); });
+    }
     Shape want(sizes.begin(), sizes.end());
     if (!want.empty()) want[dim_arg(c, static_cast<int64_t>(want.size()))] = numel(c.tensor(1).shape);
     check_shape(c, 0, "grad (self_sizes with index's length at dim)", want);

@@ -88,6 +88,16 @@ TEST(Explain, ErrorsStayOnTheirLine) {
   EXPECT_NE(k.find("unknown argument 'dtipe'"), std::string::npos) << k;
 }
 
+// Sizes taken from an argument are checked for overflow: index_select_backward's self_sizes.
+TEST(Explain, IndexSelectBackwardRefusesSelfSizesBeyondInt64) {
+  const std::string e = json::parse(explain_line(
+      R"j({"mesh": [2], "op": "index_select_backward", "args": [{"shape": [2, 4]},
+          [4611686018427387904, 4], 0, {"shape": [2], "dtype": "int64"}]})j"))
+                            .value("error", "");
+  EXPECT_NE(e.find("index_select_backward("), std::string::npos) << e;
+  EXPECT_NE(e.find("self_sizes element count"), std::string::npos) << e;
+}
+
 // The planned family (ops/planned/): explain plans its ops like any other, and "run" refuses them
 // by name: they have no kernel.
 TEST(Explain, PlannedOpsArePlannedNotRun) {

@@ -1,6 +1,6 @@
-// flex_attention forward on CUDA: argument checks (the CPU kernel's, on host metadata), the block
-// mask (given, or built on the host from host copies of the document ids), then the float32
-// kernel of flex_attention_kernels.cu.
+// flex_attention forward and backward on CUDA: argument checks (the CPU kernel's, on host
+// metadata), the block mask (given, or built on the host from host copies of the document ids),
+// then the float32 kernels of flex_attention_kernels.cu.
 #include <cmath>
 
 #include "kernels/cuda/common.h"
@@ -11,10 +11,20 @@ namespace dtensor::kernels::cuda {
 using namespace detail;  // NOLINT
 using ::dtensor::cuda::DeviceGuard;
 
-Tensor flex_attention(const Tensor& query, const Tensor& key, const Tensor& value, const FlexMask& mask,
-                      const FlexScoreMod& score_mod, const std::optional<Tensor>& block_mask, int64_t block_size,
-                      std::optional<double> scale, int64_t q_offset, int64_t kv_offset) {
-  const char* op = "flex_attention";
+namespace {
+
+// The kernel arguments of one call and the device buffers they point into.
+struct Prepared {
+  FlexAttention a;
+  Shape batch;
+  Tensor tiles, doc, slopes;
+};
+
+// The CPU kernel's argument checks (on host metadata), the block mask (given, or built on the host
+// from host copies of the document ids), and the device copies of tiles, document ids and slopes.
+Prepared prepare(const char* op, const Tensor& query, const Tensor& key, const Tensor& value, const FlexMask& mask,
+                 const FlexScoreMod& score_mod, const std::optional<Tensor>& block_mask, int64_t block_size,
+                 std::optional<double> scale, int64_t q_offset, int64_t kv_offset) {
   check_cuda(op, query, "query");
   check_same_device(op, query, key, "key");
   check_same_device(op, query, value, "value");
@@ -37,9 +47,10 @@ Tensor flex_attention(const Tensor& query, const Tensor& key, const Tensor& valu
                tiles_host.size(1) == (L + block_size - 1) / block_size &&
                tiles_host.size(2) == (S + block_size - 1) / block_size,
            op, ": block_mask ", tiles_host.str(), " does not fit L ", L, ", S ", S, ", block_size ", block_size);
-  const Shape batch(query.sizes().begin(), query.sizes().end() - 2);
-  FlexAttention a;
-  a.batch = numel(batch), a.L = L, a.S = S, a.E = E, a.Ev = Ev;
+  Prepared r;
+  r.batch = Shape(query.sizes().begin(), query.sizes().end() - 2);
+  FlexAttention& a = r.a;
+  a.batch = numel(r.batch), a.L = L, a.S = S, a.E = E, a.Ev = Ev;
   a.scale = static_cast<float>(scale.value_or(1.0 / std::sqrt(static_cast<double>(E))));
   a.soft_cap = static_cast<float>(score_mod.soft_cap);
   a.heads = query.dim() >= 3 ? query.size(-3) : 1;
@@ -47,38 +58,82 @@ Tensor flex_attention(const Tensor& query, const Tensor& key, const Tensor& valu
   a.q_offset = q_offset, a.kv_offset = kv_offset;
   a.causal = mask.is_causal, a.window = mask.window, a.prefix = mask.prefix_length;
   a.block = block_size, a.nq = tiles_host.size(1), a.nk = tiles_host.size(2), a.tile_rows = tiles_host.size(0);
-  DeviceGuard guard(query.device().index);
-  const Tensor tiles = tiles_host.contiguous().to(query.device());
-  a.tiles = static_cast<const int32_t*>(tiles.data_ptr());
-  Tensor doc, slopes;
+  r.tiles = tiles_host.contiguous().to(query.device());
+  a.tiles = static_cast<const int32_t*>(r.tiles.data_ptr());
   if (mask.document_ids) {
     const Tensor& d = *host_mask.document_ids;
     DT_CHECK(d.dtype() == DType::kInt64 && (d.dim() == 1 || (d.dim() == 2 && d.size(0) == rows0)) &&
                  q_offset >= 0 && kv_offset >= 0 && d.size(-1) >= q_offset + L &&
                  d.size(-1) >= kv_offset + S,
              op, ": document_ids ", d.str(), " (accepted: int64 [N] or [query.size(0), N] covering every position)");
-    doc = d.contiguous().to(query.device());
-    a.doc = static_cast<const int64_t*>(doc.data_ptr());
+    r.doc = d.contiguous().to(query.device());
+    a.doc = static_cast<const int64_t*>(r.doc.data_ptr());
     a.doc_rows = d.dim() == 2 ? d.size(0) : 1;
     a.doc_n = d.size(-1);
   }
   if (score_mod.alibi_slopes) {
     DT_CHECK(score_mod.alibi_slopes->numel() == a.heads && query.dim() >= 3, op, ": alibi_slopes ",
              score_mod.alibi_slopes->str(), " (accepted: [query.size(-3)])");
-    slopes = contiguous(to(score_mod.alibi_slopes->to(query.device()), DType::kFloat32));
-    a.slopes = static_cast<const float*>(slopes.data_ptr());
+    r.slopes = contiguous(to(score_mod.alibi_slopes->to(query.device()), DType::kFloat32));
+    a.slopes = static_cast<const float*>(r.slopes.data_ptr());
   }
+  return r;
+}
+
+const float* f32(const Tensor& t) { return static_cast<const float*>(t.data_ptr()); }
+float* f32(Tensor& t) { return static_cast<float*>(t.data_ptr()); }
+
+Shape with_rows(Shape batch, int64_t rows, int64_t cols) {
+  batch.push_back(rows);
+  batch.push_back(cols);
+  return batch;
+}
+
+}  // namespace
+
+Tensor flex_attention(const Tensor& query, const Tensor& key, const Tensor& value, const FlexMask& mask,
+                      const FlexScoreMod& score_mod, const std::optional<Tensor>& block_mask, int64_t block_size,
+                      std::optional<double> scale, int64_t q_offset, int64_t kv_offset) {
+  const char* op = "flex_attention";
+  check_cuda(op, query, "query");
+  DeviceGuard guard(query.device().index);
+  const Prepared p =
+      prepare(op, query, key, value, mask, score_mod, block_mask, block_size, scale, q_offset, kv_offset);
   const Tensor qf = contiguous(to(query, DType::kFloat32)), kf = contiguous(to(key, DType::kFloat32)),
                vf = contiguous(to(value, DType::kFloat32));
-  Shape out_shape = batch;
-  out_shape.push_back(L);
-  out_shape.push_back(Ev);
-  Tensor out = Tensor::empty(out_shape, DType::kFloat32, query.device());
-  launch_flex_attention_forward(a, static_cast<const float*>(qf.data_ptr()), static_cast<const float*>(kf.data_ptr()),
-                                static_cast<const float*>(vf.data_ptr()), static_cast<float*>(out.data_ptr()),
-                                stream_of(query));
+  Tensor out = Tensor::empty(with_rows(p.batch, p.a.L, p.a.Ev), DType::kFloat32, query.device());
+  launch_flex_attention_forward(p.a, f32(qf), f32(kf), f32(vf), f32(out), stream_of(query));
   check_launch(op);
   return to(out, query.dtype());
+}
+
+AttentionGrads flex_attention_backward(const Tensor& grad_out, const Tensor& query, const Tensor& key,
+                                       const Tensor& value, const Tensor& out, const FlexMask& mask,
+                                       const FlexScoreMod& score_mod, const std::optional<Tensor>& block_mask,
+                                       int64_t block_size, std::optional<double> scale, int64_t q_offset,
+                                       int64_t kv_offset) {
+  const char* op = "flex_attention_backward";
+  check_cuda(op, query, "query");
+  DeviceGuard guard(query.device().index);
+  const Prepared p =
+      prepare(op, query, key, value, mask, score_mod, block_mask, block_size, scale, q_offset, kv_offset);
+  check_same_device(op, query, grad_out, "grad_out");
+  check_same_device(op, query, out, "out");
+  const Shape o_shape = with_rows(p.batch, p.a.L, p.a.Ev);
+  DT_CHECK(grad_out.sizes() == o_shape && out.sizes() == o_shape && is_floating(grad_out.dtype()) &&
+               is_floating(out.dtype()),
+           op, ": grad_out ", grad_out.str(), " and out ", out.str(), " must be floating ", shape_str(o_shape),
+           " for query ", query.str(), ", key ", key.str(), ", value ", value.str());
+  const Tensor qf = contiguous(to(query, DType::kFloat32)), kf = contiguous(to(key, DType::kFloat32)),
+               vf = contiguous(to(value, DType::kFloat32)), gf = contiguous(to(grad_out, DType::kFloat32)),
+               of = contiguous(to(out, DType::kFloat32));
+  Tensor dq = zeros(query.sizes(), DType::kFloat32, query.device()),
+         dk = zeros(key.sizes(), DType::kFloat32, query.device()),
+         dv = zeros(value.sizes(), DType::kFloat32, query.device());
+  launch_flex_attention_backward(p.a, f32(qf), f32(kf), f32(vf), f32(gf), f32(of), f32(dq), f32(dk), f32(dv),
+                                 stream_of(query));
+  check_launch(op);
+  return AttentionGrads{to(dq, query.dtype()), to(dk, key.dtype()), to(dv, value.dtype())};
 }
 
 }  // namespace dtensor::kernels::cuda

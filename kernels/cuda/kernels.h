@@ -69,7 +69,9 @@ DT_KERNEL_LIST(DT_CUDA_DECLARE)
 // - flex_attention: float32 math (other dtypes converted), one warp per query row with an online
 //   softmax over the key tiles its block-mask row marks non-empty (empty tiles are never read;
 //   the mask is evaluated on partial tiles only); the block mask is built on the host when none is
-//   given; head dims up to 512. flex_attention_backward runs on host copies (register.cc).
+//   given; head dims up to 512. flex_attention_backward: the same walk twice per row (max and sum,
+//   then dS), dQ in registers, dK and dV added with float atomics (their sums' order varies from
+//   run to run).
 
 // ---- Device tensors (the core's copy_/contiguous/clone/to work on CPU tensors only).
 Tensor empty(const Shape& sizes, DType dtype, Device device);

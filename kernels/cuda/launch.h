@@ -325,5 +325,10 @@ struct FlexAttention {
 };
 void launch_flex_attention_forward(const FlexAttention& a, const float* q, const float* k, const float* v,
                                    float* out, cudaStream_t stream);
+// dq [batch, L, E], dk [batch, S, E] and dv [batch, S, Ev] zeroed by the caller (dk and dv are
+// accumulated with atomics); grad_out and out are [batch, L, Ev].
+void launch_flex_attention_backward(const FlexAttention& a, const float* q, const float* k, const float* v,
+                                    const float* grad_out, const float* out, float* dq, float* dk, float* dv,
+                                    cudaStream_t stream);
 
 }  // namespace dtensor::kernels::cuda::detail

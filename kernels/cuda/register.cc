@@ -13,8 +13,7 @@
 namespace dtensor::kernels::cuda {
 
 // The list's kernels that the CUDA sources do not define with the list's type: pooling with slabs
-// (a slab goes to the host fallback), attention at the default backend, and flex_attention's
-// backward (host copies until it has a CUDA kernel).
+// (a slab goes to the host fallback) and attention at the default backend.
 namespace {
 
 using Ints = std::vector<int64_t>;
@@ -70,14 +69,6 @@ AttentionWithLse scaled_dot_product_attention_with_lse(const Tensor& q, const Te
                                                        int64_t offset) {
   return scaled_dot_product_attention_with_lse(q, k, v, std::nullopt, causal, scale, offset,
                                                AttentionBackend::kAuto);
-}
-
-AttentionGrads flex_attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
-                                       const Tensor& out, const FlexMask& mask, const FlexScoreMod& mod,
-                                       const std::optional<Tensor>& block_mask, int64_t block_size,
-                                       std::optional<double> scale, int64_t q_offset, int64_t kv_offset) {
-  return dd::call(KernelNames::flex_attention_backward, nullptr, host_kernels().flex_attention_backward, g, q, k, v,
-                  out, mask, mod, block_mask, block_size, scale, q_offset, kv_offset);
 }
 
 namespace {

@@ -200,6 +200,24 @@ TEST_F(Norm, SoftmaxAndLogSoftmax) {
   Tensor big = rand({3, 20000}, 21, DType::kFloat32, -8, 8);
   expect_matches(C::softmax(G(big), 1), K::softmax(big, 1), -1, "softmax of long rows");
   expect_matches(C::log_softmax(G(big), -1), K::log_softmax(big, -1), 1e-4, "log_softmax of long rows");
+  // The register kernel: float32 / bfloat16 / float16 rows of whole 16-byte vectors, 1 to 8 per
+  // thread (8 and 24 elements, 4096, 8192), and float32 rows with -inf, +inf and NaN.
+  for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kFloat16})
+    for (int64_t n : {8, 24, 4096, 8192}) {
+      const Tensor r = rand({5, n}, 22, dt, -8, 8);
+      const std::string w = absl::StrCat(dtype_name(dt), " rows of ", n);
+      expect_matches(C::softmax(G(r), 1), K::softmax(r, 1), -1, "softmax, " + w);
+      expect_matches(C::log_softmax(G(r), -1), K::log_softmax(r, -1), tol(dt) * 10, "log_softmax, " + w);
+    }
+  std::vector<float> odd(4 * 8, 0.5f);
+  odd[0] = odd[1] = -kInf;  // row 0: -inf entries
+  for (int j = 8; j < 16; ++j) odd[j] = -kInf;  // row 1: -inf only (NaN, as on the CPU)
+  odd[17] = kInf;  // row 2: +inf (NaN from inf - inf, as on the CPU)
+  odd[27] = kNaN;  // row 3: NaN
+  const Tensor special = Tensor::from_vector<float>(odd, {4, 8});
+  expect_matches(C::softmax(G(special), 1), K::softmax(special, 1), 1e-6, "softmax, register path, infinities");
+  expect_matches(C::log_softmax(G(special), 1), K::log_softmax(special, 1), 1e-6,
+                 "log_softmax, register path, infinities");
   Tensor e = Tensor::from_vector<double>({-kInf, -kInf, 0, -kInf, 1, 2, kInf, 1, 0}, {3, 3});
   for (int64_t dim : {0, 1}) {
     // dim 0 runs the column kernel, whose running max starts at -inf: a leading -inf must not

@@ -83,51 +83,58 @@ StepDef loss_parallel_step() {
   step.traffic = [](const OpCall& c, const Strategy& st, const std::vector<int>& dims) {
     return two_reductions(c, st, dims, 1, 4);
   };
+  step.runs_on_device = true;  // kernels and collectives only; the one host read is the target range
   step.run = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx,
                 const std::vector<int>& dims, const DeviceMesh& mesh, Timeout to) {
+    namespace K = kernels;
     const Tensor& x = in[0];
-    Tensor x64 = x.to(DType::kFloat64);
+    const Device dev = x.device();  // every buffer stays there
+    const Tensor x64 = x.to(DType::kFloat64);
     const int64_t N = x.size(0), C = c.tensor(0).shape[1];
     const int64_t off = ctx.in_block(c, 0).second[1], len = x.size(1);
-    Tensor lse = global_lse(x64, 1, dims, mesh, to);  // [N, 1]
-    auto target = in[1].to(DType::kInt64).contiguous().to_vector<int64_t>();
+    const Tensor lse = global_lse(x64, 1, dims, mesh, to).reshape({N});
+    const Tensor t = in[1].to(DType::kInt64);
     const int64_t ii = c.get_int("ignore_index");
     const double eps = c.get_double("label_smoothing");
-    std::vector<double> w(C, 1.0);
-    if (c.has("weight")) w = in[c.tensor_index("weight")].to_vector<double>();
-    // Per row: the target's logit (from the rank that holds it) and the row's weighted logit sum.
-    Tensor picked = Tensor::zeros({N, 2}, DType::kFloat64);
-    Tensor xc = x64.contiguous();
-    const double* px = xc.data<double>();
-    double* pp = picked.data<double>();
-    for (int64_t n = 0; n < N; ++n) {
-      const int64_t t = target[n];
-      if (t != ii && t >= off && t < off + len) pp[2 * n] = px[n * len + (t - off)];
-      for (int64_t k = 0; k < len; ++k) pp[2 * n + 1] += w[off + k] * px[n * len + k];
+    const Tensor ignored = K::eq(t, Scalar(ii));
+    const Tensor zeros_n = Tensor::zeros({N}, DType::kInt64, dev);
+    const Tensor t_safe = K::where(ignored, zeros_n, t);  // ignored rows read class 0, then drop out
+    if (N > 0) {  // the range, read back once (two numbers): the only host read
+      const auto lohi = K::stack({K::amin(t_safe), K::amax(t_safe)}).to(cpu()).to_vector<int64_t>();
+      for (int64_t v : lohi)
+        DT_CHECK(v >= 0 && v < C, c.str(), ": target ", v, " out of range [0, ", C, ")");
     }
+    // Per row: the target's logit (from the rank that holds its class) and the row's weighted logit
+    // sum, summed over the class-sharding ranks.
+    std::vector<int64_t> iota(len);
+    for (int64_t k = 0; k < len; ++k) iota[k] = off + k;  // this rank's classes
+    const Tensor classes = Tensor::from_vector(iota, {1, len}).to(dev);
+    const Tensor hit = K::eq(t.reshape({N, 1}), classes);  // [N, len]; never true on ignored rows' class 0
+    const Tensor hit_kept = K::where(ignored.reshape({N, 1}), Tensor::zeros({N, 1}, DType::kBool, dev), hit);
+    const Tensor zero_f = Tensor::zeros({1, 1}, DType::kFloat64, dev);
+    const Tensor target_logit = K::sum(K::where(hit_kept, x64, zero_f), {1});
+    Tensor w;  // [C] float64 on the device, or undefined (all ones)
+    if (c.has("weight")) w = in[c.tensor_index("weight")].to(DType::kFloat64);
+    const Tensor weighted = w.defined() ? K::mul(x64, w.narrow(0, off, len).reshape({1, len})) : x64;
+    Tensor picked = K::stack({target_logit, K::sum(weighted, {1})}, 1);  // [N, 2]
     picked = all_reduce(picked, ReduceOp::kSum, dims, mesh, to);
-    const double* pk = picked.data<double>();
-    auto l = lse.to_vector<double>();
-    double wsum_all = 0;
-    for (double v : w) wsum_all += v;
-    std::vector<double> loss(N, 0.0);
-    double total = 0, denom = 0;
-    for (int64_t n = 0; n < N; ++n) {
-      const int64_t t = target[n];
-      DT_CHECK(t == ii || (t >= 0 && t < C), c.str(), ": target ", t, " out of range [0, ", C, ")");
-      if (t == ii) continue;
-      // -(1 - eps) w_t log p_t - eps / C * sum_c w_c log p_c (torch's weighted label smoothing).
-      double nll = w[t] * (l[n] - pk[2 * n]);
-      double smooth = (wsum_all * l[n] - pk[2 * n + 1]) / static_cast<double>(C);
-      loss[n] = (1.0 - eps) * nll + eps * smooth;
-      total += loss[n];
-      denom += w[t];
-    }
+    const Tensor p_t = picked.narrow(1, 0, 1).reshape({N}), p_all = picked.narrow(1, 1, 1).reshape({N});
+    // -(1 - eps) w_t log p_t - eps / C * sum_c w_c log p_c (torch's weighted label smoothing).
+    const Tensor w_t = w.defined() ? K::embedding(w.reshape({C, 1}), t_safe).reshape({N})
+                                   : Tensor::full({N}, 1.0, DType::kFloat64, dev);
+    const Tensor w_sum = w.defined() ? K::sum(w) : Tensor::full({}, static_cast<double>(C), DType::kFloat64, dev);
+    const Tensor nll = K::mul(w_t, K::sub(lse, p_t));
+    const Tensor smooth = K::div(K::sub(K::mul(lse, w_sum), p_all), Scalar(static_cast<double>(C)));
+    const Tensor zero_n = Tensor::zeros({N}, DType::kFloat64, dev);
+    const Tensor loss =
+        K::where(ignored, zero_n, K::add(K::mul(nll, Scalar(1.0 - eps)), K::mul(smooth, Scalar(eps))));
     const std::string red = c.get_str("reduction");
     const DType dt = ctx.out_meta[0].dtype;
-    if (red == "none") return std::vector<Tensor>{Tensor::from_vector(loss, {N}).to(dt)};
-    double v = red == "sum" ? total : (denom > 0 ? total / denom : std::nan(""));
-    return std::vector<Tensor>{Tensor::full({}, v, dt)};
+    if (red == "none") return std::vector<Tensor>{loss.to(dt)};
+    const Tensor total = K::sum(loss);
+    if (red == "sum") return std::vector<Tensor>{total.to(dt)};
+    // mean: over the kept rows' weights; 0 / 0 (every row ignored) is NaN, as torch.
+    return std::vector<Tensor>{K::div(total, K::sum(K::where(ignored, zero_n, w_t))).to(dt)};
   };
   return step;
 }

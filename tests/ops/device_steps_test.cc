@@ -101,8 +101,8 @@ TEST(DeviceSteps, RunOnDeviceBlocksWithoutHostCopies) {
     }
   }
   // The softmax statistics, every scan's carry exchange, the candidate gather, the pooling halo
-  // exchange and ring attention (forward and backward) at least.
-  for (const char* op : {"softmax", "log_softmax", "logsumexp", "cumsum", "cumprod", "logcumsumexp", "cummax",
+  // exchange, ring attention (forward and backward) and loss parallel at least.
+  for (const char* op : {"softmax", "log_softmax", "logsumexp", "cross_entropy", "cumsum", "cumprod", "logcumsumexp", "cummax",
                          "cummin", "max.dim", "min.dim", "argmax", "argmin", "avg_pool2d", "max_pool2d_with_indices",
                          "scaled_dot_product_attention", "_scaled_dot_product_attention_backward"})
     EXPECT_TRUE(stepped.count(op)) << op;

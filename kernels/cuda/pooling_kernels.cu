@@ -2,6 +2,16 @@
 // has D = 1, 1-d also H = 1), with the window rules of kernels/cpu/pooling.h (padding never read,
 // ceil_mode windows clipped at the right padding for count_include_pad, max-pool NaN and tie rules,
 // flat (d * H + h) * W + w indices).
+//
+// These kernels are memory-bound only if each thread's index arithmetic stays small: GPUs have no
+// integer divide instruction (a 32-bit division is a routine of ~20 instructions, a 64-bit one
+// more), and several int64 divisions per element made them instruction-bound (0.07-0.36 of copy
+// bandwidth on an H100). So the kernels are templated on the index type I, int32_t whenever every
+// index that can occur fits (index32_ok), and divide by the runtime sizes and strides through
+// Div<I> (a multiply-high and shift for int32); they are also templated on the storage type S, so
+// loads and stores need no runtime dtype switch.
+#include <type_traits>
+
 #include "kernels/cuda/device_util.cuh"
 
 namespace dtensor::kernels::cuda::detail {
@@ -9,102 +19,245 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-__device__ __forceinline__ int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+template <typename I>
+__device__ __forceinline__ I imin(I a, I b) {
+  return a < b ? a : b;
+}
+template <typename I>
+__device__ __forceinline__ I imax(I a, I b) {
+  return a > b ? a : b;
+}
 
-// The divisor of output (od, oh, ow) of an average pool (K3: a depth dim; else od = 0, depth 1).
-template <bool K3>
-__device__ __forceinline__ int64_t avg_divisor(const Pool2d& p, int64_t od, int64_t oh, int64_t ow) {
-  if (p.divisor_override != 0) return p.divisor_override;
-  const int64_t hs = oh * p.sH - p.pH, ws = ow * p.sW - p.pW;
-  const int64_t he = imin(hs + p.kH, p.H + p.pH), we = imin(ws + p.kW, p.W + p.pW);
-  int64_t depth_full = 1, depth_in = 1;
-  if (K3) {
-    const int64_t ds = od * p.sD - p.pD, de = imin(ds + p.kD, p.D + p.pD);
-    depth_full = de - ds;
-    depth_in = imin(de, p.D) - imax(ds, 0);
+// Division by a positive runtime constant, for dividends n >= 0 (every division here: flat indices,
+// and outputs_of's non-negative numerators).
+template <typename I>
+struct Div;
+
+template <>
+struct Div<int64_t> {
+  int64_t d = 1;
+  Div() = default;
+  explicit Div(int64_t v) : d(v) {}
+  __device__ __forceinline__ int64_t div(int64_t n) const { return n / d; }
+};
+
+template <>
+struct Div<int32_t> {  // FastDiv32: exact for 0 <= n < 2^31 and 1 <= d < 2^31
+  FastDiv32 fast;
+  Div() = default;
+  explicit Div(int64_t v) : fast(v) {}
+  __device__ __forceinline__ int32_t div(int32_t n) const {
+    return static_cast<int32_t>(fast(static_cast<uint32_t>(n)));
   }
-  if (p.count_include_pad) return depth_full * (he - hs) * (we - ws);
-  return depth_in * (imin(he, p.H) - imax(hs, 0)) * (imin(we, p.W) - imax(ws, 0));
+};
+
+// Pool2d in the index type, with dividers for the sizes and strides the kernels divide by.
+template <typename I>
+struct Geo {
+  I planes, D, H, W, OD, OH, OW, kD, kH, kW, sD, sH, sW, pD, pH, pW, dD, dH, dW;
+  bool count_include_pad;
+  int64_t divisor_override;  // only converted to T, never part of the index arithmetic
+  Div<I> by_D, by_H, by_W, by_OD, by_OH, by_OW, by_sD, by_sH, by_sW;
+};
+
+template <typename I>
+Geo<I> geo_of(const Pool2d& p) {
+  Geo<I> g;
+  g.planes = I(p.planes), g.D = I(p.D), g.H = I(p.H), g.W = I(p.W);
+  g.OD = I(p.OD), g.OH = I(p.OH), g.OW = I(p.OW);
+  g.kD = I(p.kD), g.kH = I(p.kH), g.kW = I(p.kW), g.sD = I(p.sD), g.sH = I(p.sH), g.sW = I(p.sW);
+  g.pD = I(p.pD), g.pH = I(p.pH), g.pW = I(p.pW), g.dD = I(p.dD), g.dH = I(p.dH), g.dW = I(p.dW);
+  g.count_include_pad = p.count_include_pad;
+  g.divisor_override = p.divisor_override;
+  g.by_D = Div<I>(p.D), g.by_H = Div<I>(p.H), g.by_W = Div<I>(p.W);
+  g.by_OD = Div<I>(p.OD), g.by_OH = Div<I>(p.OH), g.by_OW = Div<I>(p.OW);
+  g.by_sD = Div<I>(p.sD), g.by_sH = Div<I>(p.sH), g.by_sW = Div<I>(p.sW);
+  return g;
+}
+
+// Indices below this bound leave int32 headroom for the grid-stride loop's t + stride (stride <
+// 2^28 under grid_for's block cap) and the windows' overhangs.
+constexpr int64_t kIndex32Limit = int64_t{1} << 30;
+
+// Whether every index the kernels form fits in int32: planes times, per dim, size + 2 * pad +
+// stride + kernel * dilation - 2 (1 for a dim of size 1 that 2-d / 1-d pooling leaves trivial)
+// bounds the element counts, window positions (start = o * stride - pad, its end, outputs_of's
+// numerators), divisors and flat offsets.
+bool index32_ok(const Pool2d& p) {
+  const int64_t L = kIndex32Limit;
+  if (p.planes < 0 || p.planes > L) return false;
+  const int64_t dims[3][6] = {{p.D, p.OD, p.kD, p.sD, p.pD, p.dD},
+                              {p.H, p.OH, p.kH, p.sH, p.pH, p.dH},
+                              {p.W, p.OW, p.kW, p.sW, p.pW, p.dW}};
+  int64_t bound = p.planes;
+  for (const auto& d : dims) {
+    const int64_t x = d[0], o = d[1], k = d[2], s = d[3], pad = d[4], dil = d[5];
+    if (x < 1 || x > L || o < 1 || o > L || k < 1 || k > L || s < 1 || s > L || pad < 0 ||
+        pad > L || dil < 1 || dil > L)
+      return false;
+    const int64_t extent = (x > o ? x : o) + 2 * pad + s + k * dil - 2;  // < 2^62: no overflow
+    if (extent > L) return false;
+    bound *= extent;  // both factors <= 2^30
+    if (bound > L) return false;
+  }
+  return true;
+}
+
+template <typename T, typename S, typename I>
+__device__ __forceinline__ T ld(const S* __restrict__ p, I i) {
+  // The conversions of load_as / store_as (device_util.cuh).
+  if constexpr (std::is_same_v<S, __nv_bfloat16>)
+    return static_cast<T>(__bfloat162float(p[i]));
+  else if constexpr (std::is_same_v<S, __half>)
+    return static_cast<T>(__half2float(p[i]));
+  else
+    return static_cast<T>(p[i]);
+}
+
+template <typename T, typename S, typename I>
+__device__ __forceinline__ void st(S* __restrict__ p, I i, T v) {
+  if constexpr (std::is_same_v<S, __nv_bfloat16>)
+    p[i] = __float2bfloat16_rn(static_cast<float>(v));
+  else if constexpr (std::is_same_v<S, __half>)
+    p[i] = __float2half_rn(static_cast<float>(v));
+  else
+    p[i] = static_cast<S>(v);
+}
+
+// t's (o0, o1, o2) over (D0, D1, D2) slowest to fastest and its plane (K3: the depth dim is real;
+// else o0 = 0 and D0 = 1).
+template <bool K3, typename I>
+__device__ __forceinline__ void decompose(I t, const Div<I>& by2, I n2, const Div<I>& by1, I n1,
+                                          const Div<I>& by0, I n0, I* o0, I* o1, I* o2, I* plane) {
+  const I q2 = by2.div(t), q1 = by1.div(q2);
+  *o2 = t - q2 * n2;
+  *o1 = q2 - q1 * n1;
+  if (K3) {
+    const I q0 = by0.div(q1);
+    *o0 = q1 - q0 * n0;
+    *plane = q0;
+  } else {
+    *o0 = 0;
+    *plane = q1;
+  }
+}
+
+// One dim's factor of an average pool's divisor (the product over dims), for the window starting
+// at s: with count_include_pad clipped at the right padding, else its in-input length.
+template <typename I>
+__device__ __forceinline__ I avg_extent(I s, I k, I x, I pad, bool include_pad) {
+  const I e = imin(s + k, x + pad);
+  return include_pad ? e - s : imin(e, x) - imax(s, I(0));
 }
 
 // Outputs [o0, o1] along one dim whose window [o * s - pad, o * s - pad + k) holds position x.
-__device__ __forceinline__ void outputs_of(int64_t x, int64_t k, int64_t s, int64_t pad, int64_t out,
-                                           int64_t* o0, int64_t* o1) {
-  const int64_t n = x + pad - k + 1;
-  *o0 = n <= 0 ? 0 : ceil_div(n, s);
-  *o1 = imin((x + pad) / s, out - 1);
+template <typename I>
+__device__ __forceinline__ void outputs_of(I x, I k, I s, const Div<I>& by_s, I pad, I out, I* o0,
+                                           I* o1) {
+  const I n = x + pad - k + 1;
+  *o0 = n <= 0 ? I(0) : by_s.div(n + s - 1);  // ceil(n / s)
+  *o1 = imin(by_s.div(x + pad), out - 1);
 }
 
-template <typename T, bool K3>
-__global__ void avg_pool_kernel(Pool2d p, const void* in, DType dt, void* out) {
-  const int64_t total = p.planes * p.OD * p.OH * p.OW;
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
-       t += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t OD = K3 ? p.OD : 1;  // a compile-time 1 without a depth dim
-    const int64_t ow = t % p.OW, oh = (t / p.OW) % p.OH, od = K3 ? (t / (p.OW * p.OH)) % OD : 0;
-    const int64_t plane = t / (p.OW * p.OH * OD);
-    const int64_t ds = K3 ? od * p.sD - p.pD : 0, hs = oh * p.sH - p.pH, ws = ow * p.sW - p.pW;
-    const int64_t d0 = K3 ? imax(ds, 0) : 0, d1 = K3 ? imin(ds + p.kD, p.D) : 1;
-    const int64_t h0 = imax(hs, 0), h1 = imin(hs + p.kH, p.H);
-    const int64_t w0 = imax(ws, 0), w1 = imin(ws + p.kW, p.W);
+template <typename I>
+__device__ __forceinline__ I first_thread() {
+  return I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x);
+}
+template <typename I>
+__device__ __forceinline__ I thread_stride() {
+  return I(gridDim.x) * I(blockDim.x);
+}
+
+template <typename T, typename S, typename I, bool K3>
+__global__ void __launch_bounds__(kThreads)
+    avg_pool_kernel(Geo<I> p, I total, const S* __restrict__ in, S* __restrict__ out) {
+  for (I t = first_thread<I>(); t < total; t += thread_stride<I>()) {
+    I od, oh, ow, plane;
+    decompose<K3>(t, p.by_OW, p.OW, p.by_OH, p.OH, p.by_OD, p.OD, &od, &oh, &ow, &plane);
+    const I ds = K3 ? od * p.sD - p.pD : 0, hs = oh * p.sH - p.pH, ws = ow * p.sW - p.pW;
+    const I d0 = K3 ? imax(ds, I(0)) : 0, d1 = K3 ? imin(ds + p.kD, p.D) : 1;
+    const I h0 = imax(hs, I(0)), h1 = imin(hs + p.kH, p.H);
+    const I w0 = imax(ws, I(0)), w1 = imin(ws + p.kW, p.W);
     T sum = 0;
-    const int64_t base = plane * (K3 ? p.D : 1) * p.H * p.W;
-    for (int64_t d = d0; d < d1; ++d)
-      for (int64_t h = h0; h < h1; ++h)
-        for (int64_t w = w0; w < w1; ++w) sum += load_as<T>(in, dt, base + (d * p.H + h) * p.W + w);
-    const bool any = d1 > d0 && h1 > h0 && w1 > w0;
-    store_as<T>(out, dt, t, any ? sum / static_cast<T>(avg_divisor<K3>(p, od, oh, ow)) : T(0));
+    const I base = plane * (K3 ? p.D : 1) * p.H * p.W;
+    for (I d = d0; d < d1; ++d)
+      for (I h = h0; h < h1; ++h)
+        for (I w = w0; w < w1; ++w) sum += ld<T>(in, base + (d * p.H + h) * p.W + w);
+    T v = 0;
+    if (d1 > d0 && h1 > h0 && w1 > w0) {
+      // The divisor's integer value is the one of kernels/cpu/pooling.h, so its conversion to T,
+      // and the quotient, are too.
+      if (p.divisor_override != 0) {
+        v = sum / static_cast<T>(p.divisor_override);
+      } else {
+        const bool inc = p.count_include_pad;
+        const I fd = K3 ? avg_extent(ds, p.kD, p.D, p.pD, inc) : 1;
+        v = sum / static_cast<T>(fd * avg_extent(hs, p.kH, p.H, p.pH, inc) *
+                                 avg_extent(ws, p.kW, p.W, p.pW, inc));
+      }
+    }
+    st(out, t, v);
   }
 }
 
-template <typename T, bool K3>
-__global__ void avg_pool_backward_kernel(Pool2d p, const void* grad_out, DType dt, void* grad_in) {
-  const int64_t total = p.planes * p.D * p.H * p.W;
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
-       t += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t D = K3 ? p.D : 1;
-    const int64_t w = t % p.W, h = (t / p.W) % p.H, d = K3 ? (t / (p.W * p.H)) % D : 0;
-    const int64_t plane = t / (p.W * p.H * D);
-    int64_t od0 = 0, od1 = 0, oh0, oh1, ow0, ow1;
-    if (K3) outputs_of(d, p.kD, p.sD, p.pD, p.OD, &od0, &od1);
-    outputs_of(h, p.kH, p.sH, p.pH, p.OH, &oh0, &oh1);
-    outputs_of(w, p.kW, p.sW, p.pW, p.OW, &ow0, &ow1);
+template <typename T, typename S, typename I, bool K3>
+__global__ void __launch_bounds__(kThreads)
+    avg_pool_backward_kernel(Geo<I> p, I total, const S* __restrict__ grad_out,
+                             S* __restrict__ grad_in) {
+  const bool inc = p.count_include_pad, has_override = p.divisor_override != 0;
+  const T fixed = static_cast<T>(p.divisor_override);
+  for (I t = first_thread<I>(); t < total; t += thread_stride<I>()) {
+    I d, h, w, plane;
+    decompose<K3>(t, p.by_W, p.W, p.by_H, p.H, p.by_D, p.D, &d, &h, &w, &plane);
+    I od0 = 0, od1 = 0, oh0, oh1, ow0, ow1;
+    if (K3) outputs_of(d, p.kD, p.sD, p.by_sD, p.pD, p.OD, &od0, &od1);
+    outputs_of(h, p.kH, p.sH, p.by_sH, p.pH, p.OH, &oh0, &oh1);
+    outputs_of(w, p.kW, p.sW, p.by_sW, p.pW, p.OW, &ow0, &ow1);
     T g = 0;
-    const int64_t base = plane * (K3 ? p.OD : 1) * p.OH * p.OW;
-    for (int64_t od = od0; od <= od1; ++od)
-      for (int64_t oh = oh0; oh <= oh1; ++oh)
-        for (int64_t ow = ow0; ow <= ow1; ++ow)
-          g += load_as<T>(grad_out, dt, base + (od * p.OH + oh) * p.OW + ow) /
-               static_cast<T>(avg_divisor<K3>(p, od, oh, ow));
-    store_as<T>(grad_in, dt, t, g);
+    const I base = plane * (K3 ? p.OD : 1) * p.OH * p.OW;
+    // Each output's g / divisor in (od, oh, ow) ascending order, as before; the divisor's per-dim
+    // factors are hoisted out of the inner loops (an exact integer product in any order).
+    for (I od = od0; od <= od1; ++od) {
+      const I fd = K3 ? avg_extent(od * p.sD - p.pD, p.kD, p.D, p.pD, inc) : 1;
+      for (I oh = oh0; oh <= oh1; ++oh) {
+        const I fdh = fd * avg_extent(oh * p.sH - p.pH, p.kH, p.H, p.pH, inc);
+        const I row = base + (od * p.OH + oh) * p.OW;
+        for (I ow = ow0; ow <= ow1; ++ow) {
+          const T div =
+              has_override
+                  ? fixed
+                  : static_cast<T>(fdh * avg_extent(ow * p.sW - p.pW, p.kW, p.W, p.pW, inc));
+          g += ld<T>(grad_out, row + ow) / div;
+        }
+      }
+    }
+    st(grad_in, t, g);
   }
 }
 
-template <typename T, bool K3>
-__global__ void max_pool_kernel(Pool2d p, const void* in, DType dt, void* out, int64_t* indices) {
-  const int64_t total = p.planes * p.OD * p.OH * p.OW;
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
-       t += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t OD = K3 ? p.OD : 1;  // a compile-time 1 without a depth dim
-    const int64_t ow = t % p.OW, oh = (t / p.OW) % p.OH, od = K3 ? (t / (p.OW * p.OH)) % OD : 0;
-    const int64_t plane = t / (p.OW * p.OH * OD);
-    const int64_t ds = K3 ? od * p.sD - p.pD : 0, hs = oh * p.sH - p.pH, ws = ow * p.sW - p.pW;
-    const int64_t base = plane * (K3 ? p.D : 1) * p.H * p.W;
+template <typename T, typename S, typename I, bool K3>
+__global__ void __launch_bounds__(kThreads)
+    max_pool_kernel(Geo<I> p, I total, const S* __restrict__ in, S* __restrict__ out,
+                    int64_t* __restrict__ indices) {
+  for (I t = first_thread<I>(); t < total; t += thread_stride<I>()) {
+    I od, oh, ow, plane;
+    decompose<K3>(t, p.by_OW, p.OW, p.by_OH, p.OH, p.by_OD, p.OD, &od, &oh, &ow, &plane);
+    const I ds = K3 ? od * p.sD - p.pD : 0, hs = oh * p.sH - p.pH, ws = ow * p.sW - p.pW;
+    const I base = plane * (K3 ? p.D : 1) * p.H * p.W;
     T best = neg_inf<T>();
-    int64_t arg = -1;
-    for (int64_t a = 0; a < (K3 ? p.kD : 1); ++a) {
-      const int64_t d = K3 ? ds + a * p.dD : 0;
+    I arg = -1;
+    for (I a = 0; a < (K3 ? p.kD : 1); ++a) {
+      const I d = K3 ? ds + a * p.dD : 0;
       if (d < 0 || d >= p.D) continue;
-      for (int64_t i = 0; i < p.kH; ++i) {
-        const int64_t h = hs + i * p.dH;
+      for (I i = 0; i < p.kH; ++i) {
+        const I h = hs + i * p.dH;
         if (h < 0 || h >= p.H) continue;
-        for (int64_t j = 0; j < p.kW; ++j) {
-          const int64_t w = ws + j * p.dW;
+        for (I j = 0; j < p.kW; ++j) {
+          const I w = ws + j * p.dW;
           if (w < 0 || w >= p.W) continue;
-          const int64_t idx = (d * p.H + h) * p.W + w;
+          const I idx = (d * p.H + h) * p.W + w;
           if (arg < 0) arg = idx;  // the first in-input position
-          const T x = load_as<T>(in, dt, base + idx);
+          const T x = ld<T>(in, base + idx);
           if (x > best || is_nan(x)) {
             best = x;
             arg = idx;
@@ -112,18 +265,16 @@ __global__ void max_pool_kernel(Pool2d p, const void* in, DType dt, void* out, i
         }
       }
     }
-    store_as<T>(out, dt, t, best);
-    indices[t] = arg;
+    st(out, t, best);
+    indices[t] = static_cast<int64_t>(arg);
   }
 }
 
-template <typename T>
-__global__ void max_pool_backward_kernel(const void* grad_out, DType dt, const int64_t* indices,
-                                         int64_t planes, int64_t in_plane, int64_t out_plane,
-                                         T* acc, int64_t* bad) {
-  const int64_t total = planes * out_plane;
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
-       t += int64_t(gridDim.x) * blockDim.x) {
+template <typename T, typename S, typename I>
+__global__ void __launch_bounds__(kThreads)
+    max_pool_backward_kernel(const S* __restrict__ grad_out, const int64_t* __restrict__ indices,
+                             I total, Div<I> by_out_plane, I in_plane, T* acc, int64_t* bad) {
+  for (I t = first_thread<I>(); t < total; t += thread_stride<I>()) {
     const int64_t idx = indices[t];
     if (idx < 0 || idx >= in_plane) {
       bad[0] = 1;
@@ -131,7 +282,7 @@ __global__ void max_pool_backward_kernel(const void* grad_out, DType dt, const i
                  static_cast<unsigned long long>(idx));
       continue;
     }
-    atomicAdd(acc + (t / out_plane) * in_plane + idx, load_as<T>(grad_out, dt, t));
+    atomicAdd(acc + by_out_plane.div(t) * in_plane + static_cast<I>(idx), ld<T>(grad_out, t));
   }
 }
 
@@ -139,21 +290,59 @@ __global__ void max_pool_backward_kernel(const void* grad_out, DType dt, const i
 // index arithmetic is the 2-d kernels' (a runtime depth of 1 cost 1.3-1.5x on an H200).
 bool has_depth(const Pool2d& p) { return p.D != 1 || p.OD != 1 || p.kD != 1; }
 
+// f(T{}, std::type_identity<S>{}) for the (compute type, storage type) pairs the host sends
+// (compute_of): float over float32 / bfloat16 / float16, double over float64. Others (integer
+// compute) launch nothing, as before.
+template <typename F>
+void dispatch_storage(Compute c, DType dt, F&& f) {
+  if (c == Compute::kFloat) {
+    switch (dt) {
+      case DType::kFloat32:
+        f(float{}, std::type_identity<float>{});
+        break;
+      case DType::kBFloat16:
+        f(float{}, std::type_identity<__nv_bfloat16>{});
+        break;
+      case DType::kFloat16:
+        f(float{}, std::type_identity<__half>{});
+        break;
+      default:
+        break;
+    }
+  } else if (c == Compute::kDouble && dt == DType::kFloat64) {
+    f(double{}, std::type_identity<double>{});
+  }
+}
+
+// f(I{}) with I = int32_t when `small`, else int64_t.
+template <typename F>
+void dispatch_index(bool small, F&& f) {
+  if (small)
+    f(int32_t{});
+  else
+    f(int64_t{});
+}
+
 }  // namespace
 
 void launch_avg_pool2d(const Pool2d& p, Compute c, const void* in, DType dtype, void* out,
                        cudaStream_t stream) {
   const int64_t total = p.planes * p.OD * p.OH * p.OW;
   if (total == 0) return;
-  dispatch_compute(c, [&](auto tag) {
+  const unsigned grid = grid_for(total, kThreads);
+  dispatch_storage(c, dtype, [&](auto tag, auto stag) {
     using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T>)
-    {
+    using S = typename decltype(stag)::type;
+    dispatch_index(index32_ok(p), [&](auto itag) {
+      using I = decltype(itag);
+      const S* x = static_cast<const S*>(in);
+      S* y = static_cast<S*>(out);
       if (has_depth(p))
-        avg_pool_kernel<T, true><<<grid_for(total, kThreads), kThreads, 0, stream>>>(p, in, dtype, out);
+        avg_pool_kernel<T, S, I, true><<<grid, kThreads, 0, stream>>>(geo_of<I>(p), I(total), x, y);
       else
-        avg_pool_kernel<T, false><<<grid_for(total, kThreads), kThreads, 0, stream>>>(p, in, dtype, out);
-    }
+        avg_pool_kernel<T, S, I, false>
+            <<<grid, kThreads, 0, stream>>>(geo_of<I>(p), I(total), x, y);
+    });
   });
 }
 
@@ -161,17 +350,21 @@ void launch_avg_pool2d_backward(const Pool2d& p, Compute c, const void* grad_out
                                 void* grad_in, cudaStream_t stream) {
   const int64_t total = p.planes * p.D * p.H * p.W;
   if (total == 0) return;
-  dispatch_compute(c, [&](auto tag) {
+  const unsigned grid = grid_for(total, kThreads);
+  dispatch_storage(c, dtype, [&](auto tag, auto stag) {
     using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T>)
-    {
+    using S = typename decltype(stag)::type;
+    dispatch_index(index32_ok(p), [&](auto itag) {
+      using I = decltype(itag);
+      const S* g = static_cast<const S*>(grad_out);
+      S* gi = static_cast<S*>(grad_in);
       if (has_depth(p))
-        avg_pool_backward_kernel<T, true>
-            <<<grid_for(total, kThreads), kThreads, 0, stream>>>(p, grad_out, dtype, grad_in);
+        avg_pool_backward_kernel<T, S, I, true>
+            <<<grid, kThreads, 0, stream>>>(geo_of<I>(p), I(total), g, gi);
       else
-        avg_pool_backward_kernel<T, false>
-            <<<grid_for(total, kThreads), kThreads, 0, stream>>>(p, grad_out, dtype, grad_in);
-    }
+        avg_pool_backward_kernel<T, S, I, false>
+            <<<grid, kThreads, 0, stream>>>(geo_of<I>(p), I(total), g, gi);
+    });
   });
 }
 
@@ -179,17 +372,21 @@ void launch_max_pool2d(const Pool2d& p, Compute c, const void* in, DType dtype, 
                        int64_t* indices, cudaStream_t stream) {
   const int64_t total = p.planes * p.OD * p.OH * p.OW;
   if (total == 0) return;
-  dispatch_compute(c, [&](auto tag) {
+  const unsigned grid = grid_for(total, kThreads);
+  dispatch_storage(c, dtype, [&](auto tag, auto stag) {
     using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T>)
-    {
+    using S = typename decltype(stag)::type;
+    dispatch_index(index32_ok(p), [&](auto itag) {
+      using I = decltype(itag);
+      const S* x = static_cast<const S*>(in);
+      S* y = static_cast<S*>(out);
       if (has_depth(p))
-        max_pool_kernel<T, true>
-            <<<grid_for(total, kThreads), kThreads, 0, stream>>>(p, in, dtype, out, indices);
+        max_pool_kernel<T, S, I, true>
+            <<<grid, kThreads, 0, stream>>>(geo_of<I>(p), I(total), x, y, indices);
       else
-        max_pool_kernel<T, false>
-            <<<grid_for(total, kThreads), kThreads, 0, stream>>>(p, in, dtype, out, indices);
-    }
+        max_pool_kernel<T, S, I, false>
+            <<<grid, kThreads, 0, stream>>>(geo_of<I>(p), I(total), x, y, indices);
+    });
   });
 }
 
@@ -198,12 +395,20 @@ void launch_max_pool_backward(Compute c, const void* grad_out, DType dtype, cons
                               int64_t* bad_index, cudaStream_t stream) {
   const int64_t total = planes * out_plane;
   if (total == 0) return;
-  dispatch_compute(c, [&](auto tag) {
+  const int64_t L = kIndex32Limit;
+  // planes * in_plane bounds the accumulator offsets, planes * out_plane the grid-stride loop.
+  const bool small = planes <= L && in_plane <= L && out_plane <= L && planes * in_plane <= L &&
+                     planes * out_plane <= L;
+  const unsigned grid = grid_for(total, kThreads);
+  dispatch_storage(c, dtype, [&](auto tag, auto stag) {
     using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T>)
-      max_pool_backward_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
-          grad_out, dtype, indices, planes, in_plane, out_plane, static_cast<T*>(grad_acc),
-          bad_index);
+    using S = typename decltype(stag)::type;
+    dispatch_index(small, [&](auto itag) {
+      using I = decltype(itag);
+      max_pool_backward_kernel<T, S, I><<<grid, kThreads, 0, stream>>>(
+          static_cast<const S*>(grad_out), indices, I(total), Div<I>(out_plane), I(in_plane),
+          static_cast<T*>(grad_acc), bad_index);
+    });
   });
 }
 

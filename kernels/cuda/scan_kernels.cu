@@ -1,8 +1,13 @@
-// Scans along the rows of a contiguous [rows, n] tensor through CUB's DeviceScan::
-// InclusiveScanByKey, keyed by the row index: one device-wide scan covers every row, so a single
-// long row and many short rows both use the whole GPU. Values are in the compute type (the host
-// converts 16-bit floats and small integers first).
+// Scans along the rows of a contiguous [rows, n] tensor through CUB's DeviceScan: a single row by
+// InclusiveScan, several by InclusiveScanByKey keyed by the row index, so one device-wide scan
+// covers every row and a single long row and many short rows both use the whole GPU. Values are in
+// the compute type (the host converts 16-bit floats and small integers first).
+//
+// Row keys and in-row indices are computed per element, so their arithmetic is 32-bit, with a
+// multiply-high for i / n, whenever rows * n < 2^31: GPUs have no integer divide instruction, and
+// an int64 division per element (two for cummax / cummin) weighed on these memory-bound scans.
 #include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/tabulate_output_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 
 #include <cub/device/device_scan.cuh>
@@ -12,11 +17,32 @@
 namespace dtensor::kernels::cuda::detail {
 namespace {
 
-struct RowOf {
+// i / n and i % n for flat indices i >= 0 in the index type K.
+template <typename K>
+struct RowDiv;
+
+template <>
+struct RowDiv<int64_t> {
   int64_t n;
-  __host__ __device__ int64_t operator()(int64_t i) const { return i / n; }
+  explicit RowDiv(int64_t n) : n(n) {}
+  __host__ __device__ int64_t row(int64_t i) const { return i / n; }
 };
-using KeyIt = thrust::transform_iterator<RowOf, thrust::counting_iterator<int64_t>>;
+
+template <>
+struct RowDiv<uint32_t> {  // FastDiv32: exact for 0 <= i < 2^31 and 1 <= n < 2^31
+  uint32_t n;
+  FastDiv32 fast;
+  explicit RowDiv(int64_t v) : n(static_cast<uint32_t>(v)), fast(v) {}
+  __host__ __device__ uint32_t row(uint32_t i) const { return fast(i); }
+};
+
+template <typename K>
+struct RowOf {
+  RowDiv<K> div;
+  __host__ __device__ K operator()(K i) const { return div.row(i); }
+};
+template <typename K>
+using KeyIt = thrust::transform_iterator<RowOf<K>, thrust::counting_iterator<K>>;
 
 template <typename T>
 struct SumOp {
@@ -51,87 +77,105 @@ struct LogAddExpOp {
   }
 };
 
-template <typename T>
+// A value and its position in the row (in K: 32 bits when rows * n < 2^31).
+template <typename T, typename K>
 struct Pair {
   T v;
-  int64_t i;
+  K i;
 };
 
 // b (the later element or segment) replaces a when it is NaN, or when neither is NaN and b >= a
 // (cummax) / b <= a (cummin): associative, so it scans in parallel.
-template <typename T>
+template <typename T, typename K>
 struct CumMaxMinOp {
   bool is_max;
-  __device__ Pair<T> operator()(const Pair<T>& a, const Pair<T>& b) const {
+  __device__ Pair<T, K> operator()(const Pair<T, K>& a, const Pair<T, K>& b) const {
     if (is_nan(b.v)) return b;
     if (is_nan(a.v)) return a;
     return (is_max ? b.v >= a.v : b.v <= a.v) ? b : a;
   }
 };
 
-template <typename T>
+template <typename T, typename K>
 struct MakePair {
   const T* x;
-  int64_t n;
-  __host__ __device__ Pair<T> operator()(int64_t i) const { return {x[i], i % n}; }
+  RowDiv<K> div;
+  bool one_row;  // i is its own position: no division
+  __host__ __device__ Pair<T, K> operator()(K i) const {
+    return {x[i], one_row ? i : static_cast<K>(i - div.row(i) * div.n)};
+  }
 };
 
-template <typename T>
-__global__ void split_pairs(const Pair<T>* p, T* values, int64_t* indices, int64_t count) {
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < count;
-       t += int64_t(gridDim.x) * blockDim.x) {
-    values[t] = p[t].v;
-    indices[t] = p[t].i;
+// Writes the scanned pairs straight into the values and indices (no pair workspace, no split pass).
+template <typename T, typename K>
+struct SplitPair {
+  T* values;
+  int64_t* indices;
+  __host__ __device__ void operator()(ptrdiff_t t, const Pair<T, K>& p) const {
+    values[t] = p.v;
+    indices[t] = static_cast<int64_t>(p.i);
   }
+};
+
+// One inclusive scan of `count` items: plain for a single row, else keyed by the row.
+template <typename K, typename In, typename Out, typename Op>
+cudaError_t scan_rows(bool one_row, const RowDiv<K>& div, In in, Out out, Op op, K count,
+                      void* temp, size_t& bytes, cudaStream_t stream) {
+  if constexpr (std::is_same_v<K, uint32_t>) {
+    if (one_row) return cub::DeviceScan::InclusiveScan(temp, bytes, in, out, op, count, stream);
+  }
+  // A single row of >= 2^31 items is scanned keyed (one key), sparing another instantiation.
+  const KeyIt<K> keys(thrust::counting_iterator<K>(0), RowOf<K>{div});
+  return cub::DeviceScan::InclusiveScanByKey(temp, bytes, keys, in, out, op, count,
+                                             ::cuda::std::equal_to<>(), stream);
 }
 
-size_t align16(size_t b) { return (b + 15) / 16 * 16; }
-
 // Runs (or sizes, when temp is null) the scan; returns CUB's temp bytes in `bytes`.
-template <typename T>
-cudaError_t run_scan(ScanKind kind, const T* in, T* out, Pair<T>* pairs, int64_t rows, int64_t n,
+template <typename T, typename K>
+cudaError_t run_scan(ScanKind kind, const T* in, T* out, int64_t* indices, int64_t rows, int64_t n,
                      void* temp, size_t& bytes, cudaStream_t stream) {
-  const int64_t count = rows * n;
-  KeyIt keys(thrust::counting_iterator<int64_t>(0), RowOf{n});
+  const K count = static_cast<K>(rows * n);
+  const RowDiv<K> div(n);
+  const bool one_row = rows == 1;
   switch (kind) {
     case ScanKind::kSum:
-      return cub::DeviceScan::InclusiveScanByKey(temp, bytes, keys, in, out, SumOp<T>(), count,
-                                                 ::cuda::std::equal_to<>(), stream);
+      return scan_rows(one_row, div, in, out, SumOp<T>(), count, temp, bytes, stream);
     case ScanKind::kProd:
-      return cub::DeviceScan::InclusiveScanByKey(temp, bytes, keys, in, out, ProdOp<T>(), count,
-                                                 ::cuda::std::equal_to<>(), stream);
+      return scan_rows(one_row, div, in, out, ProdOp<T>(), count, temp, bytes, stream);
     case ScanKind::kLogSumExp:
       if constexpr (std::is_floating_point_v<T>) {
-        return cub::DeviceScan::InclusiveScanByKey(temp, bytes, keys, in, out, LogAddExpOp<T>(),
-                                                   count, ::cuda::std::equal_to<>(), stream);
+        return scan_rows(one_row, div, in, out, LogAddExpOp<T>(), count, temp, bytes, stream);
       }
       return cudaErrorInvalidValue;
     case ScanKind::kMax:
     case ScanKind::kMin: {
-      thrust::transform_iterator<MakePair<T>, thrust::counting_iterator<int64_t>> values(
-          thrust::counting_iterator<int64_t>(0), MakePair<T>{in, n});
-      return cub::DeviceScan::InclusiveScanByKey(temp, bytes, keys, values, pairs,
-                                                 CumMaxMinOp<T>{kind == ScanKind::kMax}, count,
-                                                 ::cuda::std::equal_to<>(), stream);
+      const thrust::transform_iterator<MakePair<T, K>, thrust::counting_iterator<K>> pairs(
+          thrust::counting_iterator<K>(0), MakePair<T, K>{in, div, one_row});
+      const thrust::tabulate_output_iterator<SplitPair<T, K>> split(SplitPair<T, K>{out, indices});
+      return scan_rows(one_row, div, pairs, split, CumMaxMinOp<T, K>{kind == ScanKind::kMax}, count,
+                       temp, bytes, stream);
     }
   }
   return cudaErrorInvalidValue;
 }
 
+// Whether flat indices, row keys and in-row positions fit the 32-bit path.
+bool index32(int64_t rows, int64_t n) { return rows * n < (int64_t{1} << 31); }
+
 }  // namespace
 
 size_t scan_workspace_bytes(ScanKind kind, Compute c, int64_t rows, int64_t n) {
   if (rows * n == 0) return 0;
-  size_t total = 0;
+  size_t bytes = 0;
   dispatch_compute(c, [&](auto tag) {
     using T = decltype(tag);
-    size_t bytes = 0;
-    run_scan<T>(kind, nullptr, nullptr, nullptr, rows, n, nullptr, bytes, nullptr);
-    const bool pairs = kind == ScanKind::kMax || kind == ScanKind::kMin;
-    // CUB's temp storage first (the workspace itself is 512-byte aligned), then the pairs.
-    total = align16(bytes) + (pairs ? align16(static_cast<size_t>(rows * n) * sizeof(Pair<T>)) : 0);
+    // Only CUB's temp storage: cummax / cummin write their values and indices directly.
+    if (index32(rows, n))
+      run_scan<T, uint32_t>(kind, nullptr, nullptr, nullptr, rows, n, nullptr, bytes, nullptr);
+    else
+      run_scan<T, int64_t>(kind, nullptr, nullptr, nullptr, rows, n, nullptr, bytes, nullptr);
   });
-  return total;
+  return bytes;
 }
 
 void launch_scan(ScanKind kind, Compute c, const void* in, void* out, int64_t* indices,
@@ -140,18 +184,13 @@ void launch_scan(ScanKind kind, Compute c, const void* in, void* out, int64_t* i
   if (rows * n == 0) return;
   dispatch_compute(c, [&](auto tag) {
     using T = decltype(tag);
-    const bool pairs = kind == ScanKind::kMax || kind == ScanKind::kMin;
-    const size_t pair_bytes = pairs ? align16(static_cast<size_t>(rows * n) * sizeof(Pair<T>)) : 0;
-    size_t bytes = workspace_bytes - pair_bytes;
-    void* temp = workspace;
-    Pair<T>* p =
-        pairs ? reinterpret_cast<Pair<T>*>(static_cast<char*>(workspace) + bytes) : nullptr;
-    run_scan<T>(kind, static_cast<const T*>(in), static_cast<T*>(out), p, rows, n, temp, bytes,
-                stream);
-    if (pairs) {
-      split_pairs<T>
-          <<<grid_for(rows * n, 256), 256, 0, stream>>>(p, static_cast<T*>(out), indices, rows * n);
-    }
+    size_t bytes = workspace_bytes;  // scan_workspace_bytes' size for the same path
+    const T* x = static_cast<const T*>(in);
+    T* y = static_cast<T*>(out);
+    if (index32(rows, n))
+      run_scan<T, uint32_t>(kind, x, y, indices, rows, n, workspace, bytes, stream);
+    else
+      run_scan<T, int64_t>(kind, x, y, indices, rows, n, workspace, bytes, stream);
   });
 }
 

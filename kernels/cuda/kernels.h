@@ -56,7 +56,9 @@ DT_KERNEL_LIST(DT_CUDA_DECLARE)
 //   when several; the CPU names the first); nll_loss_backward's "mean" without total_weight sums
 //   the weights on the device.
 // - Shape ops: stack is one copy kernel per tensor; index_select reports bad indices after a sync.
-// - Scans run through CUB; float32 / 16-bit inputs accumulate in float. The carried scans scan
+// - Index arithmetic in 32 bits (multiply-high division) where every index fits, else 64.
+// - Softmax rows of float32 / 16-bit floats up to 8 16-byte vectors per thread stay in registers.
+// - Scans run through CUB (one row without keys); float32 / 16-bit inputs accumulate in float. The carried scans scan
 //   [carry, x] along dim without the carry's position (the scans are associative).
 // - Selection: median / nanmedian / kthvalue sort each row with CUB's radix sort (rows shorter
 //   than 2^31 elements).

@@ -140,6 +140,12 @@ using TensorPair = std::pair<Tensor, Tensor>;
   X(nanmedian, nanmedian, Tensor(const Tensor& x))                                                  \
   X(nanmedian_dim, nanmedian_dim, TensorPair(const Tensor& x, int64_t dim, bool keepdim))           \
   X(kthvalue, kthvalue, TensorPair(const Tensor& x, int64_t k, int64_t dim, bool keepdim))          \
+  /* Helpers of the distributed radix select (ops/selection/steps.cc). */                           \
+  X(radix_histogram, radix_histogram,                                                               \
+    Tensor(const Tensor& x, int64_t dim, const std::vector<uint64_t>& prefix, int shift, int bits)) \
+  X(index_of_occurrence, index_of_occurrence,                                                       \
+    Tensor(const Tensor& x, int64_t dim, const Tensor& values, const Tensor& occurrence,            \
+           int64_t index_offset))                                                                   \
   /* Pooling. */                                                                                    \
   X(avg_pool, avg_pool, Tensor(const Tensor& x, int dims, std::vector<int64_t> kernel_size,         \
       std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode,                    \

@@ -12,6 +12,7 @@
 #include "kernels/cpu/view.h"
 #include "kernels/cpu/pooling.h"
 #include "kernels/cpu/scan.h"
+#include "kernels/cpu/radix_select.h"
 #include "kernels/cpu/selection.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_merge.h"

@@ -140,7 +140,7 @@ RadixValue radix_decode(uint64_t key, DType t) {
 
 Tensor radix_histogram(const Tensor& x, int64_t dim, const std::vector<uint64_t>& prefix, int shift,
                        int bits) {
-  DT_KERNEL_HOST_ONLY(radix_histogram, x, dim, prefix, shift, bits);
+  DT_KERNEL_ON_DEVICE(radix_histogram, x, dim, prefix, shift, bits);
   const int width = radix_key_bits(x.dtype());
   DT_CHECK(shift >= 0 && bits >= 1 && bits <= 16 && shift + bits <= width, "radix_histogram: digit of ", bits,
            " bits at bit ", shift, " does not fit the ", width, "-bit keys of ", dtype_name(x.dtype()),

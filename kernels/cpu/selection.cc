@@ -398,7 +398,7 @@ std::pair<Tensor, Tensor> median_between(const Tensor& x, int64_t dim, const Ten
 
 Tensor index_of_occurrence(const Tensor& x, int64_t dim, const Tensor& values,
                            const Tensor& occurrence, int64_t index_offset) {
-  DT_KERNEL_HOST_ONLY(index_of_occurrence, x, dim, values, occurrence, index_offset);
+  DT_KERNEL_ON_DEVICE(index_of_occurrence, x, dim, values, occurrence, index_offset);
   const char* op = "index_of_occurrence";
   dim = wrap_dim(dim, x.dim(), op);
   DT_CHECK(values.sizes() == occurrence.sizes(), op, ": values ", shape_str(values.sizes()),

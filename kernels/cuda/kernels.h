@@ -62,6 +62,8 @@ DT_KERNEL_LIST(DT_CUDA_DECLARE)
 //   [carry, x] along dim without the carry's position (the scans are associative).
 // - Selection: median / nanmedian / kthvalue sort each row with CUB's radix sort (rows shorter
 //   than 2^31 elements).
+// - The distributed radix select's helpers: radix_histogram counts per block in shared memory
+//   (digits up to 12 bits; wider ones with global atomics), index_of_occurrence is one block a row.
 // - Pooling: slabs go to the host fallback (register.cc); without slabs the CUDA kernels below.
 // - Matrix products run through cuBLASLt (see set_allow_tf32); grouped_mm is one cuBLASLt product
 //   per group, offs read on the host.

@@ -233,6 +233,18 @@ void launch_scan(ScanKind kind, Compute c, const void* in, void* out, int64_t* i
 // (selection_kernels.cu).
 enum class SelectKind : int32_t { kMedian, kNanMedian, kKth };
 size_t select_workspace_bytes(DType dtype, int64_t rows, int64_t n);
+// The helpers of the distributed radix select (kernels/cpu/radix_select.h, kernels/cpu/selection.h)
+// per row of a contiguous [outer, n, inner] tensor (rows = outer * inner; row r = o * inner + i):
+// radix_histogram adds into out [rows, cols] (zeroed by the caller; cols = 2^bits + 1, NaNs in the
+// last column); prefix: rows keys' upper bits, null when shift + bits is the key width.
+void launch_radix_histogram(const void* x, DType dtype, int64_t outer, int64_t n, int64_t inner,
+                            const uint64_t* prefix, int shift, int bits, int64_t cols, int64_t* out,
+                            cudaStream_t stream);
+// index_of_occurrence: out[r] = index_offset + j for the occurrence[r]-th (1-based) j with
+// x[o, j, i] == values[r] (NaN matches NaN; values in x's dtype), or -1.
+void launch_index_of_occurrence(const void* x, DType dtype, int64_t outer, int64_t n, int64_t inner,
+                                const void* values, const int64_t* occurrence, int64_t index_offset, int64_t* out,
+                                cudaStream_t stream);
 // values (dtype) and int64 indices (may be null) per row, with the rules of
 // kernels/cpu/selection.h; k is 1-based (kKth only). n >= 1, n < 2^31.
 void launch_select(SelectKind kind, int64_t k, const void* in, DType dtype, int64_t rows, int64_t n,

@@ -139,7 +139,179 @@ cudaError_t sort(Mode mode, DType dt, int64_t rows, int64_t n, const uint64_t* k
   return cudaErrorInvalidValue;
 }
 
+// ---- The distributed radix select's helpers: the keys of kernels/cpu/radix_select.cc, bit for bit
+// (16-bit floats keep 16-bit keys here, unlike the sort keys above).
+template <int kWidth>
+__device__ __forceinline__ uint64_t float_key(uint64_t b) {
+  constexpr uint64_t sign = uint64_t{1} << (kWidth - 1);
+  constexpr uint64_t mask = kWidth == 64 ? ~uint64_t{0} : (uint64_t{1} << kWidth) - 1;
+  if (b == sign) b = 0;  // -0.0 takes +0.0's key
+  return (b & sign) ? (~b & mask) : (b | sign);
+}
+
+// The radix key of element t of x; false for NaN.
+__device__ __forceinline__ bool radix_key(const void* x, DType dt, int64_t t, uint64_t* k) {
+  switch (dt) {
+    case DType::kFloat32: {
+      const uint32_t b = static_cast<const uint32_t*>(x)[t];
+      if ((b & 0x7fffffffu) > 0x7f800000u) return false;
+      *k = float_key<32>(b);
+      return true;
+    }
+    case DType::kFloat64: {
+      const uint64_t b = static_cast<const uint64_t*>(x)[t];
+      if ((b & 0x7fffffffffffffffull) > 0x7ff0000000000000ull) return false;
+      *k = float_key<64>(b);
+      return true;
+    }
+    case DType::kBFloat16: {
+      const uint16_t b = static_cast<const uint16_t*>(x)[t];
+      if ((b & 0x7fffu) > 0x7f80u) return false;
+      *k = float_key<16>(b);
+      return true;
+    }
+    case DType::kFloat16: {
+      const uint16_t b = static_cast<const uint16_t*>(x)[t];
+      if ((b & 0x7fffu) > 0x7c00u) return false;
+      *k = float_key<16>(b);
+      return true;
+    }
+    case DType::kInt32:
+      *k = static_cast<uint32_t>(static_cast<const int32_t*>(x)[t]) ^ 0x80000000u;
+      return true;
+    case DType::kInt64:
+      *k = static_cast<uint64_t>(static_cast<const int64_t*>(x)[t]) ^ (uint64_t{1} << 63);
+      return true;
+    case DType::kBool:
+      *k = static_cast<const bool*>(x)[t] ? 1 : 0;
+      return true;
+  }
+  return false;
+}
+
+constexpr int kHistThreads = 256;
+constexpr int64_t kHistChunk = 16 * kHistThreads;  // elements of one row a block counts
+constexpr int64_t kSharedCols = 4097;               // histograms up to 12-bit digits count in shared memory
+
+// Blocks (chunk, row): each counts kHistChunk elements of one row, in shared memory when the
+// histogram fits (then adds it to the row's with one atomic per non-zero count), else straight
+// into global memory.
+template <bool kShared>
+__global__ void radix_histogram_kernel(const void* x, DType dt, int64_t n, int64_t inner, int64_t rows,
+                                       const uint64_t* prefix, int shift, int bits, int64_t cols,
+                                       unsigned long long* out) {
+  extern __shared__ unsigned int counts[];
+  const uint64_t digit_mask = (uint64_t{1} << bits) - 1;
+  const int high = shift + bits;
+  const bool whole = prefix == nullptr;  // the digit is the key's last: every number counts
+  const int64_t chunks = ceil_div(n, kHistChunk);
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const int64_t o = r / inner, i = r % inner;
+    unsigned long long* row_out = out + r * cols;
+    for (int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+      if (kShared) {
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) counts[c] = 0;
+        __syncthreads();
+      }
+      const int64_t j1 = (chunk + 1) * kHistChunk < n ? (chunk + 1) * kHistChunk : n;
+      for (int64_t j = chunk * kHistChunk + threadIdx.x; j < j1; j += blockDim.x) {
+        uint64_t key;
+        int64_t c;
+        if (!radix_key(x, dt, (o * n + j) * inner + i, &key))
+          c = cols - 1;  // NaN, whatever the prefix
+        else if (!whole && (key >> high) != prefix[r])
+          continue;
+        else
+          c = static_cast<int64_t>((key >> shift) & digit_mask);
+        if (kShared)
+          atomicAdd(counts + c, 1u);
+        else
+          atomicAdd(row_out + c, 1ull);
+      }
+      if (kShared) {
+        __syncthreads();
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+          if (counts[c] != 0) atomicAdd(row_out + c, static_cast<unsigned long long>(counts[c]));
+        __syncthreads();
+      }
+    }
+  }
+}
+
+constexpr int kOccThreads = 256;
+
+__device__ __forceinline__ bool same_value(const void* x, DType dt, int64_t t, const void* values, int64_t r) {
+  if (dt == DType::kInt64) return static_cast<const int64_t*>(x)[t] == static_cast<const int64_t*>(values)[r];
+  const double a = load_as<double>(x, dt, t), b = load_as<double>(values, dt, r);
+  return b != b ? a != a : a == b;  // NaN matches NaN; -0 == +0
+}
+
+// One block a row: each thread counts the matches in its contiguous part of the row, an exclusive
+// prefix over the threads finds the part holding the occurrence-th match, and that thread finds it.
+__global__ void index_of_occurrence_kernel(const void* x, DType dt, int64_t n, int64_t inner, int64_t rows,
+                                           const void* values, const int64_t* occurrence, int64_t offset,
+                                           int64_t* out) {
+  __shared__ int64_t before[kOccThreads];
+  __shared__ int64_t found;
+  const int64_t per = ceil_div(n, kOccThreads);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t o = r / inner, i = r % inner, want = occurrence[r];
+    const int64_t j0 = threadIdx.x * per < n ? threadIdx.x * per : n, j1 = j0 + per < n ? j0 + per : n;
+    int64_t mine = 0;
+    if (want >= 1)
+      for (int64_t j = j0; j < j1; ++j) mine += same_value(x, dt, (o * n + j) * inner + i, values, r);
+    before[threadIdx.x] = mine;
+    if (threadIdx.x == 0) found = -1;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int64_t run = 0;
+      for (int t = 0; t < kOccThreads; ++t) {
+        const int64_t c = before[t];
+        before[t] = run;
+        run += c;
+      }
+    }
+    __syncthreads();
+    int64_t seen = before[threadIdx.x];
+    if (want >= 1 && want > seen && want <= seen + mine)
+      for (int64_t j = j0; j < j1; ++j)
+        if (same_value(x, dt, (o * n + j) * inner + i, values, r) && ++seen == want) {
+          found = offset + j;
+          break;
+        }
+    __syncthreads();
+    if (threadIdx.x == 0) out[r] = found;
+    __syncthreads();
+  }
+}
+
 }  // namespace
+
+void launch_radix_histogram(const void* x, DType dtype, int64_t outer, int64_t n, int64_t inner,
+                            const uint64_t* prefix, int shift, int bits, int64_t cols, int64_t* out,
+                            cudaStream_t stream) {
+  const int64_t rows = outer * inner;
+  if (rows == 0 || n == 0) return;
+  const int64_t chunks = ceil_div(n, kHistChunk);
+  const dim3 grid(static_cast<unsigned>(chunks < 65535 ? chunks : 65535),
+                  static_cast<unsigned>(rows < 65535 ? rows : 65535));
+  auto* o = reinterpret_cast<unsigned long long*>(out);
+  if (cols <= kSharedCols)
+    radix_histogram_kernel<true><<<grid, kHistThreads, cols * sizeof(unsigned int), stream>>>(
+        x, dtype, n, inner, rows, prefix, shift, bits, cols, o);
+  else
+    radix_histogram_kernel<false><<<grid, kHistThreads, 0, stream>>>(x, dtype, n, inner, rows, prefix, shift,
+                                                                     bits, cols, o);
+}
+
+void launch_index_of_occurrence(const void* x, DType dtype, int64_t outer, int64_t n, int64_t inner,
+                                const void* values, const int64_t* occurrence, int64_t index_offset, int64_t* out,
+                                cudaStream_t stream) {
+  const int64_t rows = outer * inner;
+  if (rows == 0) return;
+  index_of_occurrence_kernel<<<grid_for(rows, 1, 65535LL * 8), kOccThreads, 0, stream>>>(
+      x, dtype, n, inner, rows, values, occurrence, index_offset, out);
+}
 
 size_t select_workspace_bytes(DType dtype, int64_t rows, int64_t n) {
   const int64_t count = rows * n;

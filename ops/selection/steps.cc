@@ -58,6 +58,9 @@ StepDef select_step(Sel kind, bool whole) {
   StepDef step;
   step.name = "select";
   step.one_mesh_dim = !whole;
+  // Kernels (radix_histogram, index_of_occurrence, embedding) and collectives on the input's device;
+  // what crosses to the host is per-row numbers: each round's histograms, the counts and the index.
+  step.runs_on_device = true;
   step.traffic = [whole](const OpCall& c, const Strategy& st, const std::vector<int>& dims) {
     Shape block = local_block(c.tensor(0).shape, st.inputs[0], c.mesh_shape(),
                               std::vector<int64_t>(c.mesh_shape().size(), 0)).first;
@@ -89,6 +92,7 @@ StepDef select_step(Sel kind, bool whole) {
     const DType dt = c.tensor(0).dtype;
     Reducer reduce{dims, mesh, timeout};
     Tensor x = in[0];
+    const Device dev = x.device();  // the data stays there; per-row numbers cross to the host
     int64_t d = 0, n = 0, offset = 0;
     if (whole) {
       x = x.contiguous().reshape({-1});
@@ -111,10 +115,10 @@ StepDef select_step(Sel kind, bool whole) {
     for (int round = 0, shift = width - kDigitBits; shift >= 0; ++round, shift -= kDigitBits) {
       const int bits = kDigitBits;
       Tensor h = kernels::radix_histogram(x, d, prefix, shift, bits);
-      const std::vector<int64_t> local = h.to_vector<int64_t>();
+      const std::vector<int64_t> local = h.to(cpu()).to_vector<int64_t>();  // the round's one host read
       Tensor wire = count_bytes(n) == 4 ? h.to(DType::kInt32) : h;
       reduce(wire, ReduceOp::kSum);
-      const std::vector<int64_t> global = wire.to_vector<int64_t>();
+      const std::vector<int64_t> global = wire.to(cpu()).to(DType::kInt64).to_vector<int64_t>();
       for (int64_t r = 0; r < R; ++r) {
         const int64_t* g = global.data() + r * cols;
         const int64_t* l = local.data() + r * cols;
@@ -141,15 +145,15 @@ StepDef select_step(Sel kind, bool whole) {
         local_eq[r] = l[j];
       }
     }
-    Tensor values = values_tensor(rows, dt, prefix, is_nan);
-    if (whole) return std::vector<Tensor>{values.reshape(ctx.out_block(0).first)};
+    Tensor values = values_tensor(rows, dt, prefix, is_nan);  // host
+    if (whole) return std::vector<Tensor>{values.reshape(ctx.out_block(0).first).to(dev)};
     // The index: the (k - #less)-th occurrence of the value in global order; the ranks before this
     // one hold `before` of them. The rank that holds it also says whether it is -0.0 (the key
     // merges the zeros; the value returned is the element at the index, as on one device).
     ProcessGroup& g = mesh.group(dims[0]);
-    Tensor all_eq = Tensor::empty({g.size() * R}, DType::kInt64);
-    g.all_gather(Tensor::from_vector(local_eq, {R}), all_eq, std::vector<int64_t>(g.size(), R), timeout);
-    auto ae = all_eq.to_vector<int64_t>();
+    Tensor all_eq = Tensor::empty({g.size() * R}, DType::kInt64, dev);
+    g.all_gather(Tensor::from_vector(local_eq, {R}).to(dev), all_eq, std::vector<int64_t>(g.size(), R), timeout);
+    auto ae = all_eq.to(cpu()).to_vector<int64_t>();
     Tensor occ = Tensor::empty(rows, DType::kInt64);
     int64_t* po = occ.data<int64_t>();
     for (int64_t r = 0; r < R; ++r) {
@@ -157,22 +161,31 @@ StepDef select_step(Sel kind, bool whole) {
       for (int q = 0; q < g.rank(); ++q) before += ae[q * R + r];
       po[r] = k[r] - less[r] - before;
     }
-    Tensor idx = kernels::index_of_occurrence(x, d, values, occ, offset);
-    std::vector<int64_t> found = idx.to_vector<int64_t>();
+    Tensor idx = kernels::index_of_occurrence(x, d, values.to(dev), occ.to(dev), offset);
+    std::vector<int64_t> found = idx.to(cpu()).to_vector<int64_t>();
     found.resize(2 * R, 0);
     std::vector<double> vals = values.to(DType::kFloat64).to_vector<double>();
     bool zero = false;
     for (int64_t r = 0; r < R; ++r) zero |= !is_nan[r] && vals[r] == 0 && is_floating(dt);
-    if (zero) {  // only then is the sign of the held element needed
-      Tensor xr = x.movedim(d, -1).contiguous().to(DType::kFloat64);
-      const double* px = xr.data<double>();
+    if (zero) {  // only then is the sign of the held element needed: the rows' found elements, gathered
       const int64_t nl = x.dim() == 0 ? 1 : x.size(d);
+      std::vector<int64_t> held_rows, at;  // the rows whose element this rank holds
       for (int64_t r = 0; r < R; ++r)
-        if (found[r] >= 0) found[R + r] = std::signbit(px[r * nl + found[r] - offset]) ? 1 : 0;
+        if (found[r] >= 0) {
+          held_rows.push_back(r);
+          at.push_back(r * nl + found[r] - offset);
+        }
+      if (!at.empty()) {
+        const Tensor xr = x.movedim(d, -1).contiguous().reshape({R * nl, 1}).to(DType::kFloat64);
+        const int64_t m = static_cast<int64_t>(at.size());
+        const std::vector<double> held =
+            kernels::embedding(xr, Tensor::from_vector(at, {m}).to(dev)).to(cpu()).to_vector<double>();
+        for (int64_t q = 0; q < m; ++q) found[R + held_rows[q]] = std::signbit(held[q]) ? 1 : 0;
+      }
     }
-    Tensor both = Tensor::from_vector(found, {2 * R});
+    Tensor both = Tensor::from_vector(found, {2 * R}).to(dev);
     g.all_reduce(both, ReduceOp::kMax, timeout);
-    const std::vector<int64_t> b = both.to_vector<int64_t>();
+    const std::vector<int64_t> b = both.to(cpu()).to_vector<int64_t>();
     idx = Tensor::from_vector(std::vector<int64_t>(b.begin(), b.begin() + R), rows);
     if (zero) {
       for (int64_t r = 0; r < R; ++r)
@@ -184,7 +197,7 @@ StepDef select_step(Sel kind, bool whole) {
       values = values.squeeze(d).contiguous();
       idx = idx.squeeze(d).contiguous();
     }
-    return std::vector<Tensor>{values, idx};
+    return std::vector<Tensor>{values.to(dev), idx.to(dev)};
   };
   return step;
 }

@@ -1,5 +1,6 @@
 // CUDA scans, value-selecting reductions (max/argmax, median, kthvalue) and pooling against the
 // CPU kernels; indices must match exactly.
+#include <algorithm>
 #include <limits>
 
 #include "kernels/cpu/kernels.h"
@@ -154,6 +155,62 @@ TEST_F(Selection, MedianNanmedianKthvalue) {
   expect_matches(C::nanmedian(G(Tensor::zeros({0}))), K::nanmedian(Tensor::zeros({0})), 0);
   EXPECT_THROW(C::kthvalue(G(rand({3, 4}, 1)), 5, 1, false), Error);
   EXPECT_THROW(C::median_dim(G(Tensor::zeros({3, 0})), 1, false), Error);
+}
+
+// The distributed radix select's helpers (ops/selection/steps.cc) against the CPU kernels: every
+// dtype's keys (NaN, -0.0, infinities), a first digit, a middle digit under per-row prefixes taken
+// from the data, the last digit, 13-bit digits (counted in global memory), rows along dim 0 and the
+// last dim, one long row; then the occurrence search with NaN and signed zeros as values.
+TEST_F(Selection, RadixHistogramAndIndexOfOccurrence) {
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16, DType::kInt64,
+                   DType::kInt32, DType::kBool}) {
+    Tensor x = randint({6, 37}, 70, 9, DType::kFloat64);
+    if (is_floating(dt)) {
+      x = K::sub(x, K::Scalar(4.0));
+      double* p = x.data<double>();
+      p[3] = kNaN, p[40] = -0.0, p[41] = 0.0, p[77] = kInf, p[100] = -kInf, p[150] = kNaN;
+    }
+    x = x.to(dt);
+    const int width = K::radix_key_bits(dt);
+    for (int64_t dim : {0, 1}) {
+      const int64_t rows = dim == 0 ? 37 : 6;
+      const std::string w = absl::StrCat(dtype_name(dt), " dim ", dim);
+      for (int bits : {8, 13, 16}) {  // 13 and 16: counted in global memory; 16 on 16-bit keys: whole
+        if (bits > width || (bits == 16 && width != 16)) continue;
+        // The first digit (no prefix), then the next one under each row's most common first digit.
+        const int shift0 = width - bits;
+        const std::vector<uint64_t> none(rows, 0);
+        const Tensor h0 = K::radix_histogram(x, dim, none, shift0, bits);
+        expect_matches(C::radix_histogram(G(x), dim, none, shift0, bits), h0, 0, "first digit " + w);
+        if (shift0 >= bits) {
+          std::vector<uint64_t> prefix(rows);
+          const int64_t cols = (int64_t{1} << bits) + 1;
+          const auto counts = h0.to_vector<int64_t>();
+          for (int64_t r = 0; r < rows; ++r)
+            prefix[r] = std::max_element(counts.begin() + r * cols, counts.begin() + (r + 1) * cols - 1) -
+                        (counts.begin() + r * cols);
+          expect_matches(C::radix_histogram(G(x), dim, prefix, shift0 - bits, bits),
+                         K::radix_histogram(x, dim, prefix, shift0 - bits, bits), 0, "second digit " + w);
+        }
+      }
+      const std::vector<uint64_t> zero(rows, 0);  // the last digit under the prefix 0
+      const int last = std::min(width, 8);
+      expect_matches(C::radix_histogram(G(x), dim, zero, 0, last), K::radix_histogram(x, dim, zero, 0, last), 0,
+                     "last digit " + w);
+      // The occurrence search: each row's values taken from its own elements, occurrences 0 to 3.
+      Tensor values = dim == 0 ? x.narrow(0, 2, 1).contiguous() : x.narrow(1, 5, 1).contiguous();
+      for (int64_t occ : {0, 1, 2, 3}) {
+        const Tensor o = Tensor::full(values.sizes(), static_cast<double>(occ), DType::kInt64);
+        expect_matches(C::index_of_occurrence(G(x), dim, G(values), G(o), 100),
+                       K::index_of_occurrence(x, dim, values, o, 100), 0, absl::StrCat("occurrence ", occ, " ", w));
+      }
+    }
+  }
+  // One long row: several blocks add to one histogram.
+  const Tensor row = randint({1 << 20}, 71, 50000, DType::kFloat64).to(DType::kFloat32);
+  expect_matches(C::radix_histogram(G(row), 0, {0}, 24, 8), K::radix_histogram(row, 0, {0}, 24, 8), 0, "long row");
+  EXPECT_THROW(C::radix_histogram(G(row), 0, {0}, 30, 8), Error);
+  EXPECT_THROW(C::radix_histogram(G(row), 0, {0, 1}, 24, 8), Error);
 }
 
 using Pooling = CudaTest;

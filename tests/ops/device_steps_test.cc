@@ -101,10 +101,11 @@ TEST(DeviceSteps, RunOnDeviceBlocksWithoutHostCopies) {
     }
   }
   // The softmax statistics, every scan's carry exchange, the candidate gather, the pooling halo
-  // exchange, ring attention (forward and backward) and loss parallel at least.
+  // exchange, ring attention (forward and backward), loss parallel and the radix select at least.
   for (const char* op : {"softmax", "log_softmax", "logsumexp", "cross_entropy", "cumsum", "cumprod", "logcumsumexp", "cummax",
                          "cummin", "max.dim", "min.dim", "argmax", "argmin", "avg_pool2d", "max_pool2d_with_indices",
-                         "scaled_dot_product_attention", "_scaled_dot_product_attention_backward"})
+                         "scaled_dot_product_attention", "_scaled_dot_product_attention_backward", "median",
+                         "nanmedian", "median.dim", "nanmedian.dim", "kthvalue"})
     EXPECT_TRUE(stepped.count(op)) << op;
   EXPECT_GT(runs, 0);
 }

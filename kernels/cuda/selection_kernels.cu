@@ -4,7 +4,8 @@
 // stay in index order -- exactly the CPU kernels' (value, index) order -- and the answer is the
 // element at one rank of its row.
 //
-// Rows are sorted together: 32-bit keys get the row index in their upper 32 bits and one
+// Rows whose keys fit in 48 KiB of shared memory are selected a block a row (select_rows_kernel).
+// Longer rows are sorted together: 32-bit keys get the row index in their upper 32 bits and one
 // DeviceRadixSort covers all rows (fast for one long row as for many short ones); 64-bit keys
 // (float64, int64) of several rows use DeviceSegmentedRadixSort.
 #include <thrust/iterator/counting_iterator.h>
@@ -106,6 +107,115 @@ __global__ void pick(SelectKind kind, int64_t k, const void* x, DType dt, size_t
     for (size_t b = 0; b < item; ++b) dst[b] = src[b];
     if (indices != nullptr) indices[r] = j;
   }
+}
+
+// ---- Rows short enough for shared memory: one block a row keeps the row's sort keys there and
+// finds the rank-th (key, index) by a radix select, 8 bits a round (4 rounds for 32-bit keys, 8
+// for 64-bit), then the position of that key's occurrence in index order -- the element a stable
+// sort would put at that rank, without sorting (the sort moved 24 bytes per element per 8 bits).
+constexpr int kSelThreads = 256;
+constexpr size_t kSelSharedBytes = 48 * 1024;  // the keys of a row: 12288 32-bit or 6144 64-bit
+
+template <typename K>
+__global__ void __launch_bounds__(kSelThreads)
+    select_rows_kernel(SelectKind kind, int64_t k, const void* x, DType dt, size_t item, int64_t rows, int64_t n,
+                       bool floating, void* values, int64_t* indices) {
+  extern __shared__ unsigned char raw[];
+  K* keys = reinterpret_cast<K*>(raw);
+  __shared__ unsigned int hist[256];
+  __shared__ int64_t part[kSelThreads];
+  __shared__ int64_t shared_rem, shared_found, shared_nan;
+  __shared__ K shared_prefix;
+  constexpr int kBits = 8 * sizeof(K);
+  const K nan_key = ~K{0};
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t nan = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const K key = static_cast<K>(key_of(x, dt, r * n + j));
+      keys[j] = key;
+      nan += floating && key == nan_key;
+    }
+    part[threadIdx.x] = nan;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int64_t total = 0;
+      for (int t = 0; t < kSelThreads; ++t) total += part[t];
+      shared_nan = total;
+    }
+    __syncthreads();
+    nan = shared_nan;
+    int64_t rem;  // the rank (0-based), as pick() chooses it
+    switch (kind) {
+      case SelectKind::kMedian:
+        rem = nan > 0 ? n - nan : (n - 1) / 2;
+        break;
+      case SelectKind::kNanMedian:
+        rem = n - nan == 0 ? 0 : (n - nan - 1) / 2;
+        break;
+      default:
+        rem = k - 1;
+        break;
+    }
+    K prefix = 0, mask = 0;
+    for (int shift = kBits - 8; shift >= 0; shift -= 8) {
+      hist[threadIdx.x] = 0;  // kSelThreads == 256 buckets
+      __syncthreads();
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+        const K key = keys[j];
+        if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xff], 1u);
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        int b = 0;
+        while (b < 255 && rem >= hist[b]) rem -= hist[b++];
+        shared_rem = rem;
+        shared_prefix = prefix | (static_cast<K>(b) << shift);
+      }
+      __syncthreads();
+      rem = shared_rem;
+      prefix = shared_prefix;
+      mask |= static_cast<K>(0xff) << shift;
+      __syncthreads();  // hist is cleared next round
+    }
+    // The rem-th (0-based) element with key == prefix in index order: each thread counts its
+    // contiguous part, an exclusive prefix over the threads finds the part that holds it.
+    const int64_t per = ceil_div(n, kSelThreads);
+    const int64_t j0 = threadIdx.x * per < n ? threadIdx.x * per : n, j1 = j0 + per < n ? j0 + per : n;
+    int64_t mine = 0;
+    for (int64_t j = j0; j < j1; ++j) mine += keys[j] == prefix;
+    part[threadIdx.x] = mine;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int64_t run = 0;
+      for (int t = 0; t < kSelThreads; ++t) {
+        const int64_t c = part[t];
+        part[t] = run;
+        run += c;
+      }
+    }
+    __syncthreads();
+    int64_t seen = part[threadIdx.x];
+    if (rem >= seen && rem < seen + mine)
+      for (int64_t j = j0; j < j1; ++j)
+        if (keys[j] == prefix && seen++ == rem) {
+          shared_found = j;
+          break;
+        }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const int64_t j = shared_found;
+      const char* src = static_cast<const char*>(x) + (r * n + j) * item;
+      char* dst = static_cast<char*>(values) + r * item;
+      for (size_t b = 0; b < item; ++b) dst[b] = src[b];
+      if (indices != nullptr) indices[r] = j;
+    }
+    __syncthreads();
+  }
+}
+
+// Whether launch_select takes select_rows_kernel (no workspace) for rows of n elements.
+bool rows_in_shared(DType dt, int64_t n) {
+  return static_cast<size_t>(n) * (wide_keys(dt) ? 8 : 4) <= kSelSharedBytes;
 }
 
 struct Times {
@@ -315,7 +425,7 @@ void launch_index_of_occurrence(const void* x, DType dtype, int64_t outer, int64
 
 size_t select_workspace_bytes(DType dtype, int64_t rows, int64_t n) {
   const int64_t count = rows * n;
-  if (count == 0) return 0;
+  if (count == 0 || rows_in_shared(dtype, n)) return 0;
   size_t bytes = 0;
   sort(mode_for(dtype, rows), dtype, rows, n, nullptr, nullptr, nullptr, nullptr, nullptr, bytes,
        nullptr);
@@ -328,6 +438,16 @@ void launch_select(SelectKind kind, int64_t k, const void* in, DType dtype, int6
                    cudaStream_t stream) {
   const int64_t count = rows * n;
   if (count == 0) return;
+  if (rows_in_shared(dtype, n)) {
+    const unsigned blocks = grid_for(rows, 1, 65535LL * 8);
+    if (wide_keys(dtype))
+      select_rows_kernel<uint64_t><<<blocks, kSelThreads, n * sizeof(uint64_t), stream>>>(
+          kind, k, in, dtype, itemsize(dtype), rows, n, is_float_dtype(dtype), values, indices);
+    else
+      select_rows_kernel<uint32_t><<<blocks, kSelThreads, n * sizeof(uint32_t), stream>>>(
+          kind, k, in, dtype, itemsize(dtype), rows, n, is_float_dtype(dtype), values, indices);
+    return;
+  }
   const Mode mode = mode_for(dtype, rows);
   // CUB's temp storage first (the workspace itself is 512-byte aligned), then keys and positions.
   const size_t arrays =

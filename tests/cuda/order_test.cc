@@ -149,6 +149,16 @@ TEST_F(Selection, MedianNanmedianKthvalue) {
     Tensor all_nan = Tensor::full({2, 3}, kNaN, dt);
     expect_pair(C::nanmedian_dim(G(all_nan), 1, false), K::nanmedian_dim(all_nan, 1), 0, "all NaN");
   }
+  // Rows at the shared-memory limit (12288 32-bit keys: one block a row) and past it (rows sorted
+  // together with the row in the key's upper bits; 64-bit keys by a segmented sort).
+  for (const Tensor& t : {randint({2, 12288}, 62, 700, DType::kFloat64).to(DType::kFloat32),
+                          randint({3, 20000}, 63, 700, DType::kFloat64).to(DType::kFloat32),
+                          randint({2, 7000}, 64, 700, DType::kFloat64)}) {
+    const std::string w = absl::StrCat(dtype_name(t.dtype()), " ", shape_str(t.sizes()));
+    expect_pair(C::median_dim(G(t), 1, false), K::median_dim(t, 1), 0, "median_dim " + w);
+    expect_pair(C::nanmedian_dim(G(t), 1, false), K::nanmedian_dim(t, 1), 0, "nanmedian_dim " + w);
+    expect_pair(C::kthvalue(G(t), 5, 1, false), K::kthvalue(t, 5, 1), 0, "kthvalue " + w);
+  }
   // One long row (a single radix sort) and the empty whole-tensor median.
   Tensor row = randint({1 << 20}, 61, 5000, DType::kFloat64).to(DType::kFloat32);
   expect_pair(C::median_dim(G(row), 0, false), K::median_dim(row, 0), 0, "long median");

@@ -1,6 +1,6 @@
-// Scans along the rows of a contiguous [rows, n] tensor through CUB's DeviceScan: a single row by
-// InclusiveScan, several by InclusiveScanByKey keyed by the row index, so one device-wide scan
-// covers every row and a single long row and many short rows both use the whole GPU. Values are in
+// Scans along the rows of a contiguous [rows, n] tensor: 256 rows or more a block each (CUB's
+// BlockScan, tile by tile); fewer through CUB's DeviceScan: a single row by InclusiveScan, several
+// by InclusiveScanByKey keyed by the row index, so a few long rows still use the whole GPU. Values are in
 // the compute type (the host converts 16-bit floats and small integers first).
 //
 // Row keys and in-row indices are computed per element, so their arithmetic is 32-bit, with a
@@ -10,6 +10,9 @@
 #include <thrust/iterator/tabulate_output_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 
+#include <cub/block/block_load.cuh>
+#include <cub/block/block_scan.cuh>
+#include <cub/block/block_store.cuh>
 #include <cub/device/device_scan.cuh>
 
 #include "kernels/cuda/device_util.cuh"
@@ -159,13 +162,125 @@ cudaError_t run_scan(ScanKind kind, const T* in, T* out, int64_t* indices, int64
   return cudaErrorInvalidValue;
 }
 
+// ---- Many rows: one block a row, tile by tile (kRowTile elements), the tile's aggregate carried
+// into the next, so each element is read and written once (the keyed device scan also reads
+// keys and writes tile states). Pads past the row's end only reach the last tile's aggregate,
+// which nothing uses.
+constexpr int kRowThreads = 256;
+constexpr int kRowItems = 8;
+constexpr int64_t kRowTile = kRowThreads * kRowItems;
+
+// The running total of the tiles before: cub calls it once a tile with the tile's aggregate and
+// applies what it returns as the tile's prefix.
+template <typename V, typename Op>
+struct Carry {
+  V total;
+  Op op;
+  __device__ V operator()(const V& tile) {
+    const V before = total;
+    total = op(total, tile);
+    return before;
+  }
+};
+
+// Element j of row r as the scan's value: x itself, or (x, j) for cummax / cummin.
+template <typename T>
+struct RowValue {
+  const T* row;
+  __device__ T operator()(int64_t j) const { return row[j]; }
+};
+template <typename T>
+struct RowPair {
+  const T* row;
+  __device__ Pair<T, uint32_t> operator()(int64_t j) const { return {row[j], static_cast<uint32_t>(j)}; }
+};
+
+template <typename T, typename V, typename Make, typename Op, bool kPairs>
+__global__ void __launch_bounds__(kRowThreads)
+    scan_rows_kernel(const T* in, void* out, int64_t* indices, int64_t rows, int64_t n, Op op) {
+  using Load = cub::BlockLoad<V, kRowThreads, kRowItems, cub::BLOCK_LOAD_WARP_TRANSPOSE>;
+  using Scan = cub::BlockScan<V, kRowThreads>;
+  using Store = cub::BlockStore<V, kRowThreads, kRowItems, cub::BLOCK_STORE_WARP_TRANSPOSE>;
+  __shared__ union {
+    typename Load::TempStorage load;
+    typename Scan::TempStorage scan;
+    typename Store::TempStorage store;
+  } temp;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* row = in + r * n;
+    Carry<V, Op> carry{V{}, op};
+    for (int64_t t0 = 0; t0 < n; t0 += kRowTile) {
+      const int valid = static_cast<int>(n - t0 < kRowTile ? n - t0 : kRowTile);
+      const thrust::transform_iterator<Make, thrust::counting_iterator<int64_t>> src(
+          thrust::counting_iterator<int64_t>(t0), Make{row});
+      V items[kRowItems];
+      Load(temp.load).Load(src, items, valid, src[0]);  // pads repeat the tile's first element
+      __syncthreads();
+      if (t0 == 0) {
+        V aggregate;
+        Scan(temp.scan).InclusiveScan(items, items, op, aggregate);
+        carry.total = aggregate;
+      } else {
+        Scan(temp.scan).InclusiveScan(items, items, op, carry);
+      }
+      __syncthreads();
+      if constexpr (kPairs) {
+        // The pairs' two halves go to two arrays: a blocked store, element by element.
+        T* values = static_cast<T*>(out) + r * n + t0;
+        int64_t* idx = indices + r * n + t0;
+        for (int u = 0; u < kRowItems; ++u) {
+          const int j = threadIdx.x * kRowItems + u;
+          if (j < valid) {
+            values[j] = items[u].v;
+            idx[j] = static_cast<int64_t>(items[u].i);
+          }
+        }
+      } else {
+        Store(temp.store).Store(static_cast<T*>(out) + r * n + t0, items, valid);
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// Whether launch_scan takes scan_rows_kernel: enough rows to fill the GPU a block each, in-row
+// positions in 32 bits.
+bool rows_path(int64_t rows, int64_t n) { return rows >= 256 && n < (int64_t{1} << 31); }
+
+template <typename T>
+void launch_scan_rows(ScanKind kind, const T* in, void* out, int64_t* indices, int64_t rows, int64_t n,
+                      cudaStream_t stream) {
+  const unsigned blocks = grid_for(rows, 1, 65535LL * 8);
+  switch (kind) {
+    case ScanKind::kSum:
+      scan_rows_kernel<T, T, RowValue<T>, SumOp<T>, false>
+          <<<blocks, kRowThreads, 0, stream>>>(in, out, indices, rows, n, SumOp<T>());
+      return;
+    case ScanKind::kProd:
+      scan_rows_kernel<T, T, RowValue<T>, ProdOp<T>, false>
+          <<<blocks, kRowThreads, 0, stream>>>(in, out, indices, rows, n, ProdOp<T>());
+      return;
+    case ScanKind::kLogSumExp:
+      if constexpr (std::is_floating_point_v<T>)
+        scan_rows_kernel<T, T, RowValue<T>, LogAddExpOp<T>, false>
+            <<<blocks, kRowThreads, 0, stream>>>(in, out, indices, rows, n, LogAddExpOp<T>());
+      return;
+    case ScanKind::kMax:
+    case ScanKind::kMin:
+      scan_rows_kernel<T, Pair<T, uint32_t>, RowPair<T>, CumMaxMinOp<T, uint32_t>, true>
+          <<<blocks, kRowThreads, 0, stream>>>(in, out, indices, rows, n,
+                                               CumMaxMinOp<T, uint32_t>{kind == ScanKind::kMax});
+      return;
+  }
+}
+
 // Whether flat indices, row keys and in-row positions fit the 32-bit path.
 bool index32(int64_t rows, int64_t n) { return rows * n < (int64_t{1} << 31); }
 
 }  // namespace
 
 size_t scan_workspace_bytes(ScanKind kind, Compute c, int64_t rows, int64_t n) {
-  if (rows * n == 0) return 0;
+  if (rows * n == 0 || rows_path(rows, n)) return 0;
   size_t bytes = 0;
   dispatch_compute(c, [&](auto tag) {
     using T = decltype(tag);
@@ -187,6 +302,10 @@ void launch_scan(ScanKind kind, Compute c, const void* in, void* out, int64_t* i
     size_t bytes = workspace_bytes;  // scan_workspace_bytes' size for the same path
     const T* x = static_cast<const T*>(in);
     T* y = static_cast<T*>(out);
+    if (rows_path(rows, n)) {
+      launch_scan_rows<T>(kind, x, y, indices, rows, n, stream);
+      return;
+    }
     if (index32(rows, n))
       run_scan<T, uint32_t>(kind, x, y, indices, rows, n, workspace, bytes, stream);
     else

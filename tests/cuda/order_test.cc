@@ -54,6 +54,29 @@ TEST_F(Scan, EveryScanAlongEveryDim) {
       expect_matches(C::logcumsumexp(G(t), dim), K::logcumsumexp(t, dim), 1e-6, "logcumsumexp inf");
     }
   }
+  // 256 rows or more (a block a row): rows of several tiles with a partial last one, ties, NaN and
+  // infinities in every row, wrapping integer products.
+  {
+    const Tensor f = rand({300, 5000}, 44, DType::kFloat64, -1, 1);
+    expect_matches(C::cumsum(G(f), 1), K::cumsum(f, 1), 1e-9, "cumsum, block rows");
+    expect_matches(C::logcumsumexp(G(f), 1), K::logcumsumexp(f, 1), 1e-9, "logcumsumexp, block rows");
+    const Tensor near1 = rand({300, 5000}, 45, DType::kFloat32, 0.999, 1.001);
+    expect_matches(C::cumprod(G(near1), 1), K::cumprod(near1, 1), 1e-4, "cumprod, block rows");
+    const Tensor ties = randint({300, 5000}, 46, 40, DType::kFloat64);
+    expect_pair(C::cummax(G(ties), 1), K::cummax(ties, 1), 0, "cummax, block rows");
+    expect_pair(C::cummin(G(ties), 1), K::cummin(ties, 1), 0, "cummin, block rows");
+    std::vector<double> special;
+    const std::vector<double> v = {3, -0.0, 0.0, kNaN, 3, -kInf, 1, kInf, 1, kNaN, 2, 0.0};
+    for (int r = 0; r < 260; ++r)
+      for (int j = 0; j < 12; ++j) special.push_back(v[(j + r) % 12]);
+    const Tensor sp = Tensor::from_vector(special, {260, 12}).to(DType::kFloat32);
+    expect_pair(C::cummax(G(sp), 1), K::cummax(sp, 1), 0, "cummax NaN, block rows");
+    expect_pair(C::cummin(G(sp), 1), K::cummin(sp, 1), 0, "cummin NaN, block rows");
+    expect_matches(C::logcumsumexp(G(sp), 1), K::logcumsumexp(sp, 1), 1e-6, "logcumsumexp inf, block rows");
+    const Tensor big = randint({256, 3000}, 47, 1000000, DType::kInt64);
+    expect_matches(C::cumsum(G(big), 1), K::cumsum(big, 1), 0, "int64 cumsum, block rows");
+    expect_matches(C::cumprod(G(big), 1), K::cumprod(big, 1), 0, "int64 cumprod (wrapping), block rows");
+  }
   // One long row and a 0-d tensor.
   Tensor row = rand({1 << 20}, 42, DType::kFloat64);
   expect_matches(C::cumsum(G(row), 0), K::cumsum(row, 0), 1e-9);
@@ -149,9 +172,10 @@ TEST_F(Selection, MedianNanmedianKthvalue) {
     Tensor all_nan = Tensor::full({2, 3}, kNaN, dt);
     expect_pair(C::nanmedian_dim(G(all_nan), 1, false), K::nanmedian_dim(all_nan, 1), 0, "all NaN");
   }
-  // Rows at the shared-memory limit (12288 32-bit keys: one block a row) and past it (rows sorted
+  // Rows at the shared-memory limit (10240 32-bit keys: one block a row) and past it (rows sorted
   // together with the row in the key's upper bits; 64-bit keys by a segmented sort).
-  for (const Tensor& t : {randint({2, 12288}, 62, 700, DType::kFloat64).to(DType::kFloat32),
+  for (const Tensor& t : {randint({2, 10240}, 62, 700, DType::kFloat64).to(DType::kFloat32),
+                          randint({2, 5120}, 65, 700, DType::kFloat64),
                           randint({3, 20000}, 63, 700, DType::kFloat64).to(DType::kFloat32),
                           randint({2, 7000}, 64, 700, DType::kFloat64)}) {
     const std::string w = absl::StrCat(dtype_name(t.dtype()), " ", shape_str(t.sizes()));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gather_scatter.h"
 #include "kernels/cpu/loss.h"
 #include "kernels/cpu/grouped_mm.h"
 #include "kernels/cpu/matrix.h"

@@ -16,6 +16,20 @@ void register_indexing_backward(Registry&) {
                            c.inputs[1]}),
                  std::nullopt};
   });
+  // gather: self's gradient is grad scatter-added into zeros at the indices; scatter_add: self's
+  // is grad, src's is grad gathered at the indices.
+  def("gather", [](const BackwardCtx& c) {
+    const DTensor zeros = full_like(c.inputs[0], 0.0);
+    return Grads{call_op1("scatter_add", {zeros, iv(c.call.get_int("dim")), c.inputs[1], c.grad(0)}), std::nullopt};
+  });
+  def("scatter_add", [](const BackwardCtx& c) {
+    const Shape& src = c.inputs[2].shape();
+    const Shape& index = c.inputs[1].shape();
+    // torch's formula (derivatives.yaml: grad.gather(dim, index)) has index's shape.
+    DT_CHECK(index == src, "scatter_add backward: src ", shape_str(src), " is larger than index ", shape_str(index),
+             "; accepted for src's gradient: src and index of the same shape (as torch)");
+    return Grads{c.grad(0), std::nullopt, call_op1("gather", {c.grad(0), iv(c.call.get_int("dim")), c.inputs[1]})};
+  });
   def("index_add", [](const BackwardCtx& c) {
     const double alpha = c.call.get_double("alpha");
     DTensor g = call_op1("index_select", {c.grad(0), iv(c.call.get_int("dim")), c.inputs[1]});

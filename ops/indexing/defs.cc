@@ -6,8 +6,13 @@
 // holds (zero elsewhere, a Partial(sum) piece), the others produce the rows of their output block.
 // The kernels are the embedding ones over self seen as [size(dim), rest] (ops/embedding), so a
 // device runs them as well; they check the index range, except the masked lookup (check_range).
+// gather(self, dim, index) and scatter_add(self, dim, index, src) (torch's semantics: index int64
+// or int32 with self's rank) run kernels/cpu/gather_scatter.h, which handles a block of self along dim
+// (gather: a Partial(sum) piece of the indices it holds; scatter_add: what lands in it) and checks
+// every index against the whole dim; host only (no CUDA kernel yet).
 #include "kernels/cpu/backward.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gather_scatter.h"
 #include "kernels/cpu/reduction.h"
 
 #include "dtensor/core/limits.h"
@@ -195,10 +200,102 @@ void define_index_add(Registry& reg) {
   };
 }
 
+// gather / scatter_add: index (int64 or int32) has self's rank; index.size(d) <= self.size(d) for d != dim (and
+// <= src.size(d) for every d); the kernels check the values.
+void check_gather_index(const OpCall& c, int t) {
+  check_index(c, t, "index");
+  const Shape& self = c.tensor(0).shape;
+  const Shape& index = c.tensor(t).shape;
+  if (self.empty() ? index.size() > 1 || numel(index) > 1 : index.size() != self.size())
+    fail(c, absl::StrCat("index ", shape_str(index), " for self ", shape_str(self),
+                         "; accepted: as many dims as self"));
+  if (self.empty()) return;
+  const int64_t d = dim_arg(c, static_cast<int64_t>(self.size()));
+  for (size_t i = 0; i < self.size(); ++i)
+    if (static_cast<int64_t>(i) != d && index[i] > self[i])
+      fail(c, absl::StrCat("index ", shape_str(index), " is larger than self ", shape_str(self), " at dim ", i,
+                           "; accepted: index.size(d) <= self.size(d) for d != dim"));
+}
+
+// The index of a gather / scatter_add sample: values in [0, self.size(dim)).
+Tensor gather_index(const OpCall& c, int t, uint64_t seed) {
+  const Shape& s = c.tensor(0).shape;
+  return index_input(c.tensor(t), s.empty() ? 1 : s[dim_arg(c, static_cast<int64_t>(s.size()))], seed);
+}
+
+void define_gather(Registry& reg) {
+  OpDef& op = reg.define("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", "indexing");
+  op.cost = cost(CostClass::kCopy, Keeps::kNothing);
+  op.aten.layout_dependent = true;  // a block of self along dim reads only the indices it holds
+  op.meta = [](const OpCall& c) {
+    check_gather_index(c, 1);
+    return std::vector<TensorMeta>{{c.tensor(1).shape, c.tensor(0).dtype}};
+  };
+  op.kernel = guarded([](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
+    const Shape& global = c.tensor(0).shape;
+    if (global.empty()) return one(kernels::gather(in[0], 0, in[1]));
+    const int64_t d = dim_arg(c, static_cast<int64_t>(global.size()));
+    const int64_t offset = ctx.in_block(c, 0).second[d];
+    return one(kernels::gather(in[0], d, in[1], offset, global[d]));
+  });
+  op.samples = [] {
+    const std::vector<DType> f_i = {DType::kFloat32, DType::kInt64};
+    return std::vector<Sample>{sample({{7, 5}, {4, 5}}, {T(0), I(0), T(1)}, {}, f_i),
+                               sample({{4, 9, 3}, {4, 6, 2}}, {T(0), I(1), T(1)}, {}, f_i),
+                               sample({{5, 6}, {5, 9}}, {T(0), I(-1), T(1)}, {}, f_i)};
+  };
+  op.make_input = [](int i, const OpCall& c, uint64_t seed) {
+    if (i == 1) return gather_index(c, 1, seed);
+    return random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
+  };
+}
+
+void define_scatter_add(Registry& reg) {
+  OpDef& op = reg.define("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", "indexing");
+  op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
+  op.aten.layout_dependent = true;  // a block of self along dim adds only what lands in it
+  op.meta = [](const OpCall& c) {
+    check_gather_index(c, 1);
+    if (c.tensor(2).dtype != c.tensor(0).dtype)
+      fail(c, absl::StrCat("src has dtype ", dtype_name(c.tensor(2).dtype), ", self ", dtype_name(c.tensor(0).dtype),
+                           "; accepted: the same dtype"));
+    const Shape& index = c.tensor(1).shape;
+    const Shape& src = c.tensor(2).shape;
+    const bool scalar_src = c.tensor(0).shape.empty() && src.size() <= 1 && numel(src) <= 1;
+    if (src.size() != c.tensor(0).shape.size() && !scalar_src)
+      fail(c, absl::StrCat("src ", shape_str(src), " for self ", shape_str(c.tensor(0).shape),
+                           "; accepted: as many dims as self"));
+    for (size_t i = 0; i < index.size() && i < src.size(); ++i)
+      if (index[i] > src[i])
+        fail(c, absl::StrCat("index ", shape_str(index), " is larger than src ", shape_str(src), " at dim ", i,
+                             "; accepted: index.size(d) <= src.size(d)"));
+    return std::vector<TensorMeta>{c.tensor(0)};
+  };
+  op.kernel = guarded([](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
+    const Shape& global = c.tensor(0).shape;
+    if (global.empty()) return one(kernels::scatter_add(in[0], 0, in[1], in[2]));
+    const int64_t d = dim_arg(c, static_cast<int64_t>(global.size()));
+    const int64_t offset = ctx.out_block(0).second[d];
+    return one(kernels::scatter_add(in[0], d, in[1], in[2], offset, global[d]));
+  }, {0});  // the result is made of self: a rank with no index or src rows still returns its piece
+  op.samples = [] {
+    const std::vector<DType> f_i_f = {DType::kFloat32, DType::kInt64, DType::kFloat32};
+    return std::vector<Sample>{sample({{7, 5}, {4, 5}, {4, 5}}, {T(0), I(0), T(1), T(2)}, {}, f_i_f),
+                               sample({{4, 9, 3}, {4, 6, 3}, {4, 6, 3}}, {T(0), I(1), T(1), T(2)}, {}, f_i_f),
+                               sample({{5, 6}, {5, 9}, {5, 9}}, {T(0), I(-1), T(1), T(2)}, {}, f_i_f)};
+  };
+  op.make_input = [](int i, const OpCall& c, uint64_t seed) {
+    if (i == 1) return gather_index(c, 1, seed);
+    return random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
+  };
+}
+
 void define_indexing_ops(Registry& reg) {
   define_index_select(reg);
   define_index_select_backward(reg);
   define_index_add(reg);
+  define_gather(reg);
+  define_scatter_add(reg);
 }
 
 }  // namespace

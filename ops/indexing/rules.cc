@@ -63,6 +63,45 @@ void register_indexing_rules(Registry& reg) {
             rules.push_back(row({Partial(op)}, {Partial(op), Replicate(), Partial(op)}));
         });
   };
+  // Tensor inputs: self, index. The output has index's shape: index sharded along dim shards it
+  // (self replicated; along another dim a block's positions would not be self's); self and index
+  // sharded together on a dim other than dim where their sizes agree (same chunks); self sharded along dim gives Partial(sum) (each block reads the indices
+  // it holds); Partial self passes (a selection of elements).
+  reg.mutable_find("gather").rules = [](const OpCall& c, const OutMeta&) {
+    RuleList rules;
+    const Shape& self = c.tensor(0).shape;
+    const Shape& index = c.tensor(1).shape;
+    if (self.empty()) return rules;
+    const int32_t d = static_cast<int32_t>(norm_dim(c.get_int("dim"), static_cast<int64_t>(self.size())));
+    for (int32_t i = 0; i < static_cast<int32_t>(self.size()); ++i)
+      if (i != d && self[i] == index[i]) rules.push_back(row({Shard(i)}, {Shard(i), Shard(i)}));
+    rules.push_back(row({Shard(d)}, {Replicate(), Shard(d)}));
+    rules.push_back(row({Partial()}, {Shard(d), Replicate()}));
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin})
+      rules.push_back(row({Partial(op)}, {Partial(op), Replicate()}));
+    return rules;
+  };
+  // Tensor inputs: self, index, src. All three sharded on a dim other than dim where their sizes
+  // agree; self sharded along dim adds what lands in its block (index and src replicated);
+  // Partial(sum) self with index and src sharded together along dim (each rank adds its part of
+  // the contributions to its piece; along another dim the blocks' positions would not be self's); Partial(sum/avg) self and src together
+  // (linear in both).
+  reg.mutable_find("scatter_add").rules = [](const OpCall& c, const OutMeta&) {
+    RuleList rules;
+    const Shape& self = c.tensor(0).shape;
+    const Shape& index = c.tensor(1).shape;
+    const Shape& src = c.tensor(2).shape;
+    if (self.empty()) return rules;
+    const int32_t d = static_cast<int32_t>(norm_dim(c.get_int("dim"), static_cast<int64_t>(self.size())));
+    for (int32_t i = 0; i < static_cast<int32_t>(self.size()); ++i)
+      if (i != d && self[i] == index[i] && index[i] == src[i])
+        rules.push_back(row({Shard(i)}, {Shard(i), Shard(i), Shard(i)}));
+    if (index[d] == src[d]) rules.push_back(row({Partial()}, {Partial(), Shard(d), Shard(d)}));
+    rules.push_back(row({Shard(d)}, {Shard(d), Replicate(), Replicate()}));
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg})
+      rules.push_back(row({Partial(op)}, {Partial(op), Replicate(), Partial(op)}));
+    return rules;
+  };
 }
 
 }  // namespace

@@ -337,6 +337,20 @@ def index_select(s):
                 partial="one", grad=True)
 
 
+def gather(s):
+    kw = positional(s, ["dim", "index"])
+    if kw.get("sparse_grad"):
+        raise Skip("sparse_grad=True: torch's gradient is a sparse tensor")
+    kw.pop("sparse_grad", None)
+    return Call("gather", [s.input, kw.pop("dim"), kw.pop("index")], kw, aten("gather"), partial="one", grad=True)
+
+
+def scatter_add(s):
+    kw = positional(s, ["dim", "index", "src"])
+    return Call("scatter_add", [s.input, kw.pop("dim"), kw.pop("index"), kw.pop("src")], kw, aten("scatter_add"),
+                partial="all", grad=True)
+
+
 def index_add(s):
     kw = positional(s, ["dim", "index", "source"])
     return Call("index_add", [s.input, kw.pop("dim"), kw.pop("index"), kw.pop("source")], kw, aten("index_add"),
@@ -456,6 +470,8 @@ TRANSLATORS = {
     ("nn.functional.embedding", ""): embedding,
     ("index_select", ""): index_select,
     ("index_add", ""): index_add,
+    ("gather", ""): gather,
+    ("scatter_add", ""): scatter_add,
     ("nn.functional.scaled_dot_product_attention", ""): sdpa,
     ("to", ""): to,
 }

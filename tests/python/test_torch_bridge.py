@@ -464,6 +464,28 @@ def test_index_select_along_a_sharded_dim(place):
         close(gx, x_ref.grad, dtype)
 
 
+@pytest.mark.parametrize("place", [Replicate(), Shard(0), Shard(1)])
+def test_gather_with_a_sharded_input(place):
+    # torch.gather with the input replicated, sharded along the gathered dim (each rank reads the
+    # indices its rows hold: a Partial(sum) piece) or along the other dim (with the index); torch's
+    # autograd differentiates it by scatter_add into zeros, where repeated indices add up.
+    dtype = torch.float64
+    X = gen(dtype, 9, 6, seed=32)  # 9 rows over 4 ranks: blocks 3, 3, 3, 0
+    idx = torch.tensor([[8, 0, 3, 3, 5, 0], [7, 7, 1, 2, 0, 8], [4, 4, 4, 6, 2, 1]])
+    x_ref = X.clone().requires_grad_()
+    torch.gather(x_ref, 0, idx).pow(2).sum().backward()
+
+    def fn(mesh):
+        x = bridge.distribute(X.clone().requires_grad_(), mesh, [place])
+        y = torch.gather(x, 0, bridge.distribute(idx, mesh, [Replicate()]))
+        y.pow(2).sum().backward()
+        return full(y), full(x.grad)
+
+    for y, gx in on_mesh((4,), fn):
+        close(y, torch.gather(X, 0, idx), dtype)
+        close(gx, x_ref.grad, dtype)
+
+
 def test_tiny_language_model_2d_mesh():
     # token embedding -> transformer block -> vocabulary-parallel head -> cross_entropy, on a 2x2
     # mesh: batch over mesh dim 0, Megatron tensor parallelism over mesh dim 1.

@@ -1,0 +1,28 @@
+// gather and scatter_add along a dim (torch.gather / torch.Tensor.scatter_add semantics), also on a
+// block of self that holds rows [offset, offset + self.size(dim)) of a dim of `full` entries (a
+// shard along dim): gather then reads only the indices the block holds (zero elsewhere: a
+// Partial(sum) piece) and scatter_add adds only the contributions that land in it.
+#pragma once
+
+#include <cstdint>
+
+#include "dtensor/core/tensor.h"
+
+namespace dtensor::kernels {
+
+// out[p] = self[p with p[dim] = index[p] - offset] for every position p of index (int64 or int32, as many
+// dims as self, index.size(d) <= self.size(d) for d != dim); 0 where index[p] is outside the block.
+// Result: index's shape, self's dtype (any dtype). full < 0 means self.size(dim) (the whole dim).
+// Throws naming gather for a wrong index dtype or rank, sizes over self's, or an index outside
+// [0, full).
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, int64_t offset = 0, int64_t full = -1);
+
+// self with src[p] added at self[p with p[dim] = index[p] - offset] for every position p of index
+// (int64 or int32, as many dims as self and src; index.size(d) <= src.size(d) for every d and
+// <= self.size(d) for d != dim), in index's row-major order, in the compute type (float for
+// float32 / 16-bit floats, double, wrapping int64); contributions outside the block are dropped.
+// src has self's dtype. Throws naming scatter_add as gather does.
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, int64_t offset = 0,
+                   int64_t full = -1);
+
+}  // namespace dtensor::kernels

@@ -58,6 +58,14 @@ Tensor rows_back(const Tensor& rows, Shape shape, int64_t d) {
   return rows.reshape(shape).movedim(0, d).contiguous();
 }
 
+// Sample inputs of the ops whose input 1 indexes self (input 0) along dim: that index with values
+// in [0, self.size(dim)) (one value for a 0-d self), the others random.
+Tensor index_into_self(int i, const OpCall& c, uint64_t seed) {
+  const Shape& s = c.tensor(0).shape;
+  if (i == 1) return index_input(c.tensor(1), s.empty() ? 1 : s[dim_arg(c, static_cast<int64_t>(s.size()))], seed);
+  return random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
+}
+
 void define_index_select(Registry& reg) {
   OpDef& op = reg.define("index_select(Tensor self, int dim, Tensor index) -> Tensor", "indexing");
   op.cost = cost(CostClass::kCopy, Keeps::kNothing);
@@ -97,11 +105,7 @@ void define_index_select(Registry& reg) {
         sample({{4, 9, 3}, {6}}, {T(0), I(1), T(1)}, {}, {DType::kFloat32, DType::kInt32}),
         sample({{5, 6}, {}}, {T(0), I(-1), T(1)}, {}, {DType::kFloat32, DType::kInt64})};
   };
-  op.make_input = [](int i, const OpCall& c, uint64_t seed) {
-    const Shape& s = c.tensor(0).shape;
-    if (i == 1) return index_input(c.tensor(1), s.empty() ? 1 : s[dim_arg(c, static_cast<int64_t>(s.size()))], seed);
-    return random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
-  };
+  op.make_input = index_into_self;
 }
 
 void define_index_select_backward(Registry& reg) {
@@ -193,11 +197,7 @@ void define_index_add(Registry& reg) {
         sample({{4, 9, 3}, {6}, {4, 6, 3}}, {T(0), I(1), T(1), T(2)}, {{"alpha", V(IValue(-2.0))}},
                {DType::kFloat32, DType::kInt32, DType::kFloat32})};
   };
-  op.make_input = [](int i, const OpCall& c, uint64_t seed) {
-    const Shape& s = c.tensor(0).shape;
-    if (i == 1) return index_input(c.tensor(1), s.empty() ? 1 : s[dim_arg(c, static_cast<int64_t>(s.size()))], seed);
-    return random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
-  };
+  op.make_input = index_into_self;
 }
 
 // gather / scatter_add: index (int64 or int32) has self's rank; index.size(d) <= self.size(d) for d != dim (and
@@ -215,12 +215,6 @@ void check_gather_index(const OpCall& c, int t) {
     if (static_cast<int64_t>(i) != d && index[i] > self[i])
       fail(c, absl::StrCat("index ", shape_str(index), " is larger than self ", shape_str(self), " at dim ", i,
                            "; accepted: index.size(d) <= self.size(d) for d != dim"));
-}
-
-// The index of a gather / scatter_add sample: values in [0, self.size(dim)).
-Tensor gather_index(const OpCall& c, int t, uint64_t seed) {
-  const Shape& s = c.tensor(0).shape;
-  return index_input(c.tensor(t), s.empty() ? 1 : s[dim_arg(c, static_cast<int64_t>(s.size()))], seed);
 }
 
 void define_gather(Registry& reg) {
@@ -244,10 +238,7 @@ void define_gather(Registry& reg) {
                                sample({{4, 9, 3}, {4, 6, 2}}, {T(0), I(1), T(1)}, {}, f_i),
                                sample({{5, 6}, {5, 9}}, {T(0), I(-1), T(1)}, {}, f_i)};
   };
-  op.make_input = [](int i, const OpCall& c, uint64_t seed) {
-    if (i == 1) return gather_index(c, 1, seed);
-    return random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
-  };
+  op.make_input = index_into_self;
 }
 
 void define_scatter_add(Registry& reg) {
@@ -284,10 +275,7 @@ void define_scatter_add(Registry& reg) {
                                sample({{4, 9, 3}, {4, 6, 3}, {4, 6, 3}}, {T(0), I(1), T(1), T(2)}, {}, f_i_f),
                                sample({{5, 6}, {5, 9}, {5, 9}}, {T(0), I(-1), T(1), T(2)}, {}, f_i_f)};
   };
-  op.make_input = [](int i, const OpCall& c, uint64_t seed) {
-    if (i == 1) return gather_index(c, 1, seed);
-    return random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
-  };
+  op.make_input = index_into_self;
 }
 
 void define_indexing_ops(Registry& reg) {

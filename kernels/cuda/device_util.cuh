@@ -63,6 +63,28 @@ __device__ __forceinline__ void store_as(void* base, DType dt, int64_t i, Acc v)
   }
 }
 
+// A value of storage type S (float, double, __nv_bfloat16, __half) as T, and back, for kernels
+// templated on the storage type: load_as / store_as's conversions without their dtype switch
+// (16-bit floats through float, exactly; to them by rounding to nearest even).
+template <typename T, typename S>
+__device__ __forceinline__ T from_storage(S v) {
+  if constexpr (std::is_same_v<S, __nv_bfloat16>)
+    return static_cast<T>(__bfloat162float(v));
+  else if constexpr (std::is_same_v<S, __half>)
+    return static_cast<T>(__half2float(v));
+  else
+    return static_cast<T>(v);
+}
+template <typename S, typename T>
+__device__ __forceinline__ S to_storage(T v) {
+  if constexpr (std::is_same_v<S, __nv_bfloat16>)
+    return __float2bfloat16_rn(static_cast<float>(v));
+  else if constexpr (std::is_same_v<S, __half>)
+    return __float2half_rn(static_cast<float>(v));
+  else
+    return static_cast<S>(v);
+}
+
 template <typename T>
 __device__ __forceinline__ bool is_nan(T v) {
   if constexpr (std::is_floating_point_v<T>) {

@@ -27,6 +27,17 @@ __device__ __forceinline__ bool visible(const FlexAttention& a, const int64_t* d
   return a.window < 0 || d <= a.window;
 }
 
+// The score of query position qp (its row in qs) against key row kj at key position kp, after the
+// bias and the soft cap (one function, so the backward recomputes the forward's P exactly).
+__device__ __forceinline__ float flex_score(const FlexAttention& a, const float* qs, const float* kj, float slope,
+                                            int64_t qp, int64_t kp) {
+  float dot = 0;
+  for (int64_t e = 0; e < a.E; ++e) dot += qs[e] * kj[e];
+  float s = dot * a.scale + slope * static_cast<float>(kp - qp);
+  if (a.soft_cap > 0.f) s = a.soft_cap * tanhf(s / a.soft_cap);
+  return s;
+}
+
 __global__ void flex_forward_kernel(FlexAttention a, const float* q, const float* k, const float* v,
                                     float* out) {
   __shared__ float qs[kWarps][kMaxHeadDim];
@@ -52,13 +63,7 @@ __global__ void flex_forward_kernel(FlexAttention a, const float* q, const float
     for (int64_t j0 = t0; j0 < t1; j0 += 32) {
       const int64_t j = j0 + lane, kp = a.kv_offset + j;
       float s = -INFINITY;
-      if (j < t1 && (kind == 2 || visible(a, doc, qp, kp))) {
-        const float* kj = kb + j * a.E;
-        float dot = 0;
-        for (int64_t e = 0; e < a.E; ++e) dot += qs[warp][e] * kj[e];
-        s = dot * a.scale + slope * static_cast<float>(kp - qp);
-        if (a.soft_cap > 0.f) s = a.soft_cap * tanhf(s / a.soft_cap);
-      }
+      if (j < t1 && (kind == 2 || visible(a, doc, qp, kp))) s = flex_score(a, qs[warp], kb + j * a.E, slope, qp, kp);
       const float nm = fmaxf(m, warp_max(s));
       if (nm == -INFINITY) continue;  // everything so far is masked
       const float p = s == -INFINITY ? 0.f : expf(s - nm);
@@ -86,17 +91,6 @@ __global__ void flex_forward_kernel(FlexAttention a, const float* q, const float
     const int64_t d = t * 32 + lane;
     if (d < a.Ev) oi[d] = l > 0.f ? acc[t] / l : 0.f;  // no visible key: zeros
   }
-}
-
-// The score of query position qp (its row in qs) against key row kj at key position kp, after the
-// bias and the soft cap (the forward's arithmetic, so the backward sees the forward's P).
-__device__ __forceinline__ float flex_score(const FlexAttention& a, const float* qs, const float* kj, float slope,
-                                            int64_t qp, int64_t kp) {
-  float dot = 0;
-  for (int64_t e = 0; e < a.E; ++e) dot += qs[e] * kj[e];
-  float s = dot * a.scale + slope * static_cast<float>(kp - qp);
-  if (a.soft_cap > 0.f) s = a.soft_cap * tanhf(s / a.soft_cap);
-  return s;
 }
 
 // The backward of flex_forward_kernel, one warp per query row: a first pass over the visible keys

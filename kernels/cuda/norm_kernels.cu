@@ -47,25 +47,6 @@ __global__ void softmax_rows_kernel(bool log_out, const void* in, void* out, DTy
   }
 }
 
-template <typename S>
-__device__ __forceinline__ float to_float(S v) {
-  if constexpr (std::is_same_v<S, __nv_bfloat16>)
-    return __bfloat162float(v);
-  else if constexpr (std::is_same_v<S, __half>)
-    return __half2float(v);
-  else
-    return v;
-}
-template <typename S>
-__device__ __forceinline__ S from_float(float v) {  // round to nearest even, as store_as
-  if constexpr (std::is_same_v<S, __nv_bfloat16>)
-    return __float2bfloat16_rn(v);
-  else if constexpr (std::is_same_v<S, __half>)
-    return __float2half_rn(v);
-  else
-    return v;
-}
-
 // softmax_rows_kernel's arithmetic for float32 / bfloat16 / float16 rows short enough to live in
 // registers (up to kIters 16-byte vectors per thread): the row is read once with 16-byte loads and
 // exp is taken once per element, where the generic kernel reads through a per-element dtype
@@ -89,7 +70,7 @@ __global__ void __launch_bounds__(kRowThreads)
         const S* e = reinterpret_cast<const S*>(&raw);
 #pragma unroll
         for (int u = 0; u < kVec; ++u) {
-          x[it][u] = to_float(e[u]);
+          x[it][u] = from_storage<float>(e[u]);
           m = MaxOp<float>()(m, x[it][u]);
         }
       }
@@ -116,7 +97,7 @@ __global__ void __launch_bounds__(kRowThreads)
         uint4 raw;
         S* e = reinterpret_cast<S*>(&raw);
 #pragma unroll
-        for (int u = 0; u < kVec; ++u) e[u] = from_float<S>(log_out ? x[it][u] - m - log_s : x[it][u] / s);
+        for (int u = 0; u < kVec; ++u) e[u] = to_storage<S>(log_out ? x[it][u] - m - log_s : x[it][u] / s);
         dst[vi] = raw;
       }
     }

@@ -105,23 +105,12 @@ bool index32_ok(const Pool2d& p) {
 
 template <typename T, typename S, typename I>
 __device__ __forceinline__ T ld(const S* __restrict__ p, I i) {
-  // The conversions of load_as / store_as (device_util.cuh).
-  if constexpr (std::is_same_v<S, __nv_bfloat16>)
-    return static_cast<T>(__bfloat162float(p[i]));
-  else if constexpr (std::is_same_v<S, __half>)
-    return static_cast<T>(__half2float(p[i]));
-  else
-    return static_cast<T>(p[i]);
+  return from_storage<T>(p[i]);
 }
 
 template <typename T, typename S, typename I>
 __device__ __forceinline__ void st(S* __restrict__ p, I i, T v) {
-  if constexpr (std::is_same_v<S, __nv_bfloat16>)
-    p[i] = __float2bfloat16_rn(static_cast<float>(v));
-  else if constexpr (std::is_same_v<S, __half>)
-    p[i] = __float2half_rn(static_cast<float>(v));
-  else
-    p[i] = static_cast<S>(v);
+  p[i] = to_storage<S>(v);
 }
 
 // t's (o0, o1, o2) over (D0, D1, D2) slowest to fastest and its plane (K3: the depth dim is real;

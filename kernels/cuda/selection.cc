@@ -132,18 +132,10 @@ std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool
 
 namespace {
 
-// x's [outer, n, inner] view along dim (a 0-d x is one row of one element).
-struct RowsView {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-RowsView rows_view(const char* op, const Tensor& x, int64_t& dim) {
-  RowsView v;
-  if (x.dim() == 0) return v;
-  dim = wrap_dim(dim, x.dim(), op);
-  v.n = x.size(dim);
-  for (int64_t d = 0; d < dim; ++d) v.outer *= x.size(d);
-  for (int64_t d = dim + 1; d < x.dim(); ++d) v.inner *= x.size(d);
-  return v;
+// x's contiguous [outer, n, inner] view along dim (a 0-d x is one row of one element); dim wrapped.
+Blocked rows_along(const char* op, const Tensor& x, int64_t& dim) {
+  if (x.dim() > 0) dim = wrap_dim(dim, x.dim(), op);
+  return blocked(x, dim, dim);
 }
 
 }  // namespace
@@ -155,15 +147,14 @@ Tensor radix_histogram(const Tensor& x, int64_t dim, const std::vector<uint64_t>
   DT_CHECK(shift >= 0 && bits >= 1 && bits <= 16 && shift + bits <= width, op, ": digit of ", bits, " bits at bit ",
            shift, " does not fit the ", width, "-bit keys of ", dtype_name(x.dtype()),
            " (accepted: 1 to 16 bits, shift + bits <= ", width, ")");
-  const RowsView v = rows_view(op, x, dim);
+  DeviceGuard guard(x.device().index);
+  const Blocked v = rows_along(op, x, dim);
   const int64_t rows = v.outer * v.inner;
   DT_CHECK(static_cast<int64_t>(prefix.size()) == rows, op, ": ", prefix.size(), " prefixes for the ", rows,
            " rows of ", shape_str(x.sizes()), " along dim ", dim);
-  DeviceGuard guard(x.device().index);
   const int64_t cols = (int64_t{1} << bits) + 1;
   Tensor out = zeros({rows, cols}, DType::kInt64, x.device());
   if (rows == 0 || v.n == 0) return out;
-  const Tensor c = contiguous(x);
   const bool whole = shift + bits == width;
   Tensor pre;  // the prefixes on the device (as int64 bits), unless every number counts
   if (!whole) {
@@ -171,7 +162,7 @@ Tensor radix_histogram(const Tensor& x, int64_t dim, const std::vector<uint64_t>
     for (size_t r = 0; r < prefix.size(); ++r) bits_of[r] = static_cast<int64_t>(prefix[r]);
     pre = Tensor::from_vector(bits_of, {rows}).to(x.device());
   }
-  launch_radix_histogram(c.data_ptr(), x.dtype(), v.outer, v.n, v.inner,
+  launch_radix_histogram(v.t.data_ptr(), x.dtype(), v.outer, v.n, v.inner,
                          whole ? nullptr : static_cast<const uint64_t*>(pre.data_ptr()), shift, bits, cols,
                          static_cast<int64_t*>(out.data_ptr()), stream_of(x));
   check_launch(op);
@@ -186,16 +177,15 @@ Tensor index_of_occurrence(const Tensor& x, int64_t dim, const Tensor& values, c
   check_same_device(op, x, occurrence, "occurrence");
   DT_CHECK(values.sizes() == occurrence.sizes(), op, ": values ", shape_str(values.sizes()), " and occurrence ",
            shape_str(occurrence.sizes()), " must have the same shape");
-  const RowsView v = rows_view(op, x, dim);
+  DeviceGuard guard(x.device().index);
+  const Blocked v = rows_along(op, x, dim);
   const int64_t rows = v.outer * v.inner;
   DT_CHECK(values.numel() == rows, op, ": ", values.numel(), " values for the ", rows, " rows of ",
            shape_str(x.sizes()), " along dim ", dim, " (accepted: x's shape with dim of size 1, or without dim)");
-  DeviceGuard guard(x.device().index);
   Tensor out = empty(values.sizes(), DType::kInt64, x.device());
   if (rows == 0) return out;
-  const Tensor c = contiguous(x), vals = contiguous(to(values, x.dtype())),
-               occ = contiguous(to(occurrence, DType::kInt64));
-  launch_index_of_occurrence(c.data_ptr(), x.dtype(), v.outer, v.n, v.inner, vals.data_ptr(),
+  const Tensor vals = contiguous(to(values, x.dtype())), occ = contiguous(to(occurrence, DType::kInt64));
+  launch_index_of_occurrence(v.t.data_ptr(), x.dtype(), v.outer, v.n, v.inner, vals.data_ptr(),
                              static_cast<const int64_t*>(occ.data_ptr()), index_offset,
                              static_cast<int64_t*>(out.data_ptr()), stream_of(x));
   check_launch(op);

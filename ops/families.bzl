@@ -18,6 +18,7 @@ OP_FAMILIES = [
     "planned",
     "pointwise",
     "pooling",
+    "random",
     "reduction",
     "scan",
     "selection",

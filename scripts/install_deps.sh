@@ -4,7 +4,7 @@ set -euo pipefail
 PKGS=(bazel-bootstrap bazel-rules-java bazel-platforms default-jdk-headless
       g++ libabsl-dev libboost-graph-dev libgloo-dev libopenblas-dev libdlpack-dev
       nlohmann-json3-dev libcli11-dev libhiredis-dev libbenchmark-dev libgtest-dev libgmock-dev
-      libonnx-dev libprotobuf-dev libeigen3-dev graphviz)
+      libonnx-dev libprotobuf-dev libeigen3-dev librandom123-dev graphviz)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -21,10 +21,12 @@ _PASS = {
 # Ops with no value to plan (assertions, shape queries); their users, if any, see static shapes.
 _SKIP = {"_assert_tensor_metadata", "_assert_scalar", "_assert_async", "sym_size", "sym_numel",
          "sym_stride", "sym_storage_offset", "sym_constrain_range_for_size"}
-# Creation ops: no tensor input, so always constants.
+# Creation ops: no tensor input (or one that gives only the shape: the *_like ops and random draws),
+# so always constants.
 _CREATE = {"arange", "zeros", "ones", "full", "empty", "new_ones", "new_zeros", "new_full",
            "new_empty", "scalar_tensor", "zeros_like", "ones_like", "full_like", "empty_like",
-           "tensor", "eye", "tril_indices", "triu_indices", "rand", "randn"}
+           "tensor", "eye", "tril_indices", "triu_indices", "rand", "randn", "rand_like", "randn_like",
+           "bernoulli"}
 
 # Matrix products and convolutions counted as FLOPs, with torch.utils.flop_counter's convention: 2
 # per multiply-add, bias adds not counted; scaled_dot_product_attention counts its two products
@@ -417,6 +419,11 @@ def _map(name, node, val, w, where):
         mode = args[2] if name == "pad" and len(args) > 2 else kw.get("mode", "constant")
         value = args[3] if name == "pad" and len(args) > 3 else (args[2] if len(args) > 2 else kw.get("value"))
         return "pad", [A(args[0]), list(args[1]), mode, None if value is None else float(value)], {}
+    if name == "native_dropout":  # (out, mask): the registered philox_dropout; the seed does not change a plan
+        b = dict(zip(("input", "p", "train"), args))
+        b.update(kw)
+        p = 0.0 if b.get("train") is False else float(b["p"])
+        return "philox_dropout", [A(b["input"]), p, 0, 0], {}
     if name in ("nll_loss", "nll_loss_forward"):  # ATen's reduction is an int, dtensor's a name
         b = dict(zip(("self", "target", "weight", "reduction", "ignore_index"), args))
         b.update(kw)

@@ -496,7 +496,41 @@ def _grouped_mm_adapt(a, k):
 # An adapter may drop arguments but must keep the order of the call's tensors: torch's op then runs
 # on the original arguments with the moved blocks substituted in that order (plan.local_args).
 # Numbers in tensor positions need no adapter (the wrapped-number path, _wrapped_numbers).
+def _philox_dropout_adapt(a, k):
+    """native_dropout(input, p, train) -> philox_dropout(input, p, seed, offset); train=False is
+    p = 0 (the input and an all-True mask, as ATen returns)."""
+    b = _bind(aten.native_dropout.default, a, k)
+    x, p = b["input"], b["p"]
+    seed, offset = _philox_key(x)
+    return (x, 0.0 if b.get("train") is False else float(p), seed, offset), {}
+
+
+def _philox_like_adapt(a, k):
+    """rand_like / randn_like(self, *, dtype, layout, device, ...) -> philox_*_like(self, seed,
+    offset, dtype=...): the draw of self's global shape, self's blocks drawn where they are."""
+    x = a[0]
+    if k.get("device") is not None and torch.device(k["device"]) != x.device:
+        raise UnsupportedOpError(f"bridge: rand_like/randn_like of {x._spec} onto device {k['device']}; "
+                                 f"accepted: self's device")
+    seed, offset = _philox_key(x)
+    return (x, seed, offset), {"dtype": _dtype_name(k.get("dtype") or x.dtype)}
+
+
+def _philox_bernoulli_adapt(a, k):
+    """bernoulli.p(self, p, *, generator) -> philox_bernoulli(self, p, seed, offset, dtype=self's)."""
+    b = _bind(aten.bernoulli.p, a, k)
+    x = b["self"]
+    if b.get("generator") is not None:
+        raise UnsupportedOpError(f"bridge: bernoulli with an explicit generator on a sharded tensor {x._spec}; "
+                                 f"accepted: generator=None (dtensor seeds per mesh)")
+    seed, offset = _philox_key(x)
+    return (x, float(b.get("p", 0.5)), seed, offset), {"dtype": _dtype_name(x.dtype)}
+
+
 _ADAPTERS = {
+    "philox_dropout": _philox_dropout_adapt,
+    "philox_like": _philox_like_adapt,
+    "philox_bernoulli": _philox_bernoulli_adapt,
     "to_copy": _to_adapt,
     "unbiased": _unbiased_adapt,
     "embedding_backward": _embedding_backward_adapt,
@@ -770,9 +804,12 @@ def _cat_engine():
 _rng = threading.local()  # per rank: run_threads' ranks are threads of one interpreter
 
 
-def _mesh_seed(x):
-    """The seed every rank of x's mesh shares: rank 0's torch.initial_seed(), agreed on at first use
-    (an all-reduce(max) of (seed if rank 0 else 0)), as PyTorch DTensor's RNG tracker syncs its seed."""
+def _philox_key(x):
+    """(seed, offset) of this random call on x's mesh: the seed every rank shares (rank 0's
+    torch.initial_seed(), agreed on at first use by an all-reduce(max) of (seed if rank 0 else 0), as
+    PyTorch DTensor's RNG tracker syncs its seed) and an offset advanced by one per call (every rank
+    makes the same calls in the same order). The draw itself is dtensor's Philox op
+    (ops/random/defs.cc): each rank draws only its block, the values one device would draw there."""
     key = id(x._mesh)
     seeds = getattr(_rng, "seeds", None)
     if seeds is None:
@@ -787,49 +824,31 @@ def _mesh_seed(x):
         _, agreed = _b.redistribute(spec, mine, [Replicate()] * n)
         seeds[key] = int(agreed[0])
     _rng.calls += 1
-    return (seeds[key] * 1000003 + _rng.calls) % (1 << 63)
+    return seeds[key], _rng.calls
 
 
-def _bernoulli_whole(x, p, dtype):
-    """This call's Bernoulli(p) draw of x's whole global shape, in `dtype` (the same on every rank)."""
-    g = torch.Generator().manual_seed(_mesh_seed(x))
-    return torch.empty(tuple(x._spec.shape), dtype=dtype).bernoulli_(p, generator=g)
-
-
-def _layout_of(like, values):
-    """`values` (the whole tensor, the same on every rank) laid out as `like`, Partial dims made
-    Replicate: a bridge DTensor."""
+def _laid_out_as(like, drawn):
+    """A draw moved to `like`'s placements, Partial ones made Replicate (a draw of a Partial
+    tensor is Replicate already; the engine keeps every Shard where it is, so this rarely moves)."""
     placements = [Replicate() if p.is_partial() else p for p in like._spec.placements]
-    rep = like._spec.with_([Replicate()] * len(placements), list(values.shape), _dtype_name(values.dtype))
-    spec, local = _b.redistribute(rep, values.contiguous(), placements)
-    return DTensor(local, spec, like._mesh)
+    return drawn if list(drawn._spec.placements) == placements else _moved(drawn, placements)
 
 
 def _bernoulli_(func, args, kwargs):
     """bernoulli_(self, p) (eager dropout on CPU: empty_like(x).bernoulli_(1 - p)): self's blocks
-    become the blocks of one whole-tensor draw."""
+    become its blocks of one Philox draw of the whole tensor (philox_bernoulli)."""
     b = _bind(func, args, kwargs)
-    x = b["self"]
-    if b.get("generator") is not None:
-        raise UnsupportedOpError(f"bridge: {func} with an explicit generator on a sharded tensor {x._spec}; "
-                                 f"accepted: generator=None (dtensor seeds per mesh)")
-    drawn = _layout_of(x, _bernoulli_whole(x, b.get("p", 0.5), x._local.dtype))
+    x, p = b["self"], b.get("p", 0.5)
+    if b.get("generator") is not None or not _is_number(p):
+        raise UnsupportedOpError(f"bridge: {func} with a generator or a tensor p on a sharded tensor {x._spec}; "
+                                 f"accepted: a float p, generator=None (dtensor seeds per mesh)")
+    seed, offset = _philox_key(x)
+    (drawn,) = _b.prepare("philox_bernoulli", (x, float(p), seed, offset), {"dtype": _dtype_name(x.dtype)}).run()
+    drawn = _laid_out_as(x, drawn)
     if drawn._spec.placements != x._spec.placements:  # self was Partial: it is Replicate there now
         x._spec = drawn._spec
     x._local.copy_(drawn._local)
     return x
-
-
-def _native_dropout(func, args, kwargs):
-    """native_dropout(input, p, train) -> (input * mask / (1 - p), mask), the mask drawn as
-    bernoulli_ draws it; the products through the engine (a Partial input stays Partial)."""
-    b = _bind(func, args, kwargs)
-    x, p, train = b["input"], b["p"], b.get("train")
-    if train is False or p == 0:
-        return aten.clone.default(x), aten.ones_like.default(x, dtype=torch.bool)
-    mask = _layout_of(x, _bernoulli_whole(x, 1 - p, torch.get_default_dtype()).to(torch.bool))
-    scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
-    return aten.mul.Scalar(aten.mul.Tensor(x, mask), scale), mask
 
 
 _SPECIAL = {
@@ -855,7 +874,6 @@ _SPECIAL = {
     "cat": _cat,
     "expand_as": _expand_as,
     "_fused_adamw_": _fused_adamw_,
-    "native_dropout": _native_dropout,
 }
 
 

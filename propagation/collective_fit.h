@@ -27,7 +27,10 @@
 // one line over all group sizes and sizes misses (BENCHMARKS.md, "Measured cost model"). The
 // number of ranges is the one with the least Bayesian information criterion, N ln(RSS / N) + p ln N
 // (RSS the sum of squared relative errors, N the timings, p = 3 x ranges - 1 parameters): a range is
-// added only when the data says so. A range starts (from_bytes) at the geometric mean of the bytes
+// added only when the data says so. RSS and N leave out the trimmed_points worst timings (least
+// trimmed squares): one timing 10x off its neighbours would otherwise dominate every candidate's RSS
+// alike and keep the criterion from adding the ranges the other sizes need (held out on the
+// 2026-11-28 quiet pair: 59 -> 67 of 72 timings within +-25%; BENCHMARKS.md). A range starts (from_bytes) at the geometric mean of the bytes
 // sent of the last timing before it and its first timing; the first starts at 0.
 #pragma once
 
@@ -57,6 +60,7 @@ struct FitOptions {
   bool by_group_size = true;                       // also fit each group size's message-size ranges
   int max_ranges = 3;
   int min_range_points = 3;
+  int trimmed_points = 1;  // left out of the information criterion's residuals (the worst ones)
 };
 
 // Fits one kind's model to `timings` (all of that kind, group sizes >= 2, times > 0). Throws

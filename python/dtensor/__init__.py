@@ -89,6 +89,53 @@ def _op_by_name(name):
 ops.__getattr__ = _op_by_name  # PEP 562: names the extension does not bind resolve here
 
 
+# Python operators on the native DTensor, as torch.distributed.tensor's DTensor has them: each is the
+# registered op (recorded for autograd like a dtensor.ops call); a number is the Scalar overload's
+# argument. `number / x` has no exact op (reciprocal then multiply rounds twice) and stays a TypeError.
+def _operand_error(op, other):
+    return TypeError(f"DTensor {op} {type(other).__name__}: accepted operands are DTensors and Python numbers; "
+                     f"distribute an array first (dtensor.distribute_tensor)")
+
+
+def _scalar_or_tensor(symbol, tensor_op, scalar_op):
+    def method(self, other):
+        if isinstance(other, DTensor):
+            return ops.call(tensor_op, self, other)
+        if isinstance(other, (bool, int, float)):
+            return ops.call(scalar_op, self, other)
+        raise _operand_error(symbol, other)
+    return method
+
+
+def _sub(self, other):
+    if isinstance(other, DTensor):
+        return ops.call("sub", self, other)
+    if isinstance(other, (bool, int, float)):
+        return ops.call("add.Scalar", self, -other)  # x - c == x + (-c) in IEEE arithmetic
+    raise _operand_error("-", other)
+
+
+def _rsub(self, other):
+    if isinstance(other, (bool, int, float)):
+        return ops.call("add.Scalar", ops.call("neg", self), other)  # c - x == (-x) + c
+    raise _operand_error("-", other)
+
+
+def _matmul(self, other):
+    if isinstance(other, DTensor):
+        return ops.call("matmul", self, other)
+    raise _operand_error("@", other)
+
+
+DTensor.__add__ = DTensor.__radd__ = _scalar_or_tensor("+", "add", "add.Scalar")
+DTensor.__mul__ = DTensor.__rmul__ = _scalar_or_tensor("*", "mul", "mul.Scalar")
+DTensor.__truediv__ = _scalar_or_tensor("/", "div", "div.Scalar")
+DTensor.__sub__, DTensor.__rsub__ = _sub, _rsub
+DTensor.__neg__ = lambda self: ops.call("neg", self)
+DTensor.__matmul__ = DTensor.__rmatmul__ = _matmul
+DTensor.__array_ufunc__ = None  # numpy defers to the methods above (array + DTensor: the TypeError)
+
+
 def __getattr__(name):
     """dtensor.bridge (torch_bridge.py) imports torch, so it loads on first use only."""
     if name == "bridge":

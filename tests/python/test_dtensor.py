@@ -464,3 +464,26 @@ def test_index_select_refuses_an_out_of_range_index_on_every_block(bad):
         dtensor.distribute_tensor(x, m, [Shard(0)]),
         0, dtensor.distribute_tensor(np.array([8, 0, 8], dtype=np.int64), m, [Replicate()])).full_tensor())
     np.testing.assert_array_equal(np.asarray(good[0]), x[[8, 0, 8]])
+
+
+def test_python_operators_are_the_registered_ops():
+    # a @ b, +, -, *, / and unary - on DTensors and numbers, as torch.distributed.tensor's DTensor
+    # has them (issue: `distribute_tensor(...) @ d` raised "unsupported operand type(s) for @").
+    a = rng.standard_normal((5, 3))
+    b = rng.standard_normal((3, 4))
+
+    def fn(mesh, rank):
+        da = dtensor.distribute_tensor(a, mesh, [Shard(0)])
+        db = dtensor.distribute_tensor(b, mesh, [Replicate()])
+        out = {"matmul": da @ db, "add": da + da, "radd": 1.5 + da, "sub": da - 2, "rsub": 2 - da,
+               "mul": da * 3, "rmul": 3 * da, "div": da / 4, "tdiv": da / da, "neg": -da, "subt": da - da}
+        for bad in (lambda: da @ b, lambda: b @ da, lambda: da + b, lambda: b * da):
+            with pytest.raises(TypeError, match="distribute an array first"):
+                bad()  # a numpy array is not a DTensor
+        return {k: v.full_tensor() for k, v in out.items()}
+
+    want = {"matmul": a @ b, "add": a + a, "radd": 1.5 + a, "sub": a - 2, "rsub": 2 - a, "mul": a * 3,
+            "rmul": 3 * a, "div": a / 4, "tdiv": a / a, "neg": -a, "subt": a - a}
+    for got in on_mesh((2,), fn):
+        for k, v in want.items():
+            np.testing.assert_array_equal(got[k], v, err_msg=k)

@@ -41,6 +41,13 @@ OWN_TORCH_TESTS = {
     "grouped_mm": "tests/python/test_grouped_mm.py (torch._grouped_mm)",
     "flex_attention": "tests/python/test_flex_attention.py (torch's SDPA with explicit masks)",
     "create_block_mask": "tests/kernels/flex_attention_test.cc (its tile map, checked by hand)",
+    # Random draws: torch's values come from another generator (mt19937 on CPU); the draws are checked
+    # against one device's on every layout and by their distributions, dropout's values and gradient
+    # against torch's formulas.
+    "philox_rand_like": "tests/python/test_random_ops.py (one device's draw, KS test)",
+    "philox_randn_like": "tests/python/test_random_ops.py (one device's draw, KS test)",
+    "philox_bernoulli": "tests/python/test_random_ops.py (one device's draw, chi-square)",
+    "philox_dropout": "tests/python/test_random_ops.py, test_torch_bridge.py (x * mask / (1 - p), its gradient)",
 }
 
 

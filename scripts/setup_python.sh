@@ -30,6 +30,13 @@ if [ ! -f "$include/Python.h" ]; then
   $SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q python3-dev
 fi
 
+# venv with ensurepip: tests/python/test_pip_install.py installs the package into a fresh virtual
+# environment (Debian splits it out of python3 as python3-venv).
+if ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q python3-venv
+fi
+
 if ! "$python" -m pip --version >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q python3-pip

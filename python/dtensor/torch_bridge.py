@@ -518,7 +518,7 @@ def _philox_like_adapt(a, k):
 
 def _philox_bernoulli_adapt(a, k):
     """bernoulli.p(self, p, *, generator) -> philox_bernoulli(self, p, seed, offset, dtype=self's)."""
-    b = _bind(aten.bernoulli.p, a, k)
+    b = _bind(aten.bernoulli.p, a, k)  # bernoulli_.float's arguments have the same names
     x = b["self"]
     if b.get("generator") is not None:
         raise UnsupportedOpError(f"bridge: bernoulli with an explicit generator on a sharded tensor {x._spec}; "
@@ -839,11 +839,9 @@ def _bernoulli_(func, args, kwargs):
     become its blocks of one Philox draw of the whole tensor (philox_bernoulli)."""
     b = _bind(func, args, kwargs)
     x, p = b["self"], b.get("p", 0.5)
-    if b.get("generator") is not None or not _is_number(p):
-        raise UnsupportedOpError(f"bridge: {func} with a generator or a tensor p on a sharded tensor {x._spec}; "
-                                 f"accepted: a float p, generator=None (dtensor seeds per mesh)")
-    seed, offset = _philox_key(x)
-    (drawn,) = _b.prepare("philox_bernoulli", (x, float(p), seed, offset), {"dtype": _dtype_name(x.dtype)}).run()
+    if not _is_number(p):
+        raise UnsupportedOpError(f"bridge: {func} with a tensor p on a sharded tensor {x._spec}; accepted: a float p")
+    (drawn,) = _b.prepare("philox_bernoulli", *_philox_bernoulli_adapt(args, kwargs)).run()
     drawn = _laid_out_as(x, drawn)
     if drawn._spec.placements != x._spec.placements:  # self was Partial: it is Replicate there now
         x._spec = drawn._spec

@@ -8,9 +8,9 @@
 //   philox_dropout(input, p, seed, offset)           (input * mask / (1 - p), mask): native_dropout
 //                                                    in training, mask kept with probability 1 - p
 // No ATen op has these names; ATen's native_dropout, bernoulli.p, rand_like and randn_like are their
-// aliases (OpDef::aten), whose bridge adapters add the mesh's agreed seed and an offset advanced per call, as PyTorch
-// DTensor's RNG tracker advances its Philox offset; torch's own rngprims.philox_rand takes seed and
-// offset the same way.
+// aliases (OpDef::aten), whose bridge adapters add the mesh's agreed seed and an offset advanced per
+// call, as PyTorch DTensor's RNG tracker advances its Philox offset; torch's own
+// rngprims.philox_rand takes seed and offset the same way.
 #include "kernels/cpu/random.h"
 
 #include "ops/common/backward_defs.h"

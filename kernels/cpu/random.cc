@@ -27,6 +27,13 @@ double uniform_of(uint32_t w0, uint32_t w1, int bits) {
   return std::ldexp(static_cast<double>(x >> (64 - bits)), -bits);
 }
 
+// significand_bits of a floating dtype, else dtensor::Error naming `op`.
+int floating_bits(const char* op, DType dtype) {
+  const int bits = significand_bits(dtype);
+  DT_CHECK(bits > 0, op, ": dtype ", dtype_name(dtype), " (accepted: float32, float64, bfloat16, float16)");
+  return bits;
+}
+
 void check_block(const char* op, const Shape& global, const Shape& start, const Shape& shape) {
   DT_CHECK(start.size() == global.size() && shape.size() == global.size(), op, ": block start ",
            shape_str(start), " and shape ", shape_str(shape), " for a tensor of ", shape_str(global),
@@ -80,8 +87,7 @@ std::array<uint32_t, 4> philox_words(uint64_t seed, uint64_t offset, uint64_t g)
 Tensor philox_uniform(const Shape& global, const Shape& start, const Shape& shape, uint64_t seed,
                       uint64_t offset, DType dtype) {
   check_block("philox_uniform", global, start, shape);
-  const int bits = significand_bits(dtype);
-  DT_CHECK(bits > 0, "philox_uniform: dtype ", dtype_name(dtype), " (accepted: float32, float64, bfloat16, float16)");
+  const int bits = floating_bits("philox_uniform", dtype);
   return draw(global, start, shape, seed, offset,
               [bits](const std::array<uint32_t, 4>& w) { return uniform_of(w[0], w[1], bits); })
       .to(dtype);
@@ -90,8 +96,7 @@ Tensor philox_uniform(const Shape& global, const Shape& start, const Shape& shap
 Tensor philox_normal(const Shape& global, const Shape& start, const Shape& shape, uint64_t seed,
                      uint64_t offset, DType dtype) {
   check_block("philox_normal", global, start, shape);
-  DT_CHECK(significand_bits(dtype) > 0, "philox_normal: dtype ", dtype_name(dtype),
-           " (accepted: float32, float64, bfloat16, float16)");
+  floating_bits("philox_normal", dtype);
   constexpr double kTwoPi = 6.283185307179586476925286766559;
   return draw(global, start, shape, seed, offset,
               [](const std::array<uint32_t, 4>& w) {

@@ -11,13 +11,9 @@ void define_random_backward_ops(Registry& reg) {
   op.cost = cost(CostClass::kElementwise, Keeps::kNothing);
   op.no_backward = kNoDoubleBackward;
   op.meta = [](const OpCall& c) {
-    const TensorMeta& g = c.tensor(0);
-    if (!is_floating(g.dtype))
-      fail(c, absl::StrCat("grad_output dtype ", dtype_name(g.dtype), "; accepted: float32, float64, bfloat16, float16"));
-    if (c.tensor(1).shape != g.shape)
-      fail(c, absl::StrCat("mask ", shape_str(c.tensor(1).shape), " for grad_output ", shape_str(g.shape),
-                           "; accepted: the same shape"));
-    return std::vector<TensorMeta>{g};
+    check_floating(c, 0, "grad_output");
+    check_shape(c, 1, "mask", c.tensor(0).shape);
+    return std::vector<TensorMeta>{c.tensor(0)};
   };
   op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
     return one(kernels::mul(kernels::mul(in[0], in[1].to(in[0].dtype())), Scalar(c.get_double("scale"))));

@@ -104,9 +104,8 @@ void define_dropout(Registry& reg) {
   op.aten.aliases = {{"native_dropout", "philox_dropout"}};  // train=False: p = 0
   op.meta = [](const OpCall& c) {
     probability(c);
+    check_floating(c, 0, "input");
     const TensorMeta& x = c.tensor(0);
-    if (!is_floating(x.dtype))
-      fail(c, absl::StrCat("input dtype ", dtype_name(x.dtype), "; accepted: float32, float64, bfloat16, float16"));
     return std::vector<TensorMeta>{{x.shape, x.dtype}, {x.shape, DType::kBool}};
   };
   op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {

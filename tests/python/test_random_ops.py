@@ -122,6 +122,12 @@ def test_errors_name_the_op():
             dtensor.ops.philox_bernoulli(x, 1.5, 1, 0)
         with pytest.raises(dtensor.DTensorError, match=r"philox_rand_like.*int64.*accepted: float32"):
             dtensor.ops.philox_rand_like(x, 1, 0, dtype="int64")
+        ints = dtensor.distribute_tensor(np.arange(14).reshape(7, 2), m, [Shard(0)])
+        with pytest.raises(dtensor.DTensorError, match=r"philox_dropout.*input must be floating, got int64"):
+            dtensor.ops.call("philox_dropout", ints, 0.5, 1, 0)
+        mask = dtensor.distribute_tensor(np.ones((7, 3), bool), m, [Shard(0)])
+        with pytest.raises(dtensor.DTensorError, match=r"native_dropout_backward.*mask"):
+            dtensor.ops.native_dropout_backward(x, mask, 2.0)
         return True
 
     assert all(on_mesh((2,), fn))

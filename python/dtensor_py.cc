@@ -25,6 +25,7 @@
 #include "autograd/functional.h"
 #include "dispatch/dispatch.h"
 #include "dtensor/collectives/env.h"
+#include "dtensor/collectives/gloo_backend.h"
 #include "dtensor/collectives/threads_backend.h"
 #include "dtensor/core/compute_threads.h"
 #include "dtensor/core/dlpack.h"
@@ -272,6 +273,9 @@ NB_MODULE(_dtensor, m) {
   m.def("destroy_process_group", [] {
     std::shared_ptr<Backend> b = std::move(g_process_backend);
     nb::gil_scoped_release release;
+    // Objects that outlive this call (a World, DTensors, meshes) may still hold the backend or its
+    // groups: close them now, so that no Gloo thread is left for the interpreter's teardown.
+    if (auto* gloo = dynamic_cast<GlooBackend*>(b.get())) gloo->close();
     b.reset();
   });
   m.def("is_initialized", [] { return g_process_backend != nullptr; });

@@ -260,6 +260,12 @@ class GlooGroup : public ProcessGroup {
     ctx_.reset();  // before the stores the context's pairs may still refer to
   }
 
+  // GlooBackend::close(): drops the connections; the group is unusable from here on.
+  void close() {
+    ctx_.reset();
+    if (broken_.empty()) broken_ = "because the process group was destroyed (destroy_process_group)";
+  }
+
   void do_all_reduce(const Tensor& in, Tensor& t, ReduceOp op, Timeout timeout) override {
     const char* name = "all_reduce";
     const int n = size();
@@ -472,7 +478,7 @@ class GlooGroup : public ProcessGroup {
   void check_usable(const char* op) const {
     if (!broken_.empty()) {
       throw CommError(absl::StrCat(op, " on ", describe(), " (rank ", global_ranks()[rank()],
-                                   "): the group is unusable after an earlier failure: ", broken_));
+                                   "): the group is unusable ", broken_));
     }
   }
 
@@ -590,7 +596,7 @@ class GlooGroup : public ProcessGroup {
     if (!detail.empty()) diagnosis = absl::StrCat(detail, "; ", diagnosis);
     std::string msg = absl::StrCat(what, " on ", describe(), " failed on rank ", me, " (timeout ",
                                    timeout.count(), " ms): ", diagnosis, " [gloo: ", cause, "]");
-    broken_ = msg;
+    broken_ = absl::StrCat("after an earlier failure: ", msg);
     throw CommError(msg);
   }
 
@@ -697,11 +703,21 @@ GlooBackend::GlooBackend(int rank, int world_size, const std::string& store_spec
                 absl::StrCat("the world of ", world_size, " ranks (store ", store_spec, ")"));
 }
 
-GlooBackend::~GlooBackend() = default;
+GlooBackend::~GlooBackend() { close(); }
+
+void GlooBackend::close() {
+  for (const std::weak_ptr<ProcessGroup>& w : groups_)
+    if (std::shared_ptr<ProcessGroup> g = w.lock()) static_cast<GlooGroup&>(*g).close();
+  groups_.clear();
+  device_.reset();  // the last owner now that no context holds it: its loop thread is joined here
+  closed_ = true;
+}
 
 std::shared_ptr<ProcessGroup> GlooBackend::new_group(const std::vector<int>& global_ranks,
                                                      const std::string& name, Timeout timeout) {
   DT_CHECK(!global_ranks.empty(), "new_group '", name, "': no ranks");
+  DT_CHECK(!closed_, "new_group '", name, "': the process group was destroyed (destroy_process_group); "
+           "init_process_group starts a new one");
   std::set<int> seen;
   int my_index = -1;
   for (size_t i = 0; i < global_ranks.size(); ++i) {
@@ -734,8 +750,12 @@ std::shared_ptr<ProcessGroup> GlooBackend::new_group(const std::vector<int>& glo
     }
     ctx = rctx;
   }
-  return std::make_shared<GlooGroup>(name, my_index, global_ranks, store_, std::move(store),
-                                     std::move(peers), std::move(ctx));
+  auto group = std::make_shared<GlooGroup>(name, my_index, global_ranks, store_, std::move(store),
+                                           std::move(peers), std::move(ctx));
+  // Forget the groups already gone (a long run makes and drops many).
+  std::erase_if(groups_, [](const std::weak_ptr<ProcessGroup>& w) { return w.expired(); });
+  groups_.push_back(group);
+  return group;
 }
 
 }  // namespace dtensor

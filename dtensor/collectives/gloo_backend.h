@@ -95,6 +95,14 @@ class GlooBackend : public Backend {
   // Host and pid of every global rank, as published when the world started.
   const std::vector<PeerInfo>& peers() const { return peers_; }
 
+  // Closes every group this backend created that is still alive (DTensors and meshes may hold
+  // them): each drops its Gloo connections, and a later collective on it throws CommError saying
+  // the process group was destroyed. Then the TCP device (and its I/O thread) is released, so that
+  // no Gloo thread outlives the call: dtensor.destroy_process_group() and the interpreter's exit
+  // call it, before Python tears down the objects still holding a group. Idempotent; new_group
+  // after it throws dtensor::Error. Call it when no collective of this process is running.
+  void close();
+
  private:
   int rank_;
   int world_size_;
@@ -103,6 +111,8 @@ class GlooBackend : public Backend {
   std::shared_ptr<gloo::transport::Device> device_;
   std::vector<PeerInfo> peers_;
   std::map<std::string, int> group_generations_;  // name -> groups created with it so far
+  std::vector<std::weak_ptr<ProcessGroup>> groups_;  // every group new_group made, for close()
+  bool closed_ = false;
 };
 
 // Parses a store spec and opens the store; "file:DIR" or "redis://host[:port]". Keys are escaped to

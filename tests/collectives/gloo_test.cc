@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -361,6 +362,52 @@ void scenario_subgroups(Backend& b) {
   WCHECK(threw);
 }
 
+// close(): groups still held (as DTensors hold them at exit) lose their connections and the TCP
+// device's thread is gone: a collective on them is a CommError at once, new_group an Error; the
+// process's thread count is back to what it was before the backend's first group.
+int thread_count() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+void scenario_close(Backend& b) {
+  auto* gloo = dynamic_cast<GlooBackend*>(&b);
+  WCHECK(gloo != nullptr);
+  auto world = b.new_group(world_ranks(), "world", kOkTimeout);
+  const bool even = b.rank() % 2 == 0;
+  auto pair = b.new_group(even ? std::vector<int>{0, 2} : std::vector<int>{1, 3}, even ? "pair/even" : "pair/odd",
+                          kOkTimeout);
+  Tensor t = make({1.0}, DType::kFloat32);
+  world->all_reduce(t, ReduceOp::kSum, kOkTimeout);
+  check_values(t, {4.0}, "world all_reduce before close");
+  const int with_groups = thread_count();
+  world->barrier(kOkTimeout);  // nobody closes while a peer is still in the all_reduce
+  gloo->close();
+  const int after = thread_count();
+  WCHECK(after < with_groups, "threads: ", with_groups, " with groups, ", after, " after close()");
+  auto start = Clock::now();
+  for (const auto& g : {world, pair}) {
+    bool threw = false;
+    try {
+      Tensor u = make({1.0}, DType::kFloat32);
+      g->all_reduce(u, ReduceOp::kSum, kOkTimeout);
+    } catch (const CommError& e) {
+      threw = std::string(e.what()).find("destroyed") != std::string::npos;
+    }
+    WCHECK(threw, "no CommError naming the destroyed group from ", g->describe());
+  }
+  WCHECK(Clock::now() - start < milliseconds(1000), "the closed groups waited");
+  bool refused = false;
+  try {
+    b.new_group(world_ranks(), "again", kOkTimeout);
+  } catch (const Error& e) {
+    refused = std::string(e.what()).find("destroyed") != std::string::npos;
+  }
+  WCHECK(refused, "new_group after close()");
+  gloo->close();  // idempotent
+}
+
 // The failing rank of the failure scenarios.
 constexpr int kCulprit = 3;
 
@@ -468,6 +515,7 @@ int worker_main(const std::string& scenario) {
         {"send_recv", scenario_send_recv},
         {"barrier", scenario_barrier},
         {"subgroups", scenario_subgroups},
+        {"close", scenario_close},
         {"skips_group", scenario_skips_group},
         {"silent_peer", scenario_silent_peer},
         {"peer_dies", scenario_peer_dies},
@@ -528,6 +576,7 @@ TEST(Gloo, Broadcast) { expect_all_pass("broadcast"); }
 TEST(Gloo, BatchedSendRecvRing) { expect_all_pass("send_recv"); }
 TEST(Gloo, Barrier) { expect_all_pass("barrier"); }
 TEST(Gloo, SubGroups) { expect_all_pass("subgroups"); }
+TEST(Gloo, CloseEndsLiveGroupsAndTheirThreads) { expect_all_pass("close"); }
 
 TEST(GlooFailure, PeerNeverJoinsTheWorld) { expect_all_pass("never_joins"); }
 TEST(GlooFailure, PeerSkipsNewGroup) { expect_all_pass("skips_group"); }

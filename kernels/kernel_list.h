@@ -28,6 +28,8 @@
 namespace dtensor {
 enum class UnaryRow : int32_t;   // ops/pointwise/rows.h
 enum class BinaryRow : int32_t;  // ops/pointwise/rows.h
+enum class ParamRow : int32_t;   // ops/pointwise/rows.h
+struct RowParams;                // ops/pointwise/rows.h
 }  // namespace dtensor
 
 namespace dtensor::kernels {
@@ -85,6 +87,7 @@ using TensorPair = std::pair<Tensor, Tensor>;
   X(gelu, gelu, Tensor(const Tensor& x, const std::string& approximate))                            \
   /* The pointwise rows (ops/pointwise/rows.h): one slot per table, the row an argument. */      \
   X(pointwise_unary_row, pointwise_unary_row, Tensor(UnaryRow row, const Tensor& x))                \
+  X(pointwise_param_row, pointwise_param_row, Tensor(ParamRow row, const Tensor& x, const RowParams& p)) \
   X(pointwise_binary_row, pointwise_binary_row,                                                     \
     Tensor(BinaryRow row, const Tensor& a, const Tensor& b))                                        \
   /* Reductions. */                                                                                 \

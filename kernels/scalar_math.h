@@ -214,4 +214,14 @@ DT_HD bool signbit(T x) {
   else return std::signbit(x);
 }
 
+// torch.clamp(x, lo, hi) = min(max(x, lo), hi) with optional bounds: a NaN bound is None (the rows
+// pass None as NaN and refuse an explicit NaN). A NaN x stays NaN; lo > hi gives hi, as torch's.
+template <typename T>
+DT_HD T clamp_opt(T x, double lo, double hi) {
+  if (isnan(x)) return x;
+  if (lo == lo && x < static_cast<T>(lo)) x = static_cast<T>(lo);
+  if (hi == hi && x > static_cast<T>(hi)) x = static_cast<T>(hi);
+  return x;
+}
+
 }  // namespace dtensor::kernels::sm

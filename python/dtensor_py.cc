@@ -18,6 +18,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -501,12 +502,13 @@ NB_MODULE(_dtensor, m) {
     return out;
   }, "The ONNX operators each op is imported from (OpDef::onnx; planner/onnx_import.cc): name -> [operator].");
   ops.def("pointwise_rows", [] {
-    std::vector<std::string> unary, binary;
+    std::vector<std::string> unary, binary, with_params;
     for (const UnaryRowInfo& r : kUnaryRows) unary.push_back(r.name);
     for (const BinaryRowInfo& r : kBinaryRows) binary.push_back(r.name);
-    return std::pair{unary, binary};
-  }, "The ops of the pointwise tables (ops/pointwise/rows.h): (unary names, binary names); each takes "
-     "Tensor arguments only (binary: broadcasting).");
+    for (const ParamRowInfo& r : kParamRows) with_params.push_back(r.name);
+    return std::tuple{unary, binary, with_params};
+  }, "The ops of the pointwise tables (ops/pointwise/rows.h): (unary names, binary names, names of the "
+     "rows with Scalar parameters); unary and binary take Tensor arguments only (binary: broadcasting).");
 
   // The engine's decision for one request of `dtensor explain` (dispatch/explain.h; the contract is
   // docs/conformance in the shared folder), as a JSON string in and out; dtensor.explain wraps it

@@ -98,6 +98,52 @@ DType row_dtype(BinaryRow row, DType a, const Shape& a_shape, DType b, const Sha
   return apply_rule(r.name, r.dtypes, common, absl::StrCat(described(a, a_shape), " and ", described(b, b_shape)));
 }
 
+DType row_dtype(ParamRow row, DType x, const Shape& shape, const RowParams& p) {
+  const ParamRowInfo& r = row_info(row);
+  const std::string input = described(x, shape);
+  // The row's parameters, checked before the dtype: NaN is None only where the schema says Scalar?.
+  double p0 = p.p[0], p1 = p.p[1], p2 = p.p[2];
+  bool ok = true;
+  switch (row) {
+#define DT_ROW_VALID(name, params, dtypes, cost, order, sample, valid, f, grad) \
+  case ParamRow::name:                                                          \
+    ok = (valid);                                                               \
+    break;
+    DT_POINTWISE_PARAM_ROWS(DT_ROW_VALID)
+#undef DT_ROW_VALID
+  }
+  (void)p2;
+  DT_CHECK(ok, r.name, "(", input, "): parameters (p0, p1, p2) = (", p0, ", ", p1, ", ", p2, ") of (", r.params,
+           ") fail the condition `", r.valid, "`");
+  if (r.dtypes != RowDTypes::kPromote || is_floating(x)) return apply_rule(r.name, r.dtypes, x, input);
+  // torch.result_type with Python numbers: a float raises an integer or bool tensor to float32, an
+  // int raises bool to int64.
+  bool any_float = false;
+  for (bool f : p.floating) any_float = any_float || f;
+  if (any_float) return DType::kFloat32;
+  return x == DType::kBool ? DType::kInt64 : x;
+}
+
+Tensor pointwise_param_row(ParamRow row, const Tensor& x, const RowParams& p) {
+  DT_KERNEL_ON_DEVICE(pointwise_param_row, row, x, p);
+  const ParamRowInfo& info = row_info(row);
+  const DType out = row_dtype(row, x.dtype(), x.sizes(), p);
+  const DType c = compute_of(info.dtypes, x.dtype(), out);
+  const std::array<Tensor, 1> in{x};
+  [[maybe_unused]] const double p0 = p.p[0], p1 = p.p[1], p2 = p.p[2];
+  switch (row) {
+#define DT_ROW_CASE(name, params, dtypes, cost, order, sample, valid, f, grad)              \
+  case ParamRow::name:                                                                    \
+    return map_row<RowDTypes::dtypes>(x.sizes(), in, c, out, [=](auto x) {                \
+      using T [[maybe_unused]] = decltype(x);                                             \
+      return static_cast<T>(f);                                                           \
+    });
+    DT_POINTWISE_PARAM_ROWS(DT_ROW_CASE)
+#undef DT_ROW_CASE
+  }
+  DT_FAIL("internal: unknown parameter row ", static_cast<int>(row));
+}
+
 Tensor pointwise_unary_row(UnaryRow row, const Tensor& x) {
   DT_KERNEL_ON_DEVICE(pointwise_unary_row, row, x);
   const UnaryRowInfo& info = row_info(row);

@@ -13,11 +13,18 @@ namespace dtensor::kernels {
 // op, the dtypes and shapes, and the accepted dtypes, when the row's dtype rule rejects them.
 DType row_dtype(UnaryRow row, DType x, const Shape& shape);
 DType row_dtype(BinaryRow row, DType a, const Shape& a_shape, DType b, const Shape& b_shape);
+// The result dtype of a row with parameters (torch.result_type of x and the parameters as Python
+// numbers). Throws dtensor::Error naming the op, the dtype and shape, when the rule rejects x, and
+// naming the parameters when they fail the row's `valid` condition or an explicit one is NaN where
+// NaN stands for None.
+DType row_dtype(ParamRow row, DType x, const Shape& shape, const RowParams& p);
 
 // out = f(x) elementwise, dtype row_dtype(row, ...); computed in float for float32/bfloat16/
 // float16, double for float64, int64 for integers and bool (kernels/cpu/loops.h).
 Tensor pointwise_unary_row(UnaryRow row, const Tensor& x);
 // out = f(a, b) over the broadcast shape. Rows that divide throw on an integer divisor of 0.
 Tensor pointwise_binary_row(BinaryRow row, const Tensor& a, const Tensor& b);
+// out = f(x; p) elementwise, dtype row_dtype(row, x, p), computed as the unary rows.
+Tensor pointwise_param_row(ParamRow row, const Tensor& x, const RowParams& p);
 
 }  // namespace dtensor::kernels

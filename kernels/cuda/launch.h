@@ -82,6 +82,9 @@ void launch_unary_row(UnaryRow row, Compute c, const LoopShape& shape, const Ope
                       const Operand& in, cudaStream_t stream);
 void launch_binary_row(BinaryRow row, Compute c, const LoopShape& shape, const Operand& out,
                        const Operand& a, const Operand& b, cudaStream_t stream);
+// The rows with parameters: out[i] = f(in[i]; p), p the checked parameters (NaN: None).
+void launch_param_row(ParamRow row, Compute c, const LoopShape& shape, const Operand& out,
+                      const Operand& in, const RowParams& p, cudaStream_t stream);
 
 // out[i] = op(in[i]) computed in `c`; out may be any strided view (copy_ into a slice). kCopy with
 // Compute::kInt64 copies integers exactly; with kDouble it converts like the CPU copy_strided.

@@ -22,6 +22,19 @@ Tensor pointwise_unary_row(UnaryRow row, const Tensor& x) {
   return out;
 }
 
+Tensor pointwise_param_row(ParamRow row, const Tensor& x, const RowParams& p) {
+  const ParamRowInfo& info = row_info(row);
+  check_cuda(info.name, x, "self");
+  const DType out_dtype = kernels::row_dtype(row, x.dtype(), x.sizes(), p);
+  const Compute c = compute_of(out_dtype);
+  DeviceGuard guard(x.device().index);
+  Tensor out = Tensor::empty(x.sizes(), out_dtype, x.device());
+  const LoopShape l = loop_shape(info.name, out.sizes(), {&out, &x});
+  launch_param_row(row, c, l, operand(out, out.sizes()), operand(x, out.sizes()), p, stream_of(out));
+  check_launch(info.name);
+  return out;
+}
+
 Tensor pointwise_binary_row(BinaryRow row, const Tensor& a, const Tensor& b) {
   const BinaryRowInfo& info = row_info(row);
   check_cuda(info.name, a, "self");

@@ -26,15 +26,16 @@ __device__ __forceinline__ T row_result(R r, DType out) {
   }
 }
 
+// fn: the row's functor (the rows with parameters carry them).
 template <RowDTypes kRule, typename T, typename Fn>
-__global__ void unary_row_kernel(LoopShape shape, Operand out, Operand in) {
+__global__ void unary_row_kernel(LoopShape shape, Operand out, Operand in, Fn fn) {
   const Operand* const ops[2] = {&out, &in};
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < shape.numel;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[2];
     offsets<2>(shape, i, ops, off);
     const T x = operand_value<T>(in, off[1]);
-    store_as<T>(const_cast<void*>(out.data), out.dtype, off[0], row_result<kRule, T>(Fn{}(x), out.dtype));
+    store_as<T>(const_cast<void*>(out.data), out.dtype, off[0], row_result<kRule, T>(fn(x), out.dtype));
   }
 }
 
@@ -71,12 +72,23 @@ DT_POINTWISE_UNARY_ROWS(DT_UNARY_FUNCTOR)
 DT_POINTWISE_BINARY_ROWS(DT_BINARY_FUNCTOR)
 #undef DT_BINARY_FUNCTOR
 
+#define DT_PARAM_FUNCTOR(name, params, dtypes, cost, order, sample, valid, f, grad) \
+  struct ParamFn_##name {                                                          \
+    double p0, p1, p2;                                                             \
+    template <typename T>                                                          \
+    __device__ T operator()(T x) const {                                           \
+      return static_cast<T>(f);                                                    \
+    }                                                                              \
+  };
+DT_POINTWISE_PARAM_ROWS(DT_PARAM_FUNCTOR)
+#undef DT_PARAM_FUNCTOR
+
 template <RowDTypes kRule, typename Fn>
-void unary_row(Compute c, const LoopShape& shape, const Operand& out, const Operand& in, cudaStream_t stream) {
+void unary_row(Compute c, const LoopShape& shape, const Operand& out, const Operand& in, Fn fn, cudaStream_t stream) {
   dispatch_compute(c, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (kAllowed<kRule, T>)
-      unary_row_kernel<kRule, T, Fn><<<grid_for(shape.numel, kThreads), kThreads, 0, stream>>>(shape, out, in);
+      unary_row_kernel<kRule, T, Fn><<<grid_for(shape.numel, kThreads), kThreads, 0, stream>>>(shape, out, in, fn);
   });
 }
 
@@ -92,13 +104,25 @@ void binary_row(Compute c, const LoopShape& shape, const Operand& out, const Ope
 
 }  // namespace
 
+void launch_param_row(ParamRow row, Compute c, const LoopShape& shape, const Operand& out,
+                      const Operand& in, const RowParams& p, cudaStream_t stream) {
+  if (shape.numel == 0) return;
+  switch (row) {
+#define DT_PARAM_CASE(name, params, dtypes, cost, order, sample, valid, f, grad) \
+  case ParamRow::name:                                                         \
+    return unary_row<RowDTypes::dtypes>(c, shape, out, in, ParamFn_##name{p.p[0], p.p[1], p.p[2]}, stream);
+    DT_POINTWISE_PARAM_ROWS(DT_PARAM_CASE)
+#undef DT_PARAM_CASE
+  }
+}
+
 void launch_unary_row(UnaryRow row, Compute c, const LoopShape& shape, const Operand& out,
                       const Operand& in, cudaStream_t stream) {
   if (shape.numel == 0) return;
   switch (row) {
 #define DT_UNARY_CASE(name, onnx, dtypes, cost, domain, order, f, grad) \
   case UnaryRow::name:                                            \
-    return unary_row<RowDTypes::dtypes, UnaryFn_##name>(c, shape, out, in, stream);
+    return unary_row<RowDTypes::dtypes>(c, shape, out, in, UnaryFn_##name{}, stream);
     DT_POINTWISE_UNARY_ROWS(DT_UNARY_CASE)
 #undef DT_UNARY_CASE
   }

@@ -37,6 +37,23 @@
 //           for the rows that divide (an integer b of 0 is a division by zero: an error, as torch's).
 //   f       an expression in `a`, `b` of compute type T.
 //   grad_a, grad_b  as grad, over g, a, b, y; summed back over broadcast dims by the backward.
+//
+// Rows with Scalar parameters: X(name, params, dtypes, cost, order, sample, valid, f, grad)
+//   name    the ATen name; the schema is "name(Tensor self, <params>) -> Tensor".
+//   params  ATen's arguments after self, up to 3, each `Scalar` with its default or `Scalar?`
+//           (default None); a None reaches f and grad as NaN (an explicit NaN there is refused).
+//   dtypes  kPromote (torch.result_type of the input and the parameters as Python numbers: a
+//           float parameter on an integer tensor gives float32, an int on bool int64), kKeep (the
+//           input's dtype; integer parameters truncated, as torch casts them; bool rejected) or
+//           kFloatOnly.
+//   order   as above, but it must hold for every parameter value `valid` accepts.
+//   sample  the parameter values of the validator's and gradcheck's samples, in parentheses.
+//   valid   a condition on the parameters (doubles p0, p1, p2 in schema order), as torch checks
+//           them; a call failing it is an error that names the parameters and prints this text.
+//   f       an expression in `x` (compute type T) and the parameters p0, p1, p2 (double).
+//   grad    as the unary grad column, with p0, p1, p2 and the comparisons gt, ge, lt, le of a
+//           DTensor with a number, both/either (logical and/or) and where.
+// The f and grad of each row follow torch's CPU kernels and derivatives.yaml, NaN inputs included.
 #pragma once
 
 #include <cstdint>
@@ -110,6 +127,28 @@
   X(lcm, "", kIntegral, Elementwise, kReal, sm::lcm(a, b), no_grad, no_grad)                               \
   X(bitwise_left_shift, "", kIntegral, Elementwise, kReal, sm::shift_left(a, b), no_grad, no_grad) \
   X(bitwise_right_shift, "", kIntegral, Elementwise, kReal, sm::shift_right(a, b), no_grad, no_grad)
+
+#define DT_POINTWISE_PARAM_ROWS(X)                                                                        \
+  X(clamp, "Scalar? min=None, Scalar? max=None", kPromote, Elementwise, kIncreasing, (-0.5, 0.8),              \
+    !(std::isnan(p0) && std::isnan(p1)), sm::clamp_opt(x, p0, p1),                                       \
+    keep(g, std::isnan(p0) ? le(x, p1) : std::isnan(p1) ? ge(x, p0) : both(ge(x, p0), le(x, p1))))         \
+  X(hardtanh, "Scalar min_val=-1, Scalar max_val=1", kKeep, Elementwise, kIncreasing, (-0.5, 0.8),          \
+    p0 <= p1, sm::clamp_opt(x, p0, p1), where(either(le(x, p0), ge(x, p1)), g * 0.0, g))                   \
+  X(leaky_relu, "Scalar negative_slope=0.01", kFloatOnly, Elementwise, kNone, (0.2), true,                   \
+    x > T(0) ? x : x * T(p0), where(gt(x, 0.0), g, g * p0))                                               \
+  X(elu, "Scalar alpha=1, Scalar scale=1, Scalar input_scale=1", kFloatOnly, Transcendental, kNone,          \
+    (1.5, 1.2, 0.7), true, x <= T(0) ? T(p0 * p1) * (std::exp(x * T(p2)) - T(1)) : x * T(p1),               \
+    where(le(x, 0.0), g * (p2 * p1 * p0) * exp(x * p2), g * p1))                                          \
+  X(celu, "Scalar alpha=1.", kFloatOnly, Transcendental, kNone, (1.5), p0 != 0.0,                            \
+    x <= T(0) ? T(p0) * (std::exp(x / T(p0)) - T(1)) : x, where(le(x, 0.0), g * exp(x / p0), g))           \
+  X(softplus, "Scalar beta=1, Scalar threshold=20", kFloatOnly, Transcendental, kNone, (2.0, 1.5), true,     \
+    x * T(p0) > T(p1) ? x : T(std::log1p(std::exp(x * T(p0))) / T(p0)),                                 \
+    where(gt(x * p0, p1), g, g * exp(x * p0) / (exp(x * p0) + 1.0)))                                      \
+  X(hardshrink, "Scalar lambd=0.5", kFloatOnly, Elementwise, kNone, (0.5), true,                             \
+    (x >= T(-p0) && x <= T(p0)) ? T(0) : x, where(both(ge(x, -p0), le(x, p0)), g * 0.0, g))                \
+  X(softshrink, "Scalar lambd=0.5", kFloatOnly, Elementwise, kIncreasing, (0.5), p0 >= 0.0,                 \
+    x > T(p0) ? x - T(p0) : (x < T(-p0) ? x + T(p0) : x * T(0)),                                          \
+    where(both(ge(x, -p0), le(x, p0)), g * 0.0, g))
 // clang-format on
 
 namespace dtensor {
@@ -124,6 +163,7 @@ enum class UnaryRow : int32_t {
   DT_POINTWISE_UNARY_ROWS(DT_ROW_ENUMERATOR)
 };
 enum class BinaryRow : int32_t { DT_POINTWISE_BINARY_ROWS(DT_ROW_ENUMERATOR) };
+enum class ParamRow : int32_t { DT_POINTWISE_PARAM_ROWS(DT_ROW_ENUMERATOR) };
 #undef DT_ROW_ENUMERATOR
 
 // The row's facts as values (for the code that does not compile f or grad).
@@ -142,6 +182,21 @@ struct BinaryRowInfo {
   bool divides() const { return other == RowDomain::kNonzero; }
 };
 
+struct ParamRowInfo {
+  const char* name;
+  const char* params;  // ATen's arguments after self
+  RowDTypes dtypes;
+  RowOrder order;
+  const char* valid;  // the condition on p0, p1, p2, as written in the row
+};
+
+// A call's parameter values, in schema order (NaN: None), and whether each was given as a Python
+// float (torch.result_type's category; an int or a default written without a point is not).
+struct RowParams {
+  double p[3] = {0.0, 0.0, 0.0};
+  bool floating[3] = {false, false, false};
+};
+
 inline constexpr UnaryRowInfo kUnaryRows[] = {
 #define DT_ROW_INFO(name, onnx, dtypes, cost, domain, order, f, grad) \
   {#name, onnx, RowDTypes::dtypes, RowDomain::domain, RowOrder::order},
@@ -155,7 +210,15 @@ inline constexpr BinaryRowInfo kBinaryRows[] = {
 #undef DT_ROW_INFO
 };
 
+inline constexpr ParamRowInfo kParamRows[] = {
+#define DT_ROW_INFO(name, params, dtypes, cost, order, sample, valid, f, grad) \
+  {#name, params, RowDTypes::dtypes, RowOrder::order, #valid},
+    DT_POINTWISE_PARAM_ROWS(DT_ROW_INFO)
+#undef DT_ROW_INFO
+};
+
 inline const UnaryRowInfo& row_info(UnaryRow r) { return kUnaryRows[static_cast<int32_t>(r)]; }
 inline const BinaryRowInfo& row_info(BinaryRow r) { return kBinaryRows[static_cast<int32_t>(r)]; }
+inline const ParamRowInfo& row_info(ParamRow r) { return kParamRows[static_cast<int32_t>(r)]; }
 
 }  // namespace dtensor

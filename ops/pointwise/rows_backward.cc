@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "autograd/backward_util.h"
+#include "ops/pointwise/row_params.h"
 #include "ops/pointwise/rows.h"
 #include "ops/family.h"
 
@@ -43,6 +44,19 @@ template <typename... A>
 DTensor op(const std::string& name, const A&... a) {
   return call_op1(name, {a...});
 }
+// Comparisons of a DTensor with a number (a replicated 0-d float64 tensor: torch's promotion
+// compares a float32 x in float32, as its kernels compare with the scalar), bool results.
+inline DTensor number_like(const DTensor& x, double v) {
+  return distribute_tensor(Tensor::full({}, v, DType::kFloat64, x.local_tensor().device()), x.mesh(),
+                           Placements(x.placements().size(), Replicate()));
+}
+inline DTensor gt(const DTensor& x, double v) { return op("gt", x, number_like(x, v)); }
+inline DTensor ge(const DTensor& x, double v) { return op("ge", x, number_like(x, v)); }
+inline DTensor lt(const DTensor& x, double v) { return op("lt", x, number_like(x, v)); }
+inline DTensor le(const DTensor& x, double v) { return op("le", x, number_like(x, v)); }
+inline DTensor both(const DTensor& a, const DTensor& b) { return op("logical_and", a, b); }
+inline DTensor either(const DTensor& a, const DTensor& b) { return op("logical_or", a, b); }
+inline DTensor where(const DTensor& mask, const DTensor& a, const DTensor& b) { return F::where(mask, a, b); }
 
 }  // namespace rowmath
 
@@ -79,6 +93,18 @@ void register_pointwise_row_backward(Registry&) {
   });
   DT_POINTWISE_BINARY_ROWS(DT_BINARY_GRAD)
 #undef DT_BINARY_GRAD
+  // The rows with parameters: p0, p1, p2 as the kernel gets them (None: NaN).
+#define DT_PARAM_GRAD(name, params, dtypes, cost, order, sample, valid, f, grad_x) \
+  def(#name, [](const BackwardCtx& c) {                                            \
+    [[maybe_unused]] const DTensor g = c.grad(0);                                  \
+    [[maybe_unused]] const DTensor& x = c.inputs[0];                               \
+    [[maybe_unused]] const DTensor& y = c.outputs[0];                              \
+    const RowParams pv = ops::row_params(c.call);                                     \
+    [[maybe_unused]] const double p0 = pv.p[0], p1 = pv.p[1], p2 = pv.p[2]; \
+    return unary_grad(grad_x);                                                     \
+  });
+  DT_POINTWISE_PARAM_ROWS(DT_PARAM_GRAD)
+#undef DT_PARAM_GRAD
 }
 
 DTENSOR_FAMILY_PART("pointwise", kBackward, register_pointwise_row_backward);

@@ -9,6 +9,7 @@
 #include "dtensor/partial_split.h"
 #include "ops/common/defs.h"
 #include "ops/family.h"
+#include "ops/pointwise/row_params.h"
 
 namespace dtensor::ops {
 namespace {
@@ -128,6 +129,62 @@ void define_binary_row(Registry& reg, BinaryRow row, CostClass cls) {
 
 }  // namespace
 
+RowParams row_params(const OpCall& c) {
+  RowParams p;
+  const std::vector<ArgDef>& args = c.op().schema.args;
+  for (size_t k = 1; k < args.size() && k <= 3; ++k) {
+    const IValue& v = c.value(args[k].name);
+    double& out = p.p[k - 1];
+    if (is_none(v)) {
+      out = std::nan("");
+    } else if (const auto* i = std::get_if<int64_t>(&v)) {
+      out = static_cast<double>(*i);
+    } else {
+      out = c.get_double(args[k].name);
+      p.floating[k - 1] = true;
+      DT_CHECK(!(args[k].optional && std::isnan(out)), c.name(), ": ", args[k].name,
+               "=nan is not supported (dtensor passes None as NaN to the kernel; give None or a number)");
+    }
+  }
+  return p;
+}
+
+namespace {
+
+void define_param_row(Registry& reg, ParamRow row, CostClass cls, std::vector<double> sample_values) {
+  const ParamRowInfo& info = row_info(row);
+  OpDef& op = reg.define(absl::StrCat(info.name, "(Tensor self, ", info.params, ") -> Tensor"), "pointwise");
+  op.cost = cost(cls);
+  op.meta = [row](const OpCall& c) {
+    return guard(c, [&] {
+      return std::vector<TensorMeta>{
+          {c.tensor(0).shape, kernels::row_dtype(row, c.tensor(0).dtype, c.tensor(0).shape, row_params(c))}};
+    });
+  };
+  op.kernel = [row](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+    return one(kernels::pointwise_param_row(row, in[0], row_params(c)));
+  };
+  std::vector<std::string> names;
+  for (size_t k = 1; k < op.schema.args.size(); ++k) names.push_back(op.schema.args[k].name);
+  DT_CHECK(sample_values.size() == names.size(), "internal: row ", info.name, " has ", sample_values.size(),
+           " sample values for ", names.size(), " parameters");
+  const std::vector<DType> dtypes = sample_dtypes(info.dtypes);
+  op.samples = [dtypes, names, sample_values] {
+    std::vector<std::pair<std::string, ArgValue>> given;
+    for (size_t k = 0; k < names.size(); ++k) given.emplace_back(names[k], V(sample_values[k]));
+    // The first parameter alone (the others at their defaults: None for clamp's max).
+    const std::vector<std::pair<std::string, ArgValue>> first(given.begin(), given.begin() + 1);
+    std::vector<Sample> s;
+    for (DType d : dtypes) {
+      s.push_back(sample({{6, 5}}, {T(0)}, given, {d}));
+      s.push_back(sample({{3, 7, 2}}, {T(0)}, first, {d}));
+    }
+    return s;
+  };
+}
+
+}  // namespace
+
 void define_pointwise_rows(Registry& reg) {
 #define DT_UNARY_DEF(name, onnx, dtypes, cost, domain, order, f, grad) \
   define_unary_row(reg, UnaryRow::name, CostClass::k##cost);
@@ -137,6 +194,12 @@ void define_pointwise_rows(Registry& reg) {
   define_binary_row(reg, BinaryRow::name, CostClass::k##cost);
   DT_POINTWISE_BINARY_ROWS(DT_BINARY_DEF)
 #undef DT_BINARY_DEF
+#define DT_ROW_VALUES(...) std::vector<double>{__VA_ARGS__}
+#define DT_PARAM_DEF(name, params, dtypes, cost, order, sample, valid, f, grad) \
+  define_param_row(reg, ParamRow::name, CostClass::k##cost, DT_ROW_VALUES sample);
+  DT_POINTWISE_PARAM_ROWS(DT_PARAM_DEF)
+#undef DT_PARAM_DEF
+#undef DT_ROW_VALUES
 }
 
 DTENSOR_FAMILY_PART("pointwise", kDefinitions, define_pointwise_rows);

@@ -940,7 +940,7 @@ def _resolve(func):
     dotted = base if overload == "default" else f"{base}.{overload}"
     if dotted in names:
         return _engine(dotted)
-    if base in names:
+    if base in names and _takes_tensors_where_aten_does(func, base):
         return _engine(base)
     if base.endswith("_") and not base.endswith("__"):
         packet = getattr(aten, base[:-1], None)
@@ -954,6 +954,18 @@ def _resolve(func):
     if decomp is not None:
         return _decomposed(qualified, decomp)
     return _unsupported(qualified)
+
+
+def _takes_tensors_where_aten_does(func, name):
+    """Whether the registered op `name` can take this overload's arguments: every ATen Tensor argument
+    lands on a Tensor of ours (clamp.Tensor's tensor bounds cannot go to dtensor's clamp, whose
+    bounds are Scalars: that overload goes to torch's decomposition). A number where ours takes a
+    Tensor is fine: the engine wraps it (_wrapped_numbers)."""
+    ours = _dtensor.ops.schemas().get(name, [])
+    for arg, (_, typ, *_rest) in zip(func._schema.arguments, ours):
+        if "Tensor" in str(arg.type) and "Tensor" not in typ:
+            return False
+    return True
 
 
 def parallelize_module(module, device_mesh, parallelize_plan=None):

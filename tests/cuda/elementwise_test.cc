@@ -129,6 +129,26 @@ TEST_F(Pointwise, EveryRowMatchesTheCpuKernel) {
                      K::pointwise_unary_row(row, x.transpose(0, 1)), -1, what + " transposed");
     }
   }
+  // The rows with parameters, at parameter values away from the defaults (None where allowed).
+  for (int r = 0; r < static_cast<int>(std::size(kParamRows)); ++r) {
+    const ParamRow row = static_cast<ParamRow>(r);
+    const ParamRowInfo& info = kParamRows[r];
+    RowParams p;
+    p.p[0] = info.name == std::string("clamp") ? std::nan("") : 0.3;
+    p.p[1] = 1.4;
+    p.p[2] = 0.8;
+    for (DType dt : dtypes(info.dtypes)) {
+      const Tensor x = is_floating(dt) ? rand({3, 17}, 51 + r, dt, -3, 3) : randint({3, 17}, 51 + r, 9, dt);
+      if (!is_floating(dt)) {  // integer bounds (the kKeep rows: clamp, hardtanh)
+        p.p[0] = info.name == std::string("clamp") ? std::nan("") : -2.0;
+        p.p[1] = 4.0;
+      }
+      const std::string what = absl::StrCat(info.name, " ", dtype_name(dt));
+      expect_matches(C::pointwise_param_row(row, G(x), p), K::pointwise_param_row(row, x, p), -1, what);
+      expect_matches(C::pointwise_param_row(row, G(x).transpose(0, 1), p),
+                     K::pointwise_param_row(row, x.transpose(0, 1), p), -1, what + " transposed");
+    }
+  }
   for (int r = 0; r < static_cast<int>(std::size(kBinaryRows)); ++r) {
     const BinaryRow row = static_cast<BinaryRow>(r);
     const BinaryRowInfo& info = kBinaryRows[r];

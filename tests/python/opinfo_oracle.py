@@ -393,6 +393,37 @@ ROW_BINARY = ("atan2", "hypot", "copysign", "fmod", "remainder", "nextafter", "l
               "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "logaddexp", "logaddexp2", "fmax", "fmin",
               "xlogy", "heaviside", "floor_divide", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift")
 
+
+
+def param_row(name, params, reference=None):
+    """A row with Scalar parameters (ops/pointwise/rows.h): OpInfo's positional and keyword values
+    bound to ATen's parameter names; `inplace` (a functional flag) dropped; forward and gradients
+    against torch's ATen op (or `reference`)."""
+    def tr(s):
+        kw = drop_defaults(positional(s, params + ["inplace"]), inplace=False)
+        if "inplace" in kw:
+            raise Skip("in place", name)
+        return Call(name, [s.input], kw, reference or aten(name), grad=True)
+    return tr
+
+
+def clamp(s):
+    # OpInfo's clamp samples pass tensor bounds (clamp.Tensor); dtensor's row is clamp(x, Scalar?
+    # min, Scalar? max): each bound becomes a number (its first element), compared with torch.clamp
+    # on the same numbers.
+    def number(b):
+        if b is None or not isinstance(b, torch.Tensor):
+            return b
+        if b.numel() == 0:
+            raise Skip("an empty bound tensor", "clamp")
+        return b.flatten()[0].item()
+    kw = positional(s, ["min", "max"])
+    lo, hi = number(kw.get("min")), number(kw.get("max"))
+    if lo is None and hi is None:
+        raise Skip("no bound (torch's clamp refuses it)", "clamp")
+    return Call("clamp", [s.input], {"min": lo, "max": hi}, lambda x, min, max: torch.clamp(x, min, max), grad=True)
+
+
 # (OpInfo name, variant_test_name) -> translator. dtensor op names come from the Call.
 TRANSLATORS = {
     **{(n, ""): unary(n, grad=True) for n in ROW_UNARY},
@@ -474,6 +505,14 @@ TRANSLATORS = {
     ("scatter_add", ""): scatter_add,
     ("nn.functional.scaled_dot_product_attention", ""): sdpa,
     ("to", ""): to,
+    ("clamp", ""): clamp,
+    ("nn.functional.hardtanh", ""): param_row("hardtanh", ["min_val", "max_val"]),
+    ("nn.functional.leaky_relu", ""): param_row("leaky_relu", ["negative_slope"]),
+    ("nn.functional.elu", ""): param_row("elu", ["alpha"]),
+    ("nn.functional.celu", ""): param_row("celu", ["alpha"]),
+    ("nn.functional.softplus", ""): param_row("softplus", ["beta", "threshold"]),
+    ("nn.functional.hardshrink", ""): param_row("hardshrink", ["lambd"]),
+    ("nn.functional.softshrink", ""): param_row("softshrink", ["lambd"]),
 }
 
 # Ops whose indices (or extremes) are checked again on inputs with many ties (OpInfo's random

@@ -424,6 +424,22 @@ def clamp(s):
     return Call("clamp", [s.input], {"min": lo, "max": hi}, lambda x, min, max: torch.clamp(x, min, max), grad=True)
 
 
+def copy_op(name, params, op=None):
+    """The copies of ops/view/copy_defs.cc: OpInfo's arguments bound to ATen's names; every Partial
+    input meaningful (they pass Partial through, or reduce it first where they cannot)."""
+    def tr(s):
+        kw = positional(s, params)
+        for k, v in kw.items():
+            if isinstance(v, (tuple, torch.Size)):
+                kw[k] = ints(v)
+            elif isinstance(v, bool):
+                kw[k] = int(v)  # fill's value=True: the Scalar 1, as torch casts it
+        if "memory_format" in kw:
+            raise Skip("memory_format (dtensor's clone keeps the layout)", name)
+        return Call(op or name, [s.input], kw, aten(name), partial="all", grad=True)
+    return tr
+
+
 # (OpInfo name, variant_test_name) -> translator. dtensor op names come from the Call.
 TRANSLATORS = {
     **{(n, ""): unary(n, grad=True) for n in ROW_UNARY},
@@ -506,6 +522,11 @@ TRANSLATORS = {
     ("nn.functional.scaled_dot_product_attention", ""): sdpa,
     ("to", ""): to,
     ("clamp", ""): clamp,
+    ("clone", ""): copy_op("clone", []),
+    ("flip", ""): copy_op("flip", ["dims"]),
+    ("repeat", ""): copy_op("repeat", ["repeats"]),
+    ("constant_pad_nd", ""): copy_op("constant_pad_nd", ["pad", "value"]),
+    ("fill", ""): copy_op("fill", ["value"], op="fill.Scalar"),
     ("nn.functional.hardtanh", ""): param_row("hardtanh", ["min_val", "max_val"]),
     ("nn.functional.leaky_relu", ""): param_row("leaky_relu", ["negative_slope"]),
     ("nn.functional.elu", ""): param_row("elu", ["alpha"]),

@@ -25,7 +25,7 @@ def _torch_flops(model, args, kwargs):
 
 
 class _Mlp(torch.nn.Module):
-    """Two linears around an op the planner has no rule for (flip)."""
+    """Two linears around an op the planner has no rule for (roll)."""
 
     def __init__(self, d=16):
         super().__init__()
@@ -33,25 +33,25 @@ class _Mlp(torch.nn.Module):
         self.down = torch.nn.Linear(4 * d, d, bias=False)
 
     def forward(self, x):
-        return self.down(torch.flip(torch.relu(self.up(x)), dims=[0])).sum()
+        return self.down(torch.roll(torch.relu(self.up(x)), shifts=1, dims=0)).sum()
 
 
 def test_unknown_ops_are_listed_and_planned_replicated(tmp_path):
     model = _Mlp()
     x = torch.randn(8, 16)
     info = dtensor.export_graph(model, (x,), str(tmp_path / "mlp.json"))
-    assert info["unknown_ops"] == {"flip": 1}
+    assert info["unknown_ops"] == {"roll": 1}
     assert info["parameters"] == sum(p.numel() for p in model.parameters())
     assert info["forward_flops"] == _torch_flops(model, (x,), {})
     graph = json.loads((tmp_path / "mlp.json").read_text())
-    flip = [n for n in graph["nodes"] if n.get("op") == "opaque"]
-    assert len(flip) == 1 and flip[0]["args"][1:] == [[8, 64], "float32", "flip"]
+    roll = [n for n in graph["nodes"] if n.get("op") == "opaque"]
+    assert len(roll) == 1 and roll[0]["args"][1:] == [[8, 64], "float32", "roll"]
 
     report = dtensor.plan(model, (x,), mesh="tp=4")
     op = next(o for o in report["ops"] if o["op"] == "opaque")
     assert op["placements"]["outputs"] == ["[R]"]  # no rule: only the all-replicated row
     assert op["compute_us"] > 0  # priced as a copy of its input and output
-    assert any("flip x1" in n for n in report["notes"])
+    assert any("roll x1" in n for n in report["notes"])
 
 
 class _Block(torch.nn.Module):

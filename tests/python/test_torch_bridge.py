@@ -949,8 +949,8 @@ def test_ops_without_rules_run_as_torchs_decomposition(place):
             y = f(x)
             (y * y).sum().backward()
             res[k] = (full(y), full(x.grad))
-        with pytest.raises(bridge.UnsupportedOpError, match=r"aten.flip.default, run as torch's decomposition.*prims.rev"):
-            torch.flip(bridge.distribute(X, mesh, [place]), [0])
+        with pytest.raises(bridge.UnsupportedOpError, match=r"aten.take.default, run as torch's decomposition.*aten.index.Tensor"):
+            torch.take(bridge.distribute(X, mesh, [place]), torch.tensor([0, 3]))
         return res
 
     for res in on_mesh((2,), fn):

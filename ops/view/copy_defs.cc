@@ -1,0 +1,168 @@
+// Whole-tensor copies and rearrangements with ATen's semantics: clone, alias, flip, repeat,
+// constant_pad_nd and fill.Scalar. Their kernels are Tensor methods and device-dispatched kernels
+// (index_select, copy_), so they run where their input is. Rules: ops/view/copy_rules.cc; backward:
+// ops/view/copy_backward.cc.
+#include <set>
+
+#include "dtensor/core/limits.h"
+#include "ops/common/defs.h"
+#include "ops/family.h"
+
+namespace dtensor::ops {
+namespace {
+
+std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
+std::vector<TensorMeta> like_input(const OpCall& c) { return {{c.tensor(0).shape, c.tensor(0).dtype}}; }
+
+OpDef& define(Registry& reg, const std::string& schema, CostClass cls, MetaFn meta, KernelFn kernel, SampleFn samples) {
+  OpDef& op = reg.define(schema, "view");
+  op.cost = cost(cls, Keeps::kNothing);
+  op.meta = std::move(meta);
+  op.kernel = std::move(kernel);
+  op.samples = std::move(samples);
+  return op;
+}
+
+// flip's dims, wrapped and checked (torch: "dims has duplicates").
+std::vector<int64_t> flip_dims(const OpCall& c) {
+  const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
+  std::vector<int64_t> dims;
+  std::set<int64_t> seen;
+  for (int64_t d : c.get_int_list("dims")) {
+    const int64_t w = guard(c, [&] { return wrap_dim(d, std::max<int64_t>(rank, 1), "dims"); });
+    if (!seen.insert(w).second) fail(c, absl::StrCat("dim ", w, " appears multiple times in dims"));
+    dims.push_back(w);
+  }
+  return dims;
+}
+
+// constant_pad_nd's output shape: pad = (before, after) pairs from the last dim backwards, negative
+// values crop; ATen's checks (an even length of at most 2 * rank, no negative size).
+Shape padded_shape(const OpCall& c) {
+  const Shape& s = c.tensor(0).shape;
+  const std::vector<int64_t> pad = c.get_int_list("pad");
+  const int64_t rank = static_cast<int64_t>(s.size());
+  if (pad.size() % 2 != 0) fail(c, absl::StrCat("pad has ", pad.size(), " values; accepted: pairs (an even length)"));
+  if (static_cast<int64_t>(pad.size()) > 2 * rank)
+    fail(c, absl::StrCat("pad has ", pad.size(), " values for a ", rank, "-d tensor; accepted: at most ", 2 * rank));
+  Shape out = s;
+  for (size_t k = 0; k < pad.size() / 2; ++k) {
+    const int64_t d = rank - 1 - static_cast<int64_t>(k);
+    int64_t n = 0;
+    if (__builtin_add_overflow(s[d], pad[2 * k], &n) || __builtin_add_overflow(n, pad[2 * k + 1], &n))
+      fail(c, absl::StrCat("padding (", pad[2 * k], ", ", pad[2 * k + 1], ") of dim ", d, " overflows int64"));
+    if (n < 0) fail(c, absl::StrCat("padding (", pad[2 * k], ", ", pad[2 * k + 1], ") of dim ", d, " of size ", s[d],
+                                    " gives a negative size ", n));
+    out[d] = n;
+  }
+  return out;
+}
+
+// repeat's output shape ([1] * lead + self's shape, times repeats) and the interleaved shape
+// [r0, s0, r1, s1, ...] the kernel expands to.
+Shape repeated_shape(const OpCall& c) {
+  const Shape& s = c.tensor(0).shape;
+  const std::vector<int64_t> reps = c.get_int_list("repeats");
+  if (reps.size() < s.size())
+    fail(c, absl::StrCat("repeats has ", reps.size(), " values for a ", s.size(), "-d tensor; accepted: at least ", s.size()));
+  if (static_cast<int64_t>(reps.size()) > kMaxTensorRank)
+    fail(c, absl::StrCat("repeats has ", reps.size(), " values; accepted: at most ", kMaxTensorRank));
+  const size_t lead = reps.size() - s.size();
+  Shape out;
+  for (size_t i = 0; i < reps.size(); ++i) {
+    if (reps[i] < 0) fail(c, absl::StrCat("repeats[", i, "] = ", reps[i], " is negative"));
+    const int64_t n = i < lead ? 1 : s[i - lead];
+    out.push_back(guard(c, [&] { return checked_mul(reps[i], n, "an output size"); }));
+  }
+  guard(c, [&] { return numel(out); });  // the element count must fit int64
+  return out;
+}
+
+}  // namespace
+
+void define_copy_ops(Registry& reg) {
+  define(reg, "clone(Tensor self) -> Tensor", CostClass::kCopy, like_input,
+         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(in[0].clone()); },
+         [] { return std::vector<Sample>{sample({{5, 4}}, {T(0)}), sample({{3, 1, 6}}, {T(0)}, {}, {DType::kInt64})}; });
+  // ATen's alias is a view sharing storage: the block itself.
+  define(reg, "alias(Tensor self) -> Tensor", CostClass::kView, like_input,
+         [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(in[0]); },
+         [] { return std::vector<Sample>{sample({{5, 4}}, {T(0)})}; });
+  define(reg, "flip(Tensor self, int[] dims) -> Tensor", CostClass::kCopy,
+         [](const OpCall& c) {
+           flip_dims(c);
+           return like_input(c);
+         },
+         [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+           Tensor x = in[0];
+           if (x.dim() == 0) return one(x.clone());
+           for (int64_t d : c.get_int_list("dims")) {
+             d = wrap_dim(d, x.dim(), "dims");
+             const int64_t n = x.sizes()[d];
+             std::vector<int64_t> reversed(n);
+             for (int64_t i = 0; i < n; ++i) reversed[i] = n - 1 - i;
+             x = kernels::index_select(x, d, Tensor::from_vector(reversed, {n}).to(x.device()));
+           }
+           return one(x.contiguous());
+         },
+         [] {
+           return std::vector<Sample>{sample({{5, 4, 3}}, {T(0), L({0, 2})}), sample({{6, 5}}, {T(0), L({-1})}),
+                                      sample({{4, 6}}, {T(0), L({0})}, {}, {DType::kInt64})};
+         });
+  define(reg, "repeat(Tensor self, int[] repeats) -> Tensor", CostClass::kCopy,
+         [](const OpCall& c) { return std::vector<TensorMeta>{{repeated_shape(c), c.tensor(0).dtype}}; },
+         [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+           const std::vector<int64_t> reps = c.get_int_list("repeats");
+           const Shape& s = in[0].sizes();
+           const size_t lead = reps.size() - s.size();
+           Shape ones, interleaved, out;
+           for (size_t i = 0; i < reps.size(); ++i) {
+             const int64_t n = i < lead ? 1 : s[i - lead];
+             ones.insert(ones.end(), {1, n});
+             interleaved.insert(interleaved.end(), {reps[i], n});
+             out.push_back(reps[i] * n);
+           }
+           return one(in[0].reshape(ones).expand(interleaved).contiguous().reshape(out));
+         },
+         [] {
+           return std::vector<Sample>{sample({{4, 3}}, {T(0), L({1, 2})}), sample({{6, 2}}, {T(0), L({2, 1, 3})}),
+                                      sample({{5}}, {T(0), L({3})}, {}, {DType::kInt64})};
+         });
+  define(reg, "constant_pad_nd(Tensor self, int[] pad, Scalar value=0) -> Tensor", CostClass::kCopy,
+         [](const OpCall& c) { return std::vector<TensorMeta>{{padded_shape(c), c.tensor(0).dtype}}; },
+         [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
+           const Tensor& x = in[0];
+           const std::vector<int64_t> pad = c.get_int_list("pad");
+           Tensor out = Tensor::full(ctx.out_block(0).first, c.get_double("value"), x.dtype(), x.device());
+           // The overlap of input and output per padded dim: [max(0, -before), size - max(0, -after))
+           // of the input lands at max(0, before) of the output.
+           Tensor src = x, dst = out;
+           for (size_t k = 0; k < pad.size() / 2; ++k) {
+             const int64_t d = x.dim() - 1 - static_cast<int64_t>(k);
+             const int64_t before = pad[2 * k], after = pad[2 * k + 1], n = x.sizes()[d];
+             const int64_t from = std::max<int64_t>(0, -before), to = n - std::max<int64_t>(0, -after);
+             if (to <= from) return one(out);  // cropped to nothing: only the fill value
+             src = src.slice(d, from, to);
+             dst = dst.slice(d, std::max<int64_t>(0, before), std::max<int64_t>(0, before) + (to - from));
+           }
+           dst.copy_(src);
+           return one(out);
+         },
+         [] {
+           return std::vector<Sample>{sample({{4, 5}}, {T(0), L({1, 2})}),
+                                      sample({{3, 4, 6}}, {T(0), L({2, -1, 0, 1}), V(1.5)}),
+                                      sample({{5, 3}}, {T(0), L({0, 0, -1, 2}), I(7)}, {}, {DType::kInt64})};
+         });
+  define(reg, "fill.Scalar(Tensor self, Scalar value) -> Tensor", CostClass::kElementwise, like_input,
+         [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+           return one(Tensor::full(in[0].sizes(), c.get_double("value"), in[0].dtype(), in[0].device()));
+         },
+         [] {
+           return std::vector<Sample>{sample({{5, 4}}, {T(0), V(2.5)}),
+                                      sample({{3, 6}}, {T(0), I(-4)}, {}, {DType::kInt64})};
+         });
+}
+
+DTENSOR_FAMILY_PART("view", kDefinitions, define_copy_ops);
+
+}  // namespace dtensor::ops

@@ -1,0 +1,76 @@
+// Sharding rules of the copies (ops/view/copy_defs.cc). A dim the op rearranges along (flipped,
+// repeated, padded) stays whole: its blocks would land elsewhere than a Shard places them. Every
+// other dim shards as it is. Partial inputs: a copy or rearrangement passes every Partial op; the
+// pad value v of constant_pad_nd passes max/min/avg (v on every rank reduces to v) and sum only
+// when v is 0; fill's output does not depend on the input's values, so a Partial input gives a
+// Replicate output with no communication.
+#include "ops/family.h"
+#include "strategies/common.h"
+
+namespace dtensor::strategies {
+namespace {
+
+constexpr std::initializer_list<ReduceOp> kAllOps = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax,
+                                                     ReduceOp::kMin};
+Placement S(int64_t d) { return Shard(static_cast<int32_t>(d)); }
+
+// Input dim d -> output dim d + shift for every d with keep(d).
+template <typename Keep>
+void shard_rows(RuleList& rules, int64_t rank, int64_t shift, Keep keep) {
+  for (int64_t d = 0; d < rank; ++d)
+    if (keep(d)) rules.push_back(row({S(d + shift)}, {S(d)}));
+}
+
+int64_t rank_of(const OpCall& c) { return static_cast<int64_t>(c.tensor(0).shape.size()); }
+
+}  // namespace
+
+void register_copy_rules(Registry& reg) {
+  for (const char* name : {"clone", "alias"})
+    reg.mutable_find(name).rules = [](const OpCall& c, const OutMeta&) {
+      RuleList rules;
+      add_partial_passthrough(rules, 1, 1, kAllOps);
+      shard_rows(rules, rank_of(c), 0, [](int64_t) { return true; });
+      return rules;
+    };
+  reg.mutable_find("flip").rules = [](const OpCall& c, const OutMeta&) {
+    const int64_t rank = rank_of(c);
+    std::vector<bool> flipped(rank, false);
+    for (int64_t d : c.get_int_list("dims"))
+      if (rank > 0) flipped[norm_dim(d, rank)] = true;
+    RuleList rules;
+    add_partial_passthrough(rules, 1, 1, kAllOps);
+    shard_rows(rules, rank, 0, [&](int64_t d) { return !flipped[d]; });
+    return rules;
+  };
+  reg.mutable_find("repeat").rules = [](const OpCall& c, const OutMeta&) {
+    const std::vector<int64_t> reps = c.get_int_list("repeats");
+    const int64_t rank = rank_of(c), lead = static_cast<int64_t>(reps.size()) - rank;
+    RuleList rules;
+    add_partial_passthrough(rules, 1, 1, kAllOps);
+    shard_rows(rules, rank, lead, [&](int64_t d) { return reps[d + lead] == 1; });
+    return rules;
+  };
+  reg.mutable_find("constant_pad_nd").rules = [](const OpCall& c, const OutMeta&) {
+    const std::vector<int64_t> pad = c.get_int_list("pad");
+    const int64_t rank = rank_of(c);
+    std::vector<bool> padded(rank, false);
+    for (size_t k = 0; k < pad.size() / 2; ++k)
+      padded[rank - 1 - static_cast<int64_t>(k)] = pad[2 * k] != 0 || pad[2 * k + 1] != 0;
+    RuleList rules;
+    if (c.get_double("value") == 0.0) add_partial_passthrough(rules, 1, 1, kAllOps);
+    else add_partial_passthrough(rules, 1, 1, {ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin});
+    shard_rows(rules, rank, 0, [&](int64_t d) { return !padded[d]; });
+    return rules;
+  };
+  reg.mutable_find("fill.Scalar").rules = [](const OpCall& c, const OutMeta&) {
+    RuleList rules;
+    for (ReduceOp op : kAllOps) rules.push_back(row({Replicate()}, {Partial(op)}));
+    shard_rows(rules, rank_of(c), 0, [](int64_t) { return true; });
+    return rules;
+  };
+}
+
+DTENSOR_FAMILY_PART("view", kRules, register_copy_rules);
+
+}  // namespace dtensor::strategies

@@ -1,0 +1,46 @@
+# The copies of ops/view/copy_defs.cc beyond the OpInfo oracle (which compares clone, flip, repeat,
+# constant_pad_nd and fill with torch, forward and gradients): alias, which no OpInfo entry covers,
+# against torch.ops.aten.alias, its block being the input's own memory; and a flip or pad along a
+# sharded dim, which the rules must gather first, on an uneven shard.
+import numpy as np
+import pytest
+
+import dtensor
+from dtensor import Replicate, Shard
+
+torch = pytest.importorskip("torch")
+
+X = np.arange(35, dtype=np.float32).reshape(7, 5)  # 7 rows: uneven over 2 ranks
+
+
+def test_alias_is_the_block_itself_and_equals_torch():
+    def fn(w):
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+        local = np.ascontiguousarray(X[[0, 1, 2, 3]] if w.rank == 0 else X[[4, 5, 6]])
+        d = dtensor.DTensor.from_local(local, mesh, [Shard(0)], shape=[7, 5])
+        a = dtensor.ops.call("alias", d)
+        block = a.to_local()
+        local[0, 0] = -1.0  # the same memory: the alias sees the write
+        return list(a.placements), float(np.asarray(block)[0, 0]), a.full_tensor()
+
+    want = torch.ops.aten.alias(torch.from_numpy(X)).numpy()
+    for placements, seen, full in dtensor.run_threads(2, fn):
+        assert placements == [Shard(0)] and seen == -1.0
+        np.testing.assert_array_equal(np.delete(full, [0, 4], axis=0), np.delete(want, [0, 4], axis=0))
+
+
+@pytest.mark.parametrize("name,args,ref", [
+    ("flip", ([0],), lambda t: torch.flip(t, [0])),
+    ("constant_pad_nd", ([1, 2, 2, 0], 3.0), lambda t: torch.constant_pad_nd(t, [1, 2, 2, 0], 3.0)),
+    ("repeat", ([2, 1],), lambda t: t.repeat(2, 1)),
+])
+def test_rearranging_a_sharded_dim_gathers_it_first(name, args, ref):
+    def fn(w):
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+        y = dtensor.ops.call(name, dtensor.distribute_tensor(X, mesh, [Shard(0)]), *args)
+        return list(y.placements), y.full_tensor()
+
+    want = ref(torch.from_numpy(X)).numpy()
+    for placements, full in dtensor.run_threads(2, fn):
+        assert placements[0] != Shard(0)  # dim 0 is flipped, padded (2, 0), repeated: never kept sharded
+        np.testing.assert_array_equal(full, want)

@@ -7,21 +7,13 @@
 #include "dtensor/core/limits.h"
 #include "ops/common/defs.h"
 #include "ops/family.h"
+#include "ops/view/view_op.h"
 
 namespace dtensor::ops {
 namespace {
 
 std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
 std::vector<TensorMeta> like_input(const OpCall& c) { return {{c.tensor(0).shape, c.tensor(0).dtype}}; }
-
-OpDef& define(Registry& reg, const std::string& schema, CostClass cls, MetaFn meta, KernelFn kernel, SampleFn samples) {
-  OpDef& op = reg.define(schema, "view");
-  op.cost = cost(cls, Keeps::kNothing);
-  op.meta = std::move(meta);
-  op.kernel = std::move(kernel);
-  op.samples = std::move(samples);
-  return op;
-}
 
 // flip's dims, wrapped and checked (torch: "dims has duplicates").
 std::vector<int64_t> flip_dims(const OpCall& c) {
@@ -81,14 +73,14 @@ Shape repeated_shape(const OpCall& c) {
 }  // namespace
 
 void define_copy_ops(Registry& reg) {
-  define(reg, "clone(Tensor self) -> Tensor", CostClass::kCopy, like_input,
+  define_view_op(reg, "clone(Tensor self) -> Tensor", CostClass::kCopy, like_input,
          [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(in[0].clone()); },
          [] { return std::vector<Sample>{sample({{5, 4}}, {T(0)}), sample({{3, 1, 6}}, {T(0)}, {}, {DType::kInt64})}; });
   // ATen's alias is a view sharing storage: the block itself.
-  define(reg, "alias(Tensor self) -> Tensor", CostClass::kView, like_input,
+  define_view_op(reg, "alias(Tensor self) -> Tensor", CostClass::kView, like_input,
          [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) { return one(in[0]); },
          [] { return std::vector<Sample>{sample({{5, 4}}, {T(0)})}; });
-  define(reg, "flip(Tensor self, int[] dims) -> Tensor", CostClass::kCopy,
+  define_view_op(reg, "flip(Tensor self, int[] dims) -> Tensor", CostClass::kCopy,
          [](const OpCall& c) {
            flip_dims(c);
            return like_input(c);
@@ -109,7 +101,7 @@ void define_copy_ops(Registry& reg) {
            return std::vector<Sample>{sample({{5, 4, 3}}, {T(0), L({0, 2})}), sample({{6, 5}}, {T(0), L({-1})}),
                                       sample({{4, 6}}, {T(0), L({0})}, {}, {DType::kInt64})};
          });
-  define(reg, "repeat(Tensor self, int[] repeats) -> Tensor", CostClass::kCopy,
+  define_view_op(reg, "repeat(Tensor self, int[] repeats) -> Tensor", CostClass::kCopy,
          [](const OpCall& c) { return std::vector<TensorMeta>{{repeated_shape(c), c.tensor(0).dtype}}; },
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
            const std::vector<int64_t> reps = c.get_int_list("repeats");
@@ -128,7 +120,7 @@ void define_copy_ops(Registry& reg) {
            return std::vector<Sample>{sample({{4, 3}}, {T(0), L({1, 2})}), sample({{6, 2}}, {T(0), L({2, 1, 3})}),
                                       sample({{5}}, {T(0), L({3})}, {}, {DType::kInt64})};
          });
-  define(reg, "constant_pad_nd(Tensor self, int[] pad, Scalar value=0) -> Tensor", CostClass::kCopy,
+  define_view_op(reg, "constant_pad_nd(Tensor self, int[] pad, Scalar value=0) -> Tensor", CostClass::kCopy,
          [](const OpCall& c) { return std::vector<TensorMeta>{{padded_shape(c), c.tensor(0).dtype}}; },
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
            const Tensor& x = in[0];
@@ -153,7 +145,7 @@ void define_copy_ops(Registry& reg) {
                                       sample({{3, 4, 6}}, {T(0), L({2, -1, 0, 1}), V(1.5)}),
                                       sample({{5, 3}}, {T(0), L({0, 0, -1, 2}), I(7)}, {}, {DType::kInt64})};
          });
-  define(reg, "fill.Scalar(Tensor self, Scalar value) -> Tensor", CostClass::kElementwise, like_input,
+  define_view_op(reg, "fill.Scalar(Tensor self, Scalar value) -> Tensor", CostClass::kElementwise, like_input,
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
            return one(Tensor::full(in[0].sizes(), c.get_double("value"), in[0].dtype(), in[0].device()));
          },

@@ -3,6 +3,7 @@
 // shape (the strategies only allow layouts whose blocks line up).
 #include "ops/common/defs.h"
 #include "ops/family.h"
+#include "ops/view/view_op.h"
 
 namespace dtensor::ops {
 namespace {
@@ -42,17 +43,6 @@ OpDef& reshaping(Registry& reg, const std::string& schema, std::function<Shape(c
   op.kernel = [](const std::vector<Tensor>& in, const OpCall&, const LocalContext& ctx) {
     return one(in[0].reshape(ctx.out_block(0).first));
   };
-  op.samples = std::move(samples);
-  return op;
-}
-
-// `cls`: kView for views (aliases of the input), kCopy for ops that write a new tensor (cat, stack).
-OpDef& simple(Registry& reg, const std::string& schema, CostClass cls, MetaFn meta, KernelFn kernel,
-              SampleFn samples) {
-  OpDef& op = reg.define(schema, "view");
-  op.cost = cost(cls, Keeps::kNothing);
-  op.meta = std::move(meta);
-  op.kernel = std::move(kernel);
   op.samples = std::move(samples);
   return op;
 }
@@ -118,7 +108,7 @@ void define_view_ops(Registry& reg) {
               return s;
             },
             [] { return std::vector<Sample>{sample({{5, 4}}, {T(0), I(1)}), sample({{6}}, {T(0), I(-1)})}; });
-  simple(reg, "transpose(Tensor self, int dim0, int dim1) -> Tensor", CostClass::kView,
+  define_view_op(reg, "transpose(Tensor self, int dim0, int dim1) -> Tensor", CostClass::kView,
          [](const OpCall& c) {
            int64_t a = guard(c, [&] { return wrap_dim(c.get_int("dim0"), rank0(c), "dim0"); });
            int64_t b = guard(c, [&] { return wrap_dim(c.get_int("dim1"), rank0(c), "dim1"); });
@@ -131,7 +121,7 @@ void define_view_ops(Registry& reg) {
            return one(in[0].transpose(c.get_int("dim0"), c.get_int("dim1")));
          },
          [] { return std::vector<Sample>{sample({{5, 3, 4}}, {T(0), I(0), I(2)})}; });
-  simple(reg, "t(Tensor self) -> Tensor", CostClass::kView,
+  define_view_op(reg, "t(Tensor self) -> Tensor", CostClass::kView,
          [](const OpCall& c) {
            if (rank0(c) > 2) fail(c, "t expects a tensor with <= 2 dims; use transpose");
            Shape s = c.tensor(0).shape;
@@ -142,7 +132,7 @@ void define_view_ops(Registry& reg) {
            return one(in[0].dim() == 2 ? in[0].transpose(0, 1) : in[0]);
          },
          [] { return std::vector<Sample>{sample({{5, 7}}, {T(0)})}; });
-  simple(reg, "permute(Tensor self, int[] dims) -> Tensor", CostClass::kView,
+  define_view_op(reg, "permute(Tensor self, int[] dims) -> Tensor", CostClass::kView,
          [](const OpCall& c) {
            std::vector<int64_t> dims = c.get_int_list("dims");
            if (static_cast<int64_t>(dims.size()) != rank0(c))
@@ -160,7 +150,7 @@ void define_view_ops(Registry& reg) {
          },
          [] { return std::vector<Sample>{sample({{5, 3, 4}}, {T(0), L({2, 0, 1})})}; });
   // ATen's expand(self, size, implicit) gets the block's shape on a block.
-  OpDef& expand = simple(reg, "expand(Tensor self, int[] size) -> Tensor", CostClass::kView,
+  OpDef& expand = define_view_op(reg, "expand(Tensor self, int[] size) -> Tensor", CostClass::kView,
          [](const OpCall& c) {
            std::vector<int64_t> req = c.get_int_list("size");
            Shape want(req.begin(), req.end());
@@ -180,7 +170,7 @@ void define_view_ops(Registry& reg) {
          },
          [] { return std::vector<Sample>{sample({{5, 1}}, {T(0), L({3, 5, 4})})}; });
   expand.aten.aliases = {{"expand", "keep:2", true, ""}};
-  simple(reg, "cat(Tensor[] tensors, int dim=0) -> Tensor", CostClass::kCopy,
+  define_view_op(reg, "cat(Tensor[] tensors, int dim=0) -> Tensor", CostClass::kCopy,
          [](const OpCall& c) {
            int64_t d = guard(c, [&] { return wrap_dim(c.get_int("dim"), rank0(c), "dim"); });
            Shape out = c.tensor(0).shape;
@@ -203,7 +193,7 @@ void define_view_ops(Registry& reg) {
            s.positional = {TensorListRef{{0, 1}}, I(1)};
            return std::vector<Sample>{s};
          });
-  simple(reg, "stack(Tensor[] tensors, int dim=0) -> Tensor", CostClass::kCopy,
+  define_view_op(reg, "stack(Tensor[] tensors, int dim=0) -> Tensor", CostClass::kCopy,
          [](const OpCall& c) {
            int64_t d = guard(c, [&] { return wrap_dim(c.get_int("dim"), rank0(c) + 1, "dim"); });
            for (int t = 1; t < c.num_tensors(); ++t)
@@ -221,7 +211,7 @@ void define_view_ops(Registry& reg) {
            s.positional = {TensorListRef{{0, 1, 2}}, I(1)};
            return std::vector<Sample>{s};
          });
-  simple(reg, "split(Tensor self, int split_size, int dim=0) -> Tensor[]", CostClass::kView,
+  define_view_op(reg, "split(Tensor self, int split_size, int dim=0) -> Tensor[]", CostClass::kView,
          [](const OpCall& c) {
            int64_t d = guard(c, [&] { return wrap_dim(c.get_int("dim"), rank0(c), "dim"); });
            int64_t k = c.get_int("split_size"), n = c.tensor(0).shape[d];
@@ -239,7 +229,7 @@ void define_view_ops(Registry& reg) {
            return kernels::split(in[0], c.get_int("split_size"), c.get_int("dim"));
          },
          [] { return std::vector<Sample>{sample({{7, 5}}, {T(0), I(3), I(0)}), sample({{4, 9}}, {T(0), I(4), I(1)})}; });
-  simple(reg, "slice(Tensor self, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor", CostClass::kView,
+  define_view_op(reg, "slice(Tensor self, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor", CostClass::kView,
          [](const OpCall& c) {
            int64_t d = guard(c, [&] { return wrap_dim(c.get_int("dim"), rank0(c), "dim"); });
            Tensor probe = Tensor::empty(c.tensor(0).shape.empty() ? Shape{} : Shape{c.tensor(0).shape[d]});
@@ -258,7 +248,7 @@ void define_view_ops(Registry& reg) {
                                   c.get_int("step")));
          },
          [] { return std::vector<Sample>{sample({{7, 6}}, {T(0), I(1), I(1), I(5), I(2)})}; });
-  simple(reg, "select(Tensor self, int dim, int index) -> Tensor", CostClass::kView,
+  define_view_op(reg, "select(Tensor self, int dim, int index) -> Tensor", CostClass::kView,
          [](const OpCall& c) {
            int64_t d = guard(c, [&] { return wrap_dim(c.get_int("dim"), rank0(c), "dim"); });
            int64_t n = c.tensor(0).shape[d], i = c.get_int("index");

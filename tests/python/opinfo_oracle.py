@@ -169,6 +169,23 @@ def kthvalue(s):
                 any_tied_index=True)
 
 
+def sort(s):
+    # sort(x, dim, descending) and sort(x, *, stable, dim, descending): dtensor's kernel is stable
+    # (ties by index); torch's order among ties is specified only with stable=True.
+    kw = positional(s, ["dim", "descending"])
+    stable = kw.get("stable")
+    op = "sort.stable" if "stable" in kw else "sort"
+    return Call(op, [s.input], kw, aten("sort"), index_outputs=(1,), any_tied_index=stable is not True, grad=True)
+
+
+def topk(s):
+    # torch's topk leaves the order among tied values unspecified: any index holding the value is
+    # right there.
+    kw = positional(s, ["k", "dim", "largest", "sorted"])
+    return Call("topk", [s.input, kw.pop("k")], kw, aten("topk"), index_outputs=(1,), any_tied_index=True,
+                grad=True)
+
+
 def argmaxmin(name):
     def tr(s):
         kw = positional(s, ["dim", "keepdim"])
@@ -475,6 +492,8 @@ TRANSLATORS = {
     ("median", ""): with_dim("median"),
     ("nanmedian", ""): with_dim("nanmedian"),
     ("kthvalue", ""): kthvalue,
+    ("sort", ""): sort,
+    ("topk", ""): topk,
     ("argmax", ""): argmaxmin("argmax"),
     ("argmin", ""): argmaxmin("argmin"),
     ("cumsum", ""): scan("cumsum", partial="all"),
@@ -539,7 +558,7 @@ TRANSLATORS = {
 # Ops whose indices (or extremes) are checked again on inputs with many ties (OpInfo's random
 # floats rarely tie): the first occurrence for max/min/argmax/argmin and pooling, torch's choice for
 # the others.
-TIE_OPS = {"max.dim", "min.dim", "argmax", "argmin", "median", "median.dim", "nanmedian",
+TIE_OPS = {"sort", "sort.stable", "topk", "max.dim", "min.dim", "argmax", "argmin", "median", "median.dim", "nanmedian",
            "nanmedian.dim", "kthvalue", "cummax", "cummin", "max_pool1d_with_indices",
            "max_pool2d_with_indices", "max_pool3d_with_indices", "amax", "amin"}
 # Every op with a floating first input also runs with 20% NaNs in it, except these (docs/OPINFO.md):
@@ -720,6 +739,8 @@ def run_dtensor_grads(call, mesh_shape, placements, weight):
         it = iter(ins)
         args = [next(it) if isinstance(a, torch.Tensor) else a for a in call.args]
         out = dtensor.ops.call(call.op, *args, **call.kwargs)
+        if isinstance(out, (tuple, list)):
+            out = out[0]  # (values, indices): the values carry the gradient
         w = dtensor.distribute_tensor(weight, mesh, [Replicate()] * len(mesh_shape))
         dtensor.ops.call("sum", dtensor.ops.call("mul", out, w)).backward()
         return [t.grad.full_tensor() if t.requires_grad and t.grad is not None else None for t in ins]
@@ -735,6 +756,8 @@ def grad_check(call, seed):
     args = [next(it) if isinstance(a, torch.Tensor) else a for a in call.args]
     try:
         out = call.ref(*args, **call.kwargs)
+        if isinstance(out, (tuple, list)):
+            out = out[0]  # (values, indices): the values carry the gradient
         weight = torch.from_numpy(np.random.default_rng(seed).uniform(-2, 2, tuple(out.shape)))
         (out * weight).sum().backward()
     except (RuntimeError, NotImplementedError):
@@ -770,6 +793,7 @@ def tied_index_ok(call, idx, values):
     x = call.args[0]
     dim = call.args[2] if len(call.args) > 2 else call.kwargs.get("dim", -1)
     keep = call.kwargs.get("keepdim", call.args[3] if len(call.args) > 3 else False)
+    keep = keep or call.op in ("sort", "sort.stable", "topk")  # indices as many dims as x
     if x.dim() == 0:
         return bool((torch.from_numpy(idx) == 0).all())
     i = torch.from_numpy(idx)

@@ -710,13 +710,12 @@ void GlooBackend::close() {
     if (std::shared_ptr<ProcessGroup> g = w.lock()) static_cast<GlooGroup&>(*g).close();
   groups_.clear();
   device_.reset();  // the last owner now that no context holds it: its loop thread is joined here
-  closed_ = true;
 }
 
 std::shared_ptr<ProcessGroup> GlooBackend::new_group(const std::vector<int>& global_ranks,
                                                      const std::string& name, Timeout timeout) {
   DT_CHECK(!global_ranks.empty(), "new_group '", name, "': no ranks");
-  DT_CHECK(!closed_, "new_group '", name, "': the process group was destroyed (destroy_process_group); "
+  DT_CHECK(device_ != nullptr, "new_group '", name, "': the process group was destroyed (destroy_process_group); "
            "init_process_group starts a new one");
   std::set<int> seen;
   int my_index = -1;

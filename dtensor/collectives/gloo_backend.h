@@ -99,8 +99,9 @@ class GlooBackend : public Backend {
   // them): each drops its Gloo connections, and a later collective on it throws CommError saying
   // the process group was destroyed. Then the TCP device (and its I/O thread) is released, so that
   // no Gloo thread outlives the call: dtensor.destroy_process_group() and the interpreter's exit
-  // call it, before Python tears down the objects still holding a group. Idempotent; new_group
-  // after it throws dtensor::Error. Call it when no collective of this process is running.
+  // call it, before Python tears down the objects still holding a group; so does the destructor (a
+  // group must not be used after its backend is gone). Idempotent; new_group after it throws
+  // dtensor::Error. Call it when no collective of this process is running.
   void close();
 
  private:
@@ -108,11 +109,10 @@ class GlooBackend : public Backend {
   int world_size_;
   std::string store_spec_;
   std::shared_ptr<gloo::rendezvous::Store> store_;
-  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::transport::Device> device_;  // null once close() ran
   std::vector<PeerInfo> peers_;
   std::map<std::string, int> group_generations_;  // name -> groups created with it so far
   std::vector<std::weak_ptr<ProcessGroup>> groups_;  // every group new_group made, for close()
-  bool closed_ = false;
 };
 
 // Parses a store spec and opens the store; "file:DIR" or "redis://host[:port]". Keys are escaped to

@@ -102,7 +102,7 @@ DType row_dtype(ParamRow row, DType x, const Shape& shape, const RowParams& p) {
   const ParamRowInfo& r = row_info(row);
   const std::string input = described(x, shape);
   // The row's parameters, checked before the dtype: NaN is None only where the schema says Scalar?.
-  double p0 = p.p[0], p1 = p.p[1], p2 = p.p[2];
+  [[maybe_unused]] const double p0 = p.p[0], p1 = p.p[1], p2 = p.p[2];
   bool ok = true;
   switch (row) {
 #define DT_ROW_VALID(name, params, dtypes, cost, order, sample, valid, f, grad) \
@@ -112,7 +112,6 @@ DType row_dtype(ParamRow row, DType x, const Shape& shape, const RowParams& p) {
     DT_POINTWISE_PARAM_ROWS(DT_ROW_VALID)
 #undef DT_ROW_VALID
   }
-  (void)p2;
   DT_CHECK(ok, r.name, "(", input, "): parameters (p0, p1, p2) = (", p0, ", ", p1, ", ", p2, ") of (", r.params,
            ") fail the condition `", r.valid, "`");
   if (r.dtypes != RowDTypes::kPromote || is_floating(x)) return apply_rule(r.name, r.dtypes, x, input);

@@ -50,8 +50,8 @@ Shape padded_shape(const OpCall& c) {
   return out;
 }
 
-// repeat's output shape ([1] * lead + self's shape, times repeats) and the interleaved shape
-// [r0, s0, r1, s1, ...] the kernel expands to.
+// repeat's output shape ([1] * lead + self's shape, times repeats), with ATen's checks; the
+// kernel and the backward view it as [r0, s0, r1, s1, ...].
 Shape repeated_shape(const OpCall& c) {
   const Shape& s = c.tensor(0).shape;
   const std::vector<int64_t> reps = c.get_int_list("repeats");
@@ -88,8 +88,7 @@ void define_copy_ops(Registry& reg) {
          [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
            Tensor x = in[0];
            if (x.dim() == 0) return one(x.clone());
-           for (int64_t d : c.get_int_list("dims")) {
-             d = wrap_dim(d, x.dim(), "dims");
+           for (const int64_t d : flip_dims(c)) {
              const int64_t n = x.sizes()[d];
              std::vector<int64_t> reversed(n);
              for (int64_t i = 0; i < n; ++i) reversed[i] = n - 1 - i;

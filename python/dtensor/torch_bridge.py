@@ -275,13 +275,22 @@ def _is_number(v):
 
 
 _slots_cache = {}
+_schemas_cache = None
+
+
+def _schemas():
+    """dtensor.ops.schemas(), read once: op name -> [(name, type, ...)] per argument."""
+    global _schemas_cache
+    if _schemas_cache is None:
+        _schemas_cache = _dtensor.ops.schemas()
+    return _schemas_cache
 
 
 def _tensor_slots(name):
     """Positions of the registered op's positional Tensor arguments (dtensor.ops.schemas()): a
     decomposition may put a number first (sub(1, x))."""
     if not _slots_cache:
-        for op, args in _dtensor.ops.schemas().items():
+        for op, args in _schemas().items():
             _slots_cache[op] = tuple(i for i, (_, typ, _, _, kw_only) in enumerate(args)
                                      if typ == "Tensor" and not kw_only)
     return _slots_cache.get(name, ())
@@ -961,7 +970,7 @@ def _takes_tensors_where_aten_does(func, name):
     lands on a Tensor of ours (clamp.Tensor's tensor bounds cannot go to dtensor's clamp, whose
     bounds are Scalars: that overload goes to torch's decomposition). A number where ours takes a
     Tensor is fine: the engine wraps it (_wrapped_numbers)."""
-    ours = _dtensor.ops.schemas().get(name, [])
+    ours = _schemas().get(name, [])
     for arg, (_, typ, *_rest) in zip(func._schema.arguments, ours):
         if "Tensor" in str(arg.type) and "Tensor" not in typ:
             return False

@@ -139,7 +139,7 @@ TEST_F(Pointwise, EveryRowMatchesTheCpuKernel) {
     p.p[2] = 0.8;
     for (DType dt : dtypes(info.dtypes)) {
       const Tensor x = is_floating(dt) ? rand({3, 17}, 51 + r, dt, -3, 3) : randint({3, 17}, 51 + r, 9, dt);
-      if (!is_floating(dt)) {  // integer bounds (the kKeep rows: clamp, hardtanh)
+      if (!is_floating(dt)) {  // integer bounds (the rows that take integers: clamp, hardtanh)
         p.p[0] = info.name == std::string("clamp") ? std::nan("") : -2.0;
         p.p[1] = 4.0;
       }

@@ -411,16 +411,15 @@ ROW_BINARY = ("atan2", "hypot", "copysign", "fmod", "remainder", "nextafter", "l
               "xlogy", "heaviside", "floor_divide", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift")
 
 
-
-def param_row(name, params, reference=None):
+def param_row(name, params):
     """A row with Scalar parameters (ops/pointwise/rows.h): OpInfo's positional and keyword values
     bound to ATen's parameter names; `inplace` (a functional flag) dropped; forward and gradients
-    against torch's ATen op (or `reference`)."""
+    against torch's ATen op."""
     def tr(s):
         kw = drop_defaults(positional(s, params + ["inplace"]), inplace=False)
         if "inplace" in kw:
             raise Skip("in place", name)
-        return Call(name, [s.input], kw, reference or aten(name), grad=True)
+        return Call(name, [s.input], kw, aten(name), grad=True)
     return tr
 
 

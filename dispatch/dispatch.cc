@@ -25,11 +25,14 @@ Device device_of(const OpCall& call, const std::vector<Tensor>& locals) {
 }
 
 // True when `step` can take `d`'s tensors as they are: its code is device-generic and every group it
-// communicates over moves `d`'s memory (StepDef::runs_on_device).
+// communicates over moves `d`'s memory (StepDef::runs_on_device; for a point-to-point-only step,
+// the group's messages do: ProcessGroup::p2p_moves).
 bool step_runs_on(const StepDef& step, const std::vector<int>& mesh_dims, const DeviceMesh& mesh, const Device& d) {
   if (!step.runs_on_device) return false;
-  for (int md : mesh_dims)
-    if (mesh.group(md).home() != d) return false;
+  for (int md : mesh_dims) {
+    const ProcessGroup& g = mesh.group(md);
+    if (g.home() != d && !(step.point_to_point_only && g.p2p_moves(d))) return false;
+  }
   return true;
 }
 

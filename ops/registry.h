@@ -107,6 +107,9 @@ struct StepDef {
   // they are; otherwise (Gloo or threads with device tensors) `run` gets host copies
   // (dispatch/dispatch.cc), counted as a host fallback "<op> (distributed step)".
   bool runs_on_device = false;
+  // True when `run` communicates by point-to-point only (batch_isend_irecv): then a group whose
+  // messages move the device's memory (ProcessGroup::p2p_moves: thread ranks too) is enough.
+  bool point_to_point_only = false;
   // Further conditions on the strategy (null: none), checked when rules are expanded.
   std::function<bool(const OpCall&, const Strategy&)> valid;
 };

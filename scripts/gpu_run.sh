@@ -14,8 +14,9 @@
 #      fallbacks;
 #   5. bench/cuda_bench (JSON kept), summarized: copy bandwidth, each memory-bound kernel as a
 #      fraction of it, bf16 GEMM against cuBLAS, cuDNN SDPA forward and backward TFLOP/s;
-# then prints one Markdown table for BENCHMARKS.md with the device named. Logs and JSON go to $OUT
-# when set (the device tool's output folder), else to a fresh temporary folder.
+# then prints one Markdown table for BENCHMARKS.md with the device named. table.md, cuda_bench.json
+# and the logs (packed at the end as logs.tar.gz) go to $OUT when set (the device tool's output
+# folder, which brings back 8 files at most), else to a fresh temporary folder.
 #
 # Exit: 0 every step passed; 1 a step failed; 2 the bundle is broken (a binary does not load, a
 # library is missing); 77 no GPU visible, every binary loaded.
@@ -308,4 +309,8 @@ PY
 fi
 }
 table | tee "$out/table.md"
+# The device tool brings back at most 8 files: the logs travel as one archive beside table.md and
+# cuda_bench.json.
+(cd "$out" && tar -czf logs.tar.gz --remove-files load_*.err tests train_*.log cuda_bench.log) ||
+  echo "gpu_run: could not pack the logs in $out (left as they are)" >&2
 exit "$rc"

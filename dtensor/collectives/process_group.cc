@@ -184,6 +184,8 @@ void ProcessGroup::broadcast(Tensor& t, int root, Timeout timeout) {
   staged(t, t, [&](const Tensor&, Tensor& o) { do_broadcast(o, root, timeout); });
 }
 
+bool ProcessGroup::p2p_ready(const Tensor& t) const { return t.is_contiguous() && p2p_moves(t.device()); }
+
 void ProcessGroup::batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout) {
   const char* name = "batch_isend_irecv";
   int64_t sent = 0;
@@ -193,7 +195,7 @@ void ProcessGroup::batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout) {
     DT_CHECK(p.peer >= 0 && p.peer < size() && p.peer != rank_, name, " on ", describe(), ": peer ", p.peer,
              " is not another group rank (0..", size() - 1, ", not ", rank_, ")");
     if (p.kind == P2POp::kSend) sent += static_cast<int64_t>(p.tensor.nbytes());
-    all_home = all_home && home_ready(p.tensor, home());
+    all_home = all_home && p2p_ready(p.tensor);
   }
   count(CommKind::kSendRecv, sent);
   if (all_home) {
@@ -202,7 +204,7 @@ void ProcessGroup::batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout) {
   }
   std::vector<P2POp> local = ops;
   for (P2POp& p : local)
-    if (!home_ready(p.tensor, home())) p.tensor = home_copy(p.tensor, home());
+    if (!p2p_ready(p.tensor)) p.tensor = home_copy(p.tensor, home());
   do_batch_isend_irecv(local, timeout);
   for (size_t i = 0; i < ops.size(); ++i)
     if (ops[i].kind == P2POp::kRecv && local[i].tensor.data_ptr() != ops[i].tensor.data_ptr())

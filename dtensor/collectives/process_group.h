@@ -72,6 +72,10 @@ class ProcessGroup {
   // Where the transport reads and writes memory (cpu; NCCL: its GPU). Tensors elsewhere are staged
   // through copies there; code that keeps its buffers on home() avoids them.
   virtual Device home() const { return cpu(); }
+  // True when batch_isend_irecv/send/recv move tensors on `d` as they are (contiguous), without
+  // staging them through home(): home() itself by default; thread ranks (one process) move tensors
+  // on any device, their messages being tensors (threads_backend.h).
+  virtual bool p2p_moves(const Device& d) const { return d == home(); }
 
   // In place: every rank ends with op over all ranks' `t` (avg = sum / size; integer avg truncates).
   // dtype: any. Bytes counted: comm_bytes_sent(kAllReduce, t.nbytes(), size()).
@@ -126,6 +130,7 @@ class ProcessGroup {
 
  private:
   void check_tensor(const char* op, const char* which, const Tensor& t) const;
+  bool p2p_ready(const Tensor& t) const;  // batch_isend_irecv takes t as it is (p2p_moves)
   void check_counts(const char* op, const char* which, const std::vector<int64_t>& counts, int64_t numel) const;
   void count(CommKind kind, int64_t bytes) {
     ++stats_.calls;

@@ -212,6 +212,12 @@ class ThreadsGroup : public ProcessGroup {
     barrier_with("broadcast", nullptr, timeout);
   }
 
+  // A message is a clone of the sent tensor on its device, copied into the receive buffer by the
+  // receiver: no host staging for device tensors. Device work of thread ranks is ordered by the
+  // device's stream, which they share (dtensor::cuda::current_stream's default, the legacy stream):
+  // the clone is queued before the message is posted, the copy after it is taken.
+  bool p2p_moves(const Device&) const override { return true; }
+
   void do_batch_isend_irecv(std::vector<P2POp>& ops, Timeout timeout) override {
     std::unique_lock<std::mutex> l(world_->mu);
     check_alive("batch_isend_irecv");
@@ -232,7 +238,7 @@ class ThreadsGroup : public ProcessGroup {
       DT_CHECK(msg.numel() == op.tensor.numel() && msg.dtype() == op.tensor.dtype(), "recv on ",
                describe(), ": rank ", global_ranks_[op.peer], " sent ", msg.str(),
                " but the receive buffer is ", op.tensor.str());
-      std::memcpy(op.tensor.data_ptr(), msg.data_ptr(), msg.nbytes());
+      op.tensor.copy_(msg.view(op.tensor.sizes()));
     }
   }
 

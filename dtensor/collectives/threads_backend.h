@@ -2,8 +2,9 @@
 // memory: each rank publishes its buffers, then every rank computes its own share of the result,
 // reading the others' buffers directly. Reductions combine ranks in rank order, so every rank gets
 // bit-identical results. Used by the tests, `dtensor explain --run` and the default `dtensor train`.
-// Tensors on a device (CUDA) are staged through host copies (ProcessGroup::staged), so single-GPU
-// tests can run several thread ranks on one GPU.
+// Collectives of tensors on a device (CUDA) are staged through host copies (ProcessGroup::staged),
+// so single-GPU tests can run several thread ranks on one GPU; point-to-point messages stay on the
+// device (p2p_moves: any device).
 #pragma once
 
 #include <functional>

@@ -15,8 +15,8 @@ DType row_dtype(UnaryRow row, DType x, const Shape& shape);
 DType row_dtype(BinaryRow row, DType a, const Shape& a_shape, DType b, const Shape& b_shape);
 // The result dtype of a row with parameters (torch.result_type of x and the parameters as Python
 // numbers). Throws dtensor::Error naming the op, the dtype and shape, when the rule rejects x, and
-// naming the parameters when they fail the row's `valid` condition or an explicit one is NaN where
-// NaN stands for None.
+// naming the parameters when they fail the row's `valid` condition. (An explicit NaN where NaN
+// stands for None is refused earlier, by ops::row_params.)
 DType row_dtype(ParamRow row, DType x, const Shape& shape, const RowParams& p);
 
 // out = f(x) elementwise, dtype row_dtype(row, ...); computed in float for float32/bfloat16/

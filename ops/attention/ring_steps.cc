@@ -50,6 +50,7 @@ StepDef forward_step() {
   step.name = "ring_attention";
   step.one_mesh_dim = true;
   step.runs_on_device = true;  // kernels, Tensor methods and point-to-point only; buffers on the blocks' device
+  step.point_to_point_only = true;
   step.valid = [](const OpCall& c, const Strategy& st) { return only_ring_shards_seq(c, st, {0, 1, 2}); };
   step.traffic = [](const OpCall& c, const Strategy& st, const std::vector<int>& dims) {
     const int n = static_cast<int>(c.mesh_shape()[dims[0]]);
@@ -74,6 +75,7 @@ StepDef backward_step() {
   step.name = "ring_attention";
   step.one_mesh_dim = true;
   step.runs_on_device = true;
+  step.point_to_point_only = true;
   // A partial grad_out (the linear rows on another mesh dim) is left to the other rows: the bfloat16
   // validator run of that combination differed by more than its tolerance (not yet understood).
   step.valid = [](const OpCall& c, const Strategy& st) {

@@ -3,7 +3,8 @@
 // every such step of every op, on each of the op's samples, on 2 thread ranks, gives the
 // single-device cpu result, leaves its outputs on the device and runs no part of itself on host
 // copies (no "<op> (distributed step)" host fallback); over thread groups (host memory, as Gloo) the
-// same step runs on host copies and is counted as a host fallback. The fake device stores every byte inverted,
+// same step runs on host copies and is counted as a host fallback, except a point-to-point-only one
+// (ring attention), whose messages thread ranks move on the device. The fake device stores every byte inverted,
 // so a step that read device memory through a host pointer would compute garbage.
 #include <cmath>
 #include <set>
@@ -64,6 +65,7 @@ TEST(DeviceSteps, RunOnDeviceBlocksWithoutHostCopies) {
       const std::vector<Tensor> want = run_single_device(call, globals);
       for (const Strategy& st : expand_strategies(call, meta, /*check_shardable=*/false)) {
         if (st.step() == 0 || !op.steps.at(st.step() - 1).runs_on_device) continue;
+        const bool p2p_only = op.steps.at(st.step() - 1).point_to_point_only;
         for (bool device_groups : {true, false}) {
           const std::string where = absl::StrCat(call.str(), " strategy ", st.str(), " over ",
                                                  device_groups ? "device-memory groups" : "thread groups (host memory)");
@@ -79,17 +81,27 @@ TEST(DeviceSteps, RunOnDeviceBlocksWithoutHostCopies) {
                                                                 mesh->coordinate(), seed + t)
                                             .to(fake_cuda()));
             }
-            for (DTensor& o : execute_strategy(call, st, meta, inputs, kTimeout)) {
+            const CommStats before = mesh->group(0).stats();
+            std::vector<DTensor> outs = execute_strategy(call, st, meta, inputs, kTimeout);
+            // A step marked point-to-point only must call nothing else (the thread groups'
+            // collectives would stage its device blocks through host memory).
+            for (int k = 0; p2p_only && k < kNumCommKinds; ++k) {
+              if (static_cast<CommKind>(k) == CommKind::kSendRecv) continue;
+              EXPECT_EQ(mesh->group(0).stats().calls_by_kind[k], before.calls_by_kind[k])
+                  << where << ": a point-to-point-only step called " << comm_kind_name(static_cast<CommKind>(k));
+            }
+            for (DTensor& o : outs) {
               EXPECT_EQ(o.local_tensor().device(), fake_cuda()) << where;
               got[b->rank()].push_back(o.full_tensor(kTimeout).to(cpu()));
             }
           });
           // Over host-memory groups the step runs on host copies (fewer copies than staging each
-          // collective), and says so.
+          // collective), and says so; a point-to-point-only step's messages stay on the device over
+          // thread groups too (ProcessGroup::p2p_moves).
           int64_t step_fallbacks = 0;
           for (auto& [n, k] : kernels::host_fallback_counts())
             if (n.find("(distributed step)") != std::string::npos) step_fallbacks += k;
-          EXPECT_EQ(step_fallbacks, device_groups ? 0 : kWorld) << where;
+          EXPECT_EQ(step_fallbacks, device_groups || p2p_only ? 0 : kWorld) << where;
           ASSERT_EQ(got[0].size(), want.size()) << where;
           for (size_t o = 0; o < want.size(); ++o)
             EXPECT_TRUE(close(got[0][o], want[o])) << where << ": output " << o << " " << got[0][o].str() << " want "

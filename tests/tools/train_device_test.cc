@@ -59,7 +59,8 @@ TEST(TrainDevice, FakeDeviceRunMatchesCpu) {
 // kernels/cuda/register.cc fills with a CUDA kernel for every entry (a missing one does not
 // compile), and none may be a distributed step on host copies or a slot whose CUDA adapter sends
 // some cases back to the host (pooling). So with //kernels/cuda linked, `dtensor train --device
-// cuda` leaves the device for no kernel.
+// cuda` leaves the device for no kernel. The context-parallel mesh (cp=2, ring attention over thread
+// ranks) is among them: its block exchange stays on the device.
 TEST(TrainDevice, DefaultModelCallsOnlyKernelsWithACudaVersion) {
   testing::install_fake_cuda();
 #define DT_LISTED_NAME(slot, function, type) #function,
@@ -70,7 +71,9 @@ TEST(TrainDevice, DefaultModelCallsOnlyKernelsWithACudaVersion) {
   TrainOptions sp = small("cuda");
   sp.sequence_parallel = true;
   sp.loss_parallel = true;
-  for (const TrainOptions& o : {small("cuda"), sp}) {
+  TrainOptions cp = small("cuda");
+  cp.mesh = "cp=2";
+  for (const TrainOptions& o : {small("cuda"), sp, cp}) {
     kernels::reset_host_fallback_counts();
     losses(o);
     const auto calls = kernels::host_fallback_counts();

@@ -10,8 +10,9 @@
 //
 // Adding a device kernel: (1) one X(...) line here (`slot` differs from `function` only for
 // overloads: add_s is add(Tensor, Scalar, Scalar)); (2) declare and document the function in
-// kernels/cpu/<family>.h and begin its body with DT_KERNEL_ON_DEVICE(slot, every parameter...);
-// (3) define cuda::<function> in a kernels/cuda/ source (declared already; CUDA callers pass every
+// kernels/cpu/<family>.h and begin its body with DT_KERNEL_ON_DEVICE(slot, every parameter...),
+// preceded at most by argument checks that read no tensor data (one set of checks and messages
+// then serves both kernels); (3) define cuda::<function> in a kernels/cuda/ source (declared already; CUDA callers pass every
 // argument, since a declaration from a type carries no defaults), or in register.cc from a CUDA
 // function with other parameters. A cpu kernel without a device version is not listed: it begins
 // with DT_KERNEL_HOST_ONLY instead.
@@ -133,6 +134,14 @@ using TensorPair = std::pair<Tensor, Tensor>;
   X(cummin_with_carry, cummin_with_carry,                                                           \
     TensorPair(const Tensor& x, int64_t dim, const Tensor& carry_values,                            \
                const Tensor& carry_indices, int64_t index_offset))                                  \
+  /* The scans' backward (kernels/cpu/scan.h). */                                                    \
+  X(cumsum_backward, cumsum_backward, Tensor(const Tensor& grad, int64_t dim))                      \
+  X(cumprod_backward, cumprod_backward,                                                             \
+    Tensor(const Tensor& grad, const Tensor& x, const Tensor& out, int64_t dim))                    \
+  X(logcumsumexp_backward, logcumsumexp_backward,                                                   \
+    Tensor(const Tensor& grad, const Tensor& x, const Tensor& out, int64_t dim))                    \
+  X(cummaxmin_backward, cummaxmin_backward, Tensor(const Tensor& grad, const Tensor& indices,       \
+      const Shape& input_shape, int64_t dim, int64_t index_offset))                                 \
   /* Value-selecting reductions. */                                                                 \
   X(max_dim, max_dim, TensorPair(const Tensor& x, int64_t dim, bool keepdim))                       \
   X(min_dim, min_dim, TensorPair(const Tensor& x, int64_t dim, bool keepdim))                       \
@@ -143,6 +152,10 @@ using TensorPair = std::pair<Tensor, Tensor>;
   X(nanmedian, nanmedian, Tensor(const Tensor& x))                                                  \
   X(nanmedian_dim, nanmedian_dim, TensorPair(const Tensor& x, int64_t dim, bool keepdim))           \
   X(kthvalue, kthvalue, TensorPair(const Tensor& x, int64_t k, int64_t dim, bool keepdim))          \
+  X(value_index_backward, value_index_backward, Tensor(const Tensor& grad_values,                   \
+      const Tensor& indices, const Shape& input_shape, int64_t dim, bool keepdim))                  \
+  X(median_backward, median_backward, Tensor(const Tensor& grad, const Tensor& x,                   \
+      const Tensor& result))                                                                        \
   /* Helpers of the distributed radix select (ops/selection/steps.cc). */                           \
   X(radix_histogram, radix_histogram,                                                               \
     Tensor(const Tensor& x, int64_t dim, const std::vector<uint64_t>& prefix, int shift, int bits)) \
@@ -208,4 +221,8 @@ using TensorPair = std::pair<Tensor, Tensor>;
       const std::optional<Tensor>& weight, const std::string& reduction, int64_t ignore_index,      \
       std::optional<double> total_weight, int64_t class_start, int64_t num_classes))                \
   X(stack, stack, Tensor(const std::vector<Tensor>& tensors, int64_t dim))                          \
-  X(index_select, index_select, Tensor(const Tensor& x, int64_t dim, const Tensor& index))
+  X(index_select, index_select, Tensor(const Tensor& x, int64_t dim, const Tensor& index))          \
+  X(gather, gather, Tensor(const Tensor& self, int64_t dim, const Tensor& index, int64_t offset,    \
+      int64_t full))                                                                                \
+  X(scatter_add, scatter_add, Tensor(const Tensor& self, int64_t dim, const Tensor& index,          \
+      const Tensor& src, int64_t offset, int64_t full))

@@ -79,9 +79,9 @@ void for_each(const char* op, const Tensor& self, int64_t dim, const Tensor& ind
 }  // namespace
 
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, int64_t offset, int64_t full) {
-  DT_KERNEL_HOST_ONLY(gather, self, dim, index, offset, full);
   const char* op = "gather";
   std::tie(dim, full) = check_args(op, self, dim, index, nullptr, offset, full);
+  DT_KERNEL_ON_DEVICE(gather, self, dim, index, offset, full);
   const Tensor s = self.contiguous(), i = index.contiguous().to(DType::kInt64);
   Tensor out = Tensor::zeros(index.sizes(), self.dtype());
   const size_t item = itemsize(self.dtype());
@@ -95,9 +95,9 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, int64_t offs
 
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, int64_t offset,
                    int64_t full) {
-  DT_KERNEL_HOST_ONLY(scatter_add, self, dim, index, src, offset, full);
   const char* op = "scatter_add";
   std::tie(dim, full) = check_args(op, self, dim, index, &src, offset, full);
+  DT_KERNEL_ON_DEVICE(scatter_add, self, dim, index, src, offset, full);
   const DType c = detail::compute_dtype(self.dtype());
   const Tensor i = index.contiguous().to(DType::kInt64), r = src.contiguous().to(c);
   Tensor acc = self.contiguous().to(c).clone();

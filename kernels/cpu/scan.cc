@@ -223,9 +223,9 @@ std::pair<Tensor, Tensor> cummin_with_carry(const Tensor& x, int64_t dim,
 }
 
 Tensor cumsum_backward(const Tensor& grad, int64_t dim) {
-  DT_KERNEL_HOST_ONLY(cumsum_backward, grad, dim);
   check_floating("cumsum_backward", grad, "grad");
   dim = wrap_dim(dim, grad.dim(), "cumsum_backward");
+  DT_KERNEL_ON_DEVICE(cumsum_backward, grad, dim);
   return scan_rows<double>(grad, dim, grad.dtype(),
                            [](const double* g, double* out, int64_t n, int64_t) {
                              double s = 0;
@@ -234,12 +234,12 @@ Tensor cumsum_backward(const Tensor& grad, int64_t dim) {
 }
 
 Tensor cumprod_backward(const Tensor& grad, const Tensor& x, const Tensor& out, int64_t dim) {
-  DT_KERNEL_HOST_ONLY(cumprod_backward, grad, x, out, dim);
   const char* op = "cumprod_backward";
   check_floating(op, grad, "grad");
   check_same_shape(op, x, "input", grad.sizes(), "grad");
   check_same_shape(op, out, "result", grad.sizes(), "grad");
   dim = wrap_dim(dim, grad.dim(), op);
+  DT_KERNEL_ON_DEVICE(cumprod_backward, grad, x, out, dim);
   Tensor xr = rows_of<double>(x, dim), pr = rows_of<double>(out, dim);
   const double* xp = xr.data<double>();
   const double* pp = pr.data<double>();
@@ -256,12 +256,12 @@ Tensor cumprod_backward(const Tensor& grad, const Tensor& x, const Tensor& out, 
 }
 
 Tensor logcumsumexp_backward(const Tensor& grad, const Tensor& x, const Tensor& out, int64_t dim) {
-  DT_KERNEL_HOST_ONLY(logcumsumexp_backward, grad, x, out, dim);
   const char* op = "logcumsumexp_backward";
   check_floating(op, grad, "grad");
   check_same_shape(op, x, "input", grad.sizes(), "grad");
   check_same_shape(op, out, "result", grad.sizes(), "grad");
   dim = wrap_dim(dim, grad.dim(), op);
+  DT_KERNEL_ON_DEVICE(logcumsumexp_backward, grad, x, out, dim);
   Tensor xr = rows_of<double>(x, dim), orr = rows_of<double>(out, dim);
   const double* xp = xr.data<double>();
   const double* op_ = orr.data<double>();
@@ -280,7 +280,6 @@ Tensor logcumsumexp_backward(const Tensor& grad, const Tensor& x, const Tensor& 
 
 Tensor cummaxmin_backward(const Tensor& grad, const Tensor& indices, const Shape& input_shape,
                           int64_t dim, int64_t index_offset) {
-  DT_KERNEL_HOST_ONLY(cummaxmin_backward, grad, indices, input_shape, dim, index_offset);
   const char* op = "cummaxmin_backward";
   check_floating(op, grad, "grad");
   check_same_shape(op, grad, "grad", input_shape, "input_shape");
@@ -288,6 +287,7 @@ Tensor cummaxmin_backward(const Tensor& grad, const Tensor& indices, const Shape
   DT_CHECK(indices.dtype() == DType::kInt64 || indices.dtype() == DType::kInt32, op,
            ": indices must be int64 or int32, got ", dtype_name(indices.dtype()));
   dim = wrap_dim(dim, grad.dim(), op);
+  DT_KERNEL_ON_DEVICE(cummaxmin_backward, grad, indices, input_shape, dim, index_offset);
   Tensor ir = rows_of<int64_t>(indices, dim);
   const int64_t* ip = ir.data<int64_t>();
   return scan_rows<double>(

@@ -274,7 +274,6 @@ std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool
 
 Tensor value_index_backward(const Tensor& grad_values, const Tensor& indices,
                             const Shape& input_shape, int64_t dim, bool keepdim) {
-  DT_KERNEL_HOST_ONLY(value_index_backward, grad_values, indices, input_shape, dim, keepdim);
   const char* op = "value_index_backward";
   check_floating(op, grad_values, "grad_values");
   DT_CHECK(indices.dtype() == DType::kInt64 || indices.dtype() == DType::kInt32, op,
@@ -287,6 +286,7 @@ Tensor value_index_backward(const Tensor& grad_values, const Tensor& indices,
            shape_str(grad_values.sizes()), " and indices ", shape_str(indices.sizes()),
            " must have the reduced shape ", shape_str(want), " of input ", shape_str(input_shape),
            " (dim ", dim, ", keepdim ", keepdim, ")");
+  DT_KERNEL_ON_DEVICE(value_index_backward, grad_values, indices, input_shape, dim, keepdim);
   const std::vector<double> g = grad_values.to_vector<double>();
   const std::vector<int64_t> ix = indices.to_vector<int64_t>();
   const int64_t n = rank == 0 ? 1 : input_shape[dim];
@@ -302,11 +302,11 @@ Tensor value_index_backward(const Tensor& grad_values, const Tensor& indices,
 }
 
 Tensor median_backward(const Tensor& grad, const Tensor& x, const Tensor& result) {
-  DT_KERNEL_HOST_ONLY(median_backward, grad, x, result);
   const char* op = "median_backward";
   check_floating(op, grad, "grad");
   DT_CHECK(grad.numel() == 1 && result.numel() == 1, op, ": grad ", shape_str(grad.sizes()),
            " and result ", shape_str(result.sizes()), " must hold one element");
+  DT_KERNEL_ON_DEVICE(median_backward, grad, x, result);
   const double g = grad.item(), v = result.item();
   std::vector<double> xv = x.to_vector<double>(), out(xv.size(), 0.0);
   auto hit = [&](double e) { return std::isnan(v) ? std::isnan(e) : e == v; };

@@ -221,6 +221,27 @@ void launch_embedding_backward(Compute c, const void* grad, DType grad_dtype, co
                                DType index_dtype, int64_t count, int64_t dim, int64_t num_weights,
                                int64_t padding_idx, int64_t row_start, int64_t row_count, void* acc,
                                int64_t* bad_index, cudaStream_t stream);
+// torch.gather / Tensor.scatter_add along `dim` of a contiguous self, index and src of `rank`
+// dims (<= kMaxDims; index sizes <= self's and src's, as kernels/cpu/gather_scatter.h checks).
+// self holds rows [offset, offset + self_sizes[dim]) of a dim of `full` entries; an index outside
+// [0, full) is reported in bad_index as in launch_embedding.
+struct IndexAlong {
+  int rank = 1;
+  int dim = 0;
+  int64_t index_sizes[kMaxDims] = {};
+  int64_t self_strides[kMaxDims] = {};  // row-major, elements
+  int64_t src_strides[kMaxDims] = {};   // scatter_add only
+  int64_t block = 0;                    // self_sizes[dim]
+  int64_t offset = 0, full = 0;
+};
+// out (index's shape, zeroed by the caller) = self at the indices held here, elem_size bytes each.
+void launch_gather(const IndexAlong& g, const void* self, size_t elem_size, const int64_t* index,
+                   void* out, int64_t* bad_index, cudaStream_t stream);
+// acc (self converted to the compute type c) += src (also of c) at the indices held here, one
+// thread a column of index (its positions that differ only along dim), in index order: the CPU
+// kernel's order, so the same result. Integers wrap.
+void launch_scatter_add(const IndexAlong& g, Compute c, void* acc, const int64_t* index,
+                        const void* src, int64_t* bad_index, cudaStream_t stream);
 
 // ---- Scans along the rows of a contiguous [rows, n] tensor of the compute type
 // (scan_kernels.cu).
@@ -231,6 +252,14 @@ size_t scan_workspace_bytes(ScanKind kind, Compute c, int64_t rows, int64_t n);
 void launch_scan(ScanKind kind, Compute c, const void* in, void* out, int64_t* indices,
                  int64_t rows, int64_t n, void* workspace, size_t workspace_bytes,
                  cudaStream_t stream);
+// The scans' backward over float64 [rows, n] rows, one thread a row, with the recurrences of
+// kernels/cpu/scan.h in the same order: dx from g, and for kProd / kLogSumExp the forward's input
+// x and result out; kMaxMin scatter-adds g at `indices` (int64 rows) minus index_offset, skipping
+// indices of earlier shards and reporting one < 0 or past index_offset + n in bad_index.
+enum class ScanBackwardKind : int32_t { kSum, kProd, kLogSumExp, kMaxMin };
+void launch_scan_backward(ScanBackwardKind kind, const double* g, const double* x, const double* out,
+                          const int64_t* indices, int64_t index_offset, int64_t rows, int64_t n,
+                          double* dx, int64_t* bad_index, cudaStream_t stream);
 
 // ---- Order statistics per row of a contiguous [rows, n] tensor, by radix sort
 // (selection_kernels.cu).
@@ -253,6 +282,15 @@ void launch_index_of_occurrence(const void* x, DType dtype, int64_t outer, int64
 void launch_select(SelectKind kind, int64_t k, const void* in, DType dtype, int64_t rows, int64_t n,
                    void* values, int64_t* indices, void* workspace, size_t workspace_bytes,
                    cudaStream_t stream);
+// value_index_backward: dx (float64 [rows, n], zeroed by the caller) gets g[r] at column
+// indices[r] of row r; an index outside [0, n) is reported in bad_index.
+void launch_value_index_backward(const double* g, const int64_t* indices, int64_t rows, int64_t n,
+                                 double* dx, int64_t* bad_index, cudaStream_t stream);
+// median_backward over `count` float64 x: dx[i] = g / (the number of hits) at the hits, x[i] == v
+// (for a NaN v: x[i] NaN), else 0; g and v are one float64 each on the device; `hits` is one
+// int64 zeroed by the caller.
+void launch_median_backward(const double* x, int64_t count, const double* g, const double* v,
+                            double* dx, int64_t* hits, cudaStream_t stream);
 
 // ---- 2-d pooling over contiguous [planes, H, W] planes (pooling_kernels.cu).
 struct Pool2d {  // 3 spatial dims; 2-d pooling has D = OD = 1, 1-d also H = OH = 1

@@ -155,4 +155,62 @@ std::pair<Tensor, Tensor> cummin_with_carry(const Tensor& x, int64_t dim, const 
                          [](const Tensor& t, int64_t d) { return cummin(t, d); });
 }
 
+namespace {
+
+// The scans' backward: grad (and x, out, indices where the kind uses them) as float64 rows along
+// dim, one thread a row (launch_scan_backward), back to grad's dtype and shape. Shapes, dtypes and
+// dim were checked by the CPU kernel before it sent the call here (kernels/cpu/scan.cc).
+Tensor scan_backward(const char* op, ScanBackwardKind kind, const Tensor& grad, const Tensor* x,
+                     const Tensor* out, const Tensor* indices, int64_t index_offset, int64_t dim) {
+  check_cuda(op, grad, "grad");
+  if (x) check_same_device(op, grad, *x, "input");
+  if (out) check_same_device(op, grad, *out, "result");
+  if (indices) check_same_device(op, grad, *indices, "indices");
+  dim = wrap_dim(dim, grad.dim(), op);
+  DeviceGuard guard(grad.device().index);
+  auto rows = [&](const Tensor& t, DType dt) {
+    return contiguous(to(grad.dim() == 0 ? t.view({1}) : t.movedim(dim, -1), dt));
+  };
+  const Tensor g = rows(grad, DType::kFloat64);
+  const Tensor xr = x ? rows(*x, DType::kFloat64) : Tensor();
+  const Tensor orr = out ? rows(*out, DType::kFloat64) : Tensor();
+  const Tensor ir = indices ? rows(*indices, DType::kInt64) : Tensor();
+  const int64_t n = g.size(-1), nrows = n == 0 ? 0 : g.numel() / n;
+  Tensor dx = Tensor::empty(g.sizes(), DType::kFloat64, grad.device());
+  Tensor record = zeros({2}, DType::kInt64, grad.device());
+  auto ptr = [](const Tensor& t) { return t.defined() ? static_cast<const double*>(t.data_ptr()) : nullptr; };
+  launch_scan_backward(kind, ptr(g), ptr(xr), ptr(orr),
+                       ir.defined() ? static_cast<const int64_t*>(ir.data_ptr()) : nullptr, index_offset, nrows, n,
+                       static_cast<double*>(dx.data_ptr()), static_cast<int64_t*>(record.data_ptr()),
+                       stream_of(grad));
+  check_launch(op);
+  if (kind == ScanBackwardKind::kMaxMin) {
+    const auto [bad, v] = read_error_record(record);
+    DT_CHECK(bad == 0, op, ": index ", v, " out of range for a dim of size ", n, " at offset ", index_offset,
+             " (accepted: 0 <= index < ", index_offset + n, ")");
+  }
+  return contiguous(to(grad.dim() == 0 ? dx.view({}) : dx.movedim(-1, dim), grad.dtype()));
+}
+
+}  // namespace
+
+Tensor cumsum_backward(const Tensor& grad, int64_t dim) {
+  return scan_backward("cumsum_backward", ScanBackwardKind::kSum, grad, nullptr, nullptr, nullptr, 0, dim);
+}
+
+Tensor cumprod_backward(const Tensor& grad, const Tensor& x, const Tensor& out, int64_t dim) {
+  return scan_backward("cumprod_backward", ScanBackwardKind::kProd, grad, &x, &out, nullptr, 0, dim);
+}
+
+Tensor logcumsumexp_backward(const Tensor& grad, const Tensor& x, const Tensor& out, int64_t dim) {
+  return scan_backward("logcumsumexp_backward", ScanBackwardKind::kLogSumExp, grad, &x, &out, nullptr, 0, dim);
+}
+
+Tensor cummaxmin_backward(const Tensor& grad, const Tensor& indices, const Shape& input_shape, int64_t dim,
+                          int64_t index_offset) {
+  (void)input_shape;  // grad's shape (checked by the CPU kernel)
+  return scan_backward("cummaxmin_backward", ScanBackwardKind::kMaxMin, grad, nullptr, nullptr, &indices,
+                       index_offset, dim);
+}
+
 }  // namespace dtensor::kernels::cuda

@@ -14,6 +14,7 @@
 #include <cub/block/block_scan.cuh>
 #include <cub/block/block_store.cuh>
 #include <cub/device/device_scan.cuh>
+#include <math_constants.h>
 
 #include "kernels/cuda/device_util.cuh"
 
@@ -292,6 +293,80 @@ void launch_scan(ScanKind kind, Compute c, const void* in, void* out, int64_t* i
     else
       run_scan<T, int64_t>(kind, x, y, indices, rows, n, workspace, bytes, stream);
   });
+}
+
+namespace {
+
+// kernels/cpu/scan.cc's log_add_exp: NaN propagates; equal infinities give themselves.
+__device__ double log_add_exp_d(double a, double b) {
+  if (isnan(a) || isnan(b)) return CUDART_NAN;
+  const double lo = fmin(a, b), hi = fmax(a, b);
+  if (lo == hi && isinf(lo)) return a;
+  return hi + log1p(exp(lo - hi));
+}
+
+__global__ void scan_backward_kernel(ScanBackwardKind kind, const double* __restrict__ g,
+                                     const double* __restrict__ x, const double* __restrict__ out,
+                                     const int64_t* __restrict__ indices, int64_t index_offset,
+                                     int64_t rows, int64_t n, double* __restrict__ dx, int64_t* bad) {
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows;
+       r += int64_t(gridDim.x) * blockDim.x) {
+    const double* gr = g + r * n;
+    double* d = dx + r * n;
+    switch (kind) {
+      case ScanBackwardKind::kSum: {
+        double s = 0;
+        for (int64_t i = n - 1; i >= 0; --i) d[i] = s += gr[i];
+        break;
+      }
+      case ScanBackwardKind::kProd: {  // S_k = g_k + x_{k+1} * S_{k+1}; dx_k = out_{k-1} * S_k
+        const double* xs = x + r * n;
+        const double* ps = out + r * n;
+        double s = 0;
+        for (int64_t k = n - 1; k >= 0; --k) {
+          s = k + 1 < n ? gr[k] + xs[k + 1] * s : gr[k];
+          d[k] = (k > 0 ? ps[k - 1] : 1.0) * s;
+        }
+        break;
+      }
+      case ScanBackwardKind::kLogSumExp: {
+        const double* xs = x + r * n;
+        const double* os = out + r * n;
+        double pos = -CUDART_INF, neg = -CUDART_INF;
+        for (int64_t j = n - 1; j >= 0; --j) {
+          if (gr[j] > 0) pos = log_add_exp_d(pos, log(gr[j]) - os[j]);
+          if (gr[j] < 0) neg = log_add_exp_d(neg, log(-gr[j]) - os[j]);
+          d[j] = exp(pos + xs[j]) - exp(neg + xs[j]);
+        }
+        break;
+      }
+      case ScanBackwardKind::kMaxMin: {
+        const int64_t* is = indices + r * n;
+        for (int64_t i = 0; i < n; ++i) d[i] = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t at = is[i] - index_offset;
+          if (is[i] >= 0 && at < 0) continue;  // an earlier shard's carry
+          if (at < 0 || at >= n) {
+            bad[0] = 1;
+            atomicExch(reinterpret_cast<unsigned long long*>(bad + 1), static_cast<unsigned long long>(is[i]));
+            continue;
+          }
+          d[at] += gr[i];
+        }
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void launch_scan_backward(ScanBackwardKind kind, const double* g, const double* x, const double* out,
+                          const int64_t* indices, int64_t index_offset, int64_t rows, int64_t n,
+                          double* dx, int64_t* bad_index, cudaStream_t stream) {
+  if (rows == 0 || n == 0) return;
+  scan_backward_kernel<<<grid_for(rows, 128), 128, 0, stream>>>(kind, g, x, out, indices, index_offset, rows,
+                                                                n, dx, bad_index);
 }
 
 }  // namespace dtensor::kernels::cuda::detail

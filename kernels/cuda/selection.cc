@@ -192,4 +192,53 @@ Tensor index_of_occurrence(const Tensor& x, int64_t dim, const Tensor& values, c
   return out;
 }
 
+// The backward of the value-selecting reductions; shapes and dtypes were checked by the CPU
+// kernels before they sent the call here (kernels/cpu/selection.cc).
+Tensor value_index_backward(const Tensor& grad_values, const Tensor& indices, const Shape& input_shape,
+                            int64_t dim, bool keepdim) {
+  const char* op = "value_index_backward";
+  (void)keepdim;  // the reduced positions are in the same order either way
+  check_cuda(op, grad_values, "grad_values");
+  check_same_device(op, grad_values, indices, "indices");
+  const int64_t rank = static_cast<int64_t>(input_shape.size());
+  dim = wrap_dim(dim, rank, op);
+  DeviceGuard guard(grad_values.device().index);
+  const int64_t n = rank == 0 ? 1 : input_shape[dim];
+  Shape rows_shape{1};  // input_shape with dim moved last
+  if (rank > 0) {
+    rows_shape = input_shape;
+    rows_shape.erase(rows_shape.begin() + dim);
+    rows_shape.push_back(n);
+  }
+  const Tensor g = contiguous(to(grad_values, DType::kFloat64));
+  const Tensor ix = contiguous(to(indices, DType::kInt64));
+  Tensor dx = zeros(rows_shape, DType::kFloat64, grad_values.device());
+  Tensor record = zeros({2}, DType::kInt64, grad_values.device());
+  launch_value_index_backward(static_cast<const double*>(g.data_ptr()), static_cast<const int64_t*>(ix.data_ptr()),
+                              g.numel(), n, static_cast<double*>(dx.data_ptr()),
+                              static_cast<int64_t*>(record.data_ptr()), stream_of(g));
+  check_launch(op);
+  const auto [bad, v] = read_error_record(record);
+  DT_CHECK(bad == 0, op, ": index ", v, " out of range for dim ", dim, " of size ", n, " (accepted: 0 <= index < ",
+           n, ")");
+  return contiguous(to(rank == 0 ? dx.view({}) : dx.movedim(-1, dim), grad_values.dtype()));
+}
+
+Tensor median_backward(const Tensor& grad, const Tensor& x, const Tensor& result) {
+  const char* op = "median_backward";
+  check_cuda(op, grad, "grad");
+  check_same_device(op, grad, x, "input");
+  check_same_device(op, grad, result, "result");
+  DeviceGuard guard(grad.device().index);
+  const Tensor xs = contiguous(to(x, DType::kFloat64));
+  const Tensor g = contiguous(to(grad, DType::kFloat64)), v = contiguous(to(result, DType::kFloat64));
+  Tensor dx = Tensor::empty(x.sizes(), DType::kFloat64, x.device());
+  Tensor hits = zeros({1}, DType::kInt64, x.device());
+  launch_median_backward(static_cast<const double*>(xs.data_ptr()), xs.numel(), static_cast<const double*>(g.data_ptr()),
+                         static_cast<const double*>(v.data_ptr()), static_cast<double*>(dx.data_ptr()),
+                         static_cast<int64_t*>(hits.data_ptr()), stream_of(x));
+  check_launch(op);
+  return contiguous(to(dx, grad.dtype()));
+}
+
 }  // namespace dtensor::kernels::cuda

@@ -474,4 +474,52 @@ void launch_select(SelectKind kind, int64_t k, const void* in, DType dtype, int6
                                                 values, indices);
 }
 
+namespace {
+
+__global__ void value_index_backward_kernel(const double* __restrict__ g, const int64_t* __restrict__ indices,
+                                            int64_t rows, int64_t n, double* __restrict__ dx, int64_t* bad) {
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows;
+       r += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = indices[r];
+    if (j < 0 || j >= n) {
+      bad[0] = 1;
+      atomicExch(reinterpret_cast<unsigned long long*>(bad + 1), static_cast<unsigned long long>(j));
+      continue;
+    }
+    dx[r * n + j] = g[r];
+  }
+}
+
+__device__ __forceinline__ bool median_hit(double e, double v) { return isnan(v) ? isnan(e) : e == v; }
+
+__global__ void median_hits_kernel(const double* __restrict__ x, int64_t count, const double* __restrict__ v,
+                                   int64_t* hits) {
+  int64_t mine = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
+    mine += median_hit(x[i], *v) ? 1 : 0;
+  if (mine > 0) atomicAdd(reinterpret_cast<unsigned long long*>(hits), static_cast<unsigned long long>(mine));
+}
+
+__global__ void median_backward_kernel(const double* __restrict__ x, int64_t count, const double* __restrict__ g,
+                                       const double* __restrict__ v, const int64_t* __restrict__ hits,
+                                       double* __restrict__ dx) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
+    dx[i] = median_hit(x[i], *v) ? *g / static_cast<double>(*hits) : 0.0;
+}
+
+}  // namespace
+
+void launch_value_index_backward(const double* g, const int64_t* indices, int64_t rows, int64_t n,
+                                 double* dx, int64_t* bad_index, cudaStream_t stream) {
+  if (rows == 0) return;
+  value_index_backward_kernel<<<grid_for(rows, 256), 256, 0, stream>>>(g, indices, rows, n, dx, bad_index);
+}
+
+void launch_median_backward(const double* x, int64_t count, const double* g, const double* v,
+                            double* dx, int64_t* hits, cudaStream_t stream) {
+  if (count == 0) return;
+  median_hits_kernel<<<grid_for(count, 256), 256, 0, stream>>>(x, count, v, hits);
+  median_backward_kernel<<<grid_for(count, 256), 256, 0, stream>>>(x, count, g, v, hits, dx);
+}
+
 }  // namespace dtensor::kernels::cuda::detail

@@ -314,5 +314,44 @@ TEST_F(ShapeOps, IndexSelect) {
       "index_select: index 5 out of range");
 }
 
+// gather and scatter_add against the CPU kernels: every dim, an index smaller than self (and src)
+// in the other dims with repeats, int32 and int64 indices, floating and integer dtypes; a block of a
+// sharded dim (offset, full: indices of other blocks give 0 / are dropped); a 0-d self; bad indices.
+TEST_F(ShapeOps, GatherScatterAdd) {
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kInt64, DType::kInt32})
+    for (DType it : {DType::kInt64, DType::kInt32}) {
+      const Tensor self = rand({5, 6, 7}, 53, dt, -9, 9);
+      for (int64_t dim : {0, 1, 2, -1}) {
+        const std::string what = absl::StrCat(dtype_name(dt), " ", dtype_name(it), " dim ", dim);
+        const int64_t d = dim < 0 ? dim + 3 : dim;
+        Shape is{4, 5, 6};
+        is[d] = 9;  // longer than self along dim: repeats
+        const Tensor idx = randint(is, 54, self.size(d), it);
+        expect_matches(C::gather(G(self), dim, G(idx), 0, -1), K::gather(self, dim, idx), 0, "gather " + what);
+        Shape ss = is;
+        ss[0] += 1;  // src larger than index
+        const Tensor src = rand(ss, 55, dt, -9, 9);
+        expect_matches(C::scatter_add(G(self), dim, G(idx), G(src), 0, -1), K::scatter_add(self, dim, idx, src),
+                       0, "scatter_add " + what);
+        // self as the block [2, 2 + size) of a dim of size + 4.
+        const int64_t full = self.size(d) + 4;
+        const Tensor wide = randint(is, 56, full, it);
+        expect_matches(C::gather(G(self), dim, G(wide), 2, full), K::gather(self, dim, wide, 2, full), 0,
+                       "gather block " + what);
+        expect_matches(C::scatter_add(G(self), dim, G(wide), G(src), 2, full),
+                       K::scatter_add(self, dim, wide, src, 2, full), 0, "scatter_add block " + what);
+      }
+    }
+  const Tensor s = Tensor::full({}, 3.0, DType::kFloat64), i0 = Tensor::full({}, 0.0, DType::kInt64);
+  expect_matches(C::gather(G(s), 0, G(i0), 0, -1), K::gather(s, 0, i0), 0, "gather 0-d");
+  expect_matches(C::scatter_add(G(s), 0, G(i0), G(s), 0, -1), K::scatter_add(s, 0, i0, s), 0, "scatter_add 0-d");
+  const Tensor x = rand({4, 3}, 57);
+  const Tensor bad = Tensor::from_vector<int64_t>({0, 4}, {2, 1});
+  expect_error([&] { C::gather(G(x), 0, G(bad), 0, -1); },
+               "gather: index 4 is out of range for a dim of size 4 (accepted: indices in [0, 4))");
+  expect_error([&] { K::scatter_add(G(x), 0, G(bad), G(rand({2, 1}, 58)), 0, -1); },
+               "scatter_add: index 4 is out of range for a dim of size 4");
+}
+
 }  // namespace
 }  // namespace dtensor::cuda::testing

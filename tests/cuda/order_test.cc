@@ -29,6 +29,14 @@ Tensor tricky(DType dt) {
 
 using Scan = CudaTest;
 
+// f of each value of t (as double), cast to dt.
+template <typename F>
+Tensor mapped(const Tensor& t, F f, DType dt) {
+  std::vector<double> v = t.to_vector<double>();
+  for (double& e : v) e = f(e);
+  return Tensor::from_vector(v, t.sizes()).to(dt);
+}
+
 TEST_F(Scan, EveryScanAlongEveryDim) {
   for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kInt64, DType::kInt32,
                    DType::kBool}) {
@@ -118,6 +126,39 @@ TEST_F(Scan, CarriedScansMatchTheCpu) {
   }
 }
 
+// The scans' backward against the CPU kernels (both in float64): grads of both signs and zeros in
+// x (cumprod's exact zeros), every dim, float32 and bfloat16 grads, a 0-d tensor; cummaxmin with
+// the forward's indices and, as on a shard, an offset with indices of earlier shards skipped.
+TEST_F(Scan, BackwardMatchesTheCpu) {
+  for (DType dt : {DType::kFloat64, DType::kFloat32, DType::kBFloat16}) {
+    const Tensor x = mapped(randint({5, 9, 4}, 71, 5, DType::kFloat64), [](double e) { return e - 2; }, dt);
+    const Tensor g = rand({5, 9, 4}, 72, dt, -2, 2);
+    for (int64_t dim : {0, 1, -1}) {
+      const std::string w = absl::StrCat(dtype_name(dt), " dim ", dim);
+      const double t = dt == DType::kFloat64 ? 1e-12 : tol(dt);
+      expect_matches(C::cumsum_backward(G(g), dim), K::cumsum_backward(g, dim), t, "cumsum_backward " + w);
+      const Tensor p = K::cumprod(x, dim), l = K::logcumsumexp(x, dim);
+      expect_matches(C::cumprod_backward(G(g), G(x), G(p), dim), K::cumprod_backward(g, x, p, dim), t,
+                     "cumprod_backward " + w);
+      expect_matches(C::logcumsumexp_backward(G(g), G(x), G(l), dim), K::logcumsumexp_backward(g, x, l, dim), t,
+                     "logcumsumexp_backward " + w);
+      const Tensor idx = K::cummax(x, dim).second;
+      expect_matches(C::cummaxmin_backward(G(g), G(idx), x.sizes(), dim, 0),
+                     K::cummaxmin_backward(g, idx, x.sizes(), dim, 0), 0, "cummaxmin_backward " + w);
+      // A shard at offset 3: indices 0..2 are an earlier shard's carry (skipped); the rest shift by 3.
+      const Tensor shifted = mapped(idx, [](double e) { return e < 1 ? e : e + 3; }, DType::kInt64);
+      expect_matches(C::cummaxmin_backward(G(g), G(shifted), x.sizes(), dim, 3),
+                     K::cummaxmin_backward(g, shifted, x.sizes(), dim, 3), 0, "cummaxmin_backward offset " + w);
+    }
+  }
+  const Tensor s = Tensor::full({}, 1.5, DType::kFloat64);
+  expect_matches(C::cumsum_backward(G(s), 0), K::cumsum_backward(s, 0), 0, "0-d");
+  // An index past the dim (hostile input) is an error naming it, as on the CPU.
+  const Tensor bad = Tensor::from_vector(std::vector<double>{0, 7}, {2}).to(DType::kInt64);
+  EXPECT_THROW(C::cummaxmin_backward(G(rand({2}, 73, DType::kFloat64)), G(bad), Shape{2}, 0, 0), Error);
+  EXPECT_THROW(K::cummaxmin_backward(G(rand({2}, 73, DType::kFloat64)), G(bad), Shape{2}, 0, 0), Error);
+}
+
 using Selection = CudaTest;
 
 TEST_F(Selection, MaxMinArgmaxArgminWithTiesAndNaN) {
@@ -189,6 +230,37 @@ TEST_F(Selection, MedianNanmedianKthvalue) {
   expect_matches(C::nanmedian(G(Tensor::zeros({0}))), K::nanmedian(Tensor::zeros({0})), 0);
   EXPECT_THROW(C::kthvalue(G(rand({3, 4}, 1)), 5, 1, false), Error);
   EXPECT_THROW(C::median_dim(G(Tensor::zeros({3, 0})), 1, false), Error);
+}
+
+// value_index_backward and median_backward against the CPU kernels: the indices of max/median over
+// every dim (keepdim both ways), a 0-d input; the whole-tensor median's grad split over ties and
+// over NaNs; bad indices are errors.
+TEST_F(Selection, BackwardMatchesTheCpu) {
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16}) {
+    const Tensor x = randint({6, 7, 3}, 81, 4, DType::kFloat64).to(dt);  // many ties
+    for (int64_t dim : {0, 1, 2, -1})
+      for (bool keep : {false, true}) {
+        const std::string w = absl::StrCat(dtype_name(dt), " dim ", dim, keep ? " keepdim" : "");
+        const Tensor idx = K::max_dim(x, dim, keep).second;
+        const Tensor g = rand(idx.sizes(), 82, dt, -3, 3);
+        expect_matches(C::value_index_backward(G(g), G(idx), x.sizes(), dim, keep),
+                       K::value_index_backward(g, idx, x.sizes(), dim, keep), 0, "value_index_backward " + w);
+      }
+    const Tensor g0 = Tensor::full({}, 2.5, dt);
+    expect_matches(C::median_backward(G(g0), G(x), G(K::median(x))), K::median_backward(g0, x, K::median(x)), 0,
+                   std::string("median_backward ") + dtype_name(dt));
+    const Tensor t = tricky(dt == DType::kBFloat16 ? DType::kFloat32 : dt);
+    const Tensor nan = Tensor::full({}, kNaN, t.dtype());
+    expect_matches(C::median_backward(G(g0.to(t.dtype())), G(t), G(nan)),
+                   K::median_backward(g0.to(t.dtype()), t, nan), 0, "median_backward over NaNs");
+  }
+  const Tensor s = Tensor::full({}, 4.0, DType::kFloat64), i0 = Tensor::full({}, 0.0, DType::kInt64);
+  expect_matches(C::value_index_backward(G(s), G(i0), Shape{}, 0, false), K::value_index_backward(s, i0, Shape{}, 0, false),
+                 0, "0-d");
+  const Tensor bad = Tensor::from_vector(std::vector<double>{1, 5}, {2}).to(DType::kInt64);
+  const Tensor g2 = rand({2}, 83, DType::kFloat64);
+  EXPECT_THROW(C::value_index_backward(G(g2), G(bad), Shape{2, 3}, 1, false), Error);
+  EXPECT_THROW(K::value_index_backward(G(g2), G(bad), Shape{2, 3}, 1, false), Error);
 }
 
 // The distributed radix select's helpers (ops/selection/steps.cc) against the CPU kernels: every

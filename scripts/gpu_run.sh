@@ -20,16 +20,18 @@
 #
 # Exit: 0 every step passed; 1 a step failed; 2 the bundle is broken (a binary does not load, a
 # library is missing); 77 no GPU visible, every binary loaded.
-# Usage: bash scripts/gpu_run.sh [BUNDLE] [--quick]   (BUNDLE: the folder gpu_bundle.sh made; default
-#        .gpu_bundle beside scripts/, or this script's folder when it is the bundle's run.sh; --quick:
-#        short benchmark times). The archive is unpacked into a temporary folder.
+# Usage: bash scripts/gpu_run.sh [BUNDLE] [--quick] [--tests-only]   (BUNDLE: the folder gpu_bundle.sh
+#        made; default .gpu_bundle beside scripts/, or this script's folder when it is the bundle's
+#        run.sh; --quick: short benchmark times; --tests-only: steps 1 to 3 only, to recheck kernels
+#        in less device time). The archive is unpacked into a temporary folder.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bundle="" quick=0
+bundle="" quick=0 tests_only=0
 for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
-    -*) echo "gpu_run: unknown flag $a (accepted: --quick)" >&2; exit 2 ;;
+    --tests-only) tests_only=1 ;;
+    -*) echo "gpu_run: unknown flag $a (accepted: --quick, --tests-only)" >&2; exit 2 ;;
     *) bundle=$a ;;
   esac
 done
@@ -44,7 +46,18 @@ mkdir -p "$out"
 # Unpacked with Python's tarfile (lzma), which needs no xz program.
 packed=$(cd "$bundle" && pwd)/bundle.tar.xz
 unpack=$(mktemp -d)
-trap 'rm -rf "$unpack"' EXIT
+# The device tool brings back at most 8 files: on every exit the logs are packed into one archive
+# beside table.md and cuda_bench.json.
+pack_logs() {
+  local pack=() f
+  for f in "$out"/load_*.err "$out"/tests "$out"/train_*.log "$out"/cuda_bench.log; do
+    [ -e "$f" ] && pack+=("$(basename "$f")")
+  done
+  ((${#pack[@]})) || return 0
+  (cd "$out" && tar -czf logs.tar.gz --remove-files "${pack[@]}") ||
+    echo "gpu_run: could not pack the logs in $out (left as they are)" >&2
+}
+trap 'pack_logs; rm -rf "$unpack"' EXIT
 bundle=$unpack/bundle
 python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$packed" "$bundle" ||
   { echo "gpu_run: cannot unpack $packed" >&2; exit 2; }
@@ -203,7 +216,8 @@ while read -r _ n k names; do
   record "needs $n GPUs (this machine has $gpus)" "not run" "$k cases: $names"
 done < <(grep '^NEEDS ' <<<"$summary")
 
-# ---- 4. Training on the GPU against one rank.
+# ---- 4. Training on the GPU against one rank (not with --tests-only).
+if [ "$tests_only" -eq 0 ]; then
 small="--steps 20 --log-every 1000 --sample 0 --text $text"
 train_row() {  # label, then dtensor train flags
   local label=$1; shift
@@ -222,6 +236,7 @@ train_row "--device cuda --mesh tp=2 (threads)" --device cuda --mesh tp=2
 train_row "--backend nccl --device cuda --mesh tp=1" --backend nccl --device cuda --mesh tp=1
 train_row "--device cuda --moe 4 --top-k 2 --mesh ep=2,tp=2" --device cuda --moe 4 --top-k 2 --mesh ep=2,tp=2
 train_row "--device cuda --mesh cp=2" --device cuda --mesh cp=2
+fi
 
 # ---- 5. Kernel benchmarks.
 # 5 repetitions, interleaved at random, so each figure is a median with its spread.
@@ -230,7 +245,9 @@ bench_args=(--benchmark_counters_tabular=true --benchmark_out="$out/cuda_bench.j
             --benchmark_report_aggregates_only=false)
 [ "$quick" -eq 1 ] && bench_args+=(--benchmark_min_time=0.05)
 s=$(date +%s)
-if timeout -k 10 240 "$bundle/bin/cuda_bench" "${bench_args[@]}" >"$out/cuda_bench.log" 2>&1; then
+if [ "$tests_only" -eq 1 ]; then
+  : # no benchmarks
+elif timeout -k 10 240 "$bundle/bin/cuda_bench" "${bench_args[@]}" >"$out/cuda_bench.log" 2>&1; then
   # A benchmark that reported an error (SkipWithError) did not measure anything: a failure here.
   errors=$(python3 -c 'import json, sys
 b = json.load(open(sys.argv[1]))["benchmarks"]
@@ -309,8 +326,4 @@ PY
 fi
 }
 table | tee "$out/table.md"
-# The device tool brings back at most 8 files: the logs travel as one archive beside table.md and
-# cuda_bench.json.
-(cd "$out" && tar -czf logs.tar.gz --remove-files load_*.err tests train_*.log cuda_bench.log) ||
-  echo "gpu_run: could not pack the logs in $out (left as they are)" >&2
 exit "$rc"

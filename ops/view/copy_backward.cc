@@ -1,6 +1,6 @@
 // Backward of the copies (ops/view/copy_defs.cc): clone and alias pass the gradient, flip flips it
 // back, repeat sums its tiles, constant_pad_nd crops the padding (a pad of the negated amounts),
-// and fill's output does not depend on its input (a zero gradient, as torch's).
+// and the outputs of fill and full_like do not depend on their input (a zero gradient, as torch's).
 #include "autograd/backward_util.h"
 #include "ops/family.h"
 
@@ -31,6 +31,7 @@ void register_copy_backward(Registry&) {
     return Grads{call_op1("constant_pad_nd", {c.grad(0), iv(crop), iv(0.0)})};
   });
   def("fill.Scalar", [](const BackwardCtx& c) { return Grads{full_like(c.inputs[0], 0.0)}; });
+  def("full_like", [](const BackwardCtx& c) { return Grads{full_like(c.inputs[0], 0.0)}; });
 }
 
 DTENSOR_FAMILY_PART("view", kBackward, register_copy_backward);

@@ -1,5 +1,5 @@
 // Whole-tensor copies and rearrangements with ATen's semantics: clone, alias, flip, repeat,
-// constant_pad_nd and fill.Scalar. Their kernels are Tensor methods and device-dispatched kernels
+// constant_pad_nd, fill.Scalar and full_like. Their kernels are Tensor methods and device-dispatched kernels
 // (index_select, copy_), so they run where their input is. Rules: ops/view/copy_rules.cc; backward:
 // ops/view/copy_backward.cc.
 #include <set>
@@ -152,6 +152,24 @@ void define_copy_ops(Registry& reg) {
            return std::vector<Sample>{sample({{5, 4}}, {T(0), V(2.5)}),
                                       sample({{3, 6}}, {T(0), I(-4)}, {}, {DType::kInt64})};
          });
+  // full_like: fill's output in `dtype` (default self's; the value cast as torch casts it: 2.5 -> 2
+  // for integers). ATen's layout, device, pin_memory and memory_format arguments are the bridge's
+  // to check (a strided tensor on self's device).
+  OpDef& like = define_view_op(
+      reg, "full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None) -> Tensor", CostClass::kElementwise,
+      [](const OpCall& c) {
+        const DType d = c.has("dtype") ? guard(c, [&] { return dtype_from_name(c.get_str("dtype")); }) : c.tensor(0).dtype;
+        return std::vector<TensorMeta>{{c.tensor(0).shape, d}};
+      },
+      [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
+        return one(Tensor::full(in[0].sizes(), c.get_double("fill_value"), ctx.out_meta[0].dtype, in[0].device()));
+      },
+      [] {
+        return std::vector<Sample>{sample({{5, 4}}, {T(0), V(-1.25)}),
+                                   sample({{3, 6}}, {T(0), V(2.5)}, {{"dtype", V(std::string("int64"))}}),
+                                   sample({{4, 3}}, {T(0), I(7)}, {}, {DType::kInt64})};
+      });
+  like.aten.aliases = {{"full_like", "full_like"}};  // ATen's layout/device/memory_format checked, then dropped
 }
 
 DTENSOR_FAMILY_PART("view", kDefinitions, define_copy_ops);

@@ -2,8 +2,8 @@
 // repeated, padded) stays whole: its blocks would land elsewhere than a Shard places them. Every
 // other dim shards as it is. Partial inputs: a copy or rearrangement passes every Partial op; the
 // pad value v of constant_pad_nd passes max/min/avg (v on every rank reduces to v) and sum only
-// when v is 0; fill's output does not depend on the input's values, so a Partial input gives a
-// Replicate output with no communication.
+// when v is 0; the outputs of fill and full_like do not depend on the input's values, so a Partial
+// input gives a Replicate output with no communication.
 #include "ops/family.h"
 #include "strategies/common.h"
 
@@ -63,12 +63,13 @@ void register_copy_rules(Registry& reg) {
     shard_rows(rules, rank, 0, [&](int64_t d) { return !padded[d]; });
     return rules;
   };
-  reg.mutable_find("fill.Scalar").rules = [](const OpCall& c, const OutMeta&) {
-    RuleList rules;
-    for (ReduceOp op : kAllOps) rules.push_back(row({Replicate()}, {Partial(op)}));
-    shard_rows(rules, rank_of(c), 0, [](int64_t) { return true; });
-    return rules;
-  };
+  for (const char* name : {"fill.Scalar", "full_like"})
+    reg.mutable_find(name).rules = [](const OpCall& c, const OutMeta&) {
+      RuleList rules;
+      for (ReduceOp op : kAllOps) rules.push_back(row({Replicate()}, {Partial(op)}));
+      shard_rows(rules, rank_of(c), 0, [](int64_t) { return true; });
+      return rules;
+    };
 }
 
 DTENSOR_FAMILY_PART("view", kRules, register_copy_rules);

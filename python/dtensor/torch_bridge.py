@@ -536,11 +536,25 @@ def _philox_bernoulli_adapt(a, k):
     return (x, float(b.get("p", 0.5)), seed, offset), {"dtype": _dtype_name(x.dtype)}
 
 
+def _full_like_adapt(a, k):
+    """full_like(self, fill_value, *, dtype, layout, device, pin_memory, memory_format) ->
+    full_like(self, fill_value, dtype=...): a strided tensor on self's device (the memory format
+    changes no value)."""
+    b = _bind(aten.full_like.default, a, k)
+    x = b["self"]
+    if b.get("device") is not None and torch.device(b["device"]) != x.device:
+        raise UnsupportedOpError(f"bridge: full_like of {x._spec} onto device {b['device']}; accepted: self's device")
+    if b.get("layout") not in (None, torch.strided):
+        raise UnsupportedOpError(f"bridge: full_like of {x._spec} with layout {b['layout']}; accepted: torch.strided")
+    return (x, b["fill_value"]), {"dtype": _dtype_name(b.get("dtype") or x.dtype)}
+
+
 _ADAPTERS = {
     "philox_dropout": _philox_dropout_adapt,
     "philox_like": _philox_like_adapt,
     "philox_bernoulli": _philox_bernoulli_adapt,
     "to_copy": _to_adapt,
+    "full_like": _full_like_adapt,
     "unbiased": _unbiased_adapt,
     "embedding_backward": _embedding_backward_adapt,
     "nll_loss_backward": _nll_loss_backward_adapt,
@@ -594,10 +608,14 @@ def _expand_as(func, args, kwargs):
 
 
 def _fill_like(func, args, kwargs):
-    """ones_like/zeros_like/empty_like/full_like (autograd's seed of backward): a fresh tensor of the
-    input's shape. A Partial input's block has the whole shape along that mesh dim, so the filled
-    block is laid out as Replicate there (filling Partial(sum) pieces with ones would sum to k)."""
+    """ones_like/zeros_like/empty_like (autograd's seed of backward): a fresh tensor of the input's
+    shape, on its device. A Partial input's block has the whole shape along that mesh dim, so the
+    filled block is laid out as Replicate there (filling Partial(sum) pieces with ones would sum to
+    k). full_like is dtensor's own op (ops/view/copy_defs.cc, _full_like_adapt)."""
     x = args[0]
+    if kwargs.get("device") is not None and torch.device(kwargs["device"]) != x.device:
+        raise UnsupportedOpError(f"bridge: {func} of {x._spec} onto device {kwargs['device']}; "
+                                 f"accepted: self's device")
     local = func(x._local, *args[1:], **kwargs)
     spec = x._spec
     if spec.has_partial or _dtype_name(local.dtype) != spec.dtype:
@@ -865,7 +883,6 @@ _SPECIAL = {
     "ones_like": _fill_like,
     "zeros_like": _fill_like,
     "empty_like": _fill_like,
-    "full_like": _fill_like,
     "copy_": _copy_,
     "zero_": _fill_,
     "fill_": _fill_,

@@ -456,6 +456,24 @@ def copy_op(name, params, op=None):
     return tr
 
 
+def full_like(s):
+    # full_like(input, fill_value, *, dtype=None, ...): dtensor's takes the dtype by name; layout,
+    # device and memory format change no value.
+    kw = positional(s, ["fill_value"])
+    dtype = kw.pop("dtype", None)
+    if dtype is not None:
+        if dtype not in DTYPE_NAMES:
+            raise Skip(f"dtype {dtype} is not one of dtensor's", "full_like")
+        kw["dtype"] = DTYPE_NAMES[dtype]
+    for k in ("layout", "device", "pin_memory", "memory_format", "requires_grad"):
+        kw.pop(k, None)
+    if isinstance(kw.get("fill_value"), bool):
+        kw["fill_value"] = int(kw["fill_value"])
+    return Call("full_like", [s.input], kw,
+                lambda x, fill_value, dtype=None: torch.full_like(x, fill_value, dtype=dtype and {v: k for k, v in DTYPE_NAMES.items()}[dtype]),
+                partial="all", grad=True)
+
+
 # (OpInfo name, variant_test_name) -> translator. dtensor op names come from the Call.
 TRANSLATORS = {
     **{(n, ""): unary(n, grad=True) for n in ROW_UNARY},
@@ -545,6 +563,7 @@ TRANSLATORS = {
     ("repeat", ""): copy_op("repeat", ["repeats"]),
     ("constant_pad_nd", ""): copy_op("constant_pad_nd", ["pad", "value"]),
     ("fill", ""): copy_op("fill", ["value"], op="fill.Scalar"),
+    ("full_like", ""): full_like,
     ("nn.functional.hardtanh", ""): param_row("hardtanh", ["min_val", "max_val"]),
     ("nn.functional.leaky_relu", ""): param_row("leaky_relu", ["negative_slope"]),
     ("nn.functional.elu", ""): param_row("elu", ["alpha"]),

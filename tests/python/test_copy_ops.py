@@ -44,3 +44,27 @@ def test_rearranging_a_sharded_dim_gathers_it_first(name, args, ref):
     for placements, full in dtensor.run_threads(2, fn):
         assert placements[0] != Shard(0)  # dim 0 is flipped, padded (2, 0), repeated: never kept sharded
         np.testing.assert_array_equal(full, want)
+
+
+def test_bridge_full_like_keeps_shards_and_takes_the_dtype():
+    # torch.full_like on a bridge tensor runs dtensor's full_like: the shards stay (no gather), a
+    # Partial input gives a Replicate output (its values are not the input's), the dtype argument
+    # and an integer's truncation are torch's, and a device change is refused by name.
+    from dtensor import Partial, bridge
+
+    def fn(w):
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+        x = bridge.distribute(torch.from_numpy(X), mesh, [Shard(0)])
+        a = torch.full_like(x, 2.5, dtype=torch.float64)
+        b = torch.full_like(x.to(torch.int64), 2.5)
+        c = torch.full_like(bridge.from_local(torch.ones(7, 5), mesh, [Partial()], shape=(7, 5)), -1.0)
+        for like in (lambda: torch.full_like(x, 1.0, device="meta"), lambda: torch.zeros_like(x, device="meta")):
+            with pytest.raises(Exception, match="_like.*device meta"):
+                like()
+        return tuple(a.placements), a.full_tensor(), b.full_tensor(), (tuple(c.placements), c.full_tensor())
+
+    for pa, fa, fb, pc in dtensor.run_threads(2, fn):
+        assert pa == (Shard(0),)
+        assert torch.equal(fa, torch.full((7, 5), 2.5, dtype=torch.float64))
+        assert torch.equal(fb, torch.full((7, 5), 2, dtype=torch.int64))
+        assert pc[0] == (Replicate(),) and torch.equal(pc[1], torch.full((7, 5), -1.0))

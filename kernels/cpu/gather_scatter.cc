@@ -116,4 +116,20 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
   return acc.to(self.dtype());
 }
 
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, int64_t offset,
+               int64_t full) {
+  DT_KERNEL_HOST_ONLY(scatter, self, dim, index, src, offset, full);
+  const char* op = "scatter";
+  std::tie(dim, full) = check_args(op, self, dim, index, &src, offset, full);
+  const Tensor i = index.contiguous().to(DType::kInt64), r = src.contiguous();
+  Tensor out = self.contiguous().clone();
+  const size_t item = itemsize(self.dtype());
+  const auto* rp = static_cast<const unsigned char*>(r.data_ptr());
+  auto* op_ = static_cast<unsigned char*>(out.data_ptr());
+  for_each(op, self, dim, i, &src, offset, full, [&](int64_t, int64_t at, int64_t from) {
+    if (at >= 0) std::memcpy(op_ + at * item, rp + from * item, item);
+  });
+  return out;
+}
+
 }  // namespace dtensor::kernels

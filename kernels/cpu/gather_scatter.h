@@ -1,4 +1,4 @@
-// gather and scatter_add along a dim (torch.gather / torch.Tensor.scatter_add semantics), also on a
+// gather, scatter and scatter_add along a dim (torch.gather / Tensor.scatter / Tensor.scatter_add semantics), also on a
 // block of self that holds rows [offset, offset + self.size(dim)) of a dim of `full` entries (a
 // shard along dim): gather then reads only the indices the block holds (zero elsewhere: a
 // Partial(sum) piece) and scatter_add adds only the contributions that land in it.
@@ -24,5 +24,12 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, int64_t offs
 // src has self's dtype. Throws naming scatter_add as gather does.
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, int64_t offset = 0,
                    int64_t full = -1);
+
+// self with src[p] written at self[p with p[dim] = index[p] - offset], in index's row-major order (of
+// two writes to one element the later wins, as torch's CPU kernel; torch leaves that order
+// unspecified); src has self's dtype; writes outside the block are dropped. Host only. Throws
+// naming scatter as gather does.
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, int64_t offset = 0,
+               int64_t full = -1);
 
 }  // namespace dtensor::kernels

@@ -1,7 +1,7 @@
 // d index_select(self, dim, index) / d self = index_select_backward(grad, self.shape, dim, index):
 // the gradient rows scatter-added back to the indices they came from; index has none.
 // index_add(self, dim, index, source, alpha): self's gradient is grad, source's is
-// alpha * index_select(grad, dim, index).
+// alpha * index_select(grad, dim, index). gather, scatter_add and scatter below.
 #include "autograd/backward_util.h"
 #include "ops/family.h"
 
@@ -29,6 +29,21 @@ void register_indexing_backward(Registry&) {
     DT_CHECK(index == src, "scatter_add backward: src ", shape_str(src), " is larger than index ", shape_str(index),
              "; accepted for src's gradient: src and index of the same shape (as torch)");
     return Grads{c.grad(0), std::nullopt, call_op1("gather", {c.grad(0), iv(c.call.get_int("dim")), c.inputs[1]})};
+  });
+  // scatter: self's gradient is grad with the written elements zeroed, src's is grad gathered at
+  // the indices (torch's derivatives.yaml, overwritten duplicates included).
+  def("scatter.src", [](const BackwardCtx& c) {
+    const Shape& src = c.inputs[2].shape();
+    const Shape& index = c.inputs[1].shape();
+    DT_CHECK(index == src, "scatter backward: src ", shape_str(src), " is larger than index ", shape_str(index),
+             "; accepted for src's gradient: src and index of the same shape (as torch)");
+    const IValue dim = iv(c.call.get_int("dim"));
+    return Grads{call_op1("scatter.value", {c.grad(0), dim, c.inputs[1], iv(0.0)}), std::nullopt,
+                 call_op1("gather", {c.grad(0), dim, c.inputs[1]})};
+  });
+  def("scatter.value", [](const BackwardCtx& c) {
+    return Grads{call_op1("scatter.value", {c.grad(0), iv(c.call.get_int("dim")), c.inputs[1], iv(0.0)}),
+                 std::nullopt};
   });
   def("index_add", [](const BackwardCtx& c) {
     const double alpha = c.call.get_double("alpha");

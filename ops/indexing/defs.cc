@@ -6,10 +6,15 @@
 // holds (zero elsewhere, a Partial(sum) piece), the others produce the rows of their output block.
 // The kernels are the embedding ones over self seen as [size(dim), rest] (ops/embedding), so a
 // device runs them as well; they check the index range, except the masked lookup (check_range).
-// gather(self, dim, index) and scatter_add(self, dim, index, src) (torch's semantics: index int64
-// or int32 with self's rank) run kernels/cpu/gather_scatter.h, which handles a block of self along dim
-// (gather: a Partial(sum) piece of the indices it holds; scatter_add: what lands in it) and checks
-// every index against the whole dim; host only (no CUDA kernel yet).
+// gather(self, dim, index), scatter_add(self, dim, index, src) and scatter.src / scatter.value
+// (torch's semantics: index int64 or int32 with self's rank) run kernels/cpu/gather_scatter.h, which
+// handles a block of self along dim (gather: a Partial(sum) piece of the indices it holds; the
+// scatters: what lands in it) and checks every index against the whole dim; gather and scatter_add
+// have CUDA kernels, scatter runs on the host.
+#include <algorithm>
+#include <numeric>
+#include <random>
+
 #include "kernels/cpu/backward.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gather_scatter.h"
@@ -241,27 +246,38 @@ void define_gather(Registry& reg) {
   op.make_input = index_into_self;
 }
 
+// scatter_add / scatter.src: index as gather's; src (self's dtype and rank) at least index's size.
+std::vector<TensorMeta> scatter_meta(const OpCall& c) {
+  check_gather_index(c, 1);
+  if (c.tensor(2).dtype != c.tensor(0).dtype)
+    fail(c, absl::StrCat("src has dtype ", dtype_name(c.tensor(2).dtype), ", self ", dtype_name(c.tensor(0).dtype),
+                         "; accepted: the same dtype"));
+  const Shape& index = c.tensor(1).shape;
+  const Shape& src = c.tensor(2).shape;
+  const bool scalar_src = c.tensor(0).shape.empty() && src.size() <= 1 && numel(src) <= 1;
+  if (src.size() != c.tensor(0).shape.size() && !scalar_src)
+    fail(c, absl::StrCat("src ", shape_str(src), " for self ", shape_str(c.tensor(0).shape),
+                         "; accepted: as many dims as self"));
+  for (size_t i = 0; i < index.size() && i < src.size(); ++i)
+    if (index[i] > src[i])
+      fail(c, absl::StrCat("index ", shape_str(index), " is larger than src ", shape_str(src), " at dim ", i,
+                           "; accepted: index.size(d) <= src.size(d)"));
+  return std::vector<TensorMeta>{c.tensor(0)};
+}
+
+// The samples of scatter_add and scatter.src: index along dim 0, 1 and -1, src larger than index in one.
+std::vector<Sample> scatter_samples() {
+  const std::vector<DType> f_i_f = {DType::kFloat32, DType::kInt64, DType::kFloat32};
+  return {sample({{7, 5}, {4, 5}, {4, 5}}, {T(0), I(0), T(1), T(2)}, {}, f_i_f),
+          sample({{4, 9, 3}, {4, 6, 3}, {4, 6, 3}}, {T(0), I(1), T(1), T(2)}, {}, f_i_f),
+          sample({{5, 6}, {5, 9}, {5, 9}}, {T(0), I(-1), T(1), T(2)}, {}, f_i_f)};
+}
+
 void define_scatter_add(Registry& reg) {
   OpDef& op = reg.define("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", "indexing");
   op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
   op.aten.layout_dependent = true;  // a block of self along dim adds only what lands in it
-  op.meta = [](const OpCall& c) {
-    check_gather_index(c, 1);
-    if (c.tensor(2).dtype != c.tensor(0).dtype)
-      fail(c, absl::StrCat("src has dtype ", dtype_name(c.tensor(2).dtype), ", self ", dtype_name(c.tensor(0).dtype),
-                           "; accepted: the same dtype"));
-    const Shape& index = c.tensor(1).shape;
-    const Shape& src = c.tensor(2).shape;
-    const bool scalar_src = c.tensor(0).shape.empty() && src.size() <= 1 && numel(src) <= 1;
-    if (src.size() != c.tensor(0).shape.size() && !scalar_src)
-      fail(c, absl::StrCat("src ", shape_str(src), " for self ", shape_str(c.tensor(0).shape),
-                           "; accepted: as many dims as self"));
-    for (size_t i = 0; i < index.size() && i < src.size(); ++i)
-      if (index[i] > src[i])
-        fail(c, absl::StrCat("index ", shape_str(index), " is larger than src ", shape_str(src), " at dim ", i,
-                             "; accepted: index.size(d) <= src.size(d)"));
-    return std::vector<TensorMeta>{c.tensor(0)};
-  };
+  op.meta = scatter_meta;
   op.kernel = guarded([](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
     const Shape& global = c.tensor(0).shape;
     if (global.empty()) return one(kernels::scatter_add(in[0], 0, in[1], in[2]));
@@ -269,13 +285,69 @@ void define_scatter_add(Registry& reg) {
     const int64_t offset = ctx.out_block(0).second[d];
     return one(kernels::scatter_add(in[0], d, in[1], in[2], offset, global[d]));
   }, {0});  // the result is made of self: a rank with no index or src rows still returns its piece
-  op.samples = [] {
-    const std::vector<DType> f_i_f = {DType::kFloat32, DType::kInt64, DType::kFloat32};
-    return std::vector<Sample>{sample({{7, 5}, {4, 5}, {4, 5}}, {T(0), I(0), T(1), T(2)}, {}, f_i_f),
-                               sample({{4, 9, 3}, {4, 6, 3}, {4, 6, 3}}, {T(0), I(1), T(1), T(2)}, {}, f_i_f),
-                               sample({{5, 6}, {5, 9}, {5, 9}}, {T(0), I(-1), T(1), T(2)}, {}, f_i_f)};
-  };
+  op.samples = scatter_samples;
   op.make_input = index_into_self;
+}
+
+// Sample inputs of scatter: an index whose values are distinct along dim within each column (torch
+// leaves duplicates' winner unspecified and its src gradient counts overwritten elements), the
+// others random.
+Tensor distinct_index_into_self(int i, const OpCall& c, uint64_t seed) {
+  if (i != 1) return index_into_self(i, c, seed);
+  const Shape& self = c.tensor(0).shape;
+  const Shape& index = c.tensor(1).shape;
+  if (self.empty()) return index_into_self(i, c, seed);
+  const int64_t d = dim_arg(c, static_cast<int64_t>(self.size())), n = self[d], len = index[d];
+  if (len > n) fail(c, absl::StrCat("a sample with ", len, " distinct indices in a dim of size ", n));
+  int64_t inner = 1;
+  for (size_t k = d + 1; k < index.size(); ++k) inner *= index[k];
+  const int64_t columns = len == 0 ? 0 : numel(index) / len;
+  std::vector<double> v(numel(index));
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> perm(n);
+  for (int64_t col = 0; col < columns; ++col) {
+    std::iota(perm.begin(), perm.end(), int64_t{0});
+    std::shuffle(perm.begin(), perm.end(), rng);
+    const int64_t first = (col / inner) * len * inner + col % inner;
+    for (int64_t j = 0; j < len; ++j) v[first + j * inner] = static_cast<double>(perm[j]);
+  }
+  return Tensor::from_vector(v, index).to(c.tensor(1).dtype);
+}
+
+// scatter.src / scatter.value: self with src's elements (or the value) written at the indices; a
+// block of self along dim writes only what lands in it (the kernel of scatter_add's layout).
+void define_scatter(Registry& reg) {
+  for (bool value : {false, true}) {
+    OpDef& op = reg.define(value ? "scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"
+                                 : "scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
+                           "indexing");
+    op.cost = cost(CostClass::kOnePass, Keeps::kNothing);
+    op.aten.layout_dependent = true;
+    op.meta = value ? MetaFn([](const OpCall& c) {
+      check_gather_index(c, 1);
+      return std::vector<TensorMeta>{c.tensor(0)};
+    })
+                    : MetaFn(scatter_meta);
+    op.kernel = guarded([value](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
+      const Tensor src =
+          value ? Tensor::full(in[1].sizes(), c.get_double("value"), in[0].dtype(), in[0].device()) : in[2];
+      const Shape& global = c.tensor(0).shape;
+      if (global.empty()) return one(kernels::scatter(in[0], 0, in[1], src));
+      const int64_t d = dim_arg(c, static_cast<int64_t>(global.size()));
+      return one(kernels::scatter(in[0], d, in[1], src, ctx.out_block(0).second[d], global[d]));
+    }, {0});
+    op.samples = [value] {
+      const std::vector<DType> f_i_f = {DType::kFloat32, DType::kInt64, DType::kFloat32};
+      const std::vector<DType> f_i(f_i_f.begin(), f_i_f.begin() + 2);
+      if (value)
+        return std::vector<Sample>{sample({{7, 5}, {4, 5}}, {T(0), I(0), T(1), V(2.5)}, {}, f_i),
+                                   sample({{5, 6}, {5, 4}}, {T(0), I(-1), T(1), I(-3)}, {}, f_i)};
+      return std::vector<Sample>{sample({{7, 5}, {4, 5}, {4, 5}}, {T(0), I(0), T(1), T(2)}, {}, f_i_f),
+                                 sample({{4, 9, 3}, {4, 6, 3}, {4, 6, 3}}, {T(0), I(1), T(1), T(2)}, {}, f_i_f),
+                                 sample({{5, 6}, {5, 4}, {5, 4}}, {T(0), I(-1), T(1), T(2)}, {}, f_i_f)};
+    };
+    op.make_input = distinct_index_into_self;
+  }
 }
 
 void define_indexing_ops(Registry& reg) {
@@ -284,6 +356,7 @@ void define_indexing_ops(Registry& reg) {
   define_index_add(reg);
   define_gather(reg);
   define_scatter_add(reg);
+  define_scatter(reg);
 }
 
 }  // namespace

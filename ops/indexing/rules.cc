@@ -102,6 +102,37 @@ void register_indexing_rules(Registry& reg) {
       rules.push_back(row({Partial(op)}, {Partial(op), Replicate(), Partial(op)}));
     return rules;
   };
+  // scatter.src (self, index, src) / scatter.value (self, index): the sharded rows of scatter_add
+  // but no Partial(sum) from an index sharded along dim (a rank's piece keeps self where another
+  // rank writes). The written elements replace self's, every rank writing the same positions: a
+  // Partial(op) self with a Partial(op) src passes every op (piece by piece, each element is self's
+  // or src's), and with a replicated src or the value, the ops that give c from c on every rank
+  // (avg, max, min).
+  for (bool value : {false, true})
+    reg.mutable_find(value ? "scatter.value" : "scatter.src").rules = [value](const OpCall& c, const OutMeta&) {
+      RuleList rules;
+      const Shape& self = c.tensor(0).shape;
+      const Shape& index = c.tensor(1).shape;
+      if (self.empty()) return rules;
+      const int32_t d = static_cast<int32_t>(norm_dim(c.get_int("dim"), static_cast<int64_t>(self.size())));
+      // A row: the output's placement, then self's, index's and (scatter.src) src's.
+      auto add = [&](Placement out, Placement s, Placement i, Placement r) {
+        Rule x;
+        x.outputs.push_back(out);
+        x.inputs = {s, i};
+        if (!value) x.inputs.push_back(r);
+        rules.push_back(x);
+      };
+      for (int32_t i = 0; i < static_cast<int32_t>(self.size()); ++i)
+        if (i != d && self[i] == index[i] && (value || index[i] == c.tensor(2).shape[i]))
+          add(Shard(i), Shard(i), Shard(i), Shard(i));
+      add(Shard(d), Shard(d), Replicate(), Replicate());
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) {
+        if (!value) add(Partial(op), Partial(op), Replicate(), Partial(op));
+        if (op != ReduceOp::kSum) add(Partial(op), Partial(op), Replicate(), Replicate());
+      }
+      return rules;
+    };
 }
 
 }  // namespace

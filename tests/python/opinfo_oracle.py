@@ -368,6 +368,20 @@ def scatter_add(s):
                 partial="all", grad=True)
 
 
+def scatter(s):
+    # scatter(input, dim, index, src | value, *, reduce=None): scatter.src for a tensor src, scatter.value for a number.
+    kw = positional(s, ["dim", "index", "src"])
+    if kw.get("reduce") is not None:
+        raise Skip("scatter with reduce= (scatter.reduce / scatter.value_reduce)", "scatter")
+    kw.pop("reduce", None)
+    src = kw.pop("value") if "value" in kw else kw.pop("src")
+    args = [s.input, kw.pop("dim"), kw.pop("index")]
+    if isinstance(src, torch.Tensor):
+        return Call("scatter.src", args + [src], kw, aten("scatter"), partial="all", grad=True)
+    return Call("scatter.value", args + [int(src) if isinstance(src, bool) else src], kw, aten("scatter"),
+                partial="all", grad=True)
+
+
 def index_add(s):
     kw = positional(s, ["dim", "index", "source"])
     return Call("index_add", [s.input, kw.pop("dim"), kw.pop("index"), kw.pop("source")], kw, aten("index_add"),
@@ -555,6 +569,7 @@ TRANSLATORS = {
     ("index_add", ""): index_add,
     ("gather", ""): gather,
     ("scatter_add", ""): scatter_add,
+    ("scatter", ""): scatter,
     ("nn.functional.scaled_dot_product_attention", ""): sdpa,
     ("to", ""): to,
     ("clamp", ""): clamp,

@@ -1,6 +1,10 @@
 #include "kernels/cpu/gather_scatter.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "kernels/cpu/loops.h"
 #include "kernels/device_dispatch.h"
@@ -112,6 +116,73 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
       else
         a[at] += rp[from];
     });
+  });
+  return acc.to(self.dtype());
+}
+
+namespace {
+template <typename T>
+bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
+  return false;
+}
+}  // namespace
+
+Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                      bool include_self, int64_t offset, int64_t full) {
+  DT_KERNEL_HOST_ONLY(scatter_reduce, self, dim, index, src, reduce, include_self, offset, full);
+  const char* op = "scatter_reduce";
+  enum { kSum, kProd, kMean, kMax, kMin } kind;
+  if (reduce == "sum") kind = kSum;
+  else if (reduce == "prod") kind = kProd;
+  else if (reduce == "mean") kind = kMean;
+  else if (reduce == "amax") kind = kMax;
+  else if (reduce == "amin") kind = kMin;
+  else DT_FAIL(op, ": reduce '", reduce, "'; accepted: sum, prod, mean, amax, amin");
+  std::tie(dim, full) = check_args(op, self, dim, index, &src, offset, full);
+  const DType c = detail::compute_dtype(self.dtype());
+  const Tensor i = index.contiguous().to(DType::kInt64), r = src.contiguous().to(c);
+  Tensor acc = self.contiguous().to(c).clone();
+  std::vector<int64_t> count(static_cast<size_t>(acc.numel()), include_self ? 1 : 0);
+  detail::dispatch_compute(c, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* a = acc.data<T>();
+    const T* rp = r.data<T>();
+    for_each(op, self, dim, i, &src, offset, full, [&](int64_t, int64_t at, int64_t from) {
+      if (at < 0) return;
+      const T v = rp[from];
+      T& x = a[at];
+      if (count[at]++ == 0) {
+        x = v;
+        return;
+      }
+      switch (kind) {
+        case kSum:
+        case kMean:
+          if constexpr (std::is_integral_v<T>) x = detail::wrap_add(x, v);
+          else x += v;
+          break;
+        case kProd:
+          x = static_cast<T>(x * v);
+          break;
+        case kMax:
+          x = is_nan(x) || is_nan(v) ? (is_nan(x) ? x : v) : std::max(x, v);
+          break;
+        case kMin:
+          x = is_nan(x) || is_nan(v) ? (is_nan(x) ? x : v) : std::min(x, v);
+          break;
+      }
+    });
+    if (kind == kMean)
+      for (int64_t k = 0; k < acc.numel(); ++k) {
+        if (count[k] <= 1) continue;
+        if constexpr (std::is_integral_v<T>) {
+          const T q = a[k] / count[k];
+          a[k] = q * count[k] > a[k] ? q - 1 : q;  // floor
+        } else {
+          a[k] /= static_cast<T>(count[k]);
+        }
+      }
   });
   return acc.to(self.dtype());
 }

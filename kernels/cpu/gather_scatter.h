@@ -32,4 +32,13 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, int64_t offset = 0,
                int64_t full = -1);
 
+// torch's Tensor.scatter_reduce: every element of self that index points at becomes reduce ("sum",
+// "prod", "mean", "amax", "amin") over the src elements landing there, and self's own when
+// include_self (else self's is left out; elements nothing lands on keep self's). In the compute type
+// (as scatter_add), in index's row-major order; NaN propagates through amax/amin; an integer mean
+// rounds down (floor), as torch's. Host only. Throws naming scatter_reduce for an unknown reduce,
+// and as gather does.
+Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                      bool include_self, int64_t offset = 0, int64_t full = -1);
+
 }  // namespace dtensor::kernels

@@ -45,6 +45,27 @@ void register_indexing_backward(Registry&) {
     return Grads{call_op1("scatter.value", {c.grad(0), iv(c.call.get_int("dim")), c.inputs[1], iv(0.0)}),
                  std::nullopt};
   });
+  // scatter_reduce (sum, mean; torch's derivatives.yaml): with include_self, self's gradient is grad
+  // (mean: over each element's count), else grad zeroed where src lands; src's is grad (mean: over
+  // the count) gathered at the indices. amax, amin and prod have no backward here.
+  def("scatter_reduce.two", [](const BackwardCtx& c) {
+    const std::string r = c.call.get_str("reduce");
+    DT_CHECK(r == "sum" || r == "mean", "scatter_reduce backward: reduce '", r,
+             "' has no backward in dtensor yet; accepted: sum, mean");
+    const Shape& src = c.inputs[2].shape();
+    DT_CHECK(c.inputs[1].shape() == src, "scatter_reduce backward: src ", shape_str(src), " is larger than index ",
+             shape_str(c.inputs[1].shape()), "; accepted for src's gradient: src and index of the same shape (as torch)");
+    const bool inc = c.call.get_bool("include_self");
+    const IValue dim = iv(c.call.get_int("dim"));
+    DTensor g = c.grad(0);
+    if (r == "mean") {  // the count of each element: self's own (include_self) and what lands on it
+      const DTensor n = call_op1("scatter_add", {full_like(c.inputs[0], inc ? 1.0 : 0.0), dim, c.inputs[1],
+                                                 full_like(c.inputs[2], 1.0)});
+      g = F::div(g, F::maximum(n, full_like(n, 1.0)));
+    }
+    const DTensor self_grad = inc ? g : call_op1("scatter.value", {c.grad(0), dim, c.inputs[1], iv(0.0)});
+    return Grads{self_grad, std::nullopt, call_op1("gather", {g, dim, c.inputs[1]})};
+  });
   def("index_add", [](const BackwardCtx& c) {
     const double alpha = c.call.get_double("alpha");
     DTensor g = call_op1("index_select", {c.grad(0), iv(c.call.get_int("dim")), c.inputs[1]});

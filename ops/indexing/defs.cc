@@ -350,6 +350,40 @@ void define_scatter(Registry& reg) {
   }
 }
 
+// scatter_reduce.two: scatter.src's layout and checks; reduce and include_self as torch's.
+void define_scatter_reduce(Registry& reg) {
+  OpDef& op = reg.define(
+      "scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor",
+      "indexing");
+  op.cost = cost(CostClass::kOnePass, Keeps::kInputsAndOutput);
+  op.aten.layout_dependent = true;
+  op.meta = [](const OpCall& c) {
+    const std::string r = c.get_str("reduce");
+    if (r != "sum" && r != "prod" && r != "mean" && r != "amax" && r != "amin")
+      fail(c, absl::StrCat("reduce '", r, "'; accepted: sum, prod, mean, amax, amin"));
+    return scatter_meta(c);
+  };
+  op.kernel = guarded([](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
+    const std::string r = c.get_str("reduce");
+    const bool inc = c.get_bool("include_self");
+    const Shape& global = c.tensor(0).shape;
+    if (global.empty()) return one(kernels::scatter_reduce(in[0], 0, in[1], in[2], r, inc));
+    const int64_t d = dim_arg(c, static_cast<int64_t>(global.size()));
+    return one(kernels::scatter_reduce(in[0], d, in[1], in[2], r, inc, ctx.out_block(0).second[d], global[d]));
+  }, {0});
+  // sum and mean (the reduces with a backward here); amax, amin and prod are compared with torch by
+  // the OpInfo oracle (tests/python/opinfo_oracle.py).
+  op.samples = [] {
+    const std::vector<DType> f_i_f = {DType::kFloat32, DType::kInt64, DType::kFloat32};
+    auto s = [&](const char* r, bool inc, Shape a, Shape b, int64_t dim) {
+      return sample({a, b, b}, {T(0), I(dim), T(1), T(2), V(std::string(r))}, {{"include_self", V(inc)}}, f_i_f);
+    };
+    return std::vector<Sample>{s("sum", true, {7, 5}, {9, 5}, 0), s("sum", false, {4, 9, 3}, {4, 6, 3}, 1),
+                               s("mean", true, {5, 6}, {5, 9}, -1), s("mean", false, {7, 5}, {9, 5}, 0)};
+  };
+  op.make_input = index_into_self;
+}
+
 void define_indexing_ops(Registry& reg) {
   define_index_select(reg);
   define_index_select_backward(reg);
@@ -357,6 +391,7 @@ void define_indexing_ops(Registry& reg) {
   define_gather(reg);
   define_scatter_add(reg);
   define_scatter(reg);
+  define_scatter_reduce(reg);
 }
 
 }  // namespace

@@ -133,6 +133,32 @@ void register_indexing_rules(Registry& reg) {
       }
       return rules;
     };
+  // scatter_reduce.two (self, index, src): scatter_add's sharded rows; Partial(sum/avg) self and src
+  // together for sum and a floating mean (linear in both, the counts fixed by the index), Partial(max) for amax
+  // and Partial(min) for amin, also with a replicated src (a max of maxes); none for prod.
+  reg.mutable_find("scatter_reduce.two").rules = [](const OpCall& c, const OutMeta&) {
+    RuleList rules;
+    const Shape& self = c.tensor(0).shape;
+    const Shape& index = c.tensor(1).shape;
+    const Shape& src = c.tensor(2).shape;
+    if (self.empty()) return rules;
+    const int32_t d = static_cast<int32_t>(norm_dim(c.get_int("dim"), static_cast<int64_t>(self.size())));
+    for (int32_t i = 0; i < static_cast<int32_t>(self.size()); ++i)
+      if (i != d && self[i] == index[i] && index[i] == src[i])
+        rules.push_back(row({Shard(i)}, {Shard(i), Shard(i), Shard(i)}));
+    rules.push_back(row({Shard(d)}, {Shard(d), Replicate(), Replicate()}));
+    const std::string r = c.get_str("reduce");
+    // An integer mean rounds down, which does not add up over pieces.
+    if (r == "sum" || (r == "mean" && is_floating(c.tensor(0).dtype)))
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg})
+        rules.push_back(row({Partial(op)}, {Partial(op), Replicate(), Partial(op)}));
+    if (r == "amax" || r == "amin") {
+      const ReduceOp op = r == "amax" ? ReduceOp::kMax : ReduceOp::kMin;
+      rules.push_back(row({Partial(op)}, {Partial(op), Replicate(), Partial(op)}));
+      rules.push_back(row({Partial(op)}, {Partial(op), Replicate(), Replicate()}));
+    }
+    return rules;
+  };
 }
 
 }  // namespace

@@ -382,6 +382,15 @@ def scatter(s):
                 partial="all", grad=True)
 
 
+def scatter_reduce(s):
+    # scatter_reduce(input, dim, index, src, reduce, *, include_self=True); gradients compared for
+    # the reduces dtensor differentiates (sum, mean).
+    kw = positional(s, ["dim", "index", "src", "reduce"])
+    reduce = kw.pop("reduce")
+    args = [s.input, kw.pop("dim"), kw.pop("index"), kw.pop("src"), reduce]
+    return Call("scatter_reduce.two", args, kw, aten("scatter_reduce"), partial="all", grad=reduce in ("sum", "mean"))
+
+
 def index_add(s):
     kw = positional(s, ["dim", "index", "source"])
     return Call("index_add", [s.input, kw.pop("dim"), kw.pop("index"), kw.pop("source")], kw, aten("index_add"),
@@ -570,6 +579,7 @@ TRANSLATORS = {
     ("gather", ""): gather,
     ("scatter_add", ""): scatter_add,
     ("scatter", ""): scatter,
+    **{("scatter_reduce", r): scatter_reduce for r in ("sum", "prod", "mean", "amax", "amin")},
     ("nn.functional.scaled_dot_product_attention", ""): sdpa,
     ("to", ""): to,
     ("clamp", ""): clamp,

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 from dtensor import bridge  # noqa: E402
 
 LIST = pathlib.Path(__file__).with_name("core_aten_ops.txt")
-NATIVE_AT_LEAST = 114  # 2026-11-28, torch 2.15.0: 114 of 164 (+ full_like, scatter)
+NATIVE_AT_LEAST = 115  # 2026-11-28, torch 2.15.0: 115 of 164 (+ full_like, scatter, scatter_reduce)
 
 
 def core_packets():

@@ -97,49 +97,19 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, int64_t offs
   return out;
 }
 
-Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, int64_t offset,
-                   int64_t full) {
-  const char* op = "scatter_add";
-  std::tie(dim, full) = check_args(op, self, dim, index, &src, offset, full);
-  DT_KERNEL_ON_DEVICE(scatter_add, self, dim, index, src, offset, full);
-  const DType c = detail::compute_dtype(self.dtype());
-  const Tensor i = index.contiguous().to(DType::kInt64), r = src.contiguous().to(c);
-  Tensor acc = self.contiguous().to(c).clone();
-  detail::dispatch_compute(c, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* a = acc.data<T>();
-    const T* rp = r.data<T>();
-    for_each(op, self, dim, i, &src, offset, full, [&](int64_t, int64_t at, int64_t from) {
-      if (at < 0) return;
-      if constexpr (std::is_integral_v<T>)
-        a[at] = detail::wrap_add(a[at], rp[from]);
-      else
-        a[at] += rp[from];
-    });
-  });
-  return acc.to(self.dtype());
-}
-
 namespace {
+
 template <typename T>
 bool is_nan(T v) {
   if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
   return false;
 }
-}  // namespace
 
-Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
-                      bool include_self, int64_t offset, int64_t full) {
-  DT_KERNEL_HOST_ONLY(scatter_reduce, self, dim, index, src, reduce, include_self, offset, full);
-  const char* op = "scatter_reduce";
-  enum { kSum, kProd, kMean, kMax, kMin } kind;
-  if (reduce == "sum") kind = kSum;
-  else if (reduce == "prod") kind = kProd;
-  else if (reduce == "mean") kind = kMean;
-  else if (reduce == "amax") kind = kMax;
-  else if (reduce == "amin") kind = kMin;
-  else DT_FAIL(op, ": reduce '", reduce, "'; accepted: sum, prod, mean, amax, amin");
-  std::tie(dim, full) = check_args(op, self, dim, index, &src, offset, full);
+enum class Reduce { kSum, kProd, kMean, kMax, kMin };
+
+// scatter_add (kSum with include_self) and scatter_reduce, after their argument checks.
+Tensor reduce_at(const char* op, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                 Reduce kind, bool include_self, int64_t offset, int64_t full) {
   const DType c = detail::compute_dtype(self.dtype());
   const Tensor i = index.contiguous().to(DType::kInt64), r = src.contiguous().to(c);
   Tensor acc = self.contiguous().to(c).clone();
@@ -157,23 +127,23 @@ Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, cons
         return;
       }
       switch (kind) {
-        case kSum:
-        case kMean:
+        case Reduce::kSum:
+        case Reduce::kMean:
           if constexpr (std::is_integral_v<T>) x = detail::wrap_add(x, v);
           else x += v;
           break;
-        case kProd:
+        case Reduce::kProd:
           x = static_cast<T>(x * v);
           break;
-        case kMax:
+        case Reduce::kMax:
           x = is_nan(x) || is_nan(v) ? (is_nan(x) ? x : v) : std::max(x, v);
           break;
-        case kMin:
+        case Reduce::kMin:
           x = is_nan(x) || is_nan(v) ? (is_nan(x) ? x : v) : std::min(x, v);
           break;
       }
     });
-    if (kind == kMean)
+    if (kind == Reduce::kMean)
       for (int64_t k = 0; k < acc.numel(); ++k) {
         if (count[k] <= 1) continue;
         if constexpr (std::is_integral_v<T>) {
@@ -185,6 +155,31 @@ Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, cons
       }
   });
   return acc.to(self.dtype());
+}
+
+}  // namespace
+
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, int64_t offset,
+                   int64_t full) {
+  const char* op = "scatter_add";
+  std::tie(dim, full) = check_args(op, self, dim, index, &src, offset, full);
+  DT_KERNEL_ON_DEVICE(scatter_add, self, dim, index, src, offset, full);
+  return reduce_at(op, self, dim, index, src, Reduce::kSum, true, offset, full);
+}
+
+Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                      bool include_self, int64_t offset, int64_t full) {
+  DT_KERNEL_HOST_ONLY(scatter_reduce, self, dim, index, src, reduce, include_self, offset, full);
+  const char* op = "scatter_reduce";
+  Reduce kind;
+  if (reduce == "sum") kind = Reduce::kSum;
+  else if (reduce == "prod") kind = Reduce::kProd;
+  else if (reduce == "mean") kind = Reduce::kMean;
+  else if (reduce == "amax") kind = Reduce::kMax;
+  else if (reduce == "amin") kind = Reduce::kMin;
+  else DT_FAIL(op, ": reduce '", reduce, "'; accepted: sum, prod, mean, amax, amin");
+  std::tie(dim, full) = check_args(op, self, dim, index, &src, offset, full);
+  return reduce_at(op, self, dim, index, src, kind, include_self, offset, full);
 }
 
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, int64_t offset,

@@ -18,6 +18,25 @@ struct Bytes {
   unsigned char b[kBytes];
 };
 
+// go(Bytes<elem_size>{}) for elements of 1, 2, 4 or 8 bytes (8: any other size, never sent).
+template <typename F>
+void by_element_size(size_t elem_size, F&& go) {
+  switch (elem_size) {
+    case 1:
+      go(Bytes<1>{});
+      break;
+    case 2:
+      go(Bytes<2>{});
+      break;
+    case 4:
+      go(Bytes<4>{});
+      break;
+    default:
+      go(Bytes<8>{});
+      break;
+  }
+}
+
 template <typename E>
 __global__ void index_select_kernel(const E* in, int64_t outer, int64_t n, int64_t inner,
                                     const void* indices, DType index_dtype, int64_t count, E* out,
@@ -85,20 +104,7 @@ void launch_index_select(const void* in, int64_t outer, int64_t n, int64_t inner
                                                             inner, indices, index_dtype, count,
                                                             static_cast<E*>(out), bad_index);
   };
-  switch (elem_size) {
-    case 1:
-      go(Bytes<1>{});
-      break;
-    case 2:
-      go(Bytes<2>{});
-      break;
-    case 4:
-      go(Bytes<4>{});
-      break;
-    default:
-      go(Bytes<8>{});
-      break;
-  }
+  by_element_size(elem_size, go);
 }
 
 void launch_embedding_backward(Compute c, const void* grad, DType grad_dtype, const void* indices,
@@ -196,20 +202,7 @@ void launch_gather(const IndexAlong& g, const void* self, size_t elem_size, cons
     gather_kernel<E><<<blocks, kThreads, 0, stream>>>(g, static_cast<const E*>(self), index, count,
                                                       static_cast<E*>(out), bad_index);
   };
-  switch (elem_size) {
-    case 1:
-      go(Bytes<1>{});
-      break;
-    case 2:
-      go(Bytes<2>{});
-      break;
-    case 4:
-      go(Bytes<4>{});
-      break;
-    default:
-      go(Bytes<8>{});
-      break;
-  }
+  by_element_size(elem_size, go);
 }
 
 void launch_scatter_add(const IndexAlong& g, Compute c, void* acc, const int64_t* index,

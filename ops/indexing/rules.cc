@@ -6,6 +6,8 @@
 // index_add: self and source share every dim but the indexed one; self sharded along dim adds the
 // rows of its block (source and index replicated); Partial(sum/avg) of self and source together
 // passes (linear in both).
+#include <functional>
+
 #include "ops/family.h"
 #include "strategies/common.h"
 
@@ -28,6 +30,35 @@ RuleList indexed_rules(const OpCall& c, size_t rank, int n_in, With with, More m
     rules.push_back(r);
   }
   more(rules, Shard(d));
+  return rules;
+}
+
+// A row of a scatter: the output's placement, then self's, index's and (with src) src's.
+using ScatterRow = std::function<void(Placement, Placement, Placement, Placement)>;
+
+// The rows of scatter_add, scatter and scatter_reduce (tensor inputs self, index and, `with_src`,
+// src): every tensor sharded on a dim other than dim where their sizes agree; then `partial(add, d)`
+// adds the op's own rows; then self sharded along dim, index and src replicated (a block takes
+// what lands in it). None for a 0-d self.
+template <typename Partials>
+RuleList scatter_rules(const OpCall& c, bool with_src, Partials partial) {
+  RuleList rules;
+  const Shape& self = c.tensor(0).shape;
+  const Shape& index = c.tensor(1).shape;
+  if (self.empty()) return rules;
+  const int32_t d = static_cast<int32_t>(norm_dim(c.get_int("dim"), static_cast<int64_t>(self.size())));
+  const ScatterRow add = [&](Placement out, Placement s, Placement i, Placement r) {
+    Rule x;
+    x.outputs.push_back(out);
+    x.inputs = {s, i};
+    if (with_src) x.inputs.push_back(r);
+    rules.push_back(x);
+  };
+  for (int32_t i = 0; i < static_cast<int32_t>(self.size()); ++i)
+    if (i != d && self[i] == index[i] && (!with_src || index[i] == c.tensor(2).shape[i]))
+      add(Shard(i), Shard(i), Shard(i), Shard(i));
+  partial(add, d);
+  add(Shard(d), Shard(d), Replicate(), Replicate());
   return rules;
 }
 
@@ -84,23 +115,13 @@ void register_indexing_rules(Registry& reg) {
   // Tensor inputs: self, index, src. All three sharded on a dim other than dim where their sizes
   // agree; self sharded along dim adds what lands in its block (index and src replicated);
   // Partial(sum) self with index and src sharded together along dim (each rank adds its part of
-  // the contributions to its piece; along another dim the blocks' positions would not be self's); Partial(sum/avg) self and src together
-  // (linear in both).
+  // the contributions to its piece; along another dim the blocks' positions would not be self's);
+  // Partial(sum/avg) self and src together (linear in both).
   reg.mutable_find("scatter_add").rules = [](const OpCall& c, const OutMeta&) {
-    RuleList rules;
-    const Shape& self = c.tensor(0).shape;
-    const Shape& index = c.tensor(1).shape;
-    const Shape& src = c.tensor(2).shape;
-    if (self.empty()) return rules;
-    const int32_t d = static_cast<int32_t>(norm_dim(c.get_int("dim"), static_cast<int64_t>(self.size())));
-    for (int32_t i = 0; i < static_cast<int32_t>(self.size()); ++i)
-      if (i != d && self[i] == index[i] && index[i] == src[i])
-        rules.push_back(row({Shard(i)}, {Shard(i), Shard(i), Shard(i)}));
-    if (index[d] == src[d]) rules.push_back(row({Partial()}, {Partial(), Shard(d), Shard(d)}));
-    rules.push_back(row({Shard(d)}, {Shard(d), Replicate(), Replicate()}));
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg})
-      rules.push_back(row({Partial(op)}, {Partial(op), Replicate(), Partial(op)}));
-    return rules;
+    return scatter_rules(c, true, [&](const ScatterRow& add, int32_t d) {
+      if (c.tensor(1).shape[d] == c.tensor(2).shape[d]) add(Partial(), Partial(), Shard(d), Shard(d));
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) add(Partial(op), Partial(op), Replicate(), Partial(op));
+    });
   };
   // scatter.src (self, index, src) / scatter.value (self, index): the sharded rows of scatter_add
   // but no Partial(sum) from an index sharded along dim (a rank's piece keeps self where another
@@ -110,54 +131,28 @@ void register_indexing_rules(Registry& reg) {
   // (avg, max, min).
   for (bool value : {false, true})
     reg.mutable_find(value ? "scatter.value" : "scatter.src").rules = [value](const OpCall& c, const OutMeta&) {
-      RuleList rules;
-      const Shape& self = c.tensor(0).shape;
-      const Shape& index = c.tensor(1).shape;
-      if (self.empty()) return rules;
-      const int32_t d = static_cast<int32_t>(norm_dim(c.get_int("dim"), static_cast<int64_t>(self.size())));
-      // A row: the output's placement, then self's, index's and (scatter.src) src's.
-      auto add = [&](Placement out, Placement s, Placement i, Placement r) {
-        Rule x;
-        x.outputs.push_back(out);
-        x.inputs = {s, i};
-        if (!value) x.inputs.push_back(r);
-        rules.push_back(x);
-      };
-      for (int32_t i = 0; i < static_cast<int32_t>(self.size()); ++i)
-        if (i != d && self[i] == index[i] && (value || index[i] == c.tensor(2).shape[i]))
-          add(Shard(i), Shard(i), Shard(i), Shard(i));
-      add(Shard(d), Shard(d), Replicate(), Replicate());
-      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) {
-        if (!value) add(Partial(op), Partial(op), Replicate(), Partial(op));
-        if (op != ReduceOp::kSum) add(Partial(op), Partial(op), Replicate(), Replicate());
-      }
-      return rules;
+      return scatter_rules(c, !value, [&](const ScatterRow& add, int32_t) {
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) {
+          if (!value) add(Partial(op), Partial(op), Replicate(), Partial(op));
+          if (op != ReduceOp::kSum) add(Partial(op), Partial(op), Replicate(), Replicate());
+        }
+      });
     };
   // scatter_reduce.two (self, index, src): scatter_add's sharded rows; Partial(sum/avg) self and src
-  // together for sum and a floating mean (linear in both, the counts fixed by the index), Partial(max) for amax
-  // and Partial(min) for amin, also with a replicated src (a max of maxes); none for prod.
+  // together for sum and a floating mean (linear in both, the counts fixed by the index; an integer
+  // mean rounds down, which does not add up over pieces), Partial(max) for amax and Partial(min) for
+  // amin, also with a replicated src (a max of maxes); none for prod.
   reg.mutable_find("scatter_reduce.two").rules = [](const OpCall& c, const OutMeta&) {
-    RuleList rules;
-    const Shape& self = c.tensor(0).shape;
-    const Shape& index = c.tensor(1).shape;
-    const Shape& src = c.tensor(2).shape;
-    if (self.empty()) return rules;
-    const int32_t d = static_cast<int32_t>(norm_dim(c.get_int("dim"), static_cast<int64_t>(self.size())));
-    for (int32_t i = 0; i < static_cast<int32_t>(self.size()); ++i)
-      if (i != d && self[i] == index[i] && index[i] == src[i])
-        rules.push_back(row({Shard(i)}, {Shard(i), Shard(i), Shard(i)}));
-    rules.push_back(row({Shard(d)}, {Shard(d), Replicate(), Replicate()}));
     const std::string r = c.get_str("reduce");
-    // An integer mean rounds down, which does not add up over pieces.
-    if (r == "sum" || (r == "mean" && is_floating(c.tensor(0).dtype)))
-      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg})
-        rules.push_back(row({Partial(op)}, {Partial(op), Replicate(), Partial(op)}));
-    if (r == "amax" || r == "amin") {
-      const ReduceOp op = r == "amax" ? ReduceOp::kMax : ReduceOp::kMin;
-      rules.push_back(row({Partial(op)}, {Partial(op), Replicate(), Partial(op)}));
-      rules.push_back(row({Partial(op)}, {Partial(op), Replicate(), Replicate()}));
-    }
-    return rules;
+    return scatter_rules(c, true, [&](const ScatterRow& add, int32_t) {
+      if (r == "sum" || (r == "mean" && is_floating(c.tensor(0).dtype)))
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) add(Partial(op), Partial(op), Replicate(), Partial(op));
+      if (r == "amax" || r == "amin") {
+        const ReduceOp op = r == "amax" ? ReduceOp::kMax : ReduceOp::kMin;
+        add(Partial(op), Partial(op), Replicate(), Partial(op));
+        add(Partial(op), Partial(op), Replicate(), Replicate());
+      }
+    });
   };
 }
 

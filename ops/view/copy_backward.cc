@@ -1,6 +1,7 @@
 // Backward of the copies (ops/view/copy_defs.cc): clone and alias pass the gradient, flip flips it
 // back, repeat sums its tiles, constant_pad_nd crops the padding (a pad of the negated amounts),
-// and the outputs of fill and full_like do not depend on their input (a zero gradient, as torch's).
+// and the outputs of fill and full_like do not depend on their input (a zero gradient, as torch's);
+// copy passes the gradient to src, summed over its broadcast dims.
 #include "autograd/backward_util.h"
 #include "ops/family.h"
 
@@ -32,6 +33,12 @@ void register_copy_backward(Registry&) {
   });
   def("fill.Scalar", [](const BackwardCtx& c) { return Grads{full_like(c.inputs[0], 0.0)}; });
   def("full_like", [](const BackwardCtx& c) { return Grads{full_like(c.inputs[0], 0.0)}; });
+  // copy: self's values are unused; src's gradient is grad summed back over the broadcast dims, in
+  // src's dtype.
+  def("copy", [](const BackwardCtx& c) {
+    const DTensor g = sum_to(c.grad(0), c.inputs[1].shape());
+    return Grads{full_like(c.inputs[0], 0.0), g.dtype() == c.inputs[1].dtype() ? g : F::to(g, c.inputs[1].dtype())};
+  });
 }
 
 DTENSOR_FAMILY_PART("view", kBackward, register_copy_backward);

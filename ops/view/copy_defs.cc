@@ -1,5 +1,5 @@
 // Whole-tensor copies and rearrangements with ATen's semantics: clone, alias, flip, repeat,
-// constant_pad_nd, fill.Scalar and full_like. Their kernels are Tensor methods and device-dispatched kernels
+// constant_pad_nd, fill.Scalar, full_like and copy. Their kernels are Tensor methods and device-dispatched kernels
 // (index_select, copy_), so they run where their input is. Rules: ops/view/copy_rules.cc; backward:
 // ops/view/copy_backward.cc.
 #include <set>
@@ -170,6 +170,32 @@ void define_copy_ops(Registry& reg) {
                                    sample({{4, 3}}, {T(0), I(7)}, {}, {DType::kInt64})};
       });
   like.aten.aliases = {{"full_like", "full_like"}};  // ATen's layout/device/memory_format checked, then dropped
+  // copy(self, src): src broadcast to self's shape and cast to its dtype (the out-of-place copy_
+  // that functionalized graphs hold); self gives only its shape, dtype and device.
+  define_view_op(
+      reg, "copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor", CostClass::kCopy,
+      [](const OpCall& c) {
+        const Shape& self = c.tensor(0).shape;
+        const Shape& src = c.tensor(1).shape;
+        const size_t lead = self.size() >= src.size() ? self.size() - src.size() : 0;
+        bool ok = src.size() <= self.size();
+        for (size_t j = 0; ok && j < src.size(); ++j) ok = src[j] == 1 || src[j] == self[lead + j];
+        if (!ok)
+          fail(c, absl::StrCat("src ", shape_str(src), " does not broadcast to self ", shape_str(self),
+                               "; accepted: each src dim 1 or self's (aligned from the right), at most self's rank"));
+        return std::vector<TensorMeta>{c.tensor(0)};
+      },
+      [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) {
+        Tensor out = Tensor::empty(in[0].sizes(), in[0].dtype(), in[0].device());
+        if (out.numel() > 0) out.copy_(in[1].expand(in[0].sizes()));
+        return one(out);
+      },
+      [] {
+        return std::vector<Sample>{sample({{5, 4}, {5, 4}}, {T(0), T(1)}),
+                                   sample({{3, 6}, {6}}, {T(0), T(1)}, {}, {DType::kFloat64, DType::kFloat32}),
+                                   sample({{2, 3, 4}, {3, 1}}, {T(0), T(1)}),
+                                   sample({{4, 5}, {4, 5}}, {T(0), T(1)}, {}, {DType::kInt64, DType::kFloat32})};
+      });
 }
 
 DTENSOR_FAMILY_PART("view", kDefinitions, define_copy_ops);

@@ -23,9 +23,35 @@ void shard_rows(RuleList& rules, int64_t rank, int64_t shift, Keep keep) {
 
 int64_t rank_of(const OpCall& c) { return static_cast<int64_t>(c.tensor(0).shape.size()); }
 
+// copy(self, src): out = src broadcast and cast to self's dtype. A dim of self shards with self and
+// with src's aligned dim (or src replicated where it broadcasts); a Partial src passes as the cast
+// allows: sum and avg when the dtypes are the same or both floating, max and min unless the result
+// is bool (a cast that keeps the order); self's values are unused, so a Partial self with a
+// replicated src gives a Replicate output.
+RuleList copy_rules(const OpCall& c) {
+  const Shape& self = c.tensor(0).shape;
+  const Shape& src = c.tensor(1).shape;
+  const int64_t lead = static_cast<int64_t>(self.size()) - static_cast<int64_t>(src.size());
+  RuleList rules;
+  for (int64_t d = 0; d < static_cast<int64_t>(self.size()); ++d) {
+    const bool along = d >= lead && src[d - lead] != 1;  // src has this dim, not broadcast
+    rules.push_back(row({S(d)}, {S(d), along ? S(d - lead) : Placement(Replicate())}));
+  }
+  const DType to = c.tensor(0).dtype, from = c.tensor(1).dtype;
+  const bool linear = to == from || (is_floating(to) && is_floating(from));
+  const bool ordered = to != DType::kBool;
+  for (ReduceOp op : kAllOps) {
+    rules.push_back(row({Replicate()}, {Partial(op), Replicate()}));
+    if ((op == ReduceOp::kSum || op == ReduceOp::kAvg) ? linear : ordered)
+      rules.push_back(row({Partial(op)}, {Replicate(), Partial(op)}));
+  }
+  return rules;
+}
+
 }  // namespace
 
 void register_copy_rules(Registry& reg) {
+  reg.mutable_find("copy").rules = [](const OpCall& c, const OutMeta&) { return copy_rules(c); };
   for (const char* name : {"clone", "alias"})
     reg.mutable_find(name).rules = [](const OpCall& c, const OutMeta&) {
       RuleList rules;

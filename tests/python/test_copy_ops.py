@@ -68,3 +68,29 @@ def test_bridge_full_like_keeps_shards_and_takes_the_dtype():
         assert torch.equal(fa, torch.full((7, 5), 2.5, dtype=torch.float64))
         assert torch.equal(fb, torch.full((7, 5), 2, dtype=torch.int64))
         assert pc[0] == (Replicate(),) and torch.equal(pc[1], torch.full((7, 5), -1.0))
+
+
+def test_bridge_copy_matches_torch_with_broadcast_and_cast():
+    # aten.copy (the out-of-place copy_ of functionalized graphs; no OpInfo entry) against torch on
+    # the same data: src broadcast into self's shape and cast to its dtype, self sharded and src
+    # sharded along the same dim or broadcast. (torch defines no derivative for aten::copy, so the
+    # bridge has none either; dtensor's own backward is checked by tests/autograd:gradcheck_test.)
+    from dtensor import bridge
+
+    torch.manual_seed(3)
+    self_t = torch.randn(7, 4, 5, dtype=torch.float64)
+    srcs = [torch.randn(7, 4, 5), torch.randn(4, 1, dtype=torch.float64), torch.randint(-9, 9, (5,))]
+    want = [torch.ops.aten.copy(self_t, s) for s in srcs]
+
+    def fn(w):
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+        s = bridge.distribute(self_t, mesh, [Shard(0)])
+        got = [torch.ops.aten.copy(s, bridge.distribute(srcs[0], mesh, [Shard(0)])),
+               torch.ops.aten.copy(s, bridge.distribute(srcs[1], mesh, [Replicate()])),
+               torch.ops.aten.copy(s, bridge.distribute(srcs[2], mesh, [Shard(0)]))]
+        return [tuple(g.placements) for g in got], [g.full_tensor() for g in got]
+
+    for placements, full in dtensor.run_threads(2, fn):
+        assert placements[0] == (Shard(0),) and placements[1] == (Shard(0),)
+        for g, w_ in zip(full, want):
+            assert g.dtype == torch.float64 and torch.equal(g, w_)

@@ -49,6 +49,7 @@ OWN_TORCH_TESTS = {
     "philox_bernoulli": "tests/python/test_random_ops.py (one device's draw, chi-square)",
     "philox_dropout": "tests/python/test_random_ops.py, test_torch_bridge.py (x * mask / (1 - p), its gradient)",
     "alias": "tests/python/test_copy_ops.py (torch.ops.aten.alias; the block is the input's memory)",
+    "copy": "tests/python/test_copy_ops.py (torch.ops.aten.copy: broadcast, cast, sharded self and src)",
 }
 
 

@@ -8,6 +8,19 @@
 namespace dtensor::bw {
 namespace {
 
+// torch's formula for src's gradient (derivatives.yaml: grad.gather(dim, index)) has index's shape.
+void check_src_like_index(const BackwardCtx& c, const char* op) {
+  const Shape& src = c.inputs[2].shape();
+  const Shape& index = c.inputs[1].shape();
+  DT_CHECK(index == src, op, " backward: src ", shape_str(src), " is larger than index ", shape_str(index),
+           "; accepted for src's gradient: src and index of the same shape (as torch)");
+}
+
+// grad with the elements the scatter wrote (at c's index along c's dim) zeroed.
+DTensor zeroed_where_written(const BackwardCtx& c) {
+  return call_op1("scatter.value", {c.grad(0), iv(c.call.get_int("dim")), c.inputs[1], iv(0.0)});
+}
+
 void register_indexing_backward(Registry&) {
   def("index_select", [](const BackwardCtx& c) {
     const Shape& s = c.inputs[0].shape();
@@ -23,28 +36,17 @@ void register_indexing_backward(Registry&) {
     return Grads{call_op1("scatter_add", {zeros, iv(c.call.get_int("dim")), c.inputs[1], c.grad(0)}), std::nullopt};
   });
   def("scatter_add", [](const BackwardCtx& c) {
-    const Shape& src = c.inputs[2].shape();
-    const Shape& index = c.inputs[1].shape();
-    // torch's formula (derivatives.yaml: grad.gather(dim, index)) has index's shape.
-    DT_CHECK(index == src, "scatter_add backward: src ", shape_str(src), " is larger than index ", shape_str(index),
-             "; accepted for src's gradient: src and index of the same shape (as torch)");
+    check_src_like_index(c, "scatter_add");
     return Grads{c.grad(0), std::nullopt, call_op1("gather", {c.grad(0), iv(c.call.get_int("dim")), c.inputs[1]})};
   });
   // scatter: self's gradient is grad with the written elements zeroed, src's is grad gathered at
   // the indices (torch's derivatives.yaml, overwritten duplicates included).
   def("scatter.src", [](const BackwardCtx& c) {
-    const Shape& src = c.inputs[2].shape();
-    const Shape& index = c.inputs[1].shape();
-    DT_CHECK(index == src, "scatter backward: src ", shape_str(src), " is larger than index ", shape_str(index),
-             "; accepted for src's gradient: src and index of the same shape (as torch)");
-    const IValue dim = iv(c.call.get_int("dim"));
-    return Grads{call_op1("scatter.value", {c.grad(0), dim, c.inputs[1], iv(0.0)}), std::nullopt,
-                 call_op1("gather", {c.grad(0), dim, c.inputs[1]})};
+    check_src_like_index(c, "scatter");
+    return Grads{zeroed_where_written(c), std::nullopt,
+                 call_op1("gather", {c.grad(0), iv(c.call.get_int("dim")), c.inputs[1]})};
   });
-  def("scatter.value", [](const BackwardCtx& c) {
-    return Grads{call_op1("scatter.value", {c.grad(0), iv(c.call.get_int("dim")), c.inputs[1], iv(0.0)}),
-                 std::nullopt};
-  });
+  def("scatter.value", [](const BackwardCtx& c) { return Grads{zeroed_where_written(c), std::nullopt}; });
   // scatter_reduce (sum, mean; torch's derivatives.yaml): with include_self, self's gradient is grad
   // (mean: over each element's count), else grad zeroed where src lands; src's is grad (mean: over
   // the count) gathered at the indices. amax, amin and prod have no backward here.
@@ -52,9 +54,7 @@ void register_indexing_backward(Registry&) {
     const std::string r = c.call.get_str("reduce");
     DT_CHECK(r == "sum" || r == "mean", "scatter_reduce backward: reduce '", r,
              "' has no backward in dtensor yet; accepted: sum, mean");
-    const Shape& src = c.inputs[2].shape();
-    DT_CHECK(c.inputs[1].shape() == src, "scatter_reduce backward: src ", shape_str(src), " is larger than index ",
-             shape_str(c.inputs[1].shape()), "; accepted for src's gradient: src and index of the same shape (as torch)");
+    check_src_like_index(c, "scatter_reduce");
     const bool inc = c.call.get_bool("include_self");
     const IValue dim = iv(c.call.get_int("dim"));
     DTensor g = c.grad(0);
@@ -63,7 +63,7 @@ void register_indexing_backward(Registry&) {
                                                  full_like(c.inputs[2], 1.0)});
       g = F::div(g, F::maximum(n, full_like(n, 1.0)));
     }
-    const DTensor self_grad = inc ? g : call_op1("scatter.value", {c.grad(0), dim, c.inputs[1], iv(0.0)});
+    const DTensor self_grad = inc ? g : zeroed_where_written(c);
     return Grads{self_grad, std::nullopt, call_op1("gather", {g, dim, c.inputs[1]})};
   });
   def("index_add", [](const BackwardCtx& c) {

@@ -505,6 +505,12 @@ def _grouped_mm_adapt(a, k):
 # An adapter may drop arguments but must keep the order of the call's tensors: torch's op then runs
 # on the original arguments with the moved blocks substituted in that order (plan.local_args).
 # Numbers in tensor positions need no adapter (the wrapped-number path, _wrapped_numbers).
+def _check_same_device(op, x, device):
+    """The *_like ops make x's layout on x's device: another device (a `device` argument) is refused."""
+    if device is not None and torch.device(device) != x.device:
+        raise UnsupportedOpError(f"bridge: {op} of {x._spec} onto device {device}; accepted: self's device")
+
+
 def _philox_dropout_adapt(a, k):
     """native_dropout(input, p, train) -> philox_dropout(input, p, seed, offset); train=False is
     p = 0 (the input and an all-True mask, as ATen returns)."""
@@ -518,9 +524,7 @@ def _philox_like_adapt(a, k):
     """rand_like / randn_like(self, *, dtype, layout, device, ...) -> philox_*_like(self, seed,
     offset, dtype=...): the draw of self's global shape, self's blocks drawn where they are."""
     x = a[0]
-    if k.get("device") is not None and torch.device(k["device"]) != x.device:
-        raise UnsupportedOpError(f"bridge: rand_like/randn_like of {x._spec} onto device {k['device']}; "
-                                 f"accepted: self's device")
+    _check_same_device("rand_like/randn_like", x, k.get("device"))
     seed, offset = _philox_key(x)
     return (x, seed, offset), {"dtype": _dtype_name(k.get("dtype") or x.dtype)}
 
@@ -542,8 +546,7 @@ def _full_like_adapt(a, k):
     changes no value)."""
     b = _bind(aten.full_like.default, a, k)
     x = b["self"]
-    if b.get("device") is not None and torch.device(b["device"]) != x.device:
-        raise UnsupportedOpError(f"bridge: full_like of {x._spec} onto device {b['device']}; accepted: self's device")
+    _check_same_device("full_like", x, b.get("device"))
     if b.get("layout") not in (None, torch.strided):
         raise UnsupportedOpError(f"bridge: full_like of {x._spec} with layout {b['layout']}; accepted: torch.strided")
     return (x, b["fill_value"]), {"dtype": _dtype_name(b.get("dtype") or x.dtype)}
@@ -613,9 +616,7 @@ def _fill_like(func, args, kwargs):
     filled block is laid out as Replicate there (filling Partial(sum) pieces with ones would sum to
     k). full_like is dtensor's own op (ops/view/copy_defs.cc, _full_like_adapt)."""
     x = args[0]
-    if kwargs.get("device") is not None and torch.device(kwargs["device"]) != x.device:
-        raise UnsupportedOpError(f"bridge: {func} of {x._spec} onto device {kwargs['device']}; "
-                                 f"accepted: self's device")
+    _check_same_device(func, x, kwargs.get("device"))
     local = func(x._local, *args[1:], **kwargs)
     spec = x._spec
     if spec.has_partial or _dtype_name(local.dtype) != spec.dtype:

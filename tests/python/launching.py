@@ -21,8 +21,11 @@ def torchrun(n, *args):
 
 def run_job(cmd, timeout, drop=(), **env_extra):
     """Runs cmd with python/ on PYTHONPATH and a 60 s collective timeout, minus the variables in
-    `drop`, plus env_extra; returns the CompletedProcess (text output)."""
-    env = {k: v for k, v in os.environ.items() if k not in drop}
+    `drop` (and PYTHONUNBUFFERED), plus env_extra; returns the CompletedProcess (text output)."""
+    # Ranks share one output pipe: with PYTHONUNBUFFERED set (as on some machines) print() writes
+    # a line in pieces and two ranks' lines interleave ("rdzvrdzv 1 ..."); buffered, a line is one
+    # write, which a pipe keeps whole.
+    env = {k: v for k, v in os.environ.items() if k not in drop and k != "PYTHONUNBUFFERED"}
     env.update(PYTHONPATH=os.path.join(ROOT, "python"), DTENSOR_TIMEOUT="60", **env_extra)
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 

@@ -636,6 +636,11 @@ void bind_bridge(nb::module_& m) {
       })
       .def_prop_ro("shape", [](const DTensorSpec& s) { return shape_tuple(s.shape); })
       .def_prop_ro("local_shape", [](const DTensorSpec& s) { return shape_tuple(s.local_shape()); })
+      // Where this rank's block starts in the global tensor (zeros if the rank is outside the mesh).
+      .def_prop_ro("local_offset", [](const DTensorSpec& s) {
+        if (!s.mesh->contains_me()) return shape_tuple(Shape(s.shape.size(), 0));
+        return shape_tuple(s.local_block(s.mesh->coordinate()).second);
+      })
       .def_prop_ro("dtype", [](const DTensorSpec& s) { return std::string(dtype_name(s.dtype)); })
       .def_prop_ro("has_partial", &DTensorSpec::has_partial)
       // The same layout with other placements, shape or dtype (e.g. a plain tensor made replicated).

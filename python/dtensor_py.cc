@@ -6,6 +6,7 @@
 // Threads: dtensor.run_threads(n, fn) runs fn on n C++ rank threads; each takes the GIL to run
 // Python and every binding that may wait for other ranks (collectives, kernels) releases it, else the
 // ranks would deadlock on the GIL.
+#include <cstdlib>
 #include <Python.h>
 
 #include <atomic>
@@ -209,18 +210,27 @@ nb::tuple shape_tuple(const Shape& s) {
 void bind_bridge(nb::module_& m);  // python/bridge_py.cc
 }  // namespace dtensor::python
 
-void bind_planner(nanobind::module_& m);  // python/planner_py.cc
+void bind_planner(nanobind::module_& m);     // python/planner_py.cc
+void bind_checkpoint(nanobind::module_& m);  // python/checkpoint_py.cc
 
 NB_MODULE(_dtensor, m) {
   using namespace dtensor;
   using namespace dtensor::python;
   m.doc() = "dtensor: tensor-parallel DTensors (torch.distributed.tensor semantics) in native code";
+  // nanobind reports every bound object still alive when this module is freed. A script's globals
+  // (a DeviceMesh, DTensors) outlive it: Python clears modules in reverse import order, __main__
+  // last, so every torch-style script with a module-level mesh would end with a leak report.
+  // DTENSOR_LEAK_WARNINGS=1 turns the report back on (tests/python/test_hf_models.py runs a script
+  // that keeps nothing alive and checks it reports no leak).
+  const char* leak_warnings = std::getenv("DTENSOR_LEAK_WARNINGS");
+  nb::set_leak_warnings(leak_warnings != nullptr && std::string(leak_warnings) == "1");
   bind_bridge(m);
 
   // Registered base first: nanobind tries the most recently registered translator first.
   auto error = nb::exception<Error>(m, "DTensorError", PyExc_ValueError);
   nb::exception<CommError>(m, "DTensorCommError", error.ptr());
   bind_planner(m);
+  bind_checkpoint(m);
 
   nb::class_<Placement>(m, "Placement")
       .def_prop_ro("dim", [](const Placement& p) -> std::optional<int> {
@@ -334,6 +344,22 @@ NB_MODULE(_dtensor, m) {
       .def("size", [](const Mesh& m) { return m.mesh->size(); })
       .def("get_rank", [](const Mesh& m) { return m.mesh->global_rank(); })
       .def("get_coordinate", [](const Mesh& m) { return m.mesh->coordinate(); })
+      // mesh["tp"], mesh["dp", "tp"]: the sub-mesh over the named dims that holds this rank, as
+      // torch's DeviceMesh.__getitem__; no communication (it shares this mesh's groups).
+      .def("__getitem__", [](const Mesh& m, nb::handle key) {
+        std::vector<std::string> names;
+        if (nb::isinstance<nb::str>(key)) {
+          names.push_back(nb::cast<std::string>(key));
+        } else {
+          bool ok = nb::isinstance<nb::tuple>(key);
+          if (ok)
+            for (nb::handle k : nb::borrow<nb::tuple>(key)) ok = ok && nb::isinstance<nb::str>(k);
+          DT_CHECK(ok, "DeviceMesh[...]: got ", nb::str(key).c_str(),
+                   "; accepted: a dim name or a tuple of dim names of ", m.mesh->str());
+          for (nb::handle k : nb::borrow<nb::tuple>(key)) names.push_back(nb::cast<std::string>(k));
+        }
+        return Mesh{m.mesh->submesh(names)};
+      })
       .def("__repr__", [](const Mesh& m) { return m.mesh->str(); });
 
   m.def("init_device_mesh", [](const std::string& device_type, const std::vector<int64_t>& mesh_shape,

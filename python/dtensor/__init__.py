@@ -4,6 +4,7 @@ The extension module _dtensor is built by Bazel (`bazel build //python/...`); in
 found under bazel-bin, beside this package's sources.
 """
 import os as _os
+import sys as _sys
 
 _here = _os.path.dirname(_os.path.abspath(__file__))
 _built = _os.path.join(_here, "..", "..", "bazel-bin", "python", "dtensor")
@@ -44,7 +45,7 @@ from ._dtensor import (  # noqa: E402
     Shard,
     World,
     destroy_process_group as _destroy_process_group,
-    distribute_tensor,
+    distribute_tensor as _distribute_array,
     get_array_library,
     init_device_mesh,
     init_process_group,
@@ -53,6 +54,10 @@ from ._dtensor import (  # noqa: E402
     run_threads,
     set_array_library,
 )
+
+# The extension's DTensor.from_local (any DLPack array -> dtensor.DTensor), kept before the Python one
+# below replaces it: torch_interop and the bridge build native DTensors over torch blocks with it.
+_native_from_local = DTensor.from_local
 
 from . import torch_interop as _torch_interop  # noqa: E402  (torch is imported on first use)
 from .torch_interop import from_torch, to_torch  # noqa: E402
@@ -134,6 +139,49 @@ DTensor.__sub__, DTensor.__rsub__ = _sub, _rsub
 DTensor.__neg__ = lambda self: ops.call("neg", self)
 DTensor.__matmul__ = DTensor.__rmatmul__ = _matmul
 DTensor.__array_ufunc__ = None  # numpy defers to the methods above (array + DTensor: the TypeError)
+
+
+# One DTensor per use (docs/PYTHON.md): torch tensors in, torch tensors out. A torch tensor handed to
+# distribute_tensor or DTensor.from_local gives a dtensor.bridge.DTensor, a torch.Tensor subclass that
+# torch functions, operators and autograd accept, as torch.distributed.tensor's DTensor is; a numpy
+# array (any other DLPack array) gives the native dtensor.DTensor, whose ops are dtensor.ops. The
+# bridge tensor's to_dtensor() is the native one over the same block.
+def _is_torch_tensor(x):
+    torch = _sys.modules.get("torch")  # not imported here: a torch tensor exists only where torch is
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def distribute_tensor(tensor, device_mesh, placements=None):
+    """`tensor` (the same on every rank) laid out over `device_mesh` as `placements` (a list with one
+    Placement per mesh dim; default Replicate on each). No communication: every rank keeps its block.
+
+    A torch.Tensor gives a dtensor.bridge.DTensor (a torch.Tensor subclass; a leaf that requires grad
+    when `tensor` does; its block is a copy). Anything else (numpy, DLPack) gives a dtensor.DTensor
+    viewing `tensor`'s memory. Raises DTensorError for placements that do not fit the mesh or shape.
+    """
+    if _is_torch_tensor(tensor):
+        from . import torch_bridge
+        return torch_bridge.distribute(tensor, device_mesh, placements)
+    if placements is None:
+        placements = [Replicate()] * device_mesh.ndim
+    return _distribute_array(tensor, device_mesh, list(placements))
+
+
+def _from_local(local_tensor, device_mesh, placements=None, *, shape=None, run_check=False, stride=None):
+    """A DTensor from this rank's block (no copy). `shape` is the global shape, computed from every
+    rank's block size (collective) when not given; `run_check` and `stride` are accepted for
+    torch.distributed.tensor's signature (blocks are always checked against `shape`; strides are
+    contiguous). A torch.Tensor gives a dtensor.bridge.DTensor (differentiable: `local_tensor` gets
+    its block of the gradient), anything else a dtensor.DTensor."""
+    if _is_torch_tensor(local_tensor):
+        from . import torch_bridge
+        return torch_bridge.from_local(local_tensor, device_mesh, placements, shape)
+    if placements is None:
+        placements = [Replicate()] * device_mesh.ndim
+    return _native_from_local(local_tensor, device_mesh, list(placements), None if shape is None else list(shape))
+
+
+DTensor.from_local = staticmethod(_from_local)
 
 
 def __getattr__(name):

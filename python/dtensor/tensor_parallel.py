@@ -14,7 +14,10 @@ differences, all because bridge tensors keep global shapes:
   accumulates bridge gradients into bridge parameters only); tied parameters stay tied;
 - transformers' Conv1D (weight [in, out], GPT-2) is sharded like nn.Linear with the weight's dims
   swapped (torch refuses it).
-Only a 1-d mesh (the tensor-parallel dim) is accepted in this version.
+The mesh is 1-d (the tensor-parallel dim; `mesh["tp"]` of a bigger mesh, as torch's) or n-d with
+a dim named "tp": the plan applies on that dim, parameters are replicated on the others, and an
+input keeps its placements there (data parallel: ids sharded Shard(0) on "dp"; the gradients come
+back Partial over "dp" and are reduced into the replicated parameters by the engine).
 """
 import fnmatch
 
@@ -63,11 +66,19 @@ def _param_placements(module, style_kind):
 
 
 class _Parallelizer:
-    def __init__(self, mesh):
+    def __init__(self, mesh, tp_dim):
         from . import torch_bridge as bridge
         self.bridge = bridge
         self.mesh = mesh
+        self.tp = tp_dim
+        self.ndim = mesh.ndim
         self.done = {}  # id(original parameter) -> bridge parameter (tied parameters stay tied)
+
+    def on_tp(self, placement, others=None):
+        """Placements with `placement` on the tensor-parallel dim, `others` (default Replicate) elsewhere."""
+        out = list(others) if others is not None else [Replicate()] * self.ndim
+        out[self.tp] = placement
+        return out
 
     def param(self, p, placement):
         key = id(p)
@@ -75,21 +86,23 @@ class _Parallelizer:
             if isinstance(p, self.bridge.DTensor):
                 self.done[key] = p
             else:
-                d = self.bridge.distribute(p.detach(), self.mesh, [placement])
+                d = self.bridge.distribute(p.detach(), self.mesh, self.on_tp(placement))
                 self.done[key] = nn.Parameter(d, requires_grad=p.requires_grad)
         return self.done[key]
 
     def to_layout(self, x, layout, given):
-        """An input or output moved to `layout`: a plain tensor is first taken as laid out as
-        `given` (torch's DTensor.from_local: Replicate means the whole tensor on every rank)."""
+        """An input or output moved to `layout` on the tensor-parallel dim: a plain tensor is first
+        taken as laid out as `given` there (torch's DTensor.from_local: Replicate means the whole
+        tensor on every rank) and replicated on the other dims."""
         b = self.bridge
         if not isinstance(x, torch.Tensor) or layout is None:
             return x
         if not isinstance(x, b.DTensor):
             g = _placement(given, x.dim()) if given is not None else Replicate()
-            x = b.distribute(x, self.mesh, [g]) if g == Replicate() else b.from_local(x, self.mesh, [g])
-        want = _placement(layout, x.dim())
-        return x if tuple(x.placements) == (want,) else x.redistribute(placements=[want])
+            x = (b.distribute(x, self.mesh, self.on_tp(g)) if g == Replicate()
+                 else b.from_local(x, self.mesh, self.on_tp(g)))
+        want = self.on_tp(_placement(layout, x.dim()), x.placements)
+        return x if list(x.placements) == want else x.redistribute(placements=want)
 
     def inputs(self, module, given, desired, kw_given=None, kw_desired=None):
         def hook(mod, args, kwargs):
@@ -153,10 +166,15 @@ def parallelize_module(module, device_mesh, parallelize_plan=None):
     Collective (every rank calls it with the same plan). Raises dtensor.DTensorError for an
     unsupported style, module type or mesh."""
     shape = list(device_mesh.shape() if callable(device_mesh.shape) else device_mesh.shape)
-    if len(shape) != 1:
-        raise DTensorError(f"parallelize_module: a {len(shape)}-d mesh {shape}; accepted: a 1-d tensor-parallel "
-                           f"mesh (this version)")
-    work = _Parallelizer(device_mesh)
+    names = list(device_mesh.mesh_dim_names or [])
+    if len(shape) == 1:
+        tp_dim = 0
+    elif "tp" in names:
+        tp_dim = names.index("tp")
+    else:
+        raise DTensorError(f"parallelize_module: a {len(shape)}-d mesh {shape} with dims {names or 'unnamed'}; "
+                           f"accepted: a 1-d tensor-parallel mesh (e.g. mesh['tp']) or a mesh with a dim named 'tp'")
+    work = _Parallelizer(device_mesh, tp_dim)
     plan = parallelize_plan if isinstance(parallelize_plan, dict) else (
         {"": parallelize_plan} if parallelize_plan is not None else {})
     modules = dict(module.named_modules())

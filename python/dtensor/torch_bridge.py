@@ -19,14 +19,14 @@ import threading
 import torch
 from torch.autograd import Function
 
-from . import _dtensor
+from . import _dtensor, _native_from_local
 from ._dtensor import DTensorError, Replicate
 
 _b = _dtensor._bridge
 aten = torch.ops.aten
 
 __all__ = ["DTensor", "UnsupportedOpError", "allow_replicate_fallback", "distribute", "from_dtensor",
-           "from_local"]
+           "from_local", "fully_shard", "parallelize_module"]
 
 
 class UnsupportedOpError(DTensorError, NotImplementedError):
@@ -112,6 +112,58 @@ class DTensor(torch.Tensor):
         differentiable across the boundary."""
         return _b.to_dtensor(self._spec, self._local)
 
+    # ---- torch.distributed.checkpoint (DCP) -----------------------------------------------------
+    # DCP's CheckpointableTensor protocol (torch/distributed/checkpoint/protocol.py): the global shape
+    # and, per chunk this rank holds, its global offset, its offset in the local tensor and its size.
+    # A block of dtensor's layouts is always one chunk (uneven and weighted shards included);
+    # replicas name the same chunk and DCP writes it once. DCP reads the chunk through
+    # __get_tensor_shard__ below (the protocol's default would index this global-shaped tensor), and
+    # loads by copying into it: loading fills this rank's block in place.
+
+    def _checkpoint_spec(self):
+        if self._spec.has_partial:
+            raise DTensorError(f"torch.distributed.checkpoint: a bridge.DTensor with placements "
+                               f"{self._spec.placements} holds Partial pieces, not a chunk of the tensor; "
+                               f"redistribute to Replicate (or Shard) first")
+        return self._spec
+
+    @property
+    def global_shape(self):
+        return tuple(self._spec.shape)
+
+    @property
+    def global_offsets(self):
+        return (tuple(self._checkpoint_spec().local_offset),)
+
+    @property
+    def local_offsets(self):
+        return ((0,) * len(self._spec.shape),)
+
+    @property
+    def local_sizes(self):
+        return (tuple(self._checkpoint_spec().local_shape),)
+
+    def __create_chunk_list__(self):
+        from torch.distributed.checkpoint.metadata import ChunkStorageMetadata
+        return [ChunkStorageMetadata(offsets=torch.Size(self.global_offsets[0]),
+                                     sizes=torch.Size(self.local_sizes[0]))]
+
+    def __create_write_items__(self, fqn, obj):
+        from torch.distributed.checkpoint.metadata import MetadataIndex, TensorProperties
+        from torch.distributed.checkpoint.planner import TensorWriteData, WriteItem, WriteItemType
+        chunk = self.__create_chunk_list__()[0]
+        return [WriteItem(index=MetadataIndex(fqn, chunk.offsets, 0), type=WriteItemType.SHARD,
+                          tensor_data=TensorWriteData(chunk=chunk,
+                                                      properties=TensorProperties.create_from_tensor(self._local),
+                                                      size=torch.Size(self.global_shape)))]
+
+    def __get_tensor_shard__(self, index):
+        self._checkpoint_spec()
+        if index.offset is not None and tuple(index.offset) != self.global_offsets[0]:
+            raise DTensorError(f"torch.distributed.checkpoint: '{index.fqn}' asks for the chunk at "
+                               f"{tuple(index.offset)}; this rank holds the one at {self.global_offsets[0]}")
+        return self._local
+
     def redistribute(self, device_mesh=None, placements=None):
         """This tensor moved to `placements` by dtensor's collectives (DESIGN §3); differentiable:
         the gradient moves back (a Partial source gets a Replicate gradient, DESIGN §5)."""
@@ -168,22 +220,49 @@ class _Redistribute(Function):
 
 # ---- creation ----------------------------------------------------------------------------------
 
-def distribute(tensor, device_mesh, placements):
-    """`tensor` (the same on every rank) laid out over `device_mesh` as `placements`; a leaf that
-    requires grad when `tensor` does. Collective."""
-    d = _dtensor.distribute_tensor(tensor.detach().contiguous(), device_mesh, list(placements))
+def _placements_or_replicate(device_mesh, placements, fn):
+    """torch.distributed.tensor's default: Replicate on every mesh dim."""
+    if device_mesh is None:
+        raise DTensorError(f"{fn}: device_mesh is required (dtensor has no default mesh); accepted: a "
+                           f"dtensor.DeviceMesh from dtensor.init_device_mesh")
+    return [Replicate()] * device_mesh.ndim if placements is None else list(placements)
+
+
+def distribute(tensor, device_mesh, placements=None):
+    """`tensor` (the same on every rank) laid out over `device_mesh` as `placements` (default:
+    Replicate on every mesh dim); a leaf that requires grad when `tensor` does. Collective."""
+    placements = _placements_or_replicate(device_mesh, placements, "distribute_tensor")
+    d = _dtensor.distribute_tensor(tensor.detach().contiguous(), device_mesh, placements)
     # A copy: the block must not alias the caller's tensor (in-place updates, gradient accumulation).
     local = _b.local_of(d).clone()
     return DTensor(local, _b.spec_of(d), device_mesh, requires_grad=tensor.requires_grad)
 
 
-def from_local(local, device_mesh, placements, shape=None):
-    """A sharded tensor from this rank's block (no copy); `shape` is the global shape, computed from
-    the blocks (collective) when not given. Not differentiable through `local`."""
-    local = local.detach()
-    d = _dtensor.DTensor.from_local(local, device_mesh, list(placements),
-                                    None if shape is None else list(shape))
-    return DTensor(local, _b.spec_of(d), device_mesh)
+class _FromLocal(Function):
+    @staticmethod
+    def forward(ctx, local, spec, mesh):
+        ctx.spec = spec
+        return DTensor(local.detach(), spec, mesh)
+
+    @staticmethod
+    def backward(ctx, grad):
+        # The gradient of the block, under the forward's placements (a Partial one as Replicate,
+        # DESIGN §5), as torch's from_local gives it.
+        src = tuple(Replicate() if p.is_partial() else p for p in ctx.spec.placements)
+        if isinstance(grad, DTensor):
+            if tuple(grad._spec.placements) != src:
+                grad = _moved(grad, src)
+            grad = grad._local
+        return grad, None, None
+
+
+def from_local(local, device_mesh, placements=None, shape=None):
+    """A sharded tensor from this rank's block `local` (no copy; default placements Replicate);
+    `shape` is the global shape, computed from the blocks (collective) when not given.
+    Differentiable: `local` gets the block of the gradient under these placements."""
+    placements = _placements_or_replicate(device_mesh, placements, "DTensor.from_local")
+    d = _native_from_local(local.detach(), device_mesh, placements, None if shape is None else list(shape))
+    return _FromLocal.apply(local, _b.spec_of(d), device_mesh)
 
 
 def from_dtensor(d, device_mesh):
@@ -999,3 +1078,10 @@ def parallelize_module(module, device_mesh, parallelize_plan=None):
     """PyTorch's parallelize_module over bridge tensors (dtensor/tensor_parallel.py documents it)."""
     from .tensor_parallel import parallelize_module as run
     return run(module, device_mesh, parallelize_plan)
+
+
+def fully_shard(module, mesh):
+    """FSDP-style sharding of `module`'s parameters over the data-parallel mesh dim
+    (python/dtensor/fully_shard.py documents it)."""
+    from .fully_shard import fully_shard as run
+    return run(module, mesh)

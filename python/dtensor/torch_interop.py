@@ -7,6 +7,7 @@ same job (torchrun or `dtensor launch`), so that rank r of one is rank r of the 
 torch.chunk on both sides, uneven ones included. Every call is collective the first time it meets a
 torch mesh (dtensor's init_device_mesh runs on every rank).
 """
+from . import _native_from_local
 from ._dtensor import DTensor, DTensorError, Partial, Replicate, Shard, init_device_mesh
 
 _REDUCE_OPS = ("sum", "avg", "max", "min")  # the Partial reductions both libraries have
@@ -86,7 +87,7 @@ def from_torch(t):
     with torch.no_grad():  # to_local() is then the shard itself, not an autograd view of it
         local = t.to_local().detach()  # DLPack exports no tensor that requires grad
     try:
-        return DTensor.from_local(local, mesh, placements, shape=list(t.shape))
+        return _native_from_local(local, mesh, placements, list(t.shape))
     except DTensorError as e:
         raise DTensorError(f"from_torch: torch DTensor of shape {list(t.shape)} placements {list(t.placements)} "
                            f"with local shard {list(local.shape)}: {e}") from None

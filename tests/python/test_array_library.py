@@ -1,5 +1,7 @@
-# Arrays out: to_local/full_tensor return torch tensors or numpy arrays (the "array library"),
-# viewing dtensor's memory through DLPack; arrays in: what from_dlpack accepts, and its errors.
+# Arrays out: a native dtensor.DTensor's to_local/full_tensor return torch tensors or numpy arrays
+# (the "array library"), viewing dtensor's memory through DLPack; arrays in: what from_dlpack
+# accepts, and its errors. A torch tensor handed to distribute_tensor/from_local gives a bridge
+# tensor (tests/python/test_torch_api.py); its to_dtensor() is the native DTensor over the same block.
 import ctypes
 
 import numpy as np
@@ -29,7 +31,7 @@ def on_two_ranks(fn):
 def test_the_library_follows_the_latest_input_and_can_be_pinned():
     def fn(mesh):
         assert dtensor.get_array_library() == "numpy"  # before any input
-        d = dtensor.distribute_tensor(torch.ones(2, 2), mesh, [Replicate()])
+        d = dtensor.distribute_tensor(torch.ones(2, 2), mesh, [Replicate()]).to_dtensor()
         assert isinstance(d.to_local(), torch.Tensor) and isinstance(d.full_tensor(), torch.Tensor)
         n = DTensor.from_local(np.ones(3), mesh, [Replicate()])
         assert isinstance(n.to_local(), np.ndarray) and isinstance(d.to_local(), np.ndarray)
@@ -52,7 +54,7 @@ def test_set_array_library_names_what_it_accepts():
 def test_torch_memory_is_shared_both_ways():
     def fn(mesh, rank):
         block = torch.full((2, 3), float(rank))
-        d = DTensor.from_local(block, mesh, [Shard(0)])
+        d = DTensor.from_local(block, mesh, [Shard(0)]).to_dtensor()
         view = d.to_local()
         assert isinstance(view, torch.Tensor) and view.data_ptr() == block.data_ptr()
         view[0, 0] = 100.0 + rank  # through the DTensor's view, seen by the caller's tensor
@@ -68,7 +70,7 @@ def test_torch_memory_is_shared_both_ways():
 
 def test_a_view_outlives_its_dtensor():
     def fn(mesh):
-        view = dtensor.distribute_tensor(torch.arange(4.0), mesh, [Replicate()]).to_local()
+        view = dtensor.distribute_tensor(torch.arange(4.0), mesh, [Replicate()]).to_dtensor().to_local()
         return view  # the DTensor is gone; the capsule's owner keeps the storage
 
     assert one_rank(fn).tolist() == [0.0, 1.0, 2.0, 3.0]
@@ -80,7 +82,7 @@ def test_torch_dtypes_round_trip(dtype):
     x = (torch.arange(10).reshape(5, 2) % 3).to(dtype)  # 5 rows: uneven over 2 ranks
 
     def fn(mesh, rank):
-        d = dtensor.distribute_tensor(x, mesh, [Shard(0)])
+        d = dtensor.distribute_tensor(x, mesh, [Shard(0)]).to_dtensor()
         assert d.dtype == str(dtype).removeprefix("torch.")
         local = d.to_local()
         assert local.dtype == dtype and torch.equal(local, torch.chunk(x, 2)[rank])
@@ -92,7 +94,7 @@ def test_torch_dtypes_round_trip(dtype):
 
 def test_numpy_has_no_bfloat16():
     def fn(mesh):
-        d = dtensor.distribute_tensor(torch.ones(2, dtype=torch.bfloat16), mesh, [Replicate()])
+        d = dtensor.distribute_tensor(torch.ones(2, dtype=torch.bfloat16), mesh, [Replicate()]).to_dtensor()
         dtensor.set_array_library("numpy")
         d.to_local()
 
@@ -112,7 +114,7 @@ def test_strided_views_come_in_and_go_out_without_copy():
     t = torch.arange(12.0).reshape(3, 4)
 
     def fn(mesh):
-        d = DTensor.from_local(t.t(), mesh, [Replicate()])  # a transposed, non-contiguous view
+        d = DTensor.from_local(t.t(), mesh, [Replicate()]).to_dtensor()  # a transposed, non-contiguous view
         view = d.to_local()
         assert view.shape == (4, 3) and view.stride() == (1, 4) and view.data_ptr() == t.data_ptr()
         view[3, 0] = -5.0

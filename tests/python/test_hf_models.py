@@ -198,6 +198,87 @@ def test_parallelize_module_with_torchs_styles_matches_torch(float64_rms_norm):
                 torch.testing.assert_close(params[n], w, rtol=0, atol=atol, msg=f"{name} {n}")
 
 
+def test_data_and_tensor_parallel_on_a_2d_mesh_matches_torch(float64_rms_norm):
+    # dp=2 x tp=2 on 4 thread ranks: parallelize_module on the 2-d mesh applies the plan on its "tp"
+    # dim and replicates parameters over "dp"; ids are batch-sharded over "dp", so the gradients
+    # come back Partial over "dp" and are reduced into the parameters. And torch's spelling for
+    # tensor parallelism alone, the 1-d sub-mesh mesh["tp"]. Both equal single-device PyTorch.
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    plan = {"model.layers.*.self_attn.[qkv]_proj": ColwiseParallel(), "model.layers.*.self_attn.o_proj": RowwiseParallel(),
+            "model.layers.*.mlp.gate_proj": ColwiseParallel(), "model.layers.*.mlp.up_proj": ColwiseParallel(),
+            "model.layers.*.mlp.down_proj": RowwiseParallel()}
+    model = _llama("sdpa")
+    ids = torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(6))
+    ref = copy.deepcopy(model).train()
+    want_losses = _train(ref, ids, 3, hf_loss=False)
+    want = {n: p.detach() for n, p in ref.named_parameters()}
+
+    def rank(world):
+        mesh = dtensor.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        m = bridge.parallelize_module(copy.deepcopy(model).train(), mesh, plan)
+        placements = {n: tuple(p.placements) for n, p in m.named_parameters()}
+        seen = []  # the batch stays split over "dp" into a planned module (its hook runs after the plan's)
+        m.model.layers[0].self_attn.q_proj.register_forward_pre_hook(lambda mod, a: seen.append(tuple(a[0].placements)))
+        losses = _train(m, bridge.distribute(ids, mesh, [Shard(0), Replicate()]), 3, hf_loss=False)
+        tp_only = bridge.parallelize_module(copy.deepcopy(model).train(), mesh["tp"], plan)
+        tp_losses = _train(tp_only, bridge.distribute(ids, mesh["tp"], [Replicate()]), 3, hf_loss=False)
+        return (placements, losses, {n: _full(p) for n, p in m.named_parameters()}, tp_losses,
+                {n: _full(p) for n, p in tp_only.named_parameters()}, seen)
+
+    for placements, losses, params, tp_losses, tp_params, seen in dtensor.run_threads(4, rank):
+        assert placements["model.layers.0.self_attn.q_proj.weight"] == (Replicate(), Shard(0))
+        assert placements["model.layers.1.mlp.down_proj.weight"] == (Replicate(), Shard(1))
+        assert placements["model.norm.weight"] == (Replicate(), Replicate())
+        assert set(seen) == {(Shard(0), Replicate())}, seen
+        assert losses == pytest.approx(want_losses, rel=1e-12) and tp_losses == pytest.approx(want_losses, rel=1e-12)
+        for n, w in want.items():
+            torch.testing.assert_close(params[n], w, rtol=0, atol=1e-11, msg=n)
+            torch.testing.assert_close(tp_params[n], w, rtol=0, atol=1e-11, msg=n)
+
+
+def test_fully_shard_over_dp_with_tensor_parallel_matches_torch(float64_rms_norm):
+    # FSDP-style: after parallelize_module on the 2-d mesh, bridge.fully_shard on each decoder layer
+    # and on the model stores every parameter Shard(0) over "dp" (tp placements kept), gathers a
+    # layer's parameters around its forward and reduce-scatters their gradients. Same losses and
+    # parameters as single-device PyTorch; between steps every rank holds half of each parameter.
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    plan = {"model.layers.*.self_attn.[qkv]_proj": ColwiseParallel(), "model.layers.*.self_attn.o_proj": RowwiseParallel(),
+            "model.layers.*.mlp.gate_proj": ColwiseParallel(), "model.layers.*.mlp.up_proj": ColwiseParallel(),
+            "model.layers.*.mlp.down_proj": RowwiseParallel()}
+    model = _llama("sdpa")
+    ids = torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(7))
+    ref = copy.deepcopy(model).train()
+    want_losses = _train(ref, ids, 3, hf_loss=False)
+    want = {n: p.detach() for n, p in ref.named_parameters()}
+
+    def rank(world):
+        mesh = dtensor.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        m = bridge.parallelize_module(copy.deepcopy(model).train(), mesh, plan)
+        for layer in m.model.layers:
+            bridge.fully_shard(layer, mesh)
+        bridge.fully_shard(m, mesh)
+        losses = _train(m, bridge.distribute(ids, mesh, [Shard(0), Replicate()]), 3, hf_loss=False)
+        params = dict(m.named_parameters())
+        layout = {n: (tuple(p.placements), tuple(p._local.shape)) for n, p in params.items()}
+        try:
+            bridge.fully_shard(m.model.layers[0], mesh)
+            twice = ""
+        except dtensor.DTensorError as e:
+            twice = str(e)
+        return losses, {n: _full(p) for n, p in params.items()}, layout, twice
+
+    for losses, params, layout, twice in dtensor.run_threads(4, rank):
+        assert layout["model.layers.0.self_attn.q_proj.weight"] == ((Shard(0), Shard(0)), (8, 32))  # [32, 32] / 4
+        assert layout["model.layers.1.mlp.down_proj.weight"] == ((Shard(0), Shard(1)), (16, 32))   # [32, 64]
+        assert layout["model.norm.weight"] == ((Shard(0), Replicate()), (16,))
+        assert "already sharded" in twice
+        assert losses == pytest.approx(want_losses, rel=1e-12)
+        for n, w in want.items():
+            torch.testing.assert_close(params[n], w, rtol=0, atol=1e-11, msg=n)
+
+
 def test_parallelize_module_errors_name_what_is_accepted():
     from torch.distributed.tensor.parallel import ColwiseParallel
 
@@ -209,11 +290,16 @@ def test_parallelize_module_errors_name_what_is_accepted():
                 bridge.parallelize_module(nn.Sequential(nn.ReLU(), nn.Linear(4, 4)), mesh, plan)
             except dtensor.DTensorError as e:
                 errors.append(str(e))
+        try:
+            bridge.parallelize_module(nn.Linear(4, 4), dtensor.init_device_mesh("cpu", (1, 2)), ColwiseParallel())
+        except dtensor.DTensorError as e:
+            errors.append(str(e))
         return errors
 
     errors = dtensor.run_threads(2, rank)[0]
     assert "matches no submodule" in errors[0]
     assert "ColwiseParallel on ReLU" in errors[1] and "nn.Linear" in errors[1]
+    assert "2-d mesh [1, 2]" in errors[2] and "a dim named 'tp'" in errors[2]
 
 
 def test_default_config_with_kv_cache_trains():
@@ -281,7 +367,10 @@ def test_no_leak_warnings_at_exit_after_a_model_and_a_failed_op(tmp_path):
         "    m = bridge.parallelize_module(__import__('copy').deepcopy(model), mesh, {})\n"
         "    return float(m(input_ids=ids, labels=ids).loss.detach().full_tensor())\n"
         "print(dtensor.run_threads(2, rank2))\n")
-    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    # nanobind's report is off by default (a script's globals outlive the module: python/dtensor_py.cc);
+    # this script keeps nothing alive, so with the report on it must find nothing.
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..", "..", "python"),
+               DTENSOR_LEAK_WARNINGS="1")
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "leaked" not in out.stderr, out.stderr

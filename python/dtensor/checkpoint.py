@@ -1,0 +1,117 @@
+"""dtensor.checkpoint: `dtensor train` checkpoints to and from torch.distributed.checkpoint (DCP).
+
+    dtensor.checkpoint.to_dcp("run/ckpt", "run/dcp")          # then dcp.load(model.state_dict(), ...)
+    dtensor.checkpoint.from_dcp("torch/dcp", "run/ckpt")      # then dtensor train --load run/ckpt
+
+Both run in one process on a one-rank mesh and hold every tensor whole in memory (the checkpoint
+of one model, not a cluster's). Names are kept as they are: dtensor's GPT names its parameters as
+the PyTorch GPT of the same shape does (bench/train_vs_torch.py's model: tok_emb.weight,
+blocks.0.attn.q_proj.weight, ...), and AdamW's moments are "<param>.exp_avg" / "<param>.exp_avg_sq".
+dtensor's side is read and written by its own C++ code (nn/checkpoint.h: every size checked before
+a byte is copied; a save is committed by renaming LATEST, so a crash leaves the old one loadable).
+"""
+import json
+import os
+
+import numpy as np
+
+from . import _dtensor
+from ._dtensor import DTensorError, Replicate
+
+_DTYPES = {"float32": np.float32, "float64": np.float64}
+STEP_KEY = "dtensor.step"  # the training step, kept in the DCP checkpoint beside the tensors
+
+
+def _saved_tensors(path):
+    """(name, shape, dtype name) of every tensor and the step, from the metadata of the dtensor
+    checkpoint at `path` (its LATEST version, or the flat layout of earlier versions)."""
+    latest = os.path.join(path, "LATEST")
+    version = path
+    if os.path.exists(latest):
+        with open(latest) as f:
+            version = os.path.join(path, f.read().strip())
+    meta_path = os.path.join(version, "metadata.json")
+    try:
+        with open(meta_path) as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        raise DTensorError(f"dtensor.checkpoint: no readable dtensor checkpoint at {path} ({meta_path}: {e})") from None
+    try:
+        tensors = [(t["name"], [int(n) for n in t["shape"]], t["dtype"]) for t in meta["tensors"]]
+        step = int(meta["step"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise DTensorError(f"dtensor.checkpoint: {meta_path} is not dtensor checkpoint metadata ({e!r})") from None
+    for name, _, dtype in tensors:
+        if dtype not in _DTYPES:
+            raise DTensorError(f"dtensor.checkpoint: {meta_path}: tensor '{name}' is {dtype}; accepted: "
+                               f"{', '.join(_DTYPES)}")
+    return tensors, step
+
+
+def to_dcp(path, dcp_path):
+    """Converts the dtensor checkpoint at `path` (written by `dtensor train --save` on any mesh) into
+    a torch.distributed.checkpoint at `dcp_path`: one entry per tensor (its global shape and dtype)
+    and the step under STEP_KEY. Returns the step. Raises DTensorError for a missing or corrupted
+    checkpoint (naming the file); DCP's own errors for the write."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    tensors, _ = _saved_tensors(path)
+
+    def rank(world):
+        mesh = _dtensor.init_device_mesh("cpu", (1,))
+        arrays = [(name, np.zeros(shape, _DTYPES[dtype])) for name, shape, dtype in tensors]
+        named = [(name, _dtensor.distribute_tensor(a, mesh, [Replicate()])) for name, a in arrays]
+        step = _dtensor._load_checkpoint(path, named)
+        return {name: torch.from_numpy(np.array(d.to_local(), copy=True)) for name, d in named}, step
+
+    state, step = _dtensor.run_threads(1, rank)[0]
+    state[STEP_KEY] = step
+    dcp.save(state, checkpoint_id=dcp_path, no_dist=True)
+    return step
+
+
+def from_dcp(dcp_path, path, step=None):
+    """Converts the torch.distributed.checkpoint at `dcp_path` (e.g. a PyTorch GPT's state_dict, or
+    one written by to_dcp) into a dtensor checkpoint at `path`, for `dtensor train --load`. float32
+    and float64 tensors are taken; AdamW moments ("<param>.exp_avg", ".exp_avg_sq") missing from a
+    weights-only checkpoint are written as zeros (a fresh optimizer), and its step is then 0 unless
+    given. Returns the step written. Raises DTensorError for a tensor of another dtype or a non-tensor
+    entry other than STEP_KEY."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    meta = dcp.FileSystemReader(dcp_path).read_metadata().state_dict_metadata
+    state = {}
+    for name, md in meta.items():
+        if name == STEP_KEY:
+            continue
+        if not isinstance(md, TensorStorageMetadata):
+            raise DTensorError(f"dtensor.checkpoint.from_dcp: {dcp_path}: entry '{name}' is not a tensor; accepted: "
+                               f"tensors (float32, float64) and '{STEP_KEY}'")
+        if md.properties.dtype not in (torch.float32, torch.float64):
+            raise DTensorError(f"dtensor.checkpoint.from_dcp: {dcp_path}: tensor '{name}' is {md.properties.dtype}; "
+                               f"accepted: torch.float32, torch.float64")
+        state[name] = torch.zeros(tuple(md.size), dtype=md.properties.dtype)
+    has_step = STEP_KEY in meta
+    if has_step:
+        state[STEP_KEY] = 0
+    dcp.load(state, checkpoint_id=dcp_path, no_dist=True)
+    saved_step = state.pop(STEP_KEY, 0) if has_step else 0
+    params = [n for n in state if not n.endswith((".exp_avg", ".exp_avg_sq"))]
+    fresh = False
+    for n in params:
+        for moment in (n + ".exp_avg", n + ".exp_avg_sq"):
+            if moment not in state:
+                state[moment] = torch.zeros_like(state[n])
+                fresh = True
+    step = int(step if step is not None else (0 if fresh else saved_step))
+
+    def rank(world):
+        mesh = _dtensor.init_device_mesh("cpu", (1,))
+        named = [(name, _dtensor.distribute_tensor(t.numpy(), mesh, [Replicate()])) for name, t in state.items()]
+        _dtensor._save_checkpoint(path, named, step)
+
+    _dtensor.run_threads(1, rank)
+    return step

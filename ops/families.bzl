@@ -8,6 +8,7 @@ load("@rules_cc//cc:defs.bzl", "cc_library")
 
 OP_FAMILIES = [
     "attention",
+    "conv",
     "embedding",
     "flex_attention",
     "grouped_mm",

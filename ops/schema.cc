@@ -97,7 +97,7 @@ OpSchema OpSchema::parse(const std::string& text) {
     if (base == "Tensor") a.type = list ? ArgDef::kTensorList : ArgDef::kTensor;
     else if (base == "int" || base == "SymInt") a.type = list ? ArgDef::kIntList : ArgDef::kInt;
     else if (base == "float") a.type = list ? ArgDef::kFloatList : ArgDef::kFloat;
-    else if (base == "bool") a.type = ArgDef::kBool;
+    else if (base == "bool") a.type = list ? ArgDef::kIntList : ArgDef::kBool;  // bool[3] output_mask: 0/1
     else if (base == "str" || base == "ScalarType") a.type = ArgDef::kStr;
     else if (base == "Scalar") a.type = ArgDef::kScalar;
     else DT_FAIL("schema '", text, "': unknown argument type '", type, "'");

@@ -4,11 +4,6 @@
 // empty: dispatch names the op; the bridge and dtensor.ops list only ops with a kernel). An engine
 // family that later defines one of these names takes it over: remove it here.
 //
-//   convolution(input[N, C, *sp], weight[O, C/g, *k], bias[O]?, stride, padding, dilation, transposed,
-//               output_padding, groups) -> [N, O, *sp']          (ATen's schema; transposed = False)
-//     rows: batch [S(0); S(0), R, R]; output channels (g = 1) [S(1); R, S(0), S(0)];
-//           input channels (g = 1) [P; S(1), S(1), P]; Partial through [P; P, R, P], [P; R, P, P].
-//     Spatial sharding (halo exchange) is not offered.
 //   batch_norm(input[N, C, ...], weight[C]?, bias[C]?, training, momentum, eps) -> like input
 //     rows: channels [S(1); S(1), S(0), S(0)]; batch or spatial dim d [S(d); S(d), R, R], which in
 //     training carries the step "sync_stats" (SyncBatchNorm: an all_reduce of the per-channel sum and
@@ -42,53 +37,6 @@ namespace {
 constexpr char kPlannerOnly[] = "planner-only: no kernel, never run, so never differentiated";
 
 [[noreturn]] void bad(const OpCall& c, const std::string& what) { fail(c, what); }
-
-void define_convolution(Registry& reg) {
-  OpDef& op = reg.define(
-      "convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, "
-      "bool transposed, int[] output_padding, int groups) -> Tensor",
-      "planned");
-  // 2 FLOPs per multiply-add: each output element reads C/g x kernel weights.
-  op.cost = cost(CostClass::kContraction);
-  op.cost.flops = [](const OpCall& c, const std::vector<TensorMeta>& out) {
-    const Shape& w = c.tensor(1).shape;
-    return 2 * static_cast<double>(numel(out[0].shape)) * static_cast<double>(numel(w) / std::max<int64_t>(w[0], 1));
-  };
-  op.no_backward = kPlannerOnly;
-  op.meta = [](const OpCall& c) {
-    const Shape& x = c.tensor(0).shape;
-    const Shape& w = c.tensor(1).shape;
-    if (c.get_bool("transposed")) bad(c, "transposed convolution is not supported by the planner");
-    const size_t sd = x.size() < 3 ? 0 : x.size() - 2;
-    if (x.size() < 3 || w.size() != x.size())
-      bad(c, "accepted: input[N, C, *spatial] and weight[O, C/groups, *kernel] of the same rank");
-    const int64_t g = c.get_int("groups");
-    if (g < 1 || x[1] % g != 0 || x[1] / g != w[1] || w[0] % g != 0)
-      bad(c, absl::StrCat("channels: input has ", x[1], ", weight expects ", w[1], " x groups ", g));
-    // Values at most kMaxConvParam keep the output-size arithmetic below inside int64 (sizes are
-    // bounded by kMaxTensorBytes < 2^47): stride and dilation >= 1, padding >= 0, as ATen requires.
-    constexpr int64_t kMaxConvParam = int64_t{1} << 14;
-    auto expand = [&](const char* name, int64_t dflt, int64_t lo) {
-      std::vector<int64_t> v = c.get_int_list(name, {dflt});
-      if (v.size() == 1) v.assign(sd, v[0]);
-      if (v.size() != sd) bad(c, absl::StrCat(name, " needs ", sd, " values"));
-      for (int64_t e : v)
-        if (e < lo || e > kMaxConvParam)
-          bad(c, absl::StrCat(name, " value ", e, " is outside [", lo, ", ", kMaxConvParam, "]"));
-      return v;
-    };
-    auto s = expand("stride", 1, 1), p = expand("padding", 0, 0), d = expand("dilation", 1, 1);
-    Shape out{x[0], w[0]};
-    for (size_t i = 0; i < sd; ++i) {
-      int64_t o = (x[2 + i] + 2 * p[i] - d[i] * (w[2 + i] - 1) - 1) / s[i] + 1;
-      if (o < 1) bad(c, "the kernel does not fit the input");
-      out.push_back(o);
-    }
-    int b = c.tensor_index("bias");
-    if (b >= 0 && c.tensor(b).shape != Shape{w[0]}) bad(c, absl::StrCat("bias must have shape [", w[0], "]"));
-    return std::vector<TensorMeta>{{out, c.tensor(0).dtype}};
-  };
-}
 
 void define_batch_norm(Registry& reg) {
   OpDef& op = reg.define(
@@ -204,7 +152,6 @@ void define_opaque(Registry& reg) {
 }
 
 void define_planned_ops(Registry& reg) {
-  define_convolution(reg);
   define_batch_norm(reg);
   define_moe(reg);
   define_pad(reg);

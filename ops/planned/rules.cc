@@ -6,24 +6,6 @@ namespace dtensor::strategies {
 namespace {
 
 void register_planned_rules(Registry& reg) {
-  reg.mutable_find("convolution").rules = [](const OpCall& c, const OutMeta&) {
-    const bool has_bias = c.tensor_index("bias") >= 0;
-    const bool dense = c.get_int("groups") == 1;
-    RuleList rules;
-    auto add = [&](Placement out, Placement x, Placement w, Placement b) {
-      Rule r = row({out}, {x, w});
-      if (has_bias) r.inputs.push_back(b);
-      rules.push_back(r);
-    };
-    add(Shard(0), Shard(0), Replicate(), Replicate());
-    if (dense) {
-      add(Shard(1), Replicate(), Shard(0), Shard(0));
-      add(Partial(), Shard(1), Shard(1), Partial());
-    }
-    add(Partial(), Partial(), Replicate(), Partial());
-    add(Partial(), Replicate(), Partial(), Partial());
-    return rules;
-  };
   reg.mutable_find("batch_norm").rules = [](const OpCall& c, const OutMeta&) {
     const int n_in = c.num_tensors();
     const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());

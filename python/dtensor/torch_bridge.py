@@ -956,6 +956,24 @@ def _bernoulli_(func, args, kwargs):
     return x
 
 
+def _convolution_backward(func, args, kwargs):
+    """aten.convolution_backward through the engine with every gradient computed (a masked-off one
+    has no block to wrap: ATen returns None for it), then None where torch's output_mask asked for
+    none, as ATen returns it."""
+    args, kwargs = list(args), dict(kwargs)
+    if len(args) > 10:
+        mask, args[10] = list(args[10]), [True, True, True]
+    else:
+        mask, kwargs["output_mask"] = list(kwargs["output_mask"]), [True, True, True]
+    outs = _conv_backward_engine()(func, tuple(args), kwargs)
+    return tuple(o if m else None for o, m in zip(outs, mask))
+
+
+@functools.lru_cache(maxsize=None)
+def _conv_backward_engine():
+    return _engine("convolution_backward")
+
+
 _SPECIAL = {
     "detach": _same_layout,
     "alias": _same_layout,
@@ -978,6 +996,7 @@ _SPECIAL = {
     "cat": _cat,
     "expand_as": _expand_as,
     "_fused_adamw_": _fused_adamw_,
+    "convolution_backward": _convolution_backward,
 }
 
 

@@ -309,6 +309,25 @@ def pool(kind, dims):
     return tr
 
 
+def conv(dims):
+    """nn.functional.conv{1,2,3}d -> convolution (F's defaults filled in as ATen's arguments)."""
+    def tr(s):
+        kw = positional(s, ["weight", "bias", "stride", "padding", "dilation", "groups"])
+        weight, bias = kw.pop("weight"), kw.pop("bias", None)
+        stride, dilation = ints(kw.pop("stride", 1), dims), ints(kw.pop("dilation", 1), dims)
+        padding = kw.pop("padding", 0)
+        if padding == "valid":
+            padding = 0
+        elif padding == "same":  # F pads (k - 1) * dilation in all; ATen's convolution pads symmetrically
+            total = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:])]
+            if any(t % 2 for t in total):
+                raise Skip("padding='same' with an odd total runs as _convolution_mode (asymmetric)", "convolution")
+            padding = [t // 2 for t in total]
+        args = [s.input, weight, bias, stride, ints(padding, dims), dilation, False, [0] * dims, int(kw.pop("groups", 1))]
+        return Call("convolution", args, kw, aten("convolution"), partial="one" if bias is None else "", grad=True)
+    return tr
+
+
 def adaptive_avg_pool2d(s):
     size = s.args[0]
     size = [size, size] if isinstance(size, int) else list(size)
@@ -552,6 +571,9 @@ TRANSLATORS = {
     ("matmul", ""): matrix("matmul", ["other"]),
     ("addmm", ""): matrix("addmm", ["mat1", "mat2"], partial=""),
     ("nn.functional.linear", ""): linear,
+    ("nn.functional.conv1d", ""): conv(1),
+    ("nn.functional.conv2d", ""): conv(2),
+    ("nn.functional.conv3d", ""): conv(3),
     ("view", ""): view_like("view", ["size"], ["size"]),
     ("reshape", ""): view_like("reshape", ["shape"], ["shape"]),
     ("flatten", ""): view_like("flatten", ["start_dim", "end_dim"]),

@@ -755,6 +755,10 @@ def _foreach(name, in_place):
 
     def handler(func, args, kwargs):
         n = len(args[0]) if isinstance(args[0], (list, tuple)) else len(args[1])
+        rest, done = list(range(n)), {}
+        if name in _FOREACH_BLOCKWISE:
+            args, rest, done = _foreach_on_blocks(func, args, kwargs, n, in_place, name)
+            n = len(rest)
 
         def pick(v, i):
             if isinstance(v, (list, tuple)) and len(v) == n:
@@ -772,9 +776,82 @@ def _foreach(name, in_place):
             if name == "norm" and len(a) > 1:
                 kw["ord"] = a.pop(1)
             outs.append(packet(*a, **kw))
-        return None if in_place else outs
+        if in_place:
+            return None
+        done.update(zip(rest, outs))  # by list position: on blocks, then per tensor
+        return [done[k] for k in range(len(done))]
 
     return handler
+
+
+# _foreach ops that act element by element: on tensors of one layout (the same placements and
+# shape at each list position), torch's own _foreach kernel over the local blocks computes each
+# block of the result, in one call instead of one engine call per tensor (torch.optim's foreach
+# AdamW issues about ten of these per step).
+_FOREACH_BLOCKWISE = frozenset({
+    "add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "sqrt", "rsqrt", "neg", "abs", "exp", "log",
+    "reciprocal", "maximum", "minimum", "clamp_min", "clamp_max", "pow", "sign", "sigmoid", "tanh", "zero",
+    "copy", "expm1", "log1p", "sin", "cos", "erf", "ceil", "floor", "round", "trunc", "frac"})
+# Those that may take Partial(sum/avg) tensors: linear in their one tensor list (times a number).
+_FOREACH_LINEAR = frozenset({"mul", "div", "neg", "zero"})
+
+
+def _foreach_on_blocks(func, args, kwargs, n, in_place, name):
+    """Runs `func` (a _foreach op of _FOREACH_BLOCKWISE) on the local blocks of the list positions
+    whose tensors share one layout: bridge tensors on one mesh with equal placements and shapes, no
+    Partial unless the op is linear in its one tensor list; a tensor passed whole (a 0-d scale) must
+    be a replicated bridge tensor or a plain 0-d tensor. Returns the arguments restricted to the
+    other positions (for the per-tensor path), those positions, and {position: output} of the done
+    ones (out-of-place ops)."""
+    everything = (args, list(range(n)), {})
+    lists = [i for i, v in enumerate(args) if isinstance(v, (list, tuple)) and len(v) == n]
+    tensor_lists = [i for i in lists if any(isinstance(e, torch.Tensor) for e in args[i])]
+    whole = [v for i, v in enumerate(args) if i not in lists and isinstance(v, torch.Tensor)]
+    whole += [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
+    if any(isinstance(v, (list, tuple)) for v in kwargs.values()):
+        return everything
+    for v in whole:  # a scale passed to every position
+        if isinstance(v, DTensor):
+            if any(not p.is_replicate() for p in v._spec.placements):
+                return everything
+        elif v.dim() != 0:
+            return everything
+    linear = name in _FOREACH_LINEAR and len(tensor_lists) == 1
+    fast = []
+    for k in range(n):
+        ts = [args[i][k] for i in tensor_lists]
+        if not all(isinstance(t, DTensor) for t in ts):
+            continue
+        first = ts[0]._spec
+        if any(t._mesh is not ts[0]._mesh or t._spec.placements != first.placements or t._spec.shape != first.shape
+               for t in ts):
+            continue
+        if first.has_partial and not (linear and all(p.reduce_op in ("sum", "avg") for p in first.placements
+                                                      if p.is_partial())):
+            continue
+        fast.append(k)
+    if not fast:
+        return everything
+
+    def local(v):
+        return v._local if isinstance(v, DTensor) else v
+
+    def subset(v, keep):
+        return [local(v[k]) for k in keep]
+
+    fast_args = [subset(v, fast) if i in lists else local(v) for i, v in enumerate(args)]
+    fast_kwargs = {k: local(v) for k, v in kwargs.items()}
+    outs = func(*fast_args, **fast_kwargs)
+    done = {}
+    if not in_place:
+        for k, block in zip(fast, outs):
+            t = args[tensor_lists[0]][k]
+            spec = t._spec.with_(list(t._spec.placements), list(t._spec.shape), _dtype_name(block.dtype))
+            done[k] = DTensor(block, spec, t._mesh)
+    taken = set(fast)
+    rest = [k for k in range(n) if k not in taken]
+    rest_args = tuple([v[k] for k in rest] if i in lists else v for i, v in enumerate(args))
+    return rest_args, rest, done
 
 
 def _fused_adamw_(func, args, kwargs):
@@ -832,6 +909,38 @@ def _decomposed(qualified, decomp):
             return decomp(*args, **kwargs)
         except UnsupportedOpError as e:
             raise UnsupportedOpError(f"bridge: {qualified}, run as torch's decomposition: {e}") from e
+
+    return handler
+
+
+# Element-by-element ATen ops that dtensor has no op for (torch.optim's AdamW and SGD use them): on
+# tensors of one layout they run on the aligned local blocks as one ATen call, instead of their
+# decomposition's several engine calls. In-place pointwise ops (torch.Tag.pointwise: mul_, add_,
+# sqrt_, ...) take the same shortcut instead of the out-of-place op and a copy back.
+_ELEMENTWISE_DECOMPOSED = frozenset({"lerp", "addcmul", "addcdiv"})
+
+
+def _on_aligned_blocks(otherwise):
+    """Handler: ATen on the local blocks when every tensor argument is a bridge tensor on one mesh
+    with the output's shape and the same placements, none Partial (0-d replicated ones broadcast);
+    `otherwise` for any other call. Outputs keep that layout; an in-place op returns its self."""
+    def handler(func, args, kwargs):
+        tensors = [v for v in list(args) + list(kwargs.values()) if isinstance(v, torch.Tensor)]
+        first = args[0]
+        if not isinstance(first, DTensor) or first._spec.has_partial:
+            return otherwise(func, args, kwargs)
+        for t in tensors:
+            if not isinstance(t, DTensor) or t._mesh is not first._mesh or t._spec.has_partial:
+                return otherwise(func, args, kwargs)
+            if t._spec.placements != first._spec.placements or t._spec.shape != first._spec.shape:
+                if t.dim() != 0 or any(not p.is_replicate() for p in t._spec.placements):
+                    return otherwise(func, args, kwargs)
+        out = func(*[v._local if isinstance(v, DTensor) else v for v in args],
+                   **{k: v._local if isinstance(v, DTensor) else v for k, v in kwargs.items()})
+        if func._schema.name.endswith("_") or out is first._local:
+            return first
+        spec = first._spec.with_(list(first._spec.placements), list(first._spec.shape), _dtype_name(out.dtype))
+        return DTensor(out, spec, first._mesh)
 
     return handler
 
@@ -1070,6 +1179,8 @@ def _resolve(func):
     if base.endswith("_") and not base.endswith("__"):
         packet = getattr(aten, base[:-1], None)
         if packet is not None and overload in packet.overloads():
+            if torch.Tag.pointwise in func.tags and torch.Tag.nondeterministic_seeded not in func.tags:
+                return _on_aligned_blocks(_in_place(getattr(packet, overload)))
             return _in_place(getattr(packet, overload))
     # Any other ATen op by torch's own decomposition into ops the bridge runs (cached per overload
     # by the caller); the error names the op and the piece that failed.
@@ -1077,6 +1188,8 @@ def _resolve(func):
 
     decomp = decomposition_table.get(func)
     if decomp is not None:
+        if base.rstrip("_") in _ELEMENTWISE_DECOMPOSED:
+            return _on_aligned_blocks(_decomposed(qualified, decomp))
         return _decomposed(qualified, decomp)
     return _unsupported(qualified)
 

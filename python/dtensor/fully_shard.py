@@ -80,7 +80,7 @@ def fully_shard(module, mesh):
                 want = [Replicate()] * mesh.ndim
                 want[dp] = Shard(0)
                 d = bridge.distribute(p.detach(), mesh, want)
-            sharded[id(p)] = nn.Parameter(d, requires_grad=p.requires_grad)
+            sharded[id(p)] = bridge.keep_grad_layout(nn.Parameter(d, requires_grad=p.requires_grad))
         owner._parameters[name] = sharded[id(p)]
         entries.append((owner, name, sharded[id(p)]))
 

@@ -87,7 +87,7 @@ class _Parallelizer:
                 self.done[key] = p
             else:
                 d = self.bridge.distribute(p.detach(), self.mesh, self.on_tp(placement))
-                self.done[key] = nn.Parameter(d, requires_grad=p.requires_grad)
+                self.done[key] = self.bridge.keep_grad_layout(nn.Parameter(d, requires_grad=p.requires_grad))
         return self.done[key]
 
     def to_layout(self, x, layout, given):

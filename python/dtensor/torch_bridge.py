@@ -26,7 +26,7 @@ _b = _dtensor._bridge
 aten = torch.ops.aten
 
 __all__ = ["DTensor", "UnsupportedOpError", "allow_replicate_fallback", "distribute", "from_dtensor",
-           "from_local", "fully_shard", "parallelize_module"]
+           "from_local", "fully_shard", "keep_grad_layout", "parallelize_module"]
 
 
 class UnsupportedOpError(DTensorError, NotImplementedError):
@@ -263,6 +263,21 @@ def from_local(local, device_mesh, placements=None, shape=None):
     placements = _placements_or_replicate(device_mesh, placements, "DTensor.from_local")
     d = _native_from_local(local.detach(), device_mesh, placements, None if shape is None else list(shape))
     return _FromLocal.apply(local, _b.spec_of(d), device_mesh)
+
+
+def keep_grad_layout(param):
+    """Registers a post-accumulate-grad hook on the bridge parameter `param` that moves each
+    accumulated gradient to the parameter's placements (a Partial gradient all-reduced once, a
+    replicated one sliced). Without it a gradient keeps the layout the backward chose, and every
+    optimizer op that meets a Partial gradient reduces it again. parallelize_module and fully_shard
+    register it on the parameters they make. Returns `param`."""
+    def hook(p):
+        g = p.grad
+        if isinstance(g, DTensor) and tuple(g._spec.placements) != tuple(p._spec.placements):
+            p.grad = _moved(g.detach(), p._spec.placements)
+
+    param.register_post_accumulate_grad_hook(hook)
+    return param
 
 
 def from_dtensor(d, device_mesh):

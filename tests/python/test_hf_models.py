@@ -279,6 +279,36 @@ def test_fully_shard_over_dp_with_tensor_parallel_matches_torch(float64_rms_norm
             torch.testing.assert_close(params[n], w, rtol=0, atol=1e-11, msg=n)
 
 
+def test_parallelize_module_gradients_take_their_parameters_layout():
+    # keep_grad_layout: each gradient moved to its parameter's placements once it is accumulated (a
+    # Partial gradient of a replicated weight all-reduced once, not by every optimizer op that reads
+    # it); the values are the gradients torch computes.
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    model = _gpt2(0.0)
+    ids = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(8))
+    def loss(m, x):  # float64 throughout (transformers' own loss upcasts to float32 only)
+        logits = m(input_ids=x).logits
+        return nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+
+    ref = copy.deepcopy(model)
+    loss(ref, ids).backward()
+    plan = {"transformer.h.*.attn.c_attn": ColwiseParallel(), "transformer.h.*.attn.c_proj": RowwiseParallel(),
+            "transformer.h.*.mlp.c_fc": ColwiseParallel(), "transformer.h.*.mlp.c_proj": RowwiseParallel()}
+
+    def rank(world):
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+        m = bridge.parallelize_module(copy.deepcopy(model), mesh, plan)
+        loss(m, bridge.distribute(ids, mesh, [Replicate()])).backward()
+        return {n: (tuple(p.grad.placements) == tuple(p.placements), _full(p.grad)) for n, p in m.named_parameters()}
+
+    for grads in dtensor.run_threads(2, rank):
+        for n, p in ref.named_parameters():
+            same_layout, g = grads[n]
+            assert same_layout, f"{n}: the gradient's layout is not its parameter's"
+            torch.testing.assert_close(g, p.grad, rtol=1e-9, atol=1e-12, msg=f"{n}: gradient values")
+
+
 def test_parallelize_module_errors_name_what_is_accepted():
     from torch.distributed.tensor.parallel import ColwiseParallel
 

@@ -5,7 +5,8 @@
 
 Both sides: GPT2LMHeadModel from one config with random weights (seed 0, nothing downloaded),
 eager attention, its default dropout (0.1) on, transformers' own loss, clip_grad_norm_(1.0) and
-torch.optim.AdamW's default implementation (foreach), on `--ranks` Gloo processes started by
+torch.optim.AdamW's default implementation (on CPU its per-parameter loop: torch picks foreach
+for CUDA tensors only), on `--ranks` Gloo processes started by
 torchrun (one compute thread per rank when ranks >= cores, torchrun's policy, on both sides).
 The plan is Megatron's for GPT-2 on both sides: c_attn and mlp.c_fc column-parallel, attn.c_proj
 and mlp.c_proj row-parallel, every other parameter replicated; input ids replicated.
@@ -14,7 +15,7 @@ and mlp.c_proj row-parallel, every other parameter replicated; input ids replica
 - PyTorch DTensor: the same placements put on the parameters by `distribute_tensor` (torch's
   parallelize_module refuses Conv1D), the row-parallel outputs all-reduced by a forward hook as
   RowwiseParallel does (torch's in-place dropout refuses a Partial input), every parameter a
-  DTensor so that foreach AdamW runs, and transformers' plain-tensor masks and position ids taken
+  DTensor (as the optimizer's foreach and fused paths need), and transformers' plain-tensor masks and position ids taken
   as replicated under `implicit_replication()`.
 Each run times `--steps` steps after 2 untimed ones (forward, backward, clip, AdamW, the loss read
 back); the sides alternate run by run; tokens/s per run, median (min-max) over the runs, and the
@@ -95,7 +96,7 @@ def train(side, world, steps, warmup, dropout, dtype_name, params_out=None):
     dtype = getattr(torch, dtype_name)
     model = build(dropout, dtype)
     model, as_input, context = (parallel_bridge if side == "bridge" else parallel_torch)(model, world)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)  # torch's default (foreach)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)  # torch's default (per-parameter on CPU)
     g = torch.Generator().manual_seed(1)
     batches = [torch.randint(0, CONFIG["vocab_size"], (BATCH, SEQ), generator=g) for _ in range(warmup + steps)]
     losses, seconds = [], 0.0
@@ -208,7 +209,7 @@ def main():
 
     ratios = [b / t for b, t in zip(tps["bridge"], tps["torch"])]
     print(f"\nGPT-2 {CONFIG['n_layer']} layers, dim {CONFIG['n_embd']}, {CONFIG['n_head']} heads, vocab "
-          f"{CONFIG['vocab_size']}, seq {SEQ}, batch {BATCH}, float32, dropout 0.1, foreach AdamW; tp={a.ranks} "
+          f"{CONFIG['vocab_size']}, seq {SEQ}, batch {BATCH}, float32, dropout 0.1, default AdamW; tp={a.ranks} "
           f"Gloo processes, {os.cpu_count()} cores; {a.steps} timed steps, {a.runs} interleaved runs: median "
           f"(min-max); torch {torch.__version__}\n")
     print("| side | tokens/s | bridge / PyTorch DTensor |\n|---|---:|---:|")

@@ -198,21 +198,32 @@ def test_parallelize_module_with_torchs_styles_matches_torch(float64_rms_norm):
                 torch.testing.assert_close(params[n], w, rtol=0, atol=atol, msg=f"{name} {n}")
 
 
+def _llama_tp_plan():
+    """Megatron's plan for Llama in torch's ParallelStyle objects (q/k/v, gate, up column-parallel;
+    o, down row-parallel)."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    return {"model.layers.*.self_attn.[qkv]_proj": ColwiseParallel(), "model.layers.*.self_attn.o_proj": RowwiseParallel(),
+            "model.layers.*.mlp.gate_proj": ColwiseParallel(), "model.layers.*.mlp.up_proj": ColwiseParallel(),
+            "model.layers.*.mlp.down_proj": RowwiseParallel()}
+
+
+def _reference(model, ids, steps):
+    """Single-device PyTorch's losses and final parameters for `steps` of _train on a copy."""
+    ref = copy.deepcopy(model).train()
+    losses = _train(ref, ids, steps, hf_loss=False)
+    return losses, {n: p.detach() for n, p in ref.named_parameters()}
+
+
 def test_data_and_tensor_parallel_on_a_2d_mesh_matches_torch(float64_rms_norm):
     # dp=2 x tp=2 on 4 thread ranks: parallelize_module on the 2-d mesh applies the plan on its "tp"
     # dim and replicates parameters over "dp"; ids are batch-sharded over "dp", so the gradients
     # come back Partial over "dp" and are reduced into the parameters. And torch's spelling for
     # tensor parallelism alone, the 1-d sub-mesh mesh["tp"]. Both equal single-device PyTorch.
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
-
-    plan = {"model.layers.*.self_attn.[qkv]_proj": ColwiseParallel(), "model.layers.*.self_attn.o_proj": RowwiseParallel(),
-            "model.layers.*.mlp.gate_proj": ColwiseParallel(), "model.layers.*.mlp.up_proj": ColwiseParallel(),
-            "model.layers.*.mlp.down_proj": RowwiseParallel()}
+    plan = _llama_tp_plan()
     model = _llama("sdpa")
     ids = torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(6))
-    ref = copy.deepcopy(model).train()
-    want_losses = _train(ref, ids, 3, hf_loss=False)
-    want = {n: p.detach() for n, p in ref.named_parameters()}
+    want_losses, want = _reference(model, ids, 3)
 
     def rank(world):
         mesh = dtensor.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
@@ -242,16 +253,10 @@ def test_fully_shard_over_dp_with_tensor_parallel_matches_torch(float64_rms_norm
     # and on the model stores every parameter Shard(0) over "dp" (tp placements kept), gathers a
     # layer's parameters around its forward and reduce-scatters their gradients. Same losses and
     # parameters as single-device PyTorch; between steps every rank holds half of each parameter.
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
-
-    plan = {"model.layers.*.self_attn.[qkv]_proj": ColwiseParallel(), "model.layers.*.self_attn.o_proj": RowwiseParallel(),
-            "model.layers.*.mlp.gate_proj": ColwiseParallel(), "model.layers.*.mlp.up_proj": ColwiseParallel(),
-            "model.layers.*.mlp.down_proj": RowwiseParallel()}
+    plan = _llama_tp_plan()
     model = _llama("sdpa")
     ids = torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(7))
-    ref = copy.deepcopy(model).train()
-    want_losses = _train(ref, ids, 3, hf_loss=False)
-    want = {n: p.detach() for n, p in ref.named_parameters()}
+    want_losses, want = _reference(model, ids, 3)
 
     def rank(world):
         mesh = dtensor.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))

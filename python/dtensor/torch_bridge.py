@@ -266,18 +266,59 @@ def from_local(local, device_mesh, placements=None, shape=None):
 
 
 def keep_grad_layout(param):
-    """Registers a post-accumulate-grad hook on the bridge parameter `param` that moves each
-    accumulated gradient to the parameter's placements (a Partial gradient all-reduced once, a
-    replicated one sliced). Without it a gradient keeps the layout the backward chose, and every
-    optimizer op that meets a Partial gradient reduces it again. parallelize_module and fully_shard
-    register it on the parameters they make. Returns `param`."""
+    """Registers a post-accumulate-grad hook on the bridge parameter `param` that moves its
+    accumulated gradient to the parameter's placements at the end of the backward: Partial
+    gradients that only need reducing (Partial -> Replicate on some mesh dims, as a replicated
+    weight's gradient from sharded activations) are all-reduced together, one collective per
+    (mesh, placements, dtype) group over their blocks concatenated, as DDP buckets them; any other
+    move (a replicated gradient sliced to a shard, ...) per gradient. Without it a gradient keeps
+    the layout the backward chose, and every optimizer op that meets a Partial gradient reduces it
+    again. parallelize_module and fully_shard register it on the parameters they make. Returns
+    `param`."""
     def hook(p):
         g = p.grad
-        if isinstance(g, DTensor) and tuple(g._spec.placements) != tuple(p._spec.placements):
-            p.grad = _moved(g.detach(), p._spec.placements)
+        if not isinstance(g, DTensor) or tuple(g._spec.placements) == tuple(p._spec.placements):
+            return
+        pending = getattr(_grad_moves, "pending", None)
+        if pending is None:  # the first of this backward: move them all when it ends
+            pending = _grad_moves.pending = []
+            torch.autograd.Variable._execution_engine.queue_callback(_move_pending_grads)
+        pending.append(p)
 
     param.register_post_accumulate_grad_hook(hook)
     return param
+
+
+_grad_moves = threading.local()  # per rank (thread ranks share the interpreter)
+
+
+def _move_pending_grads():
+    pending, _grad_moves.pending = _grad_moves.pending or [], None
+    buckets = {}
+    for p in pending:
+        g = p.grad
+        src, dst = tuple(g._spec.placements), tuple(p._spec.placements)
+        if all(d == s or (s.is_partial() and d.is_replicate()) for s, d in zip(src, dst)):
+            buckets.setdefault((id(g._mesh), src, dst, g.dtype), []).append(p)
+        else:
+            p.grad = _moved(g.detach(), dst)
+    for (_, src, dst, dtype), params in buckets.items():
+        if len(params) == 1:
+            params[0].grad = _moved(params[0].grad.detach(), dst)
+            continue
+        grads = [p.grad for p in params]
+        flat = torch.cat([g._local.reshape(-1) for g in grads])
+        # The collective runs over the Partial mesh dims only, among ranks holding the same blocks
+        # of the other dims, so the buffer is described as replicated there.
+        spec = grads[0]._spec.with_([s if s.is_partial() else Replicate() for s in src], [flat.numel()],
+                                    _dtype_name(dtype))
+        _, reduced = _b.redistribute(spec, flat, [Replicate()] * len(src))
+        offset = 0
+        for p, g in zip(params, grads):
+            n = g._local.numel()
+            block = reduced[offset:offset + n].view(g._local.shape)
+            offset += n
+            p.grad = DTensor(block, g._spec.with_(list(dst), list(g._spec.shape), _dtype_name(dtype)), g._mesh)
 
 
 def from_dtensor(d, device_mesh):

@@ -1,7 +1,14 @@
-"""A transformers GPT-2 training step through dtensor.bridge against PyTorch DTensor, same plan.
+"""A transformers training step through dtensor.bridge against PyTorch DTensor, same plan.
 
-    bazel build //python/... && python3 bench/hf_gpt2_bridge_vs_torch.py [--ranks 2] [--steps 8] [--runs 5]
-    python3 bench/hf_gpt2_bridge_vs_torch.py --check-only [--check-steps 20]   # tests/python
+    bazel build //python/... && python3 bench/hf_gpt2_bridge_vs_torch.py [--model gpt2|llama] [--ranks 2] [--steps 8] [--runs 5]
+    python3 bench/hf_gpt2_bridge_vs_torch.py --check-only [--check-steps 20] [--model llama]   # tests/python
+
+--model llama: LlamaForCausalLM (4 layers, dim 256, 8 heads over 4 key/value heads, SwiGLU 512,
+eager attention, no dropout), q/k/v/gate/up column-parallel and o/down row-parallel; on the
+PyTorch side torch's own parallelize_module with DTensors between modules (use_local_output False)
+and every other parameter a replicated DTensor (clip_grad_norm_ refuses a mix). The float64 check
+keeps Llama's RMSNorm and softmax in float64 on both sides (float64_llama). The rest of this text
+describes the default, GPT-2:
 
 Both sides: GPT2LMHeadModel from one config with random weights (seed 0, nothing downloaded),
 eager attention, its default dropout (0.1) on, transformers' own loss, clip_grad_norm_(1.0) and
@@ -41,6 +48,11 @@ BATCH, SEQ = 4, 128
 CHECK_RTOL = 1e-9  # float64: summation order alone moves a loss by ~1e-15 per step
 COL = ("attn.c_attn", "mlp.c_fc")
 ROW = ("attn.c_proj", "mlp.c_proj")
+LLAMA = dict(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=8,
+             num_key_value_heads=4, max_position_embeddings=128)
+LLAMA_COL = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj")
+LLAMA_ROW = ("self_attn.o_proj", "mlp.down_proj")
+MODEL = os.environ.get("DTENSOR_BENCH_MODEL", "gpt2")  # set by --model for the workers
 
 
 def build(dropout, dtype):
@@ -48,19 +60,32 @@ def build(dropout, dtype):
     import transformers
 
     torch.manual_seed(0)
+    if MODEL == "llama":  # grouped-query attention (8 heads, 4 key/value heads), RoPE, SwiGLU
+        cfg = transformers.LlamaConfig(**LLAMA, attn_implementation="eager")
+        return transformers.LlamaForCausalLM(cfg).to(dtype).train()
     cfg = transformers.GPT2Config(**CONFIG, attn_implementation="eager",
                                   **({} if dropout else dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)))
     return transformers.GPT2LMHeadModel(cfg).to(dtype).train()
 
 
-def parallel_bridge(model, world):
-    import dtensor
+def plan_styles():
+    """Megatron's plan in torch's ParallelStyle objects."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
+    if MODEL == "llama":
+        col, row, prefix = LLAMA_COL, LLAMA_ROW, "model.layers.*."
+    else:
+        col, row, prefix = COL, ROW, "transformer.h.*."
+    plan = {prefix + n: ColwiseParallel() for n in col}
+    plan.update({prefix + n: RowwiseParallel() for n in row})
+    return plan
+
+
+def parallel_bridge(model, world):
+    import dtensor
+
     mesh = dtensor.init_device_mesh("cpu", (world,))
-    plan = {f"transformer.h.*.{n}": ColwiseParallel() for n in COL}
-    plan.update({f"transformer.h.*.{n}": RowwiseParallel() for n in ROW})
-    model = dtensor.bridge.parallelize_module(model, mesh, plan)
+    model = dtensor.bridge.parallelize_module(model, mesh, plan_styles())
     return model, lambda ids: dtensor.distribute_tensor(ids, mesh), None
 
 
@@ -71,6 +96,20 @@ def parallel_torch(model, world):
     from torch.distributed.tensor.experimental import implicit_replication
 
     mesh = init_device_mesh("cpu", (world,))
+    if MODEL == "llama":
+        # torch's parallelize_module (nn.Linear) with DTensors between the modules (use_local_output
+        # False), every other parameter a replicated DTensor: clip_grad_norm_ refuses a mix of DTensor
+        # and plain parameters ("_foreach_norm got mixed torch.Tensor and DTensor").
+        from torch.distributed.tensor.parallel import parallelize_module
+        plan = plan_styles()
+        for style in plan.values():
+            style.use_local_output = False
+        model = parallelize_module(model, mesh, plan)
+        for mod in model.modules():
+            for pname, p in list(mod.named_parameters(recurse=False)):
+                if not isinstance(p, tdt.DTensor):
+                    setattr(mod, pname, torch.nn.Parameter(tdt.distribute_tensor(p.detach(), mesh, [tdt.Replicate()])))
+        return model, lambda ids: tdt.distribute_tensor(ids, mesh, [tdt.Replicate()]), implicit_replication
     for name, mod in model.named_modules():
         kind = "col" if name.endswith(COL) else "row" if name.endswith(ROW) else None
         for pname, p in list(mod.named_parameters(recurse=False)):
@@ -88,12 +127,34 @@ def parallel_torch(model, world):
     return model, lambda ids: tdt.distribute_tensor(ids, mesh, [tdt.Replicate()]), implicit_replication
 
 
+def float64_llama():
+    """Llama computes RMSNorm and eager attention's softmax in float32 whatever the model's dtype:
+    float64 inputs that differ in their last bits (sharded products sum in another order) round
+    apart there, ~1e-9 in the loss and, through AdamW, ~1e-4 in the parameters. For the float64
+    check both sides keep them in float64 (the same formulas), so the check sees the sharding."""
+    import torch
+    from transformers.models.llama import modeling_llama
+
+    def rms_norm(self, h):
+        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
+
+    modeling_llama.LlamaRMSNorm.forward = rms_norm
+    softmax = torch.nn.functional.softmax
+
+    def softmax_keeping_float64(x, dim=None, _stacklevel=3, dtype=None):
+        return softmax(x, dim=dim, dtype=None if x.dtype == torch.float64 else dtype)
+
+    modeling_llama.nn.functional.softmax = softmax_keeping_float64
+
+
 def train(side, world, steps, warmup, dropout, dtype_name, params_out=None):
     import contextlib
 
     import torch
 
     dtype = getattr(torch, dtype_name)
+    if MODEL == "llama" and dtype == torch.float64:
+        float64_llama()
     model = build(dropout, dtype)
     model, as_input, context = (parallel_bridge if side == "bridge" else parallel_torch)(model, world)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)  # torch's default (per-parameter on CPU)
@@ -114,11 +175,11 @@ def train(side, world, steps, warmup, dropout, dtype_name, params_out=None):
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             opt.zero_grad()
-            losses.append(loss.full_tensor().item())
+            losses.append((loss.full_tensor() if hasattr(loss, "full_tensor") else loss).item())
             if i >= warmup:
                 seconds += time.perf_counter() - t0
     if params_out:
-        full = {n: p.full_tensor().detach() for n, p in model.named_parameters()}
+        full = {n: (p.full_tensor() if hasattr(p, "full_tensor") else p).detach() for n, p in model.named_parameters()}
         if torch.distributed.get_rank() == 0:
             torch.save(full, params_out)
     return losses, steps * BATCH * SEQ / seconds if steps else 0.0
@@ -173,6 +234,7 @@ def main():
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--model", choices=("gpt2", "llama"), default="gpt2")
     p.add_argument("--check-only", action="store_true", help="only the float64 agreement check")
     p.add_argument("--check-steps", type=int, default=3, help="steps of the float64 check")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -185,6 +247,8 @@ def main():
     a = p.parse_args()
     if a.worker:
         return worker(a)
+    global MODEL
+    MODEL = os.environ["DTENSOR_BENCH_MODEL"] = a.model  # the workers read it
     with tempfile.TemporaryDirectory() as tmp:
         # The same semantics first: float64, dropout 0, the same weights and batches.
         ref = [run(s, a.ranks, 0, a.check_steps, False, "float64", tmp, params=True) for s in ("bridge", "torch")]
@@ -208,8 +272,12 @@ def main():
     import torch
 
     ratios = [b / t for b, t in zip(tps["bridge"], tps["torch"])]
-    print(f"\nGPT-2 {CONFIG['n_layer']} layers, dim {CONFIG['n_embd']}, {CONFIG['n_head']} heads, vocab "
-          f"{CONFIG['vocab_size']}, seq {SEQ}, batch {BATCH}, float32, dropout 0.1, default AdamW; tp={a.ranks} "
+    shape = (f"Llama {LLAMA['num_hidden_layers']} layers, dim {LLAMA['hidden_size']}, {LLAMA['num_attention_heads']} "
+             f"heads ({LLAMA['num_key_value_heads']} key/value), vocab {LLAMA['vocab_size']}, no dropout"
+             if MODEL == "llama" else
+             f"GPT-2 {CONFIG['n_layer']} layers, dim {CONFIG['n_embd']}, {CONFIG['n_head']} heads, vocab "
+             f"{CONFIG['vocab_size']}, dropout 0.1")
+    print(f"\n{shape}, seq {SEQ}, batch {BATCH}, float32, default AdamW; tp={a.ranks} "
           f"Gloo processes, {os.cpu_count()} cores; {a.steps} timed steps, {a.runs} interleaved runs: median "
           f"(min-max); torch {torch.__version__}\n")
     print("| side | tokens/s | bridge / PyTorch DTensor |\n|---|---:|---:|")

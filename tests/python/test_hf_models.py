@@ -19,6 +19,7 @@ import dtensor  # noqa: E402
 from dtensor import Replicate, Shard, bridge  # noqa: E402
 
 torch.set_num_threads(1)
+STEPS = 20  # training steps of the dp x tp comparisons with single-device PyTorch
 
 
 def _gpt2(dropout):
@@ -223,7 +224,7 @@ def test_data_and_tensor_parallel_on_a_2d_mesh_matches_torch(float64_rms_norm):
     plan = _llama_tp_plan()
     model = _llama("sdpa")
     ids = torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(6))
-    want_losses, want = _reference(model, ids, 3)
+    want_losses, want = _reference(model, ids, STEPS)
 
     def rank(world):
         mesh = dtensor.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
@@ -231,9 +232,9 @@ def test_data_and_tensor_parallel_on_a_2d_mesh_matches_torch(float64_rms_norm):
         placements = {n: tuple(p.placements) for n, p in m.named_parameters()}
         seen = []  # the batch stays split over "dp" into a planned module (its hook runs after the plan's)
         m.model.layers[0].self_attn.q_proj.register_forward_pre_hook(lambda mod, a: seen.append(tuple(a[0].placements)))
-        losses = _train(m, bridge.distribute(ids, mesh, [Shard(0), Replicate()]), 3, hf_loss=False)
+        losses = _train(m, bridge.distribute(ids, mesh, [Shard(0), Replicate()]), STEPS, hf_loss=False)
         tp_only = bridge.parallelize_module(copy.deepcopy(model).train(), mesh["tp"], plan)
-        tp_losses = _train(tp_only, bridge.distribute(ids, mesh["tp"], [Replicate()]), 3, hf_loss=False)
+        tp_losses = _train(tp_only, bridge.distribute(ids, mesh["tp"], [Replicate()]), STEPS, hf_loss=False)
         return (placements, losses, {n: _full(p) for n, p in m.named_parameters()}, tp_losses,
                 {n: _full(p) for n, p in tp_only.named_parameters()}, seen)
 
@@ -256,7 +257,7 @@ def test_fully_shard_over_dp_with_tensor_parallel_matches_torch(float64_rms_norm
     plan = _llama_tp_plan()
     model = _llama("sdpa")
     ids = torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(7))
-    want_losses, want = _reference(model, ids, 3)
+    want_losses, want = _reference(model, ids, STEPS)
 
     def rank(world):
         mesh = dtensor.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
@@ -264,7 +265,7 @@ def test_fully_shard_over_dp_with_tensor_parallel_matches_torch(float64_rms_norm
         for layer in m.model.layers:
             bridge.fully_shard(layer, mesh)
         bridge.fully_shard(m, mesh)
-        losses = _train(m, bridge.distribute(ids, mesh, [Shard(0), Replicate()]), 3, hf_loss=False)
+        losses = _train(m, bridge.distribute(ids, mesh, [Shard(0), Replicate()]), STEPS, hf_loss=False)
         params = dict(m.named_parameters())
         layout = {n: (tuple(p.placements), tuple(p._local.shape)) for n, p in params.items()}
         try:

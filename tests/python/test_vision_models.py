@@ -1,6 +1,6 @@
 # Vision models through dtensor.bridge: convolution and its backward run on dtensor's engine
 # (ops/conv). torchvision's VisionTransformer (patch convolution, nn.MultiheadAttention, MLP) trains
-# data- and tensor-parallel (dp=2 x tp=2) as single-device PyTorch does (float64, AdamW with
+# data- and tensor-parallel (dp=2 x tp=2) as single-device PyTorch does (float64, 20 steps of AdamW with
 # clip_grad_norm_); a convolution without bias, its weight sharded over output channels, gives
 # torch's gradients, the input's included (convolution_backward's output mask, None where masked).
 import copy
@@ -39,14 +39,14 @@ def test_vit_trains_data_and_tensor_parallel_as_torch():
     x = torch.randn(4, 3, 16, 16, dtype=torch.float64)
     y = torch.randint(0, 10, (4,))
     ref = copy.deepcopy(model).train()
-    want = _train(ref, x, y, 3)
+    want = _train(ref, x, y, 20)
     plan = {"encoder.layers.*.mlp.0": ColwiseParallel(), "encoder.layers.*.mlp.3": RowwiseParallel()}
 
     def rank(world):
         mesh = dtensor.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
         m = bridge.parallelize_module(copy.deepcopy(model).train(), mesh, plan)
         losses = _train(m, bridge.distribute(x, mesh, [Shard(0), Replicate()]),
-                        bridge.distribute(y, mesh, [Shard(0), Replicate()]), 3)
+                        bridge.distribute(y, mesh, [Shard(0), Replicate()]), 20)
         return losses, {n: p.full_tensor().detach() for n, p in m.named_parameters()}
 
     for losses, params in dtensor.run_threads(4, rank):

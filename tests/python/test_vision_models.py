@@ -1,7 +1,7 @@
 # Vision models through dtensor.bridge: convolution and its backward run on dtensor's engine
 # (ops/conv). torchvision's VisionTransformer (patch convolution, nn.MultiheadAttention, MLP) trains
-# data- and tensor-parallel (dp=2 x tp=2) as single-device PyTorch does (float64, 20 steps of AdamW with
-# clip_grad_norm_); a convolution without bias, its weight sharded over output channels, gives
+# data- and tensor-parallel (dp=2 x tp=2) as single-device PyTorch does (float64, 20 steps of AdamW
+# with clip_grad_norm_); a convolution without bias, its weight sharded over output channels, gives
 # torch's gradients, the input's included (convolution_backward's output mask, None where masked).
 import copy
 

@@ -1,5 +1,7 @@
 #include "kernels/cpu/conv.h"
 
+#include <algorithm>
+
 #include "dtensor/core/error.h"
 #include "kernels/device_dispatch.h"
 
@@ -79,6 +81,14 @@ void taps(const Geometry& g, int64_t n, int64_t o, int64_t c, F&& f) {
       }
 }
 
+// taps() over every (image, output channel, input channel of its group).
+template <typename F>
+void every_tap(const Geometry& g, F&& f) {
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t o = 0; o < g.o; ++o)
+      for (int64_t c = 0; c < g.cg; ++c) taps(g, n, o, c, f);
+}
+
 Tensor as_double(const Tensor& t) { return t.to(DType::kFloat64).contiguous(); }
 
 void check_floating(const Tensor& t, const char* what) {
@@ -90,6 +100,10 @@ void check_floating(const Tensor& t, const char* what) {
 
 int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation) {
   return (in + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
+Shape conv_output_shape(const Shape& x, const Shape& w, const ConvParams& p) {
+  return out_shape(geometry(x, w, p), x.size() - 2);
 }
 
 Tensor convolution(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvParams& p) {
@@ -104,16 +118,13 @@ Tensor convolution(const Tensor& x, const Tensor& w, const Tensor& bias, const C
   const double* wp = wd.data<double>();
   double* yp = y.data<double>();
   const int64_t out_sp = g.out[0] * g.out[1] * g.out[2];
-  Tensor bd = bias.defined() ? as_double(bias) : Tensor();
-  for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t o = 0; o < g.o; ++o) {
-      if (bd.defined()) {
-        double* row = yp + (n * g.o + o) * out_sp;
-        for (int64_t i = 0; i < out_sp; ++i) row[i] = bd.data<double>()[o];
-      }
-      for (int64_t c = 0; c < g.cg; ++c)
-        taps(g, n, o, c, [&](int64_t yi, int64_t xi, int64_t wi) { yp[yi] += xp[xi] * wp[wi]; });
-    }
+  if (bias.defined()) {  // each output starts at its bias, then adds its taps in channel order
+    const Tensor bd = as_double(bias);
+    const double* bp = bd.data<double>();
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t o = 0; o < g.o; ++o) std::fill_n(yp + (n * g.o + o) * out_sp, out_sp, bp[o]);
+  }
+  every_tap(g, [&](int64_t yi, int64_t xi, int64_t wi) { yp[yi] += xp[xi] * wp[wi]; });
   return y.to(x.dtype());
 }
 
@@ -132,19 +143,13 @@ std::vector<Tensor> convolution_backward(const Tensor& grad, const Tensor& x, co
   if (mask[0]) {
     Tensor gi = Tensor::zeros(x.sizes(), DType::kFloat64);
     double* p_in = gi.data<double>();
-    for (int64_t n = 0; n < g.n; ++n)
-      for (int64_t o = 0; o < g.o; ++o)
-        for (int64_t c = 0; c < g.cg; ++c)
-          taps(g, n, o, c, [&](int64_t yi, int64_t xi, int64_t wi) { p_in[xi] += gp[yi] * wp[wi]; });
+    every_tap(g, [&](int64_t yi, int64_t xi, int64_t wi) { p_in[xi] += gp[yi] * wp[wi]; });
     out[0] = gi.to(x.dtype());
   }
   if (mask[1]) {
     Tensor gw = Tensor::zeros(w.sizes(), DType::kFloat64);
     double* p_w = gw.data<double>();
-    for (int64_t n = 0; n < g.n; ++n)
-      for (int64_t o = 0; o < g.o; ++o)
-        for (int64_t c = 0; c < g.cg; ++c)
-          taps(g, n, o, c, [&](int64_t yi, int64_t xi, int64_t wi) { p_w[wi] += gp[yi] * xp[xi]; });
+    every_tap(g, [&](int64_t yi, int64_t xi, int64_t wi) { p_w[wi] += gp[yi] * xp[xi]; });
     out[1] = gw.to(w.dtype());
   }
   if (mask[2]) {

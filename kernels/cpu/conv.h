@@ -20,9 +20,13 @@ struct ConvParams {
 // The output's spatial size along one dim: (in + 2 padding - dilation (kernel - 1) - 1) / stride + 1.
 int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation);
 
+// The shape [N, O, *out] convolution(x, w, ., p) returns, for input and weight shapes x and w;
+// throws dtensor::Error as convolution does for ranks, channels, parameters or a kernel that do not
+// fit (the convolution ops' metadata calls it, so the checks are written once).
+Shape conv_output_shape(const Shape& x, const Shape& w, const ConvParams& p);
+
 // x [N, C, *spatial], w [O, C / groups, *kernel], bias [O] (undefined: none) -> [N, O, *out] of x's
-// dtype. Throws dtensor::Error for ranks, channels, parameters or a kernel that do not fit (the
-// convolution op's meta checks the same first, naming the call).
+// dtype. Throws dtensor::Error for ranks, channels, parameters or a kernel that do not fit.
 Tensor convolution(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvParams& p);
 
 // The gradients of convolution(x, w, bias) given grad [N, O, *out]: grad_input (x's shape),

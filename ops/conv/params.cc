@@ -15,9 +15,6 @@ kernels::ConvParams conv_params(const OpCall& c, int x_index, int w_index) {
   const size_t sd = x.size() - 2;
   kernels::ConvParams p;
   p.groups = c.get_int("groups");
-  if (p.groups < 1 || x[1] % p.groups != 0 || x[1] / p.groups != w[1] || w[0] % p.groups != 0)
-    fail(c, absl::StrCat("channels: input has ", x[1], ", weight expects ", w[1], " x groups ", p.groups,
-                         "; accepted: input and output channels divisible by groups"));
   // Values at most kMaxConvParam keep the output-size arithmetic inside int64 (sizes are bounded by
   // kMaxTensorBytes < 2^47): stride and dilation >= 1, padding >= 0, as ATen requires.
   constexpr int64_t kMaxConvParam = int64_t{1} << 14;
@@ -32,21 +29,13 @@ kernels::ConvParams conv_params(const OpCall& c, int x_index, int w_index) {
   p.stride = expand("stride", 1, 1);
   p.padding = expand("padding", 0, 0);
   p.dilation = expand("dilation", 1, 1);
-  for (size_t i = 0; i < sd; ++i)
-    if (kernels::conv_out_size(x[2 + i], w[2 + i], p.stride[i], p.padding[i], p.dilation[i]) < 1)
-      fail(c, absl::StrCat("the kernel ", shape_str(w), " (dilation ", p.dilation[i], ") does not fit the input ",
-                           shape_str(x), " padded by ", p.padding[i]));
   return p;
 }
 
 Shape conv_output_shape(const OpCall& c, int x_index, int w_index) {
   const kernels::ConvParams p = conv_params(c, x_index, w_index);
-  const Shape& x = c.tensor(x_index).shape;
-  const Shape& w = c.tensor(w_index).shape;
-  Shape out{x[0], w[0]};
-  for (size_t i = 0; i + 2 < x.size(); ++i)
-    out.push_back(kernels::conv_out_size(x[2 + i], w[2 + i], p.stride[i], p.padding[i], p.dilation[i]));
-  return out;
+  // The kernel's own checks (groups against the channels, a kernel that fits), naming the call.
+  return guard(c, [&] { return kernels::conv_output_shape(c.tensor(x_index).shape, c.tensor(w_index).shape, p); });
 }
 
 }  // namespace dtensor::ops

@@ -7,10 +7,12 @@
 
 namespace dtensor::ops {
 
-// Checks input [N, C, *spatial] (tensor `x`) against weight [O, C / groups, *kernel] (tensor `w`)
-// and the parameters, failing with the call named; returns them with one value per spatial dim.
+// The parameters with one value per spatial dim, after checking transposed = False, the ranks of
+// input [N, C, *spatial] (tensor `x`) and weight [O, C / groups, *kernel] (tensor `w`) and each
+// value's range; fails with the call named.
 kernels::ConvParams conv_params(const OpCall& c, int x, int w);
-// The output shape [N, O, *out] of that convolution.
+// The output shape [N, O, *out] of that convolution, with kernels::conv_output_shape's checks
+// (channels against groups, a kernel that fits the padded input) failing with the call named.
 Shape conv_output_shape(const OpCall& c, int x, int w);
 
 }  // namespace dtensor::ops

@@ -146,6 +146,15 @@ DTensor.__array_ufunc__ = None  # numpy defers to the methods above (array + DTe
 # torch functions, operators and autograd accept, as torch.distributed.tensor's DTensor is; a numpy
 # array (any other DLPack array) gives the native dtensor.DTensor, whose ops are dtensor.ops. The
 # bridge tensor's to_dtensor() is the native one over the same block.
+def _placements_or_replicate(device_mesh, placements, fn):
+    """`placements` as a list, or torch.distributed.tensor's default: Replicate on every mesh dim.
+    Raises DTensorError for a missing mesh (dtensor has no default mesh)."""
+    if device_mesh is None:
+        raise DTensorError(f"{fn}: device_mesh is required (dtensor has no default mesh); accepted: a "
+                           f"dtensor.DeviceMesh from dtensor.init_device_mesh")
+    return [Replicate()] * device_mesh.ndim if placements is None else list(placements)
+
+
 def _is_torch_tensor(x):
     torch = _sys.modules.get("torch")  # not imported here: a torch tensor exists only where torch is
     return torch is not None and isinstance(x, torch.Tensor)
@@ -162,9 +171,8 @@ def distribute_tensor(tensor, device_mesh, placements=None):
     if _is_torch_tensor(tensor):
         from . import torch_bridge
         return torch_bridge.distribute(tensor, device_mesh, placements)
-    if placements is None:
-        placements = [Replicate()] * device_mesh.ndim
-    return _distribute_array(tensor, device_mesh, list(placements))
+    placements = _placements_or_replicate(device_mesh, placements, "distribute_tensor")
+    return _distribute_array(tensor, device_mesh, placements)
 
 
 def _from_local(local_tensor, device_mesh, placements=None, *, shape=None, run_check=False, stride=None):
@@ -176,9 +184,8 @@ def _from_local(local_tensor, device_mesh, placements=None, *, shape=None, run_c
     if _is_torch_tensor(local_tensor):
         from . import torch_bridge
         return torch_bridge.from_local(local_tensor, device_mesh, placements, shape)
-    if placements is None:
-        placements = [Replicate()] * device_mesh.ndim
-    return _native_from_local(local_tensor, device_mesh, list(placements), None if shape is None else list(shape))
+    placements = _placements_or_replicate(device_mesh, placements, "DTensor.from_local")
+    return _native_from_local(local_tensor, device_mesh, placements, None if shape is None else list(shape))
 
 
 DTensor.from_local = staticmethod(_from_local)

@@ -19,7 +19,7 @@ import threading
 import torch
 from torch.autograd import Function
 
-from . import _dtensor, _native_from_local
+from . import _dtensor, _native_from_local, _placements_or_replicate
 from ._dtensor import DTensorError, Replicate
 
 _b = _dtensor._bridge
@@ -207,10 +207,16 @@ class _FullTensor(Function):
         return DTensor(local, out_spec, ctx.mesh)
 
 
+def _gradient_placements(placements):
+    """Where the gradient of a tensor laid out as `placements` goes back to: the same, a Partial
+    one as Replicate (DESIGN §5: each rank's piece gets the whole gradient)."""
+    return tuple(Replicate() if p.is_partial() else p for p in placements)
+
+
 class _Redistribute(Function):
     @staticmethod
     def forward(ctx, x, placements):
-        ctx.src = tuple(Replicate() if p.is_partial() else p for p in x._spec.placements)
+        ctx.src = _gradient_placements(x._spec.placements)
         return _moved(x, placements)
 
     @staticmethod
@@ -219,14 +225,6 @@ class _Redistribute(Function):
 
 
 # ---- creation ----------------------------------------------------------------------------------
-
-def _placements_or_replicate(device_mesh, placements, fn):
-    """torch.distributed.tensor's default: Replicate on every mesh dim."""
-    if device_mesh is None:
-        raise DTensorError(f"{fn}: device_mesh is required (dtensor has no default mesh); accepted: a "
-                           f"dtensor.DeviceMesh from dtensor.init_device_mesh")
-    return [Replicate()] * device_mesh.ndim if placements is None else list(placements)
-
 
 def distribute(tensor, device_mesh, placements=None):
     """`tensor` (the same on every rank) laid out over `device_mesh` as `placements` (default:
@@ -246,9 +244,8 @@ class _FromLocal(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        # The gradient of the block, under the forward's placements (a Partial one as Replicate,
-        # DESIGN §5), as torch's from_local gives it.
-        src = tuple(Replicate() if p.is_partial() else p for p in ctx.spec.placements)
+        # The gradient of the block, under the forward's placements, as torch's from_local gives it.
+        src = _gradient_placements(ctx.spec.placements)
         if isinstance(grad, DTensor):
             if tuple(grad._spec.placements) != src:
                 grad = _moved(grad, src)
@@ -263,6 +260,26 @@ def from_local(local, device_mesh, placements=None, shape=None):
     placements = _placements_or_replicate(device_mesh, placements, "DTensor.from_local")
     d = _native_from_local(local.detach(), device_mesh, placements, None if shape is None else list(shape))
     return _FromLocal.apply(local, _b.spec_of(d), device_mesh)
+
+
+def _aligned_with(t, first):
+    """Whether `t` is a bridge tensor laid out as the bridge tensor `first`: on its mesh, with equal
+    placements and global shape (so their blocks hold the same elements)."""
+    return (isinstance(t, DTensor) and t._mesh is first._mesh and t._spec.placements == first._spec.placements
+            and t._spec.shape == first._spec.shape)
+
+
+def _block(v):
+    """A bridge tensor's local block; anything else as it is."""
+    return v._local if isinstance(v, DTensor) else v
+
+
+def _like(block, t, placements=None):
+    """A bridge tensor over `block` (its dtype) with bridge tensor t's mesh, global shape and
+    placements (or `placements`)."""
+    spec = t._spec
+    return DTensor(block, spec.with_(list(placements or spec.placements), list(spec.shape), _dtype_name(block.dtype)),
+                   t._mesh)
 
 
 def keep_grad_layout(param):
@@ -303,9 +320,6 @@ def _move_pending_grads():
         else:
             p.grad = _moved(g.detach(), dst)
     for (_, src, dst, dtype), params in buckets.items():
-        if len(params) == 1:
-            params[0].grad = _moved(params[0].grad.detach(), dst)
-            continue
         grads = [p.grad for p in params]
         flat = torch.cat([g._local.reshape(-1) for g in grads])
         # The collective runs over the Partial mesh dims only, among ranks holding the same blocks
@@ -316,9 +330,8 @@ def _move_pending_grads():
         offset = 0
         for p, g in zip(params, grads):
             n = g._local.numel()
-            block = reduced[offset:offset + n].view(g._local.shape)
+            p.grad = _like(reduced[offset:offset + n].view(g._local.shape), g, dst)
             offset += n
-            p.grad = DTensor(block, g._spec.with_(list(dst), list(g._spec.shape), _dtype_name(dtype)), g._mesh)
 
 
 def from_dtensor(d, device_mesh):
@@ -876,34 +889,20 @@ def _foreach_on_blocks(func, args, kwargs, n, in_place, name):
     fast = []
     for k in range(n):
         ts = [args[i][k] for i in tensor_lists]
-        if not all(isinstance(t, DTensor) for t in ts):
+        if not isinstance(ts[0], DTensor) or not all(_aligned_with(t, ts[0]) for t in ts):
             continue
         first = ts[0]._spec
-        if any(t._mesh is not ts[0]._mesh or t._spec.placements != first.placements or t._spec.shape != first.shape
-               for t in ts):
-            continue
         if first.has_partial and not (linear and all(p.reduce_op in ("sum", "avg") for p in first.placements
                                                       if p.is_partial())):
             continue
         fast.append(k)
     if not fast:
         return everything
-
-    def local(v):
-        return v._local if isinstance(v, DTensor) else v
-
-    def subset(v, keep):
-        return [local(v[k]) for k in keep]
-
-    fast_args = [subset(v, fast) if i in lists else local(v) for i, v in enumerate(args)]
-    fast_kwargs = {k: local(v) for k, v in kwargs.items()}
-    outs = func(*fast_args, **fast_kwargs)
+    fast_args = [[_block(v[k]) for k in fast] if i in lists else _block(v) for i, v in enumerate(args)]
+    outs = func(*fast_args, **{k: _block(v) for k, v in kwargs.items()})
     done = {}
     if not in_place:
-        for k, block in zip(fast, outs):
-            t = args[tensor_lists[0]][k]
-            spec = t._spec.with_(list(t._spec.placements), list(t._spec.shape), _dtype_name(block.dtype))
-            done[k] = DTensor(block, spec, t._mesh)
+        done = {k: _like(block, args[tensor_lists[0]][k]) for k, block in zip(fast, outs)}
     taken = set(fast)
     rest = [k for k in range(n) if k not in taken]
     rest_args = tuple([v[k] for k in rest] if i in lists else v for i, v in enumerate(args))
@@ -986,17 +985,14 @@ def _on_aligned_blocks(otherwise):
         if not isinstance(first, DTensor) or first._spec.has_partial:
             return otherwise(func, args, kwargs)
         for t in tensors:
-            if not isinstance(t, DTensor) or t._mesh is not first._mesh or t._spec.has_partial:
+            scale = (isinstance(t, DTensor) and t._mesh is first._mesh and t.dim() == 0
+                     and all(p.is_replicate() for p in t._spec.placements))
+            if not (_aligned_with(t, first) or scale):
                 return otherwise(func, args, kwargs)
-            if t._spec.placements != first._spec.placements or t._spec.shape != first._spec.shape:
-                if t.dim() != 0 or any(not p.is_replicate() for p in t._spec.placements):
-                    return otherwise(func, args, kwargs)
-        out = func(*[v._local if isinstance(v, DTensor) else v for v in args],
-                   **{k: v._local if isinstance(v, DTensor) else v for k, v in kwargs.items()})
+        out = func(*[_block(v) for v in args], **{k: _block(v) for k, v in kwargs.items()})
         if func._schema.name.endswith("_") or out is first._local:
             return first
-        spec = first._spec.with_(list(first._spec.placements), list(first._spec.shape), _dtype_name(out.dtype))
-        return DTensor(out, spec, first._mesh)
+        return _like(out, first)
 
     return handler
 

@@ -20,16 +20,7 @@ import torch
 import torch.nn as nn
 
 from ._dtensor import DTensorError, Replicate, Shard
-
-
-def _dp_dim(mesh):
-    names = list(mesh.mesh_dim_names or [])
-    if mesh.ndim == 1:
-        return 0
-    if "dp" in names:
-        return names.index("dp")
-    raise DTensorError(f"fully_shard: a {mesh.ndim}-d mesh {list(mesh.shape)} with dims {names or 'unnamed'}; "
-                       f"accepted: a 1-d data-parallel mesh or a mesh with a dim named 'dp'")
+from .tensor_parallel import named_mesh_dim
 
 
 def _managed(module):
@@ -61,7 +52,7 @@ def fully_shard(module, mesh):
 
     if getattr(module, "_dtensor_fully_shard", None) is not None:
         raise DTensorError(f"fully_shard: {type(module).__name__} is already sharded by an earlier call")
-    dp = _dp_dim(mesh)
+    dp = named_mesh_dim(mesh, "dp", "fully_shard", "data-parallel mesh")
     sharded = {}  # id(original parameter) -> its sharded Parameter (tied parameters stay tied)
     entries = []
     for owner, name, p in _managed(module):

@@ -65,6 +65,19 @@ def _param_placements(module, style_kind):
                        f"{type(module).__name__}; accepted: nn.Linear, nn.Embedding, transformers' Conv1D")
 
 
+def named_mesh_dim(mesh, name, fn, one_d):
+    """The index of `mesh`'s dim called `name` (0 for a 1-d mesh, whatever its name); raises
+    DTensorError naming `fn` and what is accepted ("a 1-d <one_d> or a mesh with a dim named ...")."""
+    shape = list(mesh.shape() if callable(mesh.shape) else mesh.shape)
+    names = list(mesh.mesh_dim_names or [])
+    if len(shape) == 1:
+        return 0
+    if name in names:
+        return names.index(name)
+    raise DTensorError(f"{fn}: a {len(shape)}-d mesh {shape} with dims {names or 'unnamed'}; accepted: a 1-d "
+                       f"{one_d} or a mesh with a dim named '{name}'")
+
+
 class _Parallelizer:
     def __init__(self, mesh, tp_dim):
         from . import torch_bridge as bridge
@@ -165,16 +178,8 @@ def parallelize_module(module, device_mesh, parallelize_plan=None):
     Returns `module`, its parameters bridge parameters (planned ones sharded, the rest replicated).
     Collective (every rank calls it with the same plan). Raises dtensor.DTensorError for an
     unsupported style, module type or mesh."""
-    shape = list(device_mesh.shape() if callable(device_mesh.shape) else device_mesh.shape)
-    names = list(device_mesh.mesh_dim_names or [])
-    if len(shape) == 1:
-        tp_dim = 0
-    elif "tp" in names:
-        tp_dim = names.index("tp")
-    else:
-        raise DTensorError(f"parallelize_module: a {len(shape)}-d mesh {shape} with dims {names or 'unnamed'}; "
-                           f"accepted: a 1-d tensor-parallel mesh (e.g. mesh['tp']) or a mesh with a dim named 'tp'")
-    work = _Parallelizer(device_mesh, tp_dim)
+    work = _Parallelizer(device_mesh, named_mesh_dim(device_mesh, "tp", "parallelize_module",
+                                                    "tensor-parallel mesh (e.g. mesh['tp'])"))
     plan = parallelize_plan if isinstance(parallelize_plan, dict) else (
         {"": parallelize_plan} if parallelize_plan is not None else {})
     modules = dict(module.named_modules())

@@ -326,8 +326,13 @@ def test_parallelize_module_errors_name_what_is_accepted():
                 bridge.parallelize_module(nn.Sequential(nn.ReLU(), nn.Linear(4, 4)), mesh, plan)
             except dtensor.DTensorError as e:
                 errors.append(str(e))
+        unnamed = dtensor.init_device_mesh("cpu", (1, 2))
         try:
-            bridge.parallelize_module(nn.Linear(4, 4), dtensor.init_device_mesh("cpu", (1, 2)), ColwiseParallel())
+            bridge.parallelize_module(nn.Linear(4, 4), unnamed, ColwiseParallel())
+        except dtensor.DTensorError as e:
+            errors.append(str(e))
+        try:
+            bridge.fully_shard(nn.Linear(4, 4), unnamed)
         except dtensor.DTensorError as e:
             errors.append(str(e))
         return errors
@@ -336,6 +341,7 @@ def test_parallelize_module_errors_name_what_is_accepted():
     assert "matches no submodule" in errors[0]
     assert "ColwiseParallel on ReLU" in errors[1] and "nn.Linear" in errors[1]
     assert "2-d mesh [1, 2]" in errors[2] and "a dim named 'tp'" in errors[2]
+    assert errors[3].startswith("fully_shard: a 2-d mesh [1, 2]") and "a dim named 'dp'" in errors[3]
 
 
 def test_default_config_with_kv_cache_trains():

@@ -11,7 +11,9 @@ dtensor's side is read and written by its own C++ code (nn/checkpoint.h: every s
 a byte is copied; a save is committed by renaming LATEST, so a crash leaves the old one loadable).
 """
 import json
+import math
 import os
+import re
 
 import numpy as np
 
@@ -22,29 +24,53 @@ _DTYPES = {"float32": np.float32, "float64": np.float64}
 STEP_KEY = "dtensor.step"  # the training step, kept in the DCP checkpoint beside the tensors
 
 
+_VERSION = re.compile(r"ckpt-[0-9]+-[0-9a-f]{16}")  # nn/checkpoint.h's version directory names
+
+
+def _fail(what):
+    raise DTensorError(f"dtensor.checkpoint: {what}")
+
+
 def _saved_tensors(path):
     """(name, shape, dtype name) of every tensor and the step, from the metadata of the dtensor
-    checkpoint at `path` (its LATEST version, or the flat layout of earlier versions)."""
+    checkpoint at `path` (its LATEST version, or the flat layout of earlier versions). Every shape
+    is checked before anything is allocated: non-negative ints whose bytes fit in the checkpoint's
+    rank files (each element is stored at least once). Raises DTensorError naming the file."""
     latest = os.path.join(path, "LATEST")
     version = path
     if os.path.exists(latest):
-        with open(latest) as f:
-            version = os.path.join(path, f.read().strip())
+        try:
+            with open(latest, "rb") as f:
+                name = f.read(256).decode("ascii").strip()
+        except (OSError, UnicodeDecodeError) as e:
+            _fail(f"{latest} is unreadable ({e})")
+        if not _VERSION.fullmatch(name):
+            _fail(f"{latest} is corrupted: it holds {name[:64]!r}, expected a version name ckpt-<step>-<16 hex digits>")
+        version = os.path.join(path, name)
     meta_path = os.path.join(version, "metadata.json")
     try:
-        with open(meta_path) as f:
-            meta = json.load(f)
-    except (OSError, ValueError) as e:
-        raise DTensorError(f"dtensor.checkpoint: no readable dtensor checkpoint at {path} ({meta_path}: {e})") from None
+        with open(meta_path, "rb") as f:
+            meta = json.loads(f.read())
+    except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        _fail(f"no readable dtensor checkpoint at {path} ({meta_path}: {e})")
     try:
-        tensors = [(t["name"], [int(n) for n in t["shape"]], t["dtype"]) for t in meta["tensors"]]
+        tensors = [(t["name"], list(t["shape"]), t["dtype"]) for t in meta["tensors"]]
         step = int(meta["step"])
     except (KeyError, TypeError, ValueError) as e:
-        raise DTensorError(f"dtensor.checkpoint: {meta_path} is not dtensor checkpoint metadata ({e!r})") from None
-    for name, _, dtype in tensors:
+        _fail(f"{meta_path} is not dtensor checkpoint metadata ({e!r})")
+    try:
+        stored = sum(e.stat().st_size for e in os.scandir(version) if re.fullmatch(r"rank[0-9]+\.bin", e.name))
+    except OSError as e:
+        _fail(f"{version} is unreadable ({e})")
+    for name, shape, dtype in tensors:
         if dtype not in _DTYPES:
-            raise DTensorError(f"dtensor.checkpoint: {meta_path}: tensor '{name}' is {dtype}; accepted: "
-                               f"{', '.join(_DTYPES)}")
+            _fail(f"{meta_path}: tensor '{name}' is {dtype}; accepted: {', '.join(_DTYPES)}")
+        if not all(type(n) is int and n >= 0 for n in shape):
+            _fail(f"{meta_path}: tensor '{name}' has shape {shape!r}; accepted: a list of non-negative ints")
+        nbytes = math.prod(shape) * np.dtype(_DTYPES[dtype]).itemsize
+        if nbytes > stored:
+            _fail(f"{meta_path}: tensor '{name}' of shape {shape} {dtype} is {nbytes} bytes, more than the "
+                  f"{stored} bytes of the checkpoint's rank files")
     return tensors, step
 
 
@@ -76,13 +102,18 @@ def from_dcp(dcp_path, path, step=None):
     one written by to_dcp) into a dtensor checkpoint at `path`, for `dtensor train --load`. float32
     and float64 tensors are taken; AdamW moments ("<param>.exp_avg", ".exp_avg_sq") missing from a
     weights-only checkpoint are written as zeros (a fresh optimizer), and its step is then 0 unless
-    given. Returns the step written. Raises DTensorError for a tensor of another dtype or a non-tensor
-    entry other than STEP_KEY."""
+    given. Returns the step written. Raises DTensorError for an unreadable checkpoint, a tensor of
+    another dtype, one larger than the checkpoint's data files, or a non-tensor entry other than
+    STEP_KEY."""
     import torch
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    meta = dcp.FileSystemReader(dcp_path).read_metadata().state_dict_metadata
+    try:
+        meta = dcp.FileSystemReader(dcp_path).read_metadata().state_dict_metadata
+        stored = sum(e.stat().st_size for e in os.scandir(dcp_path) if e.name.endswith(".distcp"))
+    except Exception as e:  # torch's reader raises what unpickling a bad file raises
+        _fail(f"from_dcp: no readable DCP checkpoint at {dcp_path} ({type(e).__name__}: {e})")
     state = {}
     for name, md in meta.items():
         if name == STEP_KEY:
@@ -93,6 +124,10 @@ def from_dcp(dcp_path, path, step=None):
         if md.properties.dtype not in (torch.float32, torch.float64):
             raise DTensorError(f"dtensor.checkpoint.from_dcp: {dcp_path}: tensor '{name}' is {md.properties.dtype}; "
                                f"accepted: torch.float32, torch.float64")
+        nbytes = math.prod(md.size) * md.properties.dtype.itemsize
+        if nbytes > stored:  # checked before allocating: each element is stored at least once
+            _fail(f"from_dcp: {dcp_path}: tensor '{name}' of size {list(md.size)} is {nbytes} bytes, more than "
+                  f"the {stored} bytes of its data files")
         state[name] = torch.zeros(tuple(md.size), dtype=md.properties.dtype)
     has_step = STEP_KEY in meta
     if has_step:

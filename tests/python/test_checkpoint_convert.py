@@ -96,3 +96,47 @@ def test_conversion_errors_name_the_file(tmp_path):
     (bad / "metadata.json").write_text(json.dumps({"tensors": [{"name": "w"}]}))
     with pytest.raises(dtensor.DTensorError, match="is not dtensor checkpoint metadata"):
         dtensor.checkpoint.to_dcp(str(bad), str(tmp_path / "out2"))
+
+
+@pytest.mark.parametrize("shape,match", [
+    ([2 ** 62, 4], r"is 73786976294838206464 bytes, more than the 0 bytes of the checkpoint's rank files"),
+    ([-1, 4], r"has shape \[-1, 4\]; accepted: a list of non-negative ints"),
+    ([2.5], r"has shape \[2.5\]; accepted: a list of non-negative ints"),
+    (["3"], r"accepted: a list of non-negative ints"),
+])
+def test_hostile_metadata_is_refused_before_allocating(tmp_path, shape, match):
+    (tmp_path / "metadata.json").write_text(json.dumps(
+        {"format": "dtensor-checkpoint/1", "step": 1, "ranks": [0],
+         "tensors": [{"name": "w", "shape": shape, "dtype": "float32"}]}))
+    with pytest.raises(dtensor.DTensorError, match=match):
+        dtensor.checkpoint.to_dcp(str(tmp_path), str(tmp_path / "out"))
+
+
+def test_hostile_latest_and_bytes_are_refused(tmp_path):
+    (tmp_path / "LATEST").write_text("../../etc\n")
+    with pytest.raises(dtensor.DTensorError, match="LATEST is corrupted: it holds '../../etc'"):
+        dtensor.checkpoint.to_dcp(str(tmp_path), str(tmp_path / "out"))
+    (tmp_path / "LATEST").write_bytes(b"\xff\xfe")
+    with pytest.raises(dtensor.DTensorError, match="LATEST is unreadable"):
+        dtensor.checkpoint.to_dcp(str(tmp_path), str(tmp_path / "out"))
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    (flat / "metadata.json").write_bytes(b"\xff{}")
+    with pytest.raises(dtensor.DTensorError, match="no readable dtensor checkpoint"):
+        dtensor.checkpoint.to_dcp(str(flat), str(tmp_path / "out"))
+    with pytest.raises(dtensor.DTensorError, match="from_dcp: no readable DCP checkpoint"):
+        dtensor.checkpoint.from_dcp(str(tmp_path / "missing"), str(tmp_path / "x"))
+
+
+def test_dcp_tensor_larger_than_its_files_is_refused(tmp_path):
+    # A DCP checkpoint whose metadata claims a tensor far larger than its data: refused by size
+    # before torch.zeros allocates it.
+    import pickle
+
+    dcp.save({"w": torch.zeros(4)}, checkpoint_id=str(tmp_path / "d"), no_dist=True)
+    meta_file = tmp_path / "d" / ".metadata"
+    meta = pickle.loads(meta_file.read_bytes())
+    meta.state_dict_metadata["w"].size = torch.Size([2 ** 40, 2 ** 10])
+    meta_file.write_bytes(pickle.dumps(meta))
+    with pytest.raises(dtensor.DTensorError, match=r"tensor 'w' of size \[1099511627776, 1024\] is 4503599627370496 bytes"):
+        dtensor.checkpoint.from_dcp(str(tmp_path / "d"), str(tmp_path / "x"))

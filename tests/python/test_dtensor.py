@@ -487,3 +487,21 @@ def test_python_operators_are_the_registered_ops():
     for got in on_mesh((2,), fn):
         for k, v in want.items():
             np.testing.assert_array_equal(got[k], v, err_msg=k)
+
+
+def test_mesh_getitem_gives_the_sub_mesh_and_names_bad_keys():
+    def rank(world):
+        mesh = dtensor.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        tp, both = mesh["tp"], mesh["dp", "tp"]
+        errors = []
+        for key in ("pp", 5, ("dp", 3)):
+            try:
+                mesh[key]
+            except (dtensor.DTensorError, TypeError) as e:
+                errors.append(str(e))
+        return tp.shape, tp.get_coordinate(), both.shape, errors
+
+    for r, (tp_shape, coord, both_shape, errors) in enumerate(dtensor.run_threads(4, rank)):
+        assert tp_shape == (2,) and coord == [r % 2] and both_shape == (2, 2)
+        assert len(errors) == 3 and "pp" in errors[0] and "tp" in errors[0]
+        assert "accepted: a dim name or a tuple of dim names" in errors[1] and "accepted" in errors[2]

@@ -498,6 +498,16 @@ def copy_op(name, params, op=None):
     return tr
 
 
+def pad_mode(mode):
+    """nn.functional.pad's reflect and replicate modes: ATen's {mode}_pad{k}d for a pad of 2k values
+    (F.pad's choice; torch's own reference is that ATen op, so the two compare op for op)."""
+    def tr(s):
+        pad = ints(s.args[0])
+        op = f"{mode}_pad{len(pad) // 2}d"
+        return Call(op, [s.input], {"padding": pad}, aten(op), partial="all", grad=True)
+    return tr
+
+
 def full_like(s):
     # full_like(input, fill_value, *, dtype=None, ...): dtensor's takes the dtype by name; layout,
     # device and memory format change no value.
@@ -609,6 +619,9 @@ TRANSLATORS = {
     ("flip", ""): copy_op("flip", ["dims"]),
     ("repeat", ""): copy_op("repeat", ["repeats"]),
     ("constant_pad_nd", ""): copy_op("constant_pad_nd", ["pad", "value"]),
+    ("nn.functional.pad", "reflect"): pad_mode("reflection"),
+    ("nn.functional.pad", "replicate"): pad_mode("replication"),
+    ("nn.functional.pad", "replicate_negative"): pad_mode("replication"),
     ("fill", ""): copy_op("fill", ["value"], op="fill.Scalar"),
     ("full_like", ""): full_like,
     ("nn.functional.hardtanh", ""): param_row("hardtanh", ["min_val", "max_val"]),

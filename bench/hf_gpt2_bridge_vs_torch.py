@@ -194,10 +194,8 @@ def worker(a):
     if dist.get_rank() == 0:
         with open(a.out, "w") as f:
             json.dump({"losses": losses, "tokens_per_s": tps}, f)
-    if a.side == "bridge":
-        import dtensor
-        dtensor.destroy_process_group()
-    dist.destroy_process_group()
+    import dtensor
+    dtensor.exit_process()  # both sides: torch's Gloo workers can abort a rank at teardown
 
 
 def free_port():

@@ -242,13 +242,12 @@ def worker(a):
         opt.zero_grad()
         losses.append(loss.item())
         seconds += time.perf_counter() - t0
-    if a.world:
-        import torch.distributed as dist
-
-        dist.destroy_process_group()
     if a.rank == 0:
         with open(a.out, "w") as f:
             json.dump({"losses": losses, "tokens_per_s": a.steps * tokens.shape[1] * cfg["seq"] / seconds}, f)
+    if a.world:
+        import dtensor
+        dtensor.exit_process()  # torch's Gloo workers can abort a rank at teardown
 
 
 def free_port():

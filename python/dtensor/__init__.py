@@ -65,7 +65,7 @@ from .torch_interop import from_torch, to_torch  # noqa: E402
 __all__ = [
     "DTensor", "DTensorCommError", "DTensorError", "DeviceMesh", "Partial", "Placement",
     "Replicate", "Shard", "World", "allreduce_data_parallel_grads", "apply_plan", "destroy_process_group",
-    "distribute_tensor", "explain", "export_graph", "from_torch", "get_array_library", "GraphImportError",
+    "distribute_tensor", "exit_process", "explain", "export_graph", "from_torch", "get_array_library", "GraphImportError",
     "init_device_mesh", "init_process_group", "is_initialized", "ops", "parallelize_plan", "plan",
     "run_threads", "set_array_library", "to_torch",
 ]
@@ -222,6 +222,35 @@ def destroy_process_group():
     """Closes this process's Gloo group (a later init_device_mesh starts a new one)."""
     _torch_interop._meshes.clear()  # from_torch's cached meshes hold the group
     _destroy_process_group()
+
+
+def exit_process(code=0):
+    """Ends this process rank without the interpreter's teardown: closes dtensor's Gloo group and,
+    when torch.distributed is initialized, torch's process groups; flushes stdout and stderr; then
+    os._exit(code). Other atexit handlers do not run.
+
+    Why: torch's Gloo worker threads free a finished collective's tensors after the call has
+    returned. When a worker does that once the interpreter is finalizing (a busy machine can delay
+    it that long), dropping the tensor's Python object needs the GIL, the interpreter ends the thread
+    instead, the unwind crosses a noexcept destructor and std::terminate aborts the rank:
+    "terminate called without an active exception", exit status -6 (pytorch/pytorch#190489; the
+    backtrace is in docs/PYTHON.md, "Ending a job that uses torch.distributed too"). Call it last,
+    after every rank's collectives have completed.
+
+    code: the exit status, an int in [0, 255]; anything else raises ValueError before anything is
+    closed."""
+    if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 255:
+        raise ValueError(f"exit_process: code must be an int in [0, 255], got {code!r}")
+    destroy_process_group()
+    dist = _sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+    for stream in (_sys.stdout, _sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed or broken: nothing more can be written there
+            pass
+    _os._exit(code)
 
 
 from .planning import GraphImportError, export_graph, plan  # noqa: E402

@@ -109,5 +109,4 @@ else:
 
 print(f"rank {rank}: dcp ok", flush=True)
 del saved, on22, back, src, dst, sd
-dtensor.destroy_process_group()
-dist.destroy_process_group()
+dtensor.exit_process()  # both groups closed; torch's Gloo workers can abort a rank at teardown

@@ -14,6 +14,7 @@ See docs/PYTHON.md for the ops covered and the measured overhead.
 """
 import atexit
 import functools
+import math
 import threading
 
 import torch
@@ -753,6 +754,22 @@ def _same_layout(func, args, kwargs):
     return DTensor(func(x._local, *args[1:], **kwargs), x._spec, x._mesh)
 
 
+def _local_scalar_dense(func, args, kwargs):
+    """Tensor.item() (aten._local_scalar_dense) of a one-element DTensor: the global value on every
+    rank, a Partial reduced and a Shard gathered first (a collective: every rank calls it, as
+    full_tensor). PyTorch DTensor returns the rank's own block's value instead (no sharding rule,
+    "the output is a local scalar"), which for a Partial is this rank's piece. Raises RuntimeError,
+    as torch does, for more or fewer than one element."""
+    x = args[0]
+    n = math.prod(x.shape)
+    if n != 1:
+        raise RuntimeError(f"bridge: aten._local_scalar_dense (Tensor.item()) of a DTensor {list(x.shape)} "
+                           f"{tuple(x._spec.placements)}: a Tensor with {n} elements cannot be converted "
+                           "to Scalar; accepted: one element")
+    _, full = _b.redistribute(x._spec, x._local, [Replicate()] * len(x._spec.placements))
+    return full.item()
+
+
 def _expand_as(func, args, kwargs):
     """expand_as(self, other) (decompositions call it): expand to other's global shape."""
     return aten.expand.default(args[0], list(args[1].shape))
@@ -1158,6 +1175,7 @@ _SPECIAL = {
     "expand_as": _expand_as,
     "_fused_adamw_": _fused_adamw_,
     "convolution_backward": _convolution_backward,
+    "_local_scalar_dense": _local_scalar_dense,
 }
 
 

@@ -508,6 +508,37 @@ def pad_mode(mode):
     return tr
 
 
+def interpolate(mode):
+    """nn.functional.interpolate's nearest and bilinear modes on 4-d inputs: the ATen call F.interpolate
+    makes (upsample_{mode}2d.default, its output size and scales worked out by torch), recorded under
+    a dispatch mode, then that call on both sides."""
+    op = f"upsample_{mode}2d"
+
+    def tr(s):
+        if s.input.dim() != 4:
+            raise Skip(f"a {s.input.dim()}-d input is upsample_{mode}{s.input.dim() - 2}d (dtensor has the 2-d op)", op)
+        from torch.utils._python_dispatch import TorchDispatchMode
+        seen = []
+
+        class Record(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if func._schema.name == f"aten::{op}":
+                    seen.append((func, args, kwargs or {}))
+                return func(*args, **(kwargs or {}))
+
+        with Record():
+            torch.nn.functional.interpolate(s.input, *s.args, **s.kwargs)
+        if len(seen) != 1:
+            raise Skip(f"F.interpolate made {len(seen)} {op} calls", op)
+        func, args, kwargs = seen[0]
+        kw = {a.name: v for a, v in zip(func._schema.arguments[1:], args[1:])}
+        kw.update(kwargs)
+        kw = {k: (ints(v) if k.endswith("size") else v) for k, v in kw.items() if v is not None}
+        # Pieces of a Partial input: nearest selects elements (every op), bilinear weights them (sum/avg).
+        return Call(op, [s.input], kw, aten(op), partial="all", grad=True)
+    return tr
+
+
 def full_like(s):
     # full_like(input, fill_value, *, dtype=None, ...): dtensor's takes the dtype by name; layout,
     # device and memory format change no value.
@@ -619,6 +650,8 @@ TRANSLATORS = {
     ("flip", ""): copy_op("flip", ["dims"]),
     ("repeat", ""): copy_op("repeat", ["repeats"]),
     ("constant_pad_nd", ""): copy_op("constant_pad_nd", ["pad", "value"]),
+    ("nn.functional.interpolate", "nearest"): interpolate("nearest"),
+    ("nn.functional.interpolate", "bilinear"): interpolate("bilinear"),
     ("nn.functional.pad", "reflect"): pad_mode("reflection"),
     ("nn.functional.pad", "replicate"): pad_mode("replication"),
     ("nn.functional.pad", "replicate_negative"): pad_mode("replication"),

@@ -1,8 +1,10 @@
-# Reflection and replication padding (ops/view/pad_defs.cc) against torch beyond OpInfo's samples,
-# whose 2-d and 3-d cases never pad the left or top edge: every k-d op with padding on both sides
-# and with a crop, its input sharded on the dims it leaves alone (kept sharded) and on a padded dim
-# (gathered first), forward and gradient through the bridge (torch's autograd then calls the ATen
-# _backward op, which dtensor runs), and ATen's argument errors as DTensorErrors naming the op.
+# The index-map ops (ops/view/index_map_defs.cc) against torch beyond OpInfo's samples, forward and
+# gradient through the bridge (torch's autograd then calls the ATen _backward op, which dtensor
+# runs), the input sharded on the dims the op leaves alone (kept sharded) and on a mapped dim
+# (gathered first): reflection and replication padding, whose OpInfo 2-d and 3-d samples never pad
+# the left or top edge, on both sides and with a crop; nearest and bilinear upsampling with ATen's
+# special cases (the same size, exact doubling), scale factors and align_corners, which OpInfo's
+# samples miss; and ATen's argument errors as DTensorErrors naming the op.
 import numpy as np
 import pytest
 
@@ -47,6 +49,39 @@ def test_pad_matches_torch_forward_and_gradient(mode, k, pad):
         assert kept[:2] == [Shard(0), Shard(1)], kept  # no gather along the dims the pad leaves alone
         for y, g in ((y0, g0), (y1, g1)):
             torch.testing.assert_close(y, want, rtol=0, atol=0)
+            torch.testing.assert_close(g, ref.grad, rtol=1e-12, atol=1e-12)
+
+
+UPSAMPLE = [("nearest", dict(size=(4, 10))), ("nearest", dict(scale_factor=2)), ("nearest", dict(size=(7, 3))),
+            ("nearest", dict(scale_factor=(1.7, 0.6))),
+            ("bilinear", dict(size=(4, 5), align_corners=False)), ("bilinear", dict(size=(9, 7), align_corners=False)),
+            ("bilinear", dict(size=(3, 2), align_corners=True)), ("bilinear", dict(scale_factor=1.5, align_corners=False)),
+            ("bilinear", dict(size=(6, 1), align_corners=True))]
+
+
+@pytest.mark.parametrize("mode,kw", UPSAMPLE)
+def test_upsample_matches_torch_forward_and_gradient(mode, kw):
+    x = torch.randn(5, 3, 4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(11))
+    want = torch.nn.functional.interpolate(x, mode=mode, **kw)
+    w = torch.randn(want.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    ref = x.clone().requires_grad_()
+    (torch.nn.functional.interpolate(ref, mode=mode, **kw) * w).sum().backward()
+
+    def fn(r):
+        mesh = dtensor.init_device_mesh("cpu", (2, 2))
+        out = []
+        for placements in ([Shard(0), Shard(1)], [Shard(3), Shard(0)]):  # N, C kept; W gathered
+            xs = bridge.distribute(x.clone(), mesh, placements).requires_grad_()
+            y = torch.nn.functional.interpolate(xs, mode=mode, **kw)
+            (y * bridge.distribute(w, mesh, [dtensor.Replicate()] * 2)).sum().backward()
+            out.append((list(y.placements), y.full_tensor(), xs.grad.full_tensor()))
+        return out
+
+    for rank_out in dtensor.run_threads(4, fn):
+        (kept, y0, g0), (_, y1, g1) = rank_out
+        assert kept == [Shard(0), Shard(1)], kept
+        for y, g in ((y0, g0), (y1, g1)):
+            torch.testing.assert_close(y, want, rtol=1e-15, atol=1e-15)
             torch.testing.assert_close(g, ref.grad, rtol=1e-12, atol=1e-12)
 
 

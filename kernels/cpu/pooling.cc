@@ -247,13 +247,13 @@ Tensor average_backward(const char* op, const Tensor& grad_out, const Shape& inp
   return Tensor::from_vector(gin, input_shape).to(grad_out.dtype());
 }
 
-Geometry adaptive_geometry(const char* op, const Shape& s, const std::vector<int64_t>& output_size,
+Geometry adaptive_geometry(const char* op, const Shape& s, int dims, const std::vector<int64_t>& output_size,
                            const std::vector<PoolSlab>& slabs) {
-  Geometry g = input_geometry(op, s, 2, slabs);
-  const std::vector<int64_t> o = expand(op, "output_size", output_size, 2, {});
-  DT_CHECK(o.size() == 2 && o[0] >= 0 && o[1] >= 0, op,
-           ": output_size must have 1 or 2 entries >= 0");
-  for (int k = 0; k < 2; ++k) g.axis(k).out = o[k];
+  Geometry g = input_geometry(op, s, dims, slabs);
+  const std::vector<int64_t> o = expand(op, "output_size", output_size, dims, {});
+  DT_CHECK(static_cast<int>(o.size()) == dims && std::all_of(o.begin(), o.end(), [](int64_t v) { return v >= 0; }),
+           op, ": output_size must have 1 or ", dims, " entries >= 0");
+  for (int k = 0; k < dims; ++k) g.axis(k).out = o[k];
   set_outputs(g, slabs);
   return g;
 }
@@ -395,29 +395,31 @@ Tensor max_pool_backward(const Tensor& grad_out, const Tensor& indices, const Sh
   return Tensor::from_vector(gin, input_shape).to(grad_out.dtype());
 }
 
-Tensor adaptive_avg_pool2d(const Tensor& x, std::vector<int64_t> output_size,
-                           const std::vector<PoolSlab>& slabs) {
-  DT_KERNEL_HOST_ONLY(adaptive_avg_pool2d, x, output_size, slabs);
-  const char* op = "adaptive_avg_pool2d";
+Tensor adaptive_avg_pool(const Tensor& x, int dims, std::vector<int64_t> output_size,
+                         const std::vector<PoolSlab>& slabs) {
+  DT_KERNEL_HOST_ONLY(adaptive_avg_pool, x, dims, output_size, slabs);
+  const std::string name = "adaptive_avg_pool" + std::to_string(dims) + "d";
+  const char* op = name.c_str();
   check_floating(op, x, "input");
-  Geometry g = adaptive_geometry(op, x.sizes(), output_size, slabs);
+  Geometry g = adaptive_geometry(op, x.sizes(), dims, output_size, slabs);
   Plan p = make_plan(g, true);
   return average(x, p, divisors(p, std::nullopt, false));
 }
 
-Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape,
-                                    const std::vector<PoolSlab>& slabs) {
-  DT_KERNEL_HOST_ONLY(adaptive_avg_pool2d_backward, grad_out, input_shape, slabs);
-  const char* op = "adaptive_avg_pool2d_backward";
-  DT_CHECK(grad_out.dim() >= 2, op, ": grad_out ", shape_str(grad_out.sizes()),
-           " must have 2 spatial dims");
-  std::vector<int64_t> out = {grad_out.size(-2), grad_out.size(-1)};
+Tensor adaptive_avg_pool_backward(const Tensor& grad_out, const Shape& input_shape, int dims,
+                                  const std::vector<PoolSlab>& slabs) {
+  DT_KERNEL_HOST_ONLY(adaptive_avg_pool_backward, grad_out, input_shape, dims, slabs);
+  const std::string name = "adaptive_avg_pool" + std::to_string(dims) + "d_backward";
+  const char* op = name.c_str();
+  DT_CHECK(dims >= 1 && dims <= 3 && grad_out.dim() >= dims, op, ": grad_out ", shape_str(grad_out.sizes()),
+           " must have ", dims, " spatial dims (1 to 3)");
+  std::vector<int64_t> out(grad_out.sizes().end() - dims, grad_out.sizes().end());
   for (const PoolSlab& sl : slabs) {
-    DT_CHECK(sl.dim >= 0 && sl.dim < 2 && sl.output_size >= 0, op, ": slab of spatial dim ", sl.dim,
+    DT_CHECK(sl.dim >= 0 && sl.dim < dims && sl.output_size >= 0, op, ": slab of spatial dim ", sl.dim,
              " needs output_size (the global output size), got ", sl.output_size);
     out[sl.dim] = sl.output_size;
   }
-  Geometry g = adaptive_geometry(op, input_shape, out, slabs);
+  Geometry g = adaptive_geometry(op, input_shape, dims, out, slabs);
   Plan p = make_plan(g, true);
   return average_backward(op, grad_out, input_shape, p, divisors(p, std::nullopt, false));
 }

@@ -30,8 +30,9 @@
 //   among several NaNs the LAST one wins (the predicate of ATen's CPU max-pool kernel). Indices are
 //   flat over each (n, c) plane's spatial extent: w (1-d), h * W + w (2-d), (d * H + h) * W + w
 //   (3-d).
-// adaptive_avg_pool2d: output (i, j) averages rows [floor(i * H / OH), ceil((i + 1) * H / OH)) and
-//   likewise columns; output_size entries >= 0 (one value broadcasts).
+// adaptive_avg_pool (1, 2 or 3 spatial dims): output (i, j) averages rows [floor(i * H / OH),
+//   ceil((i + 1) * H / OH)) and likewise along every spatial dim (ATen's start_index/end_index);
+//   output_size entries >= 0 (one value broadcasts).
 // Backward: avg: each output's grad / divisor is added to its window's in-input elements; max: the
 //   grad is added at its index (overlapping windows accumulate); adaptive: grad / window size.
 #pragma once
@@ -55,7 +56,7 @@ namespace dtensor::kernels {
 // slab must contain every in-input row that the produced windows read (pool_input_range /
 // adaptive_pool_input_range give the range); otherwise the op throws naming the needed rows.
 // Several slabs (on distinct dims) may be given; dims without one are whole.
-// Backward with slabs: avg_pool_backward / adaptive_avg_pool2d_backward take the grad of the
+// Backward with slabs: avg_pool_backward / adaptive_avg_pool_backward take the grad of the
 // produced output rows and return the gradient w.r.t. the slab -- halo rows receive partial sums
 // that the caller sends back to their owners and adds; max_pool_backward scatters the global
 // indices into the slab (an index outside the slab throws).
@@ -65,7 +66,7 @@ struct PoolSlab {
   int64_t input_start = 0;   // global row of the slab's first row
   int64_t output_start = 0;  // first global output row to produce
   int64_t output_end = 0;    // one past the last (unused by max_pool_backward)
-  // Global output size of the dim: needed by adaptive_avg_pool2d_backward (its grad holds only the
+  // Global output size of the dim: needed by adaptive_avg_pool_backward (its grad holds only the
   // slab's rows); elsewhere derived from the parameters, and checked when >= 0.
   int64_t output_size = -1;
 };
@@ -105,10 +106,12 @@ std::pair<Tensor, Tensor> max_pool_with_indices(const Tensor& x, int dims,
 // grad_out and indices have the forward output's shape; the result has input_shape.
 Tensor max_pool_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_shape,
                          int dims, const std::vector<PoolSlab>& slabs = {});
-// x: [N, C, H, W] or [C, H, W]; output_size {OH, OW} (global sizes when slabs are given).
-Tensor adaptive_avg_pool2d(const Tensor& x, std::vector<int64_t> output_size,
-                           const std::vector<PoolSlab>& slabs = {});
-Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape,
-                                    const std::vector<PoolSlab>& slabs = {});
+// x: [N, C, spatial...] or [C, spatial...] with `dims` (1 to 3) spatial dims; output_size one
+// value per spatial dim (global sizes when slabs are given). Errors name the op as ATen does
+// (adaptive_avg_pool<dims>d).
+Tensor adaptive_avg_pool(const Tensor& x, int dims, std::vector<int64_t> output_size,
+                         const std::vector<PoolSlab>& slabs = {});
+Tensor adaptive_avg_pool_backward(const Tensor& grad_out, const Shape& input_shape, int dims,
+                                  const std::vector<PoolSlab>& slabs = {});
 
 }  // namespace dtensor::kernels

@@ -27,9 +27,10 @@ void register_pooling_backward(Registry&) {
                              list_arg(k, "padding"), list_arg(k, "dilation"), k.value("ceil_mode"), c.outputs[1]})};
     });
   }
-  def("adaptive_avg_pool2d", [](const BackwardCtx& c) {
-    return Grads{call_op1("adaptive_avg_pool2d_backward", {c.grad(0), c.inputs[0]})};
-  });
+  for (const std::string d : {"1", "2", "3"})
+    def("adaptive_avg_pool" + d + "d", [d](const BackwardCtx& c) {
+      return Grads{call_op1("adaptive_avg_pool" + d + "d_backward", {c.grad(0), c.inputs[0]})};
+    });
 }
 
 DTENSOR_FAMILY_PART("pooling", kBackward, register_pooling_backward);

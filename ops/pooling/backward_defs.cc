@@ -1,6 +1,6 @@
 // Backward ops of the pooling family that autograd/ calls by their ATen names:
 // avg_pool{1,2,3}d_backward, max_pool{1,2,3}d_with_indices_backward and
-// adaptive_avg_pool2d_backward.
+// adaptive_avg_pool{1,2,3}d_backward.
 // Rules: ops/pooling/rules.cc; shared helpers: ops/common/backward_defs.h.
 #include "kernels/cpu/pooling.h"
 
@@ -164,7 +164,7 @@ StepDef halo_backward(Pool p, int dims) {
                                               a->kernel, a->stride, a->padding, a->ceil_mode, a->count_include_pad,
                                               a->divisor, slabs);
           case Pool::kMax: return kernels::max_pool_backward(grad, in[2], slab_shape, dims, slabs);
-          case Pool::kAdaptive: return kernels::adaptive_avg_pool2d_backward(grad, slab_shape, slabs);
+          case Pool::kAdaptive: return kernels::adaptive_avg_pool_backward(grad, slab_shape, dims, slabs);
         }
         return Tensor();
       });
@@ -235,7 +235,7 @@ void define_pool_backward(Registry& reg, Pool p, int dims) {
   OpDef& op = reg.define(schema, "pooling");
   op.cost = cost(CostClass::kWindow, Keeps::kNothing);
   op.aten.layout_dependent = true;  // empty blocks and global window offsets, as the forward
-  if (p == Pool::kAdaptive) op.aten.aliases = {{"_" + pool_name(p, dims), ""}};
+  if (p == Pool::kAdaptive && dims > 1) op.aten.aliases = {{"_" + pool_name(p, dims), ""}};
   else if (dims == 1)
     op.aten.not_aten = "ATen runs 1-d pooling as 2-d (no 1-d backward op); dtensor's own backward";
   op.no_backward = kNoDoubleBackward;
@@ -266,7 +266,7 @@ void define_pool_backward(Registry& reg, Pool p, int dims) {
       if (gb.first[d] == gg[d]) continue;
       slabs.push_back({k, gx[d], 0, gb.second[d], gb.second[d] + gb.first[d], gg[d]});
     }
-    if (p == Pool::kAdaptive) return one(kernels::adaptive_avg_pool2d_backward(in[0], shape, slabs).to(dt));
+    if (p == Pool::kAdaptive) return one(kernels::adaptive_avg_pool_backward(in[0], shape, dims, slabs).to(dt));
     PoolArgs a = pool_args(c, p, dims);
     const Tensor like = Tensor::zeros({}, in[0].dtype()).expand(shape);  // the input's shape only
     return one(kernels::avg_pool_backward(in[0], like, dims, a.kernel, a.stride, a.padding, a.ceil_mode,
@@ -276,8 +276,13 @@ void define_pool_backward(Registry& reg, Pool p, int dims) {
   op.samples = [p, dims] {
     std::vector<Sample> s;
     if (p == Pool::kAdaptive) {
-      s.push_back(sample({{3, 4, 4, 3}, {3, 4, 11, 7}}, {T(0), T(1)}));
-      s.push_back(sample({{5, 2, 5}, {5, 9, 7}}, {T(0), T(1)}));
+      // grad [lead..., out...] for self [lead..., in...]: 11 -> 4, 7 -> 3, 7 -> 2; 9 -> 2, 7 -> 5, 6 -> 4.
+      const Shape in1 = {11, 7, 7}, out1 = {4, 3, 2}, in2 = {9, 7, 6}, out2 = {2, 5, 4};
+      Shape g1 = {3, 4}, x1 = {3, 4}, g2 = {5}, x2 = {5};
+      g1.insert(g1.end(), out1.begin(), out1.begin() + dims), x1.insert(x1.end(), in1.begin(), in1.begin() + dims);
+      g2.insert(g2.end(), out2.begin(), out2.begin() + dims), x2.insert(x2.end(), in2.begin(), in2.begin() + dims);
+      s.push_back(sample({g1, x1}, {T(0), T(1)}));
+      s.push_back(sample({g2, x2}, {T(0), T(1)}));
       return s;
     }
     // The first sample is small (the validator's search for missed rows enumerates it).
@@ -332,7 +337,7 @@ void define_pooling_backward_ops(Registry& reg) {
     define_pool_backward(reg, Pool::kAvg, dims);
     define_pool_backward(reg, Pool::kMax, dims);
   }
-  define_pool_backward(reg, Pool::kAdaptive, 2);
+  for (int dims : {1, 2, 3}) define_pool_backward(reg, Pool::kAdaptive, dims);
 }
 
 DTENSOR_FAMILY_PART("pooling", kDefinitions, define_pooling_backward_ops);

@@ -1,4 +1,4 @@
-// Pooling: avg_pool1d/2d/3d, max_pool1d/2d/3d_with_indices, adaptive_avg_pool2d (kernels/cpu/pooling.h
+// Pooling: avg_pool1d/2d/3d, max_pool1d/2d/3d_with_indices, adaptive_avg_pool1d/2d/3d (kernels/cpu/pooling.h
 // has the semantics), and the halo exchange that keeps spatial dims sharded. Their backward ops:
 // pooling_backward_ops.cc.
 #include "kernels/cpu/pooling.h"
@@ -85,7 +85,7 @@ std::vector<Tensor> run_pool(Pool p, const Tensor& x, const Params& q, const std
                                                    q.ceil_mode, slabs);
       return {v, i};
     }
-    case Pool::kAdaptive: return {kernels::adaptive_avg_pool2d(x, q.output_size, slabs)};
+    case Pool::kAdaptive: return {kernels::adaptive_avg_pool(x, q.dims, q.output_size, slabs)};
   }
   return {};
 }
@@ -218,8 +218,9 @@ void define_pool(Registry& reg, Pool p, int dims) {
   OpDef& op = reg.define(name + "(Tensor self, " + args + ") -> " + ret, "pooling");
   op.cost = cost(CostClass::kWindow, p == Pool::kMax ? Keeps::kInputsAndOutput : Keeps::kInputs);
   op.aten.layout_dependent = true;  // empty blocks: ATen refuses 0 channels; the window reads global offsets
-  // adaptive_avg_pool2d is CompositeImplicit in ATen: dispatch sees _adaptive_avg_pool2d.
-  if (p == Pool::kAdaptive) op.aten.aliases = {{"_" + name, ""}};
+  // adaptive_avg_pool2d/3d are CompositeImplicit in ATen: dispatch sees _adaptive_avg_pool2d/3d;
+  // adaptive_avg_pool1d runs as the 2-d op there (a [N, C, 1, L] view).
+  if (p == Pool::kAdaptive && dims > 1) op.aten.aliases = {{"_" + name, ""}};
   op.meta = [p, dims](const OpCall& c) {
     Shape out = out_shape(c, p, params(c, p, dims));
     std::vector<TensorMeta> m{{out, c.tensor(0).dtype}};
@@ -235,7 +236,8 @@ void define_pool(Registry& reg, Pool p, int dims) {
     for (int k = 0; k < dims; ++k) x.push_back(k == 0 ? 11 : 7);
     std::vector<Sample> s;
     if (p == Pool::kAdaptive) {
-      s.push_back(sample({x}, {T(0), L({4, 3})}));
+      const std::vector<int64_t> out = {4, 3, 2};  // 11 -> 4, 7 -> 3, 7 -> 2: overlapping windows
+      s.push_back(sample({x}, {T(0), L(std::vector<int64_t>(out.begin(), out.begin() + dims))}));
       return s;
     }
     s.push_back(sample({x}, {T(0), L({2}), L({2})}));
@@ -258,7 +260,7 @@ void define_pooling_ops(Registry& reg) {
     define_pool(reg, Pool::kAvg, dims);
     define_pool(reg, Pool::kMax, dims);
   }
-  define_pool(reg, Pool::kAdaptive, 2);
+  for (int dims : {1, 2, 3}) define_pool(reg, Pool::kAdaptive, dims);
 }
 
 DTENSOR_FAMILY_PART("pooling", kDefinitions, define_pooling_ops);

@@ -19,7 +19,7 @@ std::vector<std::pair<std::string, int>> pooling_ops(bool backward) {
     ops.push_back({"avg_pool" + d + "d" + suffix, dims});
     ops.push_back({"max_pool" + d + "d_with_indices" + suffix, dims});
   }
-  ops.push_back({"adaptive_avg_pool2d" + suffix, 2});
+  for (int dims : {1, 2, 3}) ops.push_back({"adaptive_avg_pool" + std::to_string(dims) + "d" + suffix, dims});
   return ops;
 }
 

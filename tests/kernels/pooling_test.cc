@@ -288,16 +288,29 @@ TEST(Pooling, Pool1dAnd3dAgreeWith2d) {
 TEST(Pooling, AdaptiveAvgPool2d) {
   // 5 -> 3 windows: [0, 2), [1, 4), [3, 5).
   Tensor x = T({1, 2, 3, 4, 5}, {1, 5, 1});
-  EXPECT_EQ(V(adaptive_avg_pool2d(x, {3, 1})), (std::vector<double>{1.5, 3, 4.5}));
+  EXPECT_EQ(V(adaptive_avg_pool(x, 2, {3, 1})), (std::vector<double>{1.5, 3, 4.5}));
   EXPECT_EQ(adaptive_pool_input_range(1, 2, 5, 3), (std::pair<int64_t, int64_t>{1, 4}));
   // Divisible sizes: plain average pooling.
   Tensor y = rand({2, 3, 8, 6}, 66, kF64);
-  expect_near(V(adaptive_avg_pool2d(y, {4, 3})),
+  expect_near(V(adaptive_avg_pool(y, 2, {4, 3})),
               V(avg_pool(y, 2, {2}, {}, {}, false, true, std::nullopt)), 1e-15);
-  EXPECT_EQ(adaptive_avg_pool2d(y, {3}).sizes(), (Shape{2, 3, 3, 3}));
+  EXPECT_EQ(adaptive_avg_pool(y, 2, {3}).sizes(), (Shape{2, 3, 3, 3}));
   // Upsampling windows repeat elements: 2 -> 3 gives [0, 1), [0, 2), [1, 2).
-  EXPECT_EQ(V(adaptive_avg_pool2d(T({2, 4}, {1, 1, 2}), {1, 3})), (std::vector<double>{2, 3, 4}));
-  expect_error([&] { adaptive_avg_pool2d(y, {1, 2, 3}); }, {"adaptive_avg_pool2d", "output_size"});
+  EXPECT_EQ(V(adaptive_avg_pool(T({2, 4}, {1, 1, 2}), 2, {1, 3})), (std::vector<double>{2, 3, 4}));
+  expect_error([&] { adaptive_avg_pool(y, 2, {1, 2, 3}); }, {"adaptive_avg_pool2d", "output_size"});
+}
+
+TEST(Pooling, AdaptiveAvgPool1dAnd3d) {
+  // 1-d, 5 -> 3 windows [0, 2), [1, 4), [3, 5), by hand; 3-d over [2, 2, 2] holding 0..7.
+  EXPECT_EQ(V(adaptive_avg_pool(T({1, 2, 3, 4, 5}, {1, 5}), 1, {3})), (std::vector<double>{1.5, 3, 4.5}));
+  Tensor z = T({0, 1, 2, 3, 4, 5, 6, 7}, {1, 2, 2, 2});
+  EXPECT_EQ(V(adaptive_avg_pool(z, 3, {1})), (std::vector<double>{3.5}));
+  EXPECT_EQ(V(adaptive_avg_pool(z, 3, {2, 1, 1})), (std::vector<double>{1.5, 5.5}));
+  EXPECT_EQ(V(adaptive_avg_pool(z, 3, {1, 1, 2})), (std::vector<double>{3, 4}));
+  // The gradient spreads grad / window size over each window (windows [0, 2), [1, 4), [3, 5)).
+  EXPECT_EQ(V(adaptive_avg_pool_backward(T({2, 3, 4}, {1, 3}), {1, 5}, 1)),
+            (std::vector<double>{1, 2, 1, 3, 2}));
+  expect_error([&] { adaptive_avg_pool(z, 3, {1, 2}); }, {"adaptive_avg_pool3d", "output_size"});
 }
 
 TEST(Pooling, BackwardAgainstFiniteDifferences) {
@@ -335,10 +348,10 @@ TEST(Pooling, BackwardAgainstFiniteDifferences) {
         1e-8);
   }
   Tensor x = rand({2, 5, 7}, 80, kF64), w = rand({2, 3, 4}, 81, kF64);
-  expect_near(V(adaptive_avg_pool2d_backward(w, x.sizes())),
+  expect_near(V(adaptive_avg_pool_backward(w, x.sizes(), 2)),
               numeric_grad(x, w,
                            [](const Tensor& t) {
-                             return adaptive_avg_pool2d(t, {3, 4});
+                             return adaptive_avg_pool(t, 2, {3, 4});
                            }),
               1e-8);
   // Overlapping max windows accumulate on a shared maximum.
@@ -372,13 +385,13 @@ void check_slabs(Op op, const Tensor& x, int dims, Ints k, Ints s, Ints p, Ints 
   auto fwd = [&](const Tensor& in, const std::vector<PoolSlab>& sl) -> std::pair<Tensor, Tensor> {
     if (op == Op::kAvg) return {avg_pool(in, dims, k, s, p, ceil, include, div, sl), Tensor()};
     if (op == Op::kMax) return max_pool_with_indices(in, dims, k, s, p, d, ceil, sl);
-    return {adaptive_avg_pool2d(in, adaptive_out, sl), Tensor()};
+    return {adaptive_avg_pool(in, 2, adaptive_out, sl), Tensor()};
   };
   auto [y, yi] = fwd(x, {});
   Tensor g = rand(y.sizes(), 90, kF64);
   Tensor want_grad = op == Op::kAvg   ? avg_pool_backward(g, x, dims, k, s, p, ceil, include, div)
                      : op == Op::kMax ? max_pool_backward(g, yi, x.sizes(), dims)
-                                      : adaptive_avg_pool2d_backward(g, x.sizes());
+                                      : adaptive_avg_pool_backward(g, x.sizes(), 2);
   Tensor acc = Tensor::zeros(x.sizes(), kF64);
   std::vector<int64_t> tdims;
   for (int sd : sharded) tdims.push_back(lead + sd);
@@ -417,7 +430,7 @@ void check_slabs(Op op, const Tensor& x, int dims, Ints k, Ints s, Ints p, Ints 
     Tensor part = op == Op::kAvg
                       ? avg_pool_backward(gt, in, dims, k, s, p, ceil, include, div, slabs)
                   : op == Op::kMax ? max_pool_backward(gt, goti, in.sizes(), dims, slabs)
-                                   : adaptive_avg_pool2d_backward(gt, in.sizes(), slabs);
+                                   : adaptive_avg_pool_backward(gt, in.sizes(), 2, slabs);
     ASSERT_EQ(part.sizes(), in.sizes());
     add_region(acc, part, tdims, lo);
   }
@@ -472,7 +485,7 @@ TEST(Pooling, SlabErrors) {
       {"max_pool_backward", "index 39"});
   expect_error(
       [&] {
-        adaptive_avg_pool2d_backward(T({1, 1}, {1, 1, 2}), {1, 4, 4}, {PoolSlab{0, 10, 0, 0, 1}});
+        adaptive_avg_pool_backward(T({1, 1}, {1, 1, 2}), {1, 4, 4}, 2, {PoolSlab{0, 10, 0, 0, 1}});
       },
       {"adaptive_avg_pool2d_backward", "output_size"});
 }

@@ -328,12 +328,17 @@ def conv(dims):
     return tr
 
 
-def adaptive_avg_pool2d(s):
-    size = s.args[0]
-    size = [size, size] if isinstance(size, int) else list(size)
-    # None keeps the input's size along that dim (F.adaptive_avg_pool2d does this before ATen).
-    size = [s.input.shape[-2 + i] if v is None else int(v) for i, v in enumerate(size)]
-    return Call("adaptive_avg_pool2d", [s.input, size], {}, aten("adaptive_avg_pool2d"), partial="all")
+def adaptive_avg_pool(dims):
+    """F.adaptive_avg_pool{1,2,3}d: output_size one value per spatial dim, gradients compared too."""
+    name = f"adaptive_avg_pool{dims}d"
+
+    def tr(s):
+        size = s.args[0] if s.args else s.kwargs["output_size"]
+        size = [size] * dims if isinstance(size, int) or size is None else list(size)
+        # None keeps the input's size along that dim (F.adaptive_avg_pool2d/3d do this before ATen).
+        size = [s.input.shape[-dims + i] if v is None else int(v) for i, v in enumerate(size)]
+        return Call(name, [s.input, size], {}, aten(name), partial="all", grad=True)
+    return tr
 
 
 def loss(name):
@@ -633,7 +638,7 @@ TRANSLATORS = {
     ("select", ""): view_like("select", ["dim", "index"]),
     **{(f"nn.functional.max_pool{d}d", ""): pool("max", d) for d in (1, 2, 3)},
     **{(f"nn.functional.avg_pool{d}d", ""): pool("avg", d) for d in (1, 2, 3)},
-    ("nn.functional.adaptive_avg_pool2d", ""): adaptive_avg_pool2d,
+    **{(f"nn.functional.adaptive_avg_pool{d}d", ""): adaptive_avg_pool(d) for d in (1, 2, 3)},
     ("nn.functional.nll_loss", ""): loss("nll_loss"),
     ("nn.functional.cross_entropy", ""): loss("cross_entropy"),
     ("nn.functional.embedding", ""): embedding,

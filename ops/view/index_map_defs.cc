@@ -284,7 +284,8 @@ std::vector<DimMap> upsample_maps(const OpCall& c, Upsample u, int64_t h, int64_
   const std::optional<double> sh = scale("scales_h"), sw = scale("scales_w");
   if (u == Upsample::kNearest) return {nearest_map(w, out[1], sw), nearest_map(h, out[0], sh)};
   const bool corners = c.get_bool("align_corners");
-  if (dtype == DType::kFloat64) return {linear_map<double>(w, out[1], corners, sw), linear_map<double>(h, out[0], corners, sh)};
+  if (dtype == DType::kFloat64)
+    return {linear_map<double>(w, out[1], corners, sw), linear_map<double>(h, out[0], corners, sh)};
   return {linear_map<float>(w, out[1], corners, sw), linear_map<float>(h, out[0], corners, sh)};
 }
 
@@ -292,7 +293,8 @@ void define_upsample(Registry& reg, Upsample u) {
   const std::string name = upsample_name(u);
   const std::string corners = u == Upsample::kBilinear ? "bool align_corners, " : "";
   OpDef& fwd = define_view_op(
-      reg, name + "(Tensor self, int[2] output_size, " + corners + "float? scales_h=None, float? scales_w=None) -> Tensor",
+      reg,
+      name + "(Tensor self, int[2] output_size, " + corners + "float? scales_h=None, float? scales_w=None) -> Tensor",
       CostClass::kCopy,
       [u](const OpCall& c) {
         if (u == Upsample::kBilinear) check_floating(c, 0, "self");

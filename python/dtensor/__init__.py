@@ -65,9 +65,9 @@ from .torch_interop import from_torch, to_torch  # noqa: E402
 __all__ = [
     "DTensor", "DTensorCommError", "DTensorError", "DeviceMesh", "Partial", "Placement",
     "Replicate", "Shard", "World", "allreduce_data_parallel_grads", "apply_plan", "destroy_process_group",
-    "distribute_tensor", "exit_process", "explain", "export_graph", "from_torch", "get_array_library", "GraphImportError",
-    "init_device_mesh", "init_process_group", "is_initialized", "ops", "parallelize_plan", "plan",
-    "run_threads", "set_array_library", "to_torch",
+    "distribute_tensor", "exit_process", "explain", "export_graph", "from_torch", "get_array_library",
+    "GraphImportError", "init_device_mesh", "init_process_group", "is_initialized", "ops", "parallelize_plan",
+    "plan", "run_threads", "set_array_library", "to_torch",
 ]
 
 # Public names print as dtensor.X (as torch's do), not as the private extension module's.

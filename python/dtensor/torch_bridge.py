@@ -21,7 +21,7 @@ import torch
 from torch.autograd import Function
 
 from . import _dtensor, _native_from_local, _placements_or_replicate
-from ._dtensor import DTensorError, Replicate
+from ._dtensor import DTensorError, Replicate, Shard
 
 _b = _dtensor._bridge
 aten = torch.ops.aten
@@ -770,6 +770,92 @@ def _local_scalar_dense(func, args, kwargs):
     return full.item()
 
 
+def _index_plan(func, x, indices):
+    """Advanced indexing of DTensor x (aten.index.Tensor, aten.index_put): the index tensors in full
+    (a DTensor gathered; a bool mask expanded to its nonzero positions, one index per masked dim,
+    as torch does), the input dims they index, and the result dim of every other input dim
+    (torch's layout: the broadcast index dims take the indexed dims' place when those are adjacent,
+    else they come first)."""
+    full = []
+    for t in indices:
+        if t is None:
+            full.append(None)
+            continue
+        t = t.full_tensor() if type(t) is DTensor else t
+        full.extend(t.nonzero().unbind(1) if t.dtype in (torch.bool, torch.uint8) else [t])
+    if len(full) > x.dim():
+        raise IndexError(f"bridge: {func}: {len(full)} indices for a DTensor {list(x.shape)} "
+                         f"{tuple(x._spec.placements)}; accepted: at most {x.dim()}")
+    full += [None] * (x.dim() - len(full))
+    indexed = [d for d, t in enumerate(full) if t is not None]
+    if not indexed:
+        return full, indexed, {d: d for d in range(x.dim())}
+    n_index = len(torch.broadcast_shapes(*[full[d].shape for d in indexed]))
+    rest = [d for d in range(x.dim()) if full[d] is None]
+    if indexed == list(range(indexed[0], indexed[-1] + 1)):
+        where = {d: d if d < indexed[0] else d - len(indexed) + n_index for d in rest}
+    else:
+        where = {d: n_index + k for k, d in enumerate(rest)}
+    return full, indexed, where
+
+
+def _index(func, args, kwargs):
+    """aten.index.Tensor (x[i], x[:, i, j], x[mask]) on a DTensor: each result element is one of
+    x's, so x's Shards on the dims left alone move to their result dims and Partials pass; a Shard
+    on an indexed dim is gathered first (the indices may point anywhere along it). Indices that are
+    DTensors are gathered (every rank needs all of them)."""
+    bound = _bind(func, args, kwargs)
+    x = bound["self"]
+    full, indexed, where = _index_plan(func, x, bound["indices"])
+    keep = [Replicate() if p.is_shard() and p.dim in indexed else p for p in x._spec.placements]
+    if keep != list(x._spec.placements):
+        x = _moved(x, keep)
+    local = aten.index.Tensor(x._local, full)
+    meta = aten.index.Tensor(torch.empty(x.shape, dtype=local.dtype, device="meta"),
+                             [t if t is None else t.to("meta") for t in full])
+    placements = [Shard(where[p.dim]) if p.is_shard() else p for p in keep]
+    return DTensor(local, x._spec.with_(placements, list(meta.shape), _dtype_name(local.dtype)), x._mesh)
+
+
+def _index_put(func, args, kwargs):
+    """aten.index_put(x, indices, values, accumulate) (x[i] = v, and the gradient of x[i], which
+    scatter-adds into zeros) on a DTensor x: x keeps its Shards on the dims left alone (a Replicate
+    x takes values' shard there for free), a Shard on an indexed dim is gathered first, a Partial x
+    is reduced; values are laid out to match (a broadcast dim replicated, a Partial reduced), so
+    each rank writes its block."""
+    bound = _bind(func, args, kwargs)
+    x, values, accumulate = bound["self"], bound["values"], bound.get("accumulate", False)
+    if type(x) is not DTensor:
+        raise DTensorError(f"bridge: {func}: writing a sharded {tuple(values._spec.placements)} tensor into a plain "
+                           f"{type(x).__name__}; accepted: a DTensor self (bridge.distribute it)")
+    full, indexed, where = _index_plan(func, x, bound["indices"])
+    out_rank = (len(torch.broadcast_shapes(*[full[d].shape for d in indexed])) if indexed else 0) + len(where)
+    v_of = {d: o - (out_rank - values.dim()) for d, o in where.items()}  # x dim -> values dim (or < 0)
+    v_pl = list(values._spec.placements) if type(values) is DTensor else []
+    target = []
+    for i, p in enumerate(x._spec.placements):
+        if p.is_shard() and p.dim not in indexed:
+            target.append(p)
+            continue
+        # Replicate there: take values' Shard of a dim x has too, else stay replicated.
+        vp = v_pl[i] if v_pl else Replicate()
+        d = next((d for d, v in v_of.items() if vp.is_shard() and v == vp.dim), None)
+        target.append(Shard(d) if d is not None and values.shape[v_of[d]] == x.shape[d] else Replicate())
+    if target != list(x._spec.placements):
+        x = _moved(x, target)
+    want = [Shard(v_of[p.dim]) if p.is_shard() and v_of[p.dim] >= 0 and values.shape[v_of[p.dim]] != 1
+            else Replicate() for p in target]
+    if type(values) is DTensor:
+        v_local = (_moved(values, want) if list(values._spec.placements) != want else values)._local
+    elif any(p.is_shard() for p in want):
+        v_local = _b.redistribute(x._spec.with_([Replicate()] * len(want), list(values.shape), _dtype_name(values.dtype)),
+                                  values.contiguous(), want)[1]
+    else:
+        v_local = values
+    local = aten.index_put.default(x._local, full, v_local, accumulate)
+    return DTensor(local, x._spec.with_(target, list(x.shape), _dtype_name(local.dtype)), x._mesh)
+
+
 def _expand_as(func, args, kwargs):
     """expand_as(self, other) (decompositions call it): expand to other's global shape."""
     return aten.expand.default(args[0], list(args[1].shape))
@@ -1176,6 +1262,8 @@ _SPECIAL = {
     "_fused_adamw_": _fused_adamw_,
     "convolution_backward": _convolution_backward,
     "_local_scalar_dense": _local_scalar_dense,
+    "index": _index,
+    "index_put": _index_put,
 }
 
 

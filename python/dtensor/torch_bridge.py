@@ -856,6 +856,12 @@ def _index_put(func, args, kwargs):
     return DTensor(local, x._spec.with_(target, list(x.shape), _dtype_name(local.dtype)), x._mesh)
 
 
+def _matrix_transpose(func, args, kwargs):
+    """mT / mH / adjoint (decompositions call them: _euclidean_dist's x2.mT): the last two dims
+    swapped (dtensor's dtypes are real, so mH and adjoint conjugate nothing)."""
+    return aten.transpose.int(args[0], -2, -1)
+
+
 def _expand_as(func, args, kwargs):
     """expand_as(self, other) (decompositions call it): expand to other's global shape."""
     return aten.expand.default(args[0], list(args[1].shape))
@@ -1263,6 +1269,9 @@ _SPECIAL = {
     "convolution_backward": _convolution_backward,
     "_local_scalar_dense": _local_scalar_dense,
     "index": _index,
+    "mT": _matrix_transpose,
+    "mH": _matrix_transpose,
+    "adjoint": _matrix_transpose,
     "index_put": _index_put,
 }
 

@@ -544,6 +544,20 @@ def interpolate(mode):
     return tr
 
 
+CDIST_MODES = {None: None, "use_mm_for_euclid_dist_if_necessary": 0, "use_mm_for_euclid_dist": 1,
+               "donot_use_mm_for_euclid_dist": 2}
+
+
+def cdist(s):
+    """torch.cdist(x1, x2, p, compute_mode) as ATen's _cdist_forward on both sides (torch.cdist runs
+    _euclidean_dist's pieces instead where it chooses the matrix-product form; _cdist_forward
+    makes the same choice itself)."""
+    kw = positional(s, ["x2", "p", "compute_mode"])
+    mode = CDIST_MODES[kw.get("compute_mode")]
+    return Call("_cdist_forward", [s.input, kw["x2"], float(kw.get("p", 2.0)), mode], {}, aten("_cdist_forward"),
+                grad=True)
+
+
 def full_like(s):
     # full_like(input, fill_value, *, dtype=None, ...): dtensor's takes the dtype by name; layout,
     # device and memory format change no value.
@@ -657,6 +671,7 @@ TRANSLATORS = {
     ("constant_pad_nd", ""): copy_op("constant_pad_nd", ["pad", "value"]),
     ("nn.functional.interpolate", "nearest"): interpolate("nearest"),
     ("nn.functional.interpolate", "bilinear"): interpolate("bilinear"),
+    ("cdist", ""): cdist,
     ("nn.functional.pad", "reflect"): pad_mode("reflection"),
     ("nn.functional.pad", "replicate"): pad_mode("replication"),
     ("nn.functional.pad", "replicate_negative"): pad_mode("replication"),

@@ -3,15 +3,21 @@
 // p, cdist) -> x1's gradient [*, P, M] over the broadcast batch (torch's autograd calls it for x1,
 // and for x2 with the operands and grad.mT swapped). The kernels compose element-wise kernels and
 // reductions over the [*, P, R, M] differences, as ATen's CPU kernel's formulas per p:
-//   p = 0: count of non-zero differences; 1: sum |d|; 2: sqrt(sum d^2); inf: max |d| (NaNs skipped);
+//   p = 0: count of non-zero differences; 1: sum |d|; 2: sqrt(sum d^2); inf: max |d| (cdist skips
+//   NaNs there, pdist propagates them, as ATen's two kernels do);
 //   other: (sum |d|^p)^(1/p); p = 2 with compute_mode 1, or None/0 when P or R exceeds 25, takes
 //   ATen's matrix-product form (_euclidean_dist: sqrt(clamp_min(|x|^2 + |y|^2 - 2 x.y, 1e-30))).
 // The backward per p: 0 -> 0; 1 -> sign(d); p < 2 -> sign(d) |d|^(p-1) / dist^(p-1) (0 where dist
 // is 0, or d is 0 and p < 1); 2 -> d / dist (0 where dist is 0); inf -> sign(d) where |d| = dist;
 // other -> d |d|^(p-2) / dist^(p-1) (0 where dist is 0); times grad, summed over R.
+// _pdist_forward(self [N, M], p) -> [N (N - 1) / 2]: the distances of rows i < j in row-major order
+// (the upper triangle of cdist(self, self)), and _pdist_backward(grad, self, p, pdist): cdist's
+// backward with the triangle mirrored (each distance moves both of its rows).
 // Rules: ops/matrix/distance_rules.cc; autograd: ops/matrix/distance_backward.cc.
 #include <cmath>
 #include <limits>
+
+#include "kernels/cpu/backward.h"
 
 #include "dtensor/partial_split.h"
 #include "ops/common/backward_defs.h"
@@ -51,15 +57,17 @@ Tensor euclidean_mm(const Tensor& x1, const Tensor& x2) {
   return K::sqrt(K::maximum(prod, Tensor::full({}, 1e-30, prod.dtype(), prod.device())));
 }
 
-Tensor cdist(const Tensor& x1, const Tensor& x2, double p, bool mm) {
+// skip_nan: the inf-norm skips NaN differences (ATen's cdist kernel: std::max(agg, nan) keeps agg);
+// its pdist kernel propagates them.
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p, bool mm, bool skip_nan = true) {
   if (mm) return euclidean_mm(x1, x2);
   const Tensor d = differences(x1, x2);
   if (p == 0) return K::sum(K::ne(d, 0.0).to(d.dtype()), {-1});
   const Tensor a = K::abs(d);
   if (p == 1) return K::sum(a, {-1});
   if (p == 2) return K::sqrt(K::sum(K::mul(d, d), {-1}));
-  // ATen's max keeps its running value when the next one is NaN (std::max(agg, nan) = agg, from 0).
-  if (std::isinf(p)) return K::amax(K::where(K::ne(a, a), Tensor::zeros({}, a.dtype(), a.device()), a), {-1});
+  if (std::isinf(p))
+    return K::amax(skip_nan ? K::where(K::ne(a, a), Tensor::zeros({}, a.dtype(), a.device()), a) : a, {-1});
   return K::pow(K::sum(K::pow(a, p), {-1}), 1.0 / p);
 }
 
@@ -178,8 +186,96 @@ void define_cdist(Registry& reg) {
   };
 }
 
+// Flat positions i * n + j of the pairs i < j of an n x n matrix, row-major (pdist's order).
+Tensor upper_pairs(int64_t n, Device device) {
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = i + 1; j < n; ++j) idx.push_back(i * n + j);
+  const int64_t k = static_cast<int64_t>(idx.size());
+  return Tensor::from_vector(idx, {k}).to(device);
+}
+
+Tensor pdist(const Tensor& x, double p) {
+  const int64_t n = x.size(0);
+  return K::index_select(cdist(x, x, p, false, false).reshape({n * n}), 0, upper_pairs(n, x.device()));
+}
+
+// The pairs' gradient g [K] spread over the n x n matrix, mirrored: row i's distance to j moves
+// both rows, so cdist's backward over the symmetric matrix gives self's gradient.
+Tensor pdist_backward(const Tensor& grad, const Tensor& x, double p, const Tensor& dist) {
+  const int64_t n = x.size(0);
+  const Tensor pairs = upper_pairs(n, x.device());
+  auto spread = [&](const Tensor& v) {  // [K] -> [n, n], upper triangle, zeros elsewhere
+    return K::embedding_dense_backward(v.reshape({v.numel(), 1}), pairs, n * n).reshape({n, n});
+  };
+  const Tensor g = spread(grad), d = spread(dist);
+  const Tensor sym = K::add(g, g.transpose(0, 1).contiguous());
+  return cdist_backward(sym, x, x, p, K::add(d, d.transpose(0, 1).contiguous()));
+}
+
+void define_pdist(Registry& reg) {
+  auto check = [](const OpCall& c, int t, const char* name) {
+    const Shape& s = c.tensor(t).shape;
+    if (s.size() != 2)
+      fail(c, absl::StrCat(name, " ", shape_str(s), ": accepted: a 2-d tensor [rows, columns]"));
+    if (!is_floating(c.tensor(t).dtype))
+      fail(c, absl::StrCat("dtype ", dtype_name(c.tensor(t).dtype), "; accepted: floating dtypes"));
+    const double p = c.get_double("p");
+    if (!(p >= 0)) fail(c, absl::StrCat("p = ", p, "; accepted: a non-negative p (inf included)"));
+    const int64_t n = s[0];
+    return Shape{n > 1 ? n * (n - 1) / 2 : 0};
+  };
+  OpDef& op = reg.define("_pdist_forward(Tensor self, float p=2) -> Tensor", "matrix");
+  op.cost = distance_cost(Keeps::kInputsAndOutput, 1.5, 0, -1);  // half of cdist(self, self)
+  op.meta = [check](const OpCall& c) { return std::vector<TensorMeta>{{check(c, 0, "self"), c.tensor(0).dtype}}; };
+  op.kernel = guarded([](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
+    if (in[0].size(1) == 0 || in[0].size(0) < 2)
+      return one(Tensor::zeros(ctx.out_block(0).first, in[0].dtype(), in[0].device()));
+    return one(pdist(opmath(in[0]), c.get_double("p")).to(in[0].dtype()).contiguous());
+  });
+  op.samples = [] {
+    std::vector<Sample> s;
+    for (double p : {0.0, 1.0, 2.0, 1.5, std::numeric_limits<double>::infinity()})
+      s.push_back(sample({{6, 4}}, {T(0), V(p)}));
+    return s;
+  };
+  OpDef& bwd = reg.define("_pdist_backward(Tensor grad, Tensor self, float p, Tensor pdist) -> Tensor", "matrix");
+  bwd.cost = distance_cost(Keeps::kNothing, 2.5, 1, -2);
+  bwd.no_backward = kNoDoubleBackward;
+  bwd.meta = [check](const OpCall& c) {
+    const Shape out = check(c, 1, "self");
+    check_floating(c, 0, "grad");
+    check_shape(c, 0, "grad (the forward output's shape)", out);
+    check_shape(c, 2, "pdist (the forward output)", out);
+    return std::vector<TensorMeta>{{c.tensor(1).shape, c.tensor(1).dtype}};
+  };
+  bwd.kernel = guarded([](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
+    const double p = c.get_double("p");
+    if (p == 0 || in[1].size(1) == 0 || in[1].size(0) < 2)
+      return one(Tensor::zeros(ctx.out_block(0).first, in[1].dtype(), in[1].device()));
+    return one(pdist_backward(opmath(in[0]), opmath(in[1]), p, opmath(in[2])).to(in[1].dtype()).contiguous());
+  });
+  bwd.samples = [] {
+    std::vector<Sample> s;
+    for (double p : {1.0, 2.0, 0.5, 3.0, std::numeric_limits<double>::infinity()})
+      s.push_back(sample({{15}, {6, 4}, {15}}, {T(0), T(1), V(p), T(2)}));
+    return s;
+  };
+  bwd.make_input = [](int i, const OpCall& c, uint64_t seed) {
+    const Tensor x = random_tensor(c.tensor(1).shape, c.tensor(1).dtype, kBackwardFixedSeed + 1);
+    if (i == 1) return x;
+    if (i == 2) return pdist(x, c.get_double("p")).contiguous();
+    return random_tensor(c.tensor(i).shape, c.tensor(i).dtype, seed);
+  };
+}
+
+void define_distance_ops(Registry& reg) {
+  define_cdist(reg);
+  define_pdist(reg);
+}
+
 }  // namespace
 
-DTENSOR_FAMILY_PART("matrix", kDefinitions, define_cdist);
+DTENSOR_FAMILY_PART("matrix", kDefinitions, define_distance_ops);
 
 }  // namespace dtensor::ops

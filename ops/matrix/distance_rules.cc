@@ -1,4 +1,5 @@
-// Sharding rules of _cdist_forward and _cdist_backward (ops/matrix/distance_defs.cc). Output
+// Sharding rules of _cdist_forward, _cdist_backward, _pdist_forward and _pdist_backward
+// (ops/matrix/distance_defs.cc). Output
 // [*, P, R]: a batch dim shards alike on the output and on each input that has it at full size
 // (an input broadcast there stays replicated); P with x1's rows, R with x2's rows; the columns M
 // split a sum for p = 0 and 1 (Partial(sum) output) and a max for p = inf (Partial(max)); no
@@ -53,11 +54,30 @@ RuleList backward_rules(const OpCall& c, const OutMeta& out) {
   return rules;
 }
 
+// pdist: rows stay whole (every pair); columns split a sum (p = 0, 1) or a max (inf). Its backward
+// shards the columns alike; a Partial(sum/avg) grad passes.
+RuleList pdist_rules(const OpCall& c, const OutMeta&) {
+  RuleList rules;
+  const double p = c.get_double("p");
+  if (p == 0 || p == 1) rules.push_back(row({Partial(ReduceOp::kSum)}, {S(1)}));
+  if (std::isinf(p)) rules.push_back(row({Partial(ReduceOp::kMax)}, {S(1)}));
+  return rules;
+}
+
+RuleList pdist_backward_rules(const OpCall&, const OutMeta&) {
+  RuleList rules;
+  add_linear_in(rules, 3, 0);
+  rules.push_back(row({S(1)}, {Replicate(), S(1), Replicate()}));
+  return rules;
+}
+
 }  // namespace
 
 void register_distance_rules(Registry& reg) {
   reg.mutable_find("_cdist_forward").rules = forward_rules;
   reg.mutable_find("_cdist_backward").rules = backward_rules;
+  reg.mutable_find("_pdist_forward").rules = pdist_rules;
+  reg.mutable_find("_pdist_backward").rules = pdist_backward_rules;
 }
 
 DTENSOR_FAMILY_PART("matrix", kRules, register_distance_rules);

@@ -558,6 +558,12 @@ def cdist(s):
                 grad=True)
 
 
+def pdist(s):
+    """F.pdist(input, p=2) as ATen's _pdist_forward on both sides."""
+    kw = positional(s, ["p"])
+    return Call("_pdist_forward", [s.input, float(kw.get("p", 2.0))], {}, aten("_pdist_forward"), grad=True)
+
+
 def full_like(s):
     # full_like(input, fill_value, *, dtype=None, ...): dtensor's takes the dtype by name; layout,
     # device and memory format change no value.
@@ -672,6 +678,7 @@ TRANSLATORS = {
     ("nn.functional.interpolate", "nearest"): interpolate("nearest"),
     ("nn.functional.interpolate", "bilinear"): interpolate("bilinear"),
     ("cdist", ""): cdist,
+    ("nn.functional.pdist", ""): pdist,
     ("nn.functional.pad", "reflect"): pad_mode("reflection"),
     ("nn.functional.pad", "replicate"): pad_mode("replication"),
     ("nn.functional.pad", "replicate_negative"): pad_mode("replication"),

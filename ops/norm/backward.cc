@@ -1,4 +1,4 @@
-// Backward formulas of the norm family: softmax, log_softmax, layer_norm, rms_norm.
+// Backward formulas of the norm family: softmax, log_softmax, layer_norm, native_layer_norm, rms_norm.
 #include <limits>
 
 #include "autograd/backward_util.h"
@@ -49,20 +49,32 @@ void register_norm_backward(Registry&) {
     DTensor g = c.grad(0);
     return Grads{F::sub(g, F::mul(F::exp(c.outputs[0]), F::sum(g, {d}, true)))};
   });
-  def("layer_norm", [](const BackwardCtx& c) {
-    // One fused op (kernels/cpu/norm.h, with a CUDA kernel) instead of ~18 composite ops.
-    const DTensor& x = c.inputs[0];
-    int wi = c.call.tensor_index("weight"), bi = c.call.tensor_index("bias");
-    std::vector<std::pair<std::string, OpArg>> kw{{"normalized_shape", iv(c.call.get_int_list("normalized_shape"))},
-                                                  {"eps", iv(c.call.get_double("eps"))}};
-    if (wi >= 0) kw.emplace_back("weight", c.inputs[wi]);
-    auto g = call_op("layer_norm_backward", {c.grad(0), x}, kw);
-    Grads r(c.inputs.size());
-    r[0] = g[0];
-    if (wi >= 0) r[wi] = g[1];
-    if (bi >= 0) r[bi] = g[2];
-    return r;
-  });
+  // native_layer_norm's mean and rstd outputs are differentiable here too (ATen declares them not):
+  // d mean / dx = 1 / n, d rstd / dx = -rstd^3 (x - mean) / n over each row's n elements.
+  for (const char* name : {"layer_norm", "native_layer_norm"})
+    def(name, [](const BackwardCtx& c) {
+      // One fused op (kernels/cpu/norm.h, with a CUDA kernel) instead of ~18 composite ops.
+      const DTensor& x = c.inputs[0];
+      int wi = c.call.tensor_index("weight"), bi = c.call.tensor_index("bias");
+      std::vector<std::pair<std::string, OpArg>> kw{{"normalized_shape", iv(c.call.get_int_list("normalized_shape"))},
+                                                    {"eps", iv(c.call.get_double("eps"))}};
+      if (wi >= 0) kw.emplace_back("weight", c.inputs[wi]);
+      auto g = call_op("layer_norm_backward", {c.grad(0), x}, kw);
+      Grads r(c.inputs.size());
+      r[0] = g[0];
+      if (wi >= 0) r[wi] = g[1];
+      if (bi >= 0) r[bi] = g[2];
+      if (c.grads.size() == 3 && (c.grads[1] || c.grads[2])) {
+        double n = 1;
+        for (int64_t s : c.call.get_int_list("normalized_shape")) n *= static_cast<double>(s);
+        const DTensor& mean = c.outputs[1];
+        const DTensor& rstd = c.outputs[2];
+        DTensor extra = F::div(c.grad(1), n);
+        extra = F::sub(extra, F::mul(F::mul(c.grad(2), F::pow(rstd, 3.0)), F::div(F::sub(x, mean), n)));
+        r[0] = F::add(*r[0], extra);
+      }
+      return r;
+    });
   def("rms_norm", [](const BackwardCtx& c) {
     const DTensor& x = c.inputs[0];
     const int64_t nn = static_cast<int64_t>(c.call.get_int_list("normalized_shape").size());

@@ -1,4 +1,7 @@
-// softmax, log_softmax, layer_norm, rms_norm: local kernels on blocks whole along the normalized dims.
+// softmax, log_softmax, layer_norm, native_layer_norm, rms_norm: local kernels on blocks whole along the
+// normalized dims.
+#include <algorithm>
+
 #include "ops/common/defs.h"
 #include "ops/family.h"
 
@@ -81,6 +84,46 @@ void define_norm_ops(Registry& reg) {
     op.samples = [] {
       return std::vector<Sample>{sample({{6, 5, 4}, {4}, {4}}, {T(0), L({4}), T(1), T(2)}),
                                  sample({{7, 3, 4}}, {T(0), L({3, 4})})};
+    };
+  }
+  {
+    // ATen's native_layer_norm (what dispatch sees for nn.LayerNorm): layer_norm's output with the
+    // mean and 1 / sqrt(biased var + eps) of each row, [leading dims, 1 per normalized dim], in
+    // the input's dtype (as ATen's CPU kernel returns them). Its backward is layer_norm's
+    // (ops/norm/backward.cc); ATen's native_layer_norm_backward runs as torch's decomposition.
+    OpDef& op = reg.define(
+        "native_layer_norm(Tensor input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> "
+        "(Tensor out, Tensor mean, Tensor rstd)",
+        "norm");
+    op.cost = cost(CostClass::kNormalization, Keeps::kInputsAndOutput);
+    op.meta = [](const OpCall& c) {
+      std::vector<TensorMeta> m = norm_meta()(c);
+      Shape stats = c.tensor(0).shape;
+      const size_t n = c.get_int_list("normalized_shape").size();
+      std::fill(stats.end() - static_cast<int64_t>(n), stats.end(), 1);
+      m.push_back({stats, c.tensor(0).dtype});
+      m.push_back({stats, c.tensor(0).dtype});
+      return m;
+    };
+    op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+      const std::vector<int64_t> ns = c.get_int_list("normalized_shape");
+      const double eps = c.get_double("eps");
+      const Tensor& x = in[0];
+      std::vector<int64_t> dims;
+      for (int64_t d = x.dim() - static_cast<int64_t>(ns.size()); d < x.dim(); ++d) dims.push_back(d);
+      const double count = static_cast<double>(numel(Shape(ns.begin(), ns.end())));
+      const Tensor xd = x.to(DType::kFloat64);
+      const Tensor mean = kernels::div(kernels::sum(xd, dims, true), count);
+      const Tensor centered = kernels::sub(xd, mean);
+      const Tensor var = kernels::div(kernels::sum(kernels::mul(centered, centered), dims, true), count);
+      const Tensor rstd = kernels::pow(kernels::add(var, eps), -0.5);
+      return std::vector<Tensor>{
+          kernels::layer_norm(x, Shape(ns.begin(), ns.end()), opt(in, c, "weight"), opt(in, c, "bias"), eps),
+          mean.to(x.dtype()), rstd.to(x.dtype())};
+    };
+    op.samples = [] {
+      return std::vector<Sample>{sample({{6, 5, 4}, {4}, {4}}, {T(0), L({4}), T(1), T(2), V(1e-5)}),
+                                 sample({{7, 3, 4}}, {T(0), L({3, 4}), V(IValue()), V(IValue()), V(1e-3)})};
     };
   }
   {

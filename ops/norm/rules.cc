@@ -43,6 +43,14 @@ void register_norm_rules(Registry& reg) {
       return batch_rules(c, -1, rank - normed);
     };
   }
+  // native_layer_norm: its three outputs (the mean and rstd keep the input's rank) shard alike.
+  reg.mutable_find("native_layer_norm").rules = [](const OpCall& c, const OutMeta&) {
+    const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
+    const int64_t normed = static_cast<int64_t>(c.get_int_list("normalized_shape").size());
+    RuleList rules = batch_rules(c, -1, rank - normed);
+    for (Rule& r : rules) r.outputs.assign(3, r.outputs[0]);
+    return rules;
+  };
   // layer_norm_backward (grad_out, input [, weight] -> grad_input, grad_weight, grad_bias): a batch
   // dim sharded on grad_out and input gives grad_input sharded alike and the weight and bias
   // gradients as partial sums over the ranks' rows; every gradient is linear in grad_out, so

@@ -856,6 +856,16 @@ def _index_put(func, args, kwargs):
     return DTensor(local, x._spec.with_(target, list(x.shape), _dtype_name(local.dtype)), x._mesh)
 
 
+def _put(func, args, kwargs):
+    """aten.put(x, index, source, accumulate) (Tensor.put_, and take's gradient): index_put on x
+    flattened, reshaped back."""
+    bound = _bind(func, args, kwargs)
+    x, index, source = bound["self"], bound["index"], bound["source"]
+    flat = aten.index_put.default(aten.reshape.default(x, [-1]), [aten.reshape.default(index, [-1])],
+                                  aten.reshape.default(source, [-1]), bound.get("accumulate", False))
+    return aten.reshape.default(flat, list(x.shape))
+
+
 def _matrix_transpose(func, args, kwargs):
     """mT / mH / adjoint (decompositions call them: _euclidean_dist's x2.mT): the last two dims
     swapped (dtensor's dtypes are real, so mH and adjoint conjugate nothing)."""
@@ -1273,6 +1283,7 @@ _SPECIAL = {
     "mH": _matrix_transpose,
     "adjoint": _matrix_transpose,
     "index_put": _index_put,
+    "put": _put,
 }
 
 

@@ -223,6 +223,13 @@ def norm(name, names):
     return tr
 
 
+def native_layer_norm(s):
+    # native_layer_norm(input, normalized_shape, weight, bias, eps): every argument explicit.
+    kw = positional(s, ["normalized_shape", "weight", "bias", "eps"])
+    args = [s.input, ints(kw["normalized_shape"]), kw.get("weight"), kw.get("bias"), float(kw["eps"])]
+    return Call("native_layer_norm", args, {}, aten("native_layer_norm"), grad=True)
+
+
 def matrix(name, names, partial="one"):
     def tr(s):
         kw = positional(s, names)
@@ -631,6 +638,7 @@ TRANSLATORS = {
     ("log_softmax", ""): softmax("log_softmax"),
     ("log_softmax", "with_dtype"): softmax("log_softmax"),
     ("nn.functional.layer_norm", ""): norm("layer_norm", ["normalized_shape", "weight", "bias", "eps"]),
+    ("native_layer_norm", ""): native_layer_norm,
     ("nn.functional.rms_norm", ""): norm("rms_norm", ["normalized_shape", "weight", "eps"]),
     ("mm", ""): matrix("mm", ["mat2"]),
     ("bmm", ""): matrix("bmm", ["mat2"]),

@@ -232,10 +232,10 @@ def test_replicate_fallback_is_opt_in():
     def fn(mesh):
         x = bridge.distribute(X, mesh, [Shard(0)])
         with bridge.allow_replicate_fallback():
-            d = torch.cdist(x, x)  # _cdist_forward: no rule, no decomposition
+            d = torch.nonzero(x)  # nonzero: no rule, no decomposition (a data-dependent shape)
         return d.placements, full(d)
 
-    want = torch.cdist(X, X)
+    want = torch.nonzero(X)
     for placements, d in on_mesh((4,), fn):
         assert placements == (Replicate(),)
         assert torch.equal(d, want)
@@ -933,6 +933,7 @@ _DECOMPOSED_FNS = {
     "vector_norm": lambda x: torch.linalg.vector_norm(x, dim=1), "cosine": lambda x: F.cosine_similarity(x, x + 1),
     "smooth_l1": lambda x: F.smooth_l1_loss(x, x * 0.5), "huber": lambda x: F.huber_loss(x, x * 0.3),
     "addmv": lambda x: torch.addmv(x[:, 0], x, x[0]), "tril": lambda x: torch.tril(x), "square": lambda x: torch.square(x),
+    "take": lambda x: torch.take(x, torch.tensor([0, 3, 23, 3])),  # into index.Tensor (the bridge's own)
 }
 
 
@@ -951,8 +952,9 @@ def test_ops_without_rules_run_as_torchs_decomposition(place):
             y = f(x)
             (y * y).sum().backward()
             res[k] = (full(y), full(x.grad))
-        with pytest.raises(bridge.UnsupportedOpError, match=r"aten.take.default, run as torch's decomposition.*aten.index.Tensor"):
-            torch.take(bridge.distribute(X, mesh, [place]), torch.tensor([0, 3]))
+        with pytest.raises(bridge.UnsupportedOpError,
+                           match=r"aten.diagonal_scatter.default, run as torch's decomposition.*aten.as_strided.default"):
+            torch.diagonal_scatter(bridge.distribute(X, mesh, [place]), torch.zeros(4, dtype=torch.float64))
         return res
 
     for res in on_mesh((2,), fn):

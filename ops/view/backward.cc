@@ -43,12 +43,13 @@ void register_view_backward(Registry&) {
       r.push_back(call_op1("select", {c.grad(0), iv(d), iv(static_cast<int64_t>(i))}));
     return r;
   });
-  def("split", [](const BackwardCtx& c) {
-    const int64_t d = wrap_dim(c.call.get_int("dim"), c.inputs[0].dim(), "dim");
-    std::vector<DTensor> parts;
-    for (size_t i = 0; i < c.outputs.size(); ++i) parts.push_back(c.grad(static_cast<int>(i)));
-    return Grads{call_op1("cat", {parts, iv(d)})};
-  });
+  for (const char* name : {"split", "split_with_sizes"})
+    def(name, [](const BackwardCtx& c) {
+      const int64_t d = wrap_dim(c.call.get_int("dim"), c.inputs[0].dim(), "dim");
+      std::vector<DTensor> parts;
+      for (size_t i = 0; i < c.outputs.size(); ++i) parts.push_back(c.grad(static_cast<int>(i)));
+      return Grads{call_op1("cat", {parts, iv(d)})};
+    });
   def("slice", [](const BackwardCtx& c) {
     const DTensor& x = c.inputs[0];
     const int64_t d = wrap_dim(c.call.get_int("dim"), x.dim(), "dim"), n = x.shape()[d];

@@ -229,6 +229,43 @@ void define_view_ops(Registry& reg) {
            return kernels::split(in[0], c.get_int("split_size"), c.get_int("dim"));
          },
          [] { return std::vector<Sample>{sample({{7, 5}}, {T(0), I(3), I(0)}), sample({{4, 9}}, {T(0), I(4), I(1)})}; });
+  // split_with_sizes: pieces of the given sizes along dim (ATen's checks: sizes >= 0 summing to the
+  // dim's size); views of the input, as split's.
+  define_view_op(reg, "split_with_sizes(Tensor self, int[] split_sizes, int dim=0) -> Tensor[]", CostClass::kView,
+         [](const OpCall& c) {
+           const int64_t d = guard(c, [&] { return wrap_dim(c.get_int("dim"), rank0(c), "dim"); });
+           const std::vector<int64_t> sizes = c.get_int_list("split_sizes");
+           const int64_t n = c.tensor(0).shape.empty() ? 1 : c.tensor(0).shape[d];
+           int64_t total = 0;
+           for (int64_t k : sizes) {
+             if (k < 0) fail(c, absl::StrCat("split_sizes has ", k, "; accepted: sizes >= 0"));
+             if (__builtin_add_overflow(total, k, &total)) fail(c, "split_sizes overflow int64");
+           }
+           if (total != n)
+             fail(c, absl::StrCat("split_sizes [", absl::StrJoin(sizes, ", "), "] sum to ", total,
+                                  "; accepted: they sum to dim ", d, "'s size ", n));
+           std::vector<TensorMeta> out;
+           for (int64_t k : sizes) {
+             Shape s = c.tensor(0).shape;
+             s[d] = k;
+             out.push_back({s, c.tensor(0).dtype});
+           }
+           return out;
+         },
+         [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+           const int64_t d = wrap_dim(c.get_int("dim"), in[0].dim(), "dim");
+           std::vector<Tensor> out;
+           int64_t at = 0;
+           for (int64_t k : c.get_int_list("split_sizes")) {
+             out.push_back(in[0].slice(d, at, at + k, 1));
+             at += k;
+           }
+           return out;
+         },
+         [] {
+           return std::vector<Sample>{sample({{7, 5}}, {T(0), L({2, 0, 5}), I(0)}),
+                                      sample({{4, 9}}, {T(0), L({4, 4, 1}), I(-1)})};
+         });
   define_view_op(reg, "slice(Tensor self, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor", CostClass::kView,
          [](const OpCall& c) {
            int64_t d = guard(c, [&] { return wrap_dim(c.get_int("dim"), rank0(c), "dim"); });

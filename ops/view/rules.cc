@@ -110,6 +110,11 @@ void register_view_rules(Registry& reg) {
     const int n_out = static_cast<int>(out.size());
     return keep_dims(c, norm_dim(c.get_int("dim"), rank), n_out, [](int64_t d) { return d; });
   };
+  reg.mutable_find("split_with_sizes").rules = [](const OpCall& c, const OutMeta& out) {
+    const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
+    const int n_out = static_cast<int>(out.size());
+    return keep_dims(c, norm_dim(c.get_int("dim"), rank), n_out, [](int64_t d) { return d; });
+  };
   reg.mutable_find("slice").rules = [](const OpCall& c, const OutMeta&) {
     const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
     return keep_dims(c, norm_dim(c.get_int("dim"), rank), 1, [](int64_t d) { return d; });

@@ -281,10 +281,17 @@ def cat_stack(name):
 
 def split(s):
     kw = positional(s, ["split_size", "dim"])
-    if not isinstance(kw["split_size"], int):
-        raise Skip("split with a list of sizes (split_with_sizes): dtensor defines split(int split_size)", "split")
+    if not isinstance(kw["split_size"], int):  # a list of sizes is split_with_sizes
+        return Call("split_with_sizes", [s.input, ints(kw.pop("split_size")), *([kw.pop("dim")] if "dim" in kw else [])],
+                    kw, aten("split_with_sizes"), partial="all", grad=True)
     return Call("split", [s.input, kw.pop("split_size"), *([kw.pop("dim")] if "dim" in kw else [])], kw,
                 aten("split"), partial="all")
+
+
+def split_with_sizes(s):
+    kw = positional(s, ["split_sizes", "dim"])
+    return Call("split_with_sizes", [s.input, ints(kw.pop("split_sizes")), *([kw.pop("dim")] if "dim" in kw else [])],
+                kw, aten("split_with_sizes"), partial="all", grad=True)
 
 
 def slice_(s):
@@ -662,6 +669,7 @@ TRANSLATORS = {
     ("stack", ""): cat_stack("stack"),
     ("split", ""): split,
     ("split", "list_args"): split,
+    ("split_with_sizes", ""): split_with_sizes,
     ("slice", ""): slice_,
     ("select", ""): view_like("select", ["dim", "index"]),
     **{(f"nn.functional.max_pool{d}d", ""): pool("max", d) for d in (1, 2, 3)},

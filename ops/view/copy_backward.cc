@@ -31,6 +31,19 @@ void register_copy_backward(Registry&) {
     for (int64_t& p : crop) p = -p;
     return Grads{call_op1("constant_pad_nd", {c.grad(0), iv(crop), iv(0.0)})};
   });
+  // select_scatter / slice_scatter: self's gradient is grad with the region zeroed; src's is grad's
+  // region.
+  def("select_scatter", [](const BackwardCtx& c) {
+    const OpArg dim = iv(c.call.get_int("dim")), index = iv(c.call.get_int("index"));
+    return Grads{call_op1("select_scatter", {c.grad(0), full_like(c.inputs[1], 0.0), dim, index}),
+                 call_op1("select", {c.grad(0), dim, index})};
+  });
+  def("slice_scatter", [](const BackwardCtx& c) {
+    const OpArg dim = iv(c.call.get_int("dim")), step = iv(c.call.get_int("step"));
+    auto opt = [&](const char* a) { return c.call.has(a) ? iv(c.call.get_int(a)) : IValue(); };
+    return Grads{call_op1("slice_scatter", {c.grad(0), full_like(c.inputs[1], 0.0), dim, opt("start"), opt("end"), step}),
+                 call_op1("slice", {c.grad(0), dim, opt("start"), opt("end"), step})};
+  });
   def("fill.Scalar", [](const BackwardCtx& c) { return Grads{full_like(c.inputs[0], 0.0)}; });
   def("full_like", [](const BackwardCtx& c) { return Grads{full_like(c.inputs[0], 0.0)}; });
   // copy: self's values are unused; src's gradient is grad summed back over the broadcast dims, in

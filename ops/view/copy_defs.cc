@@ -2,6 +2,7 @@
 // constant_pad_nd, fill.Scalar, full_like and copy. Their kernels are Tensor methods and device-dispatched kernels
 // (index_select, copy_), so they run where their input is. Rules: ops/view/copy_rules.cc; backward:
 // ops/view/copy_backward.cc.
+#include <algorithm>
 #include <set>
 
 #include "dtensor/core/limits.h"
@@ -68,6 +69,43 @@ Shape repeated_shape(const OpCall& c) {
   }
   guard(c, [&] { return numel(out); });  // the element count must fit int64
   return out;
+}
+
+// The region select_scatter / slice_scatter replace, as a view of `t` (a block whole along dim).
+Tensor scatter_region(const OpCall& c, const Tensor& t) {
+  const int64_t d = wrap_dim(c.get_int("dim"), std::max<int64_t>(t.dim(), 1), "dim");
+  if (c.op().schema.name == "select_scatter") return t.select(d, c.get_int("index"));
+  const int64_t n = t.size(d);
+  return t.slice(d, c.get_opt_int("start").value_or(0), c.get_opt_int("end").value_or(n), c.get_int("step"));
+}
+
+// ATen's checks of select_scatter / slice_scatter: dim and index in range, a positive step, src
+// of the region's shape and self's dtype.
+std::vector<TensorMeta> scatter_region_meta(const OpCall& c) {
+  const Shape& s = c.tensor(0).shape;
+  if (s.empty()) fail(c, "self is 0-d; accepted: a tensor with at least one dim");
+  const int64_t d = guard(c, [&] { return wrap_dim(c.get_int("dim"), static_cast<int64_t>(s.size()), "dim"); });
+  if (c.op().schema.name == "select_scatter") {
+    const int64_t i = c.get_int("index");
+    if (i < -s[d] || i >= s[d]) fail(c, absl::StrCat("index ", i, " out of range for dim ", d, " of size ", s[d]));
+  } else if (c.get_int("step") <= 0) {
+    fail(c, absl::StrCat("step ", c.get_int("step"), "; accepted: a positive step"));
+  }
+  Shape want = s;  // the region's shape, without touching data
+  if (c.op().schema.name == "select_scatter") {
+    want.erase(want.begin() + d);
+  } else {
+    auto wrap = [n = s[d]](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
+    const int64_t start = wrap(c.get_opt_int("start").value_or(0)), end = wrap(c.get_opt_int("end").value_or(s[d]));
+    const int64_t step = c.get_int("step");
+    want[d] = end > start ? (end - start - 1) / step + 1 : 0;
+  }
+  if (c.tensor(1).shape != want)
+    fail(c, absl::StrCat("src ", shape_str(c.tensor(1).shape), "; accepted: the region's shape ", shape_str(want)));
+  if (c.tensor(1).dtype != c.tensor(0).dtype)
+    fail(c, absl::StrCat("src has dtype ", dtype_name(c.tensor(1).dtype), "; accepted: self's, ",
+                         dtype_name(c.tensor(0).dtype)));
+  return like_input(c);
 }
 
 }  // namespace
@@ -170,6 +208,28 @@ void define_copy_ops(Registry& reg) {
                                    sample({{4, 3}}, {T(0), I(7)}, {}, {DType::kInt64})};
       });
   like.aten.aliases = {{"full_like", "full_like"}};  // ATen's layout/device/memory_format checked, then dropped
+  // select_scatter(self, src, dim, index) / slice_scatter(self, src, dim, start, end, step): self
+  // with the region select / slice would view replaced by src.
+  for (const char* schema :
+       {"select_scatter(Tensor self, Tensor src, int dim, int index) -> Tensor",
+        "slice_scatter(Tensor self, Tensor src, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor"}) {
+    const bool select = std::string(schema).rfind("select", 0) == 0;
+    define_view_op(
+        reg, schema, CostClass::kCopy, scatter_region_meta,
+        [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+          Tensor out = in[0].clone();
+          Tensor region = scatter_region(c, out);
+          if (region.numel() > 0) region.copy_(in[1]);
+          return one(out);
+        },
+        [select] {
+          if (select)
+            return std::vector<Sample>{sample({{5, 4}, {4}}, {T(0), T(1), I(0), I(-2)}),
+                                       sample({{3, 6, 2}, {3, 2}}, {T(0), T(1), I(1), I(4)}, {}, {DType::kInt64, DType::kInt64})};
+          return std::vector<Sample>{sample({{6, 5}, {2, 5}}, {T(0), T(1), I(0), I(1), I(5), I(2)}),
+                                     sample({{4, 7}, {4, 3}}, {T(0), T(1), I(1), I(-3)})};
+        });
+  }
   // copy(self, src): src broadcast to self's shape and cast to its dtype (the out-of-place copy_
   // that functionalized graphs hold); self gives only its shape, dtype and device.
   define_view_op(

@@ -89,6 +89,21 @@ void register_copy_rules(Registry& reg) {
     shard_rows(rules, rank, 0, [&](int64_t d) { return !padded[d]; });
     return rules;
   };
+  // select_scatter / slice_scatter: self's dims other than dim shard alike with src's (select drops
+  // dim from src); dim stays whole (the region lands in one place). A Partial(op) self with a
+  // Partial(op) src passes every op (each element is one of theirs); src alone cannot (the region
+  // would reduce k copies of it).
+  for (const char* name : {"select_scatter", "slice_scatter"})
+    reg.mutable_find(name).rules = [](const OpCall& c, const OutMeta&) {
+      const int64_t rank = rank_of(c);
+      const int64_t at = norm_dim(c.get_int("dim"), rank);
+      const bool select = c.op().schema.name == "select_scatter";
+      RuleList rules;
+      add_partial_passthrough(rules, 1, 2, kAllOps);
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != at) rules.push_back(row({S(d)}, {S(d), S(select && d > at ? d - 1 : d)}));
+      return rules;
+    };
   for (const char* name : {"fill.Scalar", "full_like"})
     reg.mutable_find(name).rules = [](const OpCall& c, const OutMeta&) {
       RuleList rules;

@@ -578,6 +578,16 @@ def pdist(s):
     return Call("_pdist_forward", [s.input, float(kw.get("p", 2.0))], {}, aten("_pdist_forward"), grad=True)
 
 
+def region_scatter(name, params):
+    """select_scatter / slice_scatter(self, src, ...): both tensors may be Partial (each element is one
+    of theirs); gradients for both."""
+    def tr(s):
+        kw = positional(s, params)
+        src = kw.pop("src")
+        return Call(name, [s.input, src], kw, aten(name), partial="all", grad=True)
+    return tr
+
+
 def full_like(s):
     # full_like(input, fill_value, *, dtype=None, ...): dtensor's takes the dtype by name; layout,
     # device and memory format change no value.
@@ -700,6 +710,8 @@ TRANSLATORS = {
     ("nn.functional.pad", "replicate_negative"): pad_mode("replication"),
     ("fill", ""): copy_op("fill", ["value"], op="fill.Scalar"),
     ("full_like", ""): full_like,
+    ("select_scatter", ""): region_scatter("select_scatter", ["src", "dim", "index"]),
+    ("slice_scatter", ""): region_scatter("slice_scatter", ["src", "dim", "start", "end", "step"]),
     ("nn.functional.hardtanh", ""): param_row("hardtanh", ["min_val", "max_val"]),
     ("nn.functional.leaky_relu", ""): param_row("leaky_relu", ["negative_slope"]),
     ("nn.functional.elu", ""): param_row("elu", ["alpha"]),

@@ -153,7 +153,8 @@ void define_cdist(Registry& reg) {
     return s;
   };
 
-  OpDef& bwd = reg.define("_cdist_backward(Tensor grad, Tensor x1, Tensor x2, float p, Tensor cdist) -> Tensor", "matrix");
+  OpDef& bwd =
+      reg.define("_cdist_backward(Tensor grad, Tensor x1, Tensor x2, float p, Tensor cdist) -> Tensor", "matrix");
   bwd.cost = distance_cost(Keeps::kNothing, 5, 2, -2);  // over x2's rows R
   bwd.no_backward = kNoDoubleBackward;
   bwd.meta = [](const OpCall& c) {
@@ -169,7 +170,8 @@ void define_cdist(Registry& reg) {
     const Shape out = ctx.out_block(0).first;
     if (p == 0 || in[1].size(-1) == 0 || in[2].size(-2) == 0)
       return one(Tensor::zeros(out, in[1].dtype(), in[1].device()));
-    return one(cdist_backward(opmath(in[0]), opmath(in[1]), opmath(in[2]), p, opmath(in[3])).to(in[1].dtype()).contiguous());
+    const Tensor g = cdist_backward(opmath(in[0]), opmath(in[1]), opmath(in[2]), p, opmath(in[3]));
+    return one(g.to(in[1].dtype()).contiguous());
   });
   bwd.samples = [] {
     std::vector<Sample> s;

@@ -16,6 +16,7 @@ namespace dtensor::strategies {
 namespace {
 
 Placement S(int64_t d) { return Shard(static_cast<int32_t>(d)); }
+int64_t rank(const OpCall& c, int t) { return static_cast<int64_t>(c.tensor(t).shape.size()); }
 
 // Input t's placement for output batch dim b (of `nb` batch dims): Shard of its own dim when it
 // has that dim at the output's size, else Replicate.
@@ -28,7 +29,7 @@ Placement batch_of(const OpCall& c, int t, int64_t b, int64_t nb, int64_t out_si
 RuleList forward_rules(const OpCall& c, const OutMeta& out) {
   const Shape& o = out[0].shape;
   const int64_t nb = static_cast<int64_t>(o.size()) - 2;
-  const int64_t r1 = static_cast<int64_t>(c.tensor(0).shape.size()), r2 = static_cast<int64_t>(c.tensor(1).shape.size());
+  const int64_t r1 = rank(c, 0), r2 = rank(c, 1);
   RuleList rules;
   for (int64_t b = 0; b < nb; ++b)
     rules.push_back(row({S(b)}, {batch_of(c, 0, b, nb, o[b]), batch_of(c, 1, b, nb, o[b])}));
@@ -43,7 +44,7 @@ RuleList forward_rules(const OpCall& c, const OutMeta& out) {
 RuleList backward_rules(const OpCall& c, const OutMeta& out) {
   const Shape& o = out[0].shape;  // [*, P, M]
   const int64_t nb = static_cast<int64_t>(o.size()) - 2;
-  const int64_t r1 = static_cast<int64_t>(c.tensor(1).shape.size()), r2 = static_cast<int64_t>(c.tensor(2).shape.size());
+  const int64_t r1 = rank(c, 1), r2 = rank(c, 2);
   RuleList rules;
   add_linear_in(rules, 4, 0);
   for (int64_t b = 0; b < nb; ++b)

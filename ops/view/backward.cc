@@ -50,6 +50,12 @@ void register_view_backward(Registry&) {
       for (size_t i = 0; i < c.outputs.size(); ++i) parts.push_back(c.grad(static_cast<int>(i)));
       return Grads{call_op1("cat", {parts, iv(d)})};
     });
+  def("diagonal", [](const BackwardCtx& c) {
+    const Shape& s = c.inputs[0].shape();
+    return Grads{call_op1("diagonal_backward", {c.grad(0), iv(std::vector<int64_t>(s.begin(), s.end())),
+                                                iv(c.call.get_int("offset")), iv(c.call.get_int("dim1")),
+                                                iv(c.call.get_int("dim2"))})};
+  });
   def("slice", [](const BackwardCtx& c) {
     const DTensor& x = c.inputs[0];
     const int64_t d = wrap_dim(c.call.get_int("dim"), x.dim(), "dim"), n = x.shape()[d];

@@ -41,7 +41,8 @@ void register_copy_backward(Registry&) {
   def("slice_scatter", [](const BackwardCtx& c) {
     const OpArg dim = iv(c.call.get_int("dim")), step = iv(c.call.get_int("step"));
     auto opt = [&](const char* a) { return c.call.has(a) ? iv(c.call.get_int(a)) : IValue(); };
-    return Grads{call_op1("slice_scatter", {c.grad(0), full_like(c.inputs[1], 0.0), dim, opt("start"), opt("end"), step}),
+    return Grads{call_op1("slice_scatter",
+                          {c.grad(0), full_like(c.inputs[1], 0.0), dim, opt("start"), opt("end"), step}),
                  call_op1("slice", {c.grad(0), dim, opt("start"), opt("end"), step})};
   });
   def("fill.Scalar", [](const BackwardCtx& c) { return Grads{full_like(c.inputs[0], 0.0)}; });

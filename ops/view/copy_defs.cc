@@ -225,7 +225,8 @@ void define_copy_ops(Registry& reg) {
         [select] {
           if (select)
             return std::vector<Sample>{sample({{5, 4}, {4}}, {T(0), T(1), I(0), I(-2)}),
-                                       sample({{3, 6, 2}, {3, 2}}, {T(0), T(1), I(1), I(4)}, {}, {DType::kInt64, DType::kInt64})};
+                                       sample({{3, 6, 2}, {3, 2}}, {T(0), T(1), I(1), I(4)}, {},
+                                              {DType::kInt64, DType::kInt64})};
           return std::vector<Sample>{sample({{6, 5}, {2, 5}}, {T(0), T(1), I(0), I(1), I(5), I(2)}),
                                      sample({{4, 7}, {4, 3}}, {T(0), T(1), I(1), I(-3)})};
         });

@@ -1,6 +1,7 @@
 // View and shape ops. Ops that take a target shape (view, reshape, flatten, squeeze, unsqueeze,
 // expand) compute the global output shape in meta and, locally, produce this rank's output block
 // shape (the strategies only allow layouts whose blocks line up).
+#include "ops/common/backward_defs.h"
 #include "ops/common/defs.h"
 #include "ops/family.h"
 #include "ops/view/view_op.h"
@@ -8,7 +9,6 @@
 namespace dtensor::ops {
 namespace {
 
-std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
 int64_t rank0(const OpCall& c) { return static_cast<int64_t>(c.tensor(0).shape.size()); }
 
 Shape infer(const OpCall& c, std::vector<int64_t> req) {
@@ -53,9 +53,81 @@ Shape permuted(const Shape& s, const std::vector<int64_t>& order) {
   return out;
 }
 
+// diagonal's dims (d1, d2, wrapped and distinct) and length, with ATen's checks.
+struct Diagonal {
+  int64_t d1 = 0, d2 = 1, length = 0;
+};
+
+Diagonal diagonal_of(const OpCall& c, const Shape& s) {
+  const int64_t rank = static_cast<int64_t>(s.size());
+  if (rank < 2) fail(c, absl::StrCat("input ", shape_str(s), ": accepted: at least 2 dims"));
+  Diagonal g;
+  g.d1 = guard(c, [&] { return wrap_dim(c.get_int("dim1"), rank, "dim1"); });
+  g.d2 = guard(c, [&] { return wrap_dim(c.get_int("dim2"), rank, "dim2"); });
+  if (g.d1 == g.d2) fail(c, absl::StrCat("dim1 and dim2 are both ", g.d1, "; accepted: two different dims"));
+  const int64_t off = c.get_int("offset"), n1 = s[g.d1], n2 = s[g.d2];
+  g.length = std::max<int64_t>(0, off >= 0 ? std::min(n1, n2 - off) : std::min(n1 + off, n2));
+  return g;
+}
+
+// The dims diagonal keeps, in order, then the diagonal's: its output shape.
+Shape diagonal_shape(const Shape& s, const Diagonal& g) {
+  Shape out;
+  for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d)
+    if (d != g.d1 && d != g.d2) out.push_back(s[d]);
+  out.push_back(g.length);
+  return out;
+}
+
+// The diagonal view of t (offset above dim1-dim2's main diagonal, below when negative).
+Tensor diagonal_view(const Tensor& t, int64_t offset, int64_t d1, int64_t d2, int64_t length) {
+  Shape sizes, strides;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (d != d1 && d != d2) sizes.push_back(t.size(d)), strides.push_back(t.stride(d));
+  sizes.push_back(length);
+  strides.push_back(t.stride(d1) + t.stride(d2));
+  const int64_t start = length == 0 ? 0 : offset >= 0 ? offset * t.stride(d2) : -offset * t.stride(d1);
+  return Tensor::from_storage(t.storage(), t.storage_offset() + start, sizes, strides, t.dtype());
+}
+
+// diagonal_backward(grad_output, input_sizes, offset, dim1, dim2), ATen's op that torch's autograd
+// calls: zeros of input_sizes with grad_output on the diagonal (defined here beside diagonal, whose
+// helpers it shares). input_sizes are global: a rank fills its output block, the rules keeping
+// dim1 and dim2 whole.
+void define_diagonal_backward(Registry& reg) {
+  OpDef& op = reg.define(
+      "diagonal_backward(Tensor grad_output, int[] input_sizes, int offset, int dim1, int dim2) -> Tensor", "view");
+  op.cost = cost(CostClass::kCopy, Keeps::kNothing);
+  op.aten.layout_dependent = true;  // input_sizes are global: a grad block fills its block of them
+  op.no_backward = kNoDoubleBackward;
+  op.meta = [](const OpCall& c) {
+    Shape sizes;
+    for (int64_t v : c.get_int_list("input_sizes")) {
+      if (v < 0) fail(c, absl::StrCat("input_sizes has a negative size ", v));
+      sizes.push_back(v);
+    }
+    guard(c, [&] { return numel(sizes); });  // the element count must fit int64
+    check_shape(c, 0, "grad_output (the diagonal of input_sizes)", diagonal_shape(sizes, diagonal_of(c, sizes)));
+    return std::vector<TensorMeta>{{sizes, c.tensor(0).dtype}};
+  };
+  op.kernel = guarded([](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {
+    const Shape block = ctx.out_block(0).first;
+    Tensor out = Tensor::zeros(block, in[0].dtype(), in[0].device());
+    const Diagonal g = diagonal_of(c, block);
+    Tensor diag = diagonal_view(out, c.get_int("offset"), g.d1, g.d2, g.length);
+    if (diag.numel() > 0) diag.copy_(in[0]);
+    return one(out);
+  });
+  op.samples = [] {
+    return std::vector<Sample>{sample({{4}}, {T(0), L({5, 4}), I(0), I(0), I(1)}),
+                               sample({{6, 3}}, {T(0), L({3, 6, 5}), I(-1), I(2), I(0)})};
+  };
+}
+
 }  // namespace
 
 void define_view_ops(Registry& reg) {
+  define_diagonal_backward(reg);
   auto view_shape = [](const OpCall& c) { return infer(c, c.get_int_list("size")); };
   // ATen's view and _unsafe_view get the block's shape on a block, and run as reshape there: the
   // bridge's tensors claim contiguous global strides, so torch calls view where a block (after a
@@ -285,6 +357,19 @@ void define_view_ops(Registry& reg) {
                                   c.get_int("step")));
          },
          [] { return std::vector<Sample>{sample({{7, 6}}, {T(0), I(1), I(1), I(5), I(2)})}; });
+  define_view_op(reg, "diagonal(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor", CostClass::kView,
+         [](const OpCall& c) {
+           const Diagonal g = diagonal_of(c, c.tensor(0).shape);
+           return std::vector<TensorMeta>{{diagonal_shape(c.tensor(0).shape, g), c.tensor(0).dtype}};
+         },
+         [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+           const Diagonal g = diagonal_of(c, in[0].sizes());
+           return one(diagonal_view(in[0], c.get_int("offset"), g.d1, g.d2, g.length));
+         },
+         [] {
+           return std::vector<Sample>{sample({{5, 4}}, {T(0), I(1)}), sample({{3, 6, 5}}, {T(0), I(-1), I(2), I(0)}),
+                                      sample({{4, 2, 4}}, {T(0), I(0), I(-1), I(0)}, {}, {DType::kInt64})};
+         });
   define_view_op(reg, "select(Tensor self, int dim, int index) -> Tensor", CostClass::kView,
          [](const OpCall& c) {
            int64_t d = guard(c, [&] { return wrap_dim(c.get_int("dim"), rank0(c), "dim"); });

@@ -119,6 +119,26 @@ void register_view_rules(Registry& reg) {
     const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
     return keep_dims(c, norm_dim(c.get_int("dim"), rank), 1, [](int64_t d) { return d; });
   };
+  // diagonal: the kept dims shard alike (they come first in the output, in order); dim1 and dim2
+  // stay whole. diagonal_backward maps them back; every Partial passes both (selection and 0 fill).
+  reg.mutable_find("diagonal").rules = [](const OpCall& c, const OutMeta&) {
+    const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
+    const int64_t a = norm_dim(c.get_int("dim1"), rank), b = norm_dim(c.get_int("dim2"), rank);
+    RuleList rules;
+    add_partial_passthrough(rules, 1, 1, kAllOps);
+    for (int64_t d = 0, o = 0; d < rank; ++d)
+      if (d != a && d != b) rules.push_back(row({S(o++)}, {S(d)}));
+    return rules;
+  };
+  reg.mutable_find("diagonal_backward").rules = [](const OpCall& c, const OutMeta&) {
+    const int64_t rank = static_cast<int64_t>(c.get_int_list("input_sizes").size());
+    const int64_t a = norm_dim(c.get_int("dim1"), rank), b = norm_dim(c.get_int("dim2"), rank);
+    RuleList rules;
+    add_pass_all(rules, 1, 0);
+    for (int64_t d = 0, o = 0; d < rank; ++d)
+      if (d != a && d != b) rules.push_back(row({S(d)}, {S(o++)}));
+    return rules;
+  };
   reg.mutable_find("select").rules = [](const OpCall& c, const OutMeta&) {
     const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
     const int64_t at = norm_dim(c.get_int("dim"), rank);

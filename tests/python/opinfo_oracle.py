@@ -247,14 +247,14 @@ def linear(s):
     return Call("linear", args, kw, aten("linear"), partial="one" if len(args) == 2 else "")
 
 
-def view_like(name, names, list_args=(), partial="all"):
+def view_like(name, names, list_args=(), partial="all", grad=False):
     def tr(s):
         kw = positional(s, names)
         for n in list_args:
             if n in kw:
                 kw[n] = ints(kw[n])
         args = [s.input] + [kw.pop(n) for n in names if n in kw]
-        return Call(name, args, kw, aten(name), partial=partial)
+        return Call(name, args, kw, aten(name), partial=partial, grad=grad)
     return tr
 
 
@@ -682,6 +682,7 @@ TRANSLATORS = {
     ("split_with_sizes", ""): split_with_sizes,
     ("slice", ""): slice_,
     ("select", ""): view_like("select", ["dim", "index"]),
+    ("diagonal", ""): view_like("diagonal", ["offset", "dim1", "dim2"], grad=True),
     **{(f"nn.functional.max_pool{d}d", ""): pool("max", d) for d in (1, 2, 3)},
     **{(f"nn.functional.avg_pool{d}d", ""): pool("avg", d) for d in (1, 2, 3)},
     **{(f"nn.functional.adaptive_avg_pool{d}d", ""): adaptive_avg_pool(d) for d in (1, 2, 3)},

@@ -246,8 +246,14 @@ def worker(a):
         with open(a.out, "w") as f:
             json.dump({"losses": losses, "tokens_per_s": a.steps * tokens.shape[1] * cfg["seq"] / seconds}, f)
     if a.world:
-        import dtensor
-        dtensor.exit_process()  # torch's Gloo workers can abort a rank at teardown
+        # dtensor.exit_process's ending without the package (this side runs plain torch): torch's
+        # Gloo workers can abort a rank during the interpreter's teardown (docs/PYTHON.md).
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def free_port():

@@ -3,20 +3,18 @@
 # is the given code, what was printed without a newline is flushed, atexit handlers other than
 # dtensor's do not run, torch's process group is destroyed first; bad codes raise before anything
 # is closed.
-import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
 
 import dtensor
+from launching import run_job
 
 
 def run(body):
-    code = textwrap.dedent(body)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # stdout buffered, as usual
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    # run_job: the checkout's package on PYTHONPATH, stdout buffered as usual (PYTHONUNBUFFERED dropped).
+    return run_job([sys.executable, "-c", textwrap.dedent(body)], timeout=120)
 
 
 def test_status_flush_and_no_teardown():

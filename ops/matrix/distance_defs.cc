@@ -111,6 +111,7 @@ Shape cdist_shape(const OpCall& c, int t1, int t2, const char* n1, const char* n
   });
   batch.push_back(a[a.size() - 2]);
   batch.push_back(b[b.size() - 2]);
+  guard(c, [&] { return numel(batch); });  // the element count must fit int64
   return batch;
 }
 

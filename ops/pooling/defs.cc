@@ -54,7 +54,11 @@ Shape out_shape(const OpCall& c, Pool p, const Params& q) {
   Shape out(x.begin(), x.begin() + lead);
   if (p == Pool::kAdaptive) {
     if (q.output_size.size() != static_cast<size_t>(q.dims)) fail(c, "output_size needs one value per spatial dim");
-    for (int64_t o : q.output_size) out.push_back(o);
+    for (int64_t o : q.output_size) {
+      if (o < 0) fail(c, absl::StrCat("output_size has ", o, "; accepted: sizes >= 0"));
+      out.push_back(o);
+    }
+    guard(c, [&] { return numel(out); });  // the element count must fit int64
     return out;
   }
   Shape spatial(x.begin() + lead, x.end());

@@ -147,6 +147,7 @@ Shape padded_shape(const OpCall& c, int t, PadMode mode, int k) {
                            " positions; accepted: at least 1"));
     out[d] = m;
   }
+  guard(c, [&] { return numel(out); });  // the element count must fit int64
   return out;
 }
 
@@ -271,7 +272,9 @@ Shape upsampled_shape(const OpCall& c, const Shape& input) {
   if (!ok || out[0] <= 0 || out[1] <= 0)
     fail(c, absl::StrCat("input ", shape_str(input), " to output size [", out[0], ", ", out[1],
                          "]: accepted: a 4-d [N, C, H, W] input with C, H, W > 0 and output sizes > 0"));
-  return {input[0], input[1], out[0], out[1]};
+  const Shape shape = {input[0], input[1], out[0], out[1]};
+  guard(c, [&] { return numel(shape); });  // the element count must fit int64
+  return shape;
 }
 
 // The maps of the last two dims (width first), input sizes (h, w), for the call's arguments and

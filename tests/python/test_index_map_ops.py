@@ -92,6 +92,9 @@ def test_upsample_matches_torch_forward_and_gradient(mode, kw):
     ("replication_pad1d", [2, 0, 3], [1, 1], r"dims are non-zero except the batch dim"),
     ("replication_pad2d", [2, 3, 3], [-2, -1, 0, 0], r"gives 0 positions; accepted: at least 1"),
     ("replication_pad1d", [2, 3], [2**62, 2**62], r"padding \(4611686018427387904, 4611686018427387904\) of dim 1 overflows int64"),
+    ("replication_pad1d", [2, 3, 5], [2**61, 2**61], r"has more elements than int64 can count"),
+    ("upsample_nearest2d", [1, 1, 4, 5], [2**40, 2**40], r"has more elements than int64 can count"),
+    ("upsample_nearest2d", [1, 0, 4, 5], [8, 10], r"accepted: a 4-d \[N, C, H, W\] input with C, H, W > 0"),
 ])
 def test_pad_errors_name_the_op_and_what_is_accepted(op, shape, padding, message):
     def fn(r):

@@ -770,6 +770,11 @@ def _local_scalar_dense(func, args, kwargs):
     return full.item()
 
 
+def _shard_as(p, dim):
+    """Shard(dim) with p's weights (a weighted shard keeps its shares on its new dim)."""
+    return Shard(dim, list(p.weights)) if p.weights else Shard(dim)
+
+
 def _index_plan(func, x, indices):
     """Advanced indexing of DTensor x (aten.index.Tensor, aten.index_put): the index tensors in full
     (a DTensor gathered; a bool mask expanded to its nonzero positions, one index per masked dim,
@@ -813,7 +818,7 @@ def _index(func, args, kwargs):
     local = aten.index.Tensor(x._local, full)
     meta = aten.index.Tensor(torch.empty(x.shape, dtype=local.dtype, device="meta"),
                              [t if t is None else t.to("meta") for t in full])
-    placements = [Shard(where[p.dim]) if p.is_shard() else p for p in keep]
+    placements = [_shard_as(p, where[p.dim]) if p.is_shard() else p for p in keep]
     return DTensor(local, x._spec.with_(placements, list(meta.shape), _dtype_name(local.dtype)), x._mesh)
 
 
@@ -840,10 +845,10 @@ def _index_put(func, args, kwargs):
         # Replicate there: take values' Shard of a dim x has too, else stay replicated.
         vp = v_pl[i] if v_pl else Replicate()
         d = next((d for d, v in v_of.items() if vp.is_shard() and v == vp.dim), None)
-        target.append(Shard(d) if d is not None and values.shape[v_of[d]] == x.shape[d] else Replicate())
+        target.append(_shard_as(vp, d) if d is not None and values.shape[v_of[d]] == x.shape[d] else Replicate())
     if target != list(x._spec.placements):
         x = _moved(x, target)
-    want = [Shard(v_of[p.dim]) if p.is_shard() and v_of[p.dim] >= 0 and values.shape[v_of[p.dim]] != 1
+    want = [_shard_as(p, v_of[p.dim]) if p.is_shard() and v_of[p.dim] >= 0 and values.shape[v_of[p.dim]] != 1
             else Replicate() for p in target]
     if type(values) is DTensor:
         v_local = (_moved(values, want) if list(values._spec.placements) != want else values)._local

@@ -101,3 +101,21 @@ def test_too_many_indices_name_the_op():
             torch.ops.aten.index.Tensor(x, [I, None, None, I])
 
     dtensor.run_threads(2, fn)
+
+
+def test_weighted_shards_keep_their_shares():
+    # S(0)[3:1] (a weighted data-parallel share) of a dim the indices leave alone moves with its
+    # weights to the result dim, and index_put writes into it block by block.
+    def fn(r):
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+        x = bridge.distribute(X.clone(), mesh, [Shard(0, [3, 1])])
+        y = x[:, J]
+        x[:, I % 5] = 0.25
+        return list(y.placements), y.full_tensor(), list(x.placements), x.full_tensor()
+
+    want_x = X.clone()
+    want_x[:, I % 5] = 0.25
+    for py, y, px, x in dtensor.run_threads(2, fn):
+        assert py == [Shard(0, [3, 1])] and px == [Shard(0, [3, 1])]
+        torch.testing.assert_close(y, X[:, J], rtol=0, atol=0)
+        torch.testing.assert_close(x, want_x, rtol=0, atol=0)

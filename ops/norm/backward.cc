@@ -75,6 +75,33 @@ void register_norm_backward(Registry&) {
       }
       return r;
     });
+  // native_group_norm, over x viewed as [N, group, K] (K elements per sample and group) with its
+  // mean and rstd outputs: layer_norm's formula per row, the affine gradients summed over N and the
+  // spatial elements per channel, and (as native_layer_norm's) the statistics' own gradients.
+  def("native_group_norm", [](const BackwardCtx& c) {
+    const DTensor& x = c.inputs[0];
+    const Shape& s = x.shape();
+    const int64_t n = s[0], ch = s[1], g = c.call.get_int("group");
+    const int64_t k = n * ch == 0 ? 0 : numel(s) / n / g, sp = n * ch == 0 ? 0 : numel(s) / n / ch;
+    const DTensor xr = F::reshape(x, {n, g, k});
+    const DTensor mean = F::reshape(c.outputs[1], {n, g, 1}), rstd = F::reshape(c.outputs[2], {n, g, 1});
+    const DTensor xhat = F::mul(F::sub(xr, mean), rstd);
+    const DTensor gy = F::reshape(c.grad(0), {n, ch, sp});
+    const int wi = c.call.tensor_index("weight"), bi = c.call.tensor_index("bias");
+    const DTensor gw = F::reshape(wi >= 0 ? F::mul(gy, F::reshape(c.inputs[wi], {ch, 1})) : gy, {n, g, k});
+    DTensor gin = F::mul(F::sub(F::sub(gw, F::mean(gw, {2}, true)), F::mul(xhat, F::mean(F::mul(gw, xhat), {2}, true))),
+                         rstd);
+    if (c.grads[1] || c.grads[2]) {
+      gin = F::add(gin, F::div(F::reshape(c.grad(1), {n, g, 1}), static_cast<double>(k)));
+      const DTensor d = F::mul(F::mul(F::reshape(c.grad(2), {n, g, 1}), F::pow(rstd, 3.0)), F::sub(xr, mean));
+      gin = F::sub(gin, F::div(d, static_cast<double>(k)));
+    }
+    Grads r(c.inputs.size());
+    r[0] = F::reshape(gin, {s.begin(), s.end()});
+    if (wi >= 0) r[wi] = F::sum(F::mul(gy, F::reshape(xhat, {n, ch, sp})), {0, 2}, false);
+    if (bi >= 0) r[bi] = F::sum(gy, {0, 2}, false);
+    return r;
+  });
   def("rms_norm", [](const BackwardCtx& c) {
     const DTensor& x = c.inputs[0];
     const int64_t nn = static_cast<int64_t>(c.call.get_int_list("normalized_shape").size());

@@ -127,6 +127,62 @@ void define_norm_ops(Registry& reg) {
     };
   }
   {
+    // ATen's native_group_norm (nn.GroupNorm): input [N, C, *] normalized over each (sample, group
+    // of C / group channels) with weight and bias per channel; returns the output, and the mean and
+    // rstd [N, group] in the input's dtype. N, C and HxW restate input's shape (checked); the kernel
+    // reads a block's own N (the rules shard N only), so the bridge runs it rather than ATen on a
+    // block with the global N. Its C++ backward is ops/norm/backward.cc's; ATen's
+    // native_group_norm_backward runs as torch's decomposition.
+    OpDef& op = reg.define(
+        "native_group_norm(Tensor input, Tensor? weight, Tensor? bias, int N, int C, int HxW, int group, float eps) -> "
+        "(Tensor out, Tensor mean, Tensor rstd)",
+        "norm");
+    op.cost = cost(CostClass::kNormalization, Keeps::kInputsAndOutput);
+    op.aten.layout_dependent = true;  // N is the global batch: a block has its own
+    op.meta = [](const OpCall& c) {
+      check_float(c);
+      const Shape& x = c.tensor(0).shape;
+      const int64_t n = c.get_int("N"), ch = c.get_int("C"), hw = c.get_int("HxW"), g = c.get_int("group");
+      int64_t rows = 0;
+      if (x.size() < 2 || x[0] != n || x[1] != ch || __builtin_mul_overflow(n, ch, &rows) ||
+          __builtin_mul_overflow(rows, hw, &rows) || rows != numel(x))
+        fail(c, absl::StrCat("input ", shape_str(x), " with N=", n, ", C=", ch, ", HxW=", hw,
+                             "; accepted: input [N, C, ...] whose trailing dims hold HxW elements"));
+      if (g <= 0 || ch % g != 0)
+        fail(c, absl::StrCat("group ", g, " for C=", ch, "; accepted: a positive group dividing C"));
+      for (const char* w : {"weight", "bias"}) {
+        const int t = c.has(w) ? c.tensor_index(w) : -1;
+        if (t >= 0 && c.tensor(t).shape != Shape{ch}) fail(c, absl::StrCat(w, " must have shape [", ch, "]"));
+      }
+      return std::vector<TensorMeta>{c.tensor(0), {{n, g}, c.tensor(0).dtype}, {{n, g}, c.tensor(0).dtype}};
+    };
+    op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
+      const Tensor& x = in[0];
+      const int64_t n = x.size(0), ch = x.size(1), g = c.get_int("group");
+      const int64_t k = n * ch == 0 ? 0 : x.numel() / n / g;  // elements per (sample, group)
+      const Tensor xd = x.to(DType::kFloat64).reshape({n, g, k});
+      const Tensor mean = kernels::div(kernels::sum(xd, {2}, true), static_cast<double>(k));
+      const Tensor centered = kernels::sub(xd, mean);
+      const Tensor squares = kernels::sum(kernels::mul(centered, centered), {2}, true);
+      const Tensor var = kernels::div(squares, static_cast<double>(k));
+      const Tensor rstd = kernels::pow(kernels::add(var, c.get_double("eps")), -0.5);
+      Tensor y = kernels::mul(centered, rstd).reshape({n, ch, k * g / std::max<int64_t>(ch, 1)});
+      for (const char* name : {"weight", "bias"}) {
+        const std::optional<Tensor> p = opt(in, c, name);
+        if (!p) continue;
+        const Tensor col = p->to(DType::kFloat64).reshape({ch, 1});
+        y = std::string(name) == "weight" ? kernels::mul(y, col) : kernels::add(y, col);
+      }
+      return std::vector<Tensor>{y.reshape(x.sizes()).to(x.dtype()), mean.reshape({n, g}).to(x.dtype()),
+                                 rstd.reshape({n, g}).to(x.dtype())};
+    };
+    op.samples = [] {
+      return std::vector<Sample>{
+          sample({{4, 6, 3, 2}, {6}, {6}}, {T(0), T(1), T(2), I(4), I(6), I(6), I(3), V(1e-5)}),
+          sample({{5, 4, 7}}, {T(0), V(IValue()), V(IValue()), I(5), I(4), I(7), I(2), V(1e-3)})};
+    };
+  }
+  {
     OpDef& op = reg.define(
         "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor", "norm");
     op.cost = cost(CostClass::kNormalization);

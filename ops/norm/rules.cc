@@ -43,6 +43,12 @@ void register_norm_rules(Registry& reg) {
       return batch_rules(c, -1, rank - normed);
     };
   }
+  // native_group_norm: the batch dim N shards the output and the [N, group] statistics alike.
+  reg.mutable_find("native_group_norm").rules = [](const OpCall& c, const OutMeta&) {
+    RuleList rules = batch_rules(c, -1, 1);
+    for (Rule& r : rules) r.outputs.assign(3, r.outputs[0]);
+    return rules;
+  };
   // native_layer_norm: its three outputs (the mean and rstd keep the input's rank) shard alike.
   reg.mutable_find("native_layer_norm").rules = [](const OpCall& c, const OutMeta&) {
     const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());

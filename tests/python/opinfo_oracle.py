@@ -230,6 +230,14 @@ def native_layer_norm(s):
     return Call("native_layer_norm", args, {}, aten("native_layer_norm"), grad=True)
 
 
+def native_group_norm(s):
+    # native_group_norm(input, weight, bias, N, C, HxW, group, eps): every argument explicit.
+    kw = positional(s, ["weight", "bias", "N", "C", "HxW", "group", "eps"])
+    sizes = [int(kw[k]) for k in ("N", "C", "HxW", "group")]
+    args = [s.input, kw.get("weight"), kw.get("bias"), *sizes, float(kw["eps"])]
+    return Call("native_group_norm", args, {}, aten("native_group_norm"), grad=True)
+
+
 def matrix(name, names, partial="one"):
     def tr(s):
         kw = positional(s, names)
@@ -282,8 +290,9 @@ def cat_stack(name):
 def split(s):
     kw = positional(s, ["split_size", "dim"])
     if not isinstance(kw["split_size"], int):  # a list of sizes is split_with_sizes
-        return Call("split_with_sizes", [s.input, ints(kw.pop("split_size")), *([kw.pop("dim")] if "dim" in kw else [])],
-                    kw, aten("split_with_sizes"), partial="all", grad=True)
+        sizes = ints(kw.pop("split_size"))
+        return Call("split_with_sizes", [s.input, sizes, *([kw.pop("dim")] if "dim" in kw else [])], kw,
+                    aten("split_with_sizes"), partial="all", grad=True)
     return Call("split", [s.input, kw.pop("split_size"), *([kw.pop("dim")] if "dim" in kw else [])], kw,
                 aten("split"), partial="all")
 
@@ -656,6 +665,7 @@ TRANSLATORS = {
     ("log_softmax", "with_dtype"): softmax("log_softmax"),
     ("nn.functional.layer_norm", ""): norm("layer_norm", ["normalized_shape", "weight", "bias", "eps"]),
     ("native_layer_norm", ""): native_layer_norm,
+    ("native_group_norm", ""): native_group_norm,
     ("nn.functional.rms_norm", ""): norm("rms_norm", ["normalized_shape", "weight", "eps"]),
     ("mm", ""): matrix("mm", ["mat2"]),
     ("bmm", ""): matrix("bmm", ["mat2"]),

@@ -434,6 +434,10 @@ nb::object wrap_outputs(const BridgePlan& p, nb::handle out) {
   nb::object wrapped = single ? nb::object() : nb::steal(PyTuple_New(static_cast<Py_ssize_t>(n)));
   for (size_t o = 0; o < n; ++o) {
     nb::handle block(items[o]);
+    if (!single && block.is_none()) {  // an output torch's output_mask left out (a backward op's)
+      PyTuple_SET_ITEM(wrapped.ptr(), static_cast<Py_ssize_t>(o), nb::none().release().ptr());
+      continue;
+    }
     const OutLayout& l = layouts[o];
     nb::object shape = get(block, g_names.shape);
     DT_CHECK(same_shape(shape, l.local), "bridge: ", p.prep->call.str(), ": torch's kernel gave a block of shape ",

@@ -49,32 +49,45 @@ void register_norm_backward(Registry&) {
     DTensor g = c.grad(0);
     return Grads{F::sub(g, F::mul(F::exp(c.outputs[0]), F::sum(g, {d}, true)))};
   });
-  // native_layer_norm's mean and rstd outputs are differentiable here too (ATen declares them not):
-  // d mean / dx = 1 / n, d rstd / dx = -rstd^3 (x - mean) / n over each row's n elements.
-  for (const char* name : {"layer_norm", "native_layer_norm"})
-    def(name, [](const BackwardCtx& c) {
-      // One fused op (kernels/cpu/norm.h, with a CUDA kernel) instead of ~18 composite ops.
-      const DTensor& x = c.inputs[0];
-      int wi = c.call.tensor_index("weight"), bi = c.call.tensor_index("bias");
-      std::vector<std::pair<std::string, OpArg>> kw{{"normalized_shape", iv(c.call.get_int_list("normalized_shape"))},
-                                                    {"eps", iv(c.call.get_double("eps"))}};
-      if (wi >= 0) kw.emplace_back("weight", c.inputs[wi]);
-      auto g = call_op("layer_norm_backward", {c.grad(0), x}, kw);
-      Grads r(c.inputs.size());
-      r[0] = g[0];
-      if (wi >= 0) r[wi] = g[1];
-      if (bi >= 0) r[bi] = g[2];
-      if (c.grads.size() == 3 && (c.grads[1] || c.grads[2])) {
-        double n = 1;
-        for (int64_t s : c.call.get_int_list("normalized_shape")) n *= static_cast<double>(s);
-        const DTensor& mean = c.outputs[1];
-        const DTensor& rstd = c.outputs[2];
-        DTensor extra = F::div(c.grad(1), n);
-        extra = F::sub(extra, F::mul(F::mul(c.grad(2), F::pow(rstd, 3.0)), F::div(F::sub(x, mean), n)));
-        r[0] = F::add(*r[0], extra);
-      }
-      return r;
-    });
+  def("layer_norm", [](const BackwardCtx& c) {
+    // One fused op (kernels/cpu/norm.h, with a CUDA kernel) instead of ~18 composite ops.
+    const DTensor& x = c.inputs[0];
+    int wi = c.call.tensor_index("weight"), bi = c.call.tensor_index("bias");
+    std::vector<std::pair<std::string, OpArg>> kw{{"normalized_shape", iv(c.call.get_int_list("normalized_shape"))},
+                                                  {"eps", iv(c.call.get_double("eps"))}};
+    if (wi >= 0) kw.emplace_back("weight", c.inputs[wi]);
+    auto g = call_op("layer_norm_backward", {c.grad(0), x}, kw);
+    Grads r(c.inputs.size());
+    r[0] = g[0];
+    if (wi >= 0) r[wi] = g[1];
+    if (bi >= 0) r[bi] = g[2];
+    return r;
+  });
+  // native_layer_norm: ATen's native_layer_norm_backward over the saved mean and rstd; the mean and
+  // rstd outputs are differentiable here too (ATen declares them not): d mean / dx = 1 / n,
+  // d rstd / dx = -rstd^3 (x - mean) / n over each row's n elements.
+  def("native_layer_norm", [](const BackwardCtx& c) {
+    const DTensor& x = c.inputs[0];
+    const int wi = c.call.tensor_index("weight"), bi = c.call.tensor_index("bias");
+    const DTensor& mean = c.outputs[1];
+    const DTensor& rstd = c.outputs[2];
+    const std::vector<int64_t> ns = c.call.get_int_list("normalized_shape");
+    auto opt = [&](int t) { return t >= 0 ? OpArg(c.inputs[t]) : OpArg(IValue()); };
+    auto g = call_op("native_layer_norm_backward", {c.grad(0), x, iv(ns), mean, rstd, opt(wi), opt(bi),
+                                                    iv(std::vector<int64_t>{1, 1, 1})});
+    Grads r(c.inputs.size());
+    r[0] = g[0];
+    if (wi >= 0) r[wi] = g[1];
+    if (bi >= 0) r[bi] = g[2];
+    if (c.grads[1] || c.grads[2]) {
+      double n = 1;
+      for (int64_t s : ns) n *= static_cast<double>(s);
+      DTensor extra = F::div(c.grad(1), n);
+      extra = F::sub(extra, F::mul(F::mul(c.grad(2), F::pow(rstd, 3.0)), F::div(F::sub(x, mean), n)));
+      r[0] = F::add(*r[0], extra);
+    }
+    return r;
+  });
   // native_group_norm, over x viewed as [N, group, K] (K elements per sample and group) with its
   // mean and rstd outputs: layer_norm's formula per row, the affine gradients summed over N and the
   // spatial elements per channel, and (as native_layer_norm's) the statistics' own gradients.

@@ -43,6 +43,29 @@ void register_norm_rules(Registry& reg) {
       return batch_rules(c, -1, rank - normed);
     };
   }
+  // native_layer_norm_backward (grad_out, input, mean, rstd [, weight, bias]) and
+  // native_group_norm_backward (grad_out, input, mean, rstd [, weight]): a batch dim (N for the
+  // group norm) sharded on the first four gives grad_input sharded alike and the affine gradients
+  // as partial sums; every gradient is linear in grad_out, so its Partial(sum/avg) passes.
+  for (const char* name : {"native_layer_norm_backward", "native_group_norm_backward"}) {
+    const bool group = std::string(name) == "native_group_norm_backward";
+    reg.mutable_find(name).rules = [group](const OpCall& c, const OutMeta&) {
+      const int64_t rank = static_cast<int64_t>(c.tensor(1).shape.size());
+      const int64_t batch = group ? 1 : rank - static_cast<int64_t>(c.get_int_list("normalized_shape").size());
+      RuleList rules;
+      for (int64_t d = 0; d < batch; ++d) {
+        Rule r;
+        r.outputs = {Shard(static_cast<int32_t>(d)), Partial(), Partial()};
+        r.inputs.assign(c.num_tensors(), Replicate());
+        for (int t = 0; t < 4; ++t) r.inputs[t] = Shard(static_cast<int32_t>(d));
+        rules.push_back(std::move(r));
+      }
+      add_linear_in(rules, c.num_tensors(), 0);
+      for (Rule& r : rules)
+        if (r.inputs[0].is_partial()) r.outputs.assign(3, r.inputs[0]);
+      return rules;
+    };
+  }
   // native_group_norm: the batch dim N shards the output and the [N, group] statistics alike.
   reg.mutable_find("native_group_norm").rules = [](const OpCall& c, const OutMeta&) {
     RuleList rules = batch_rules(c, -1, 1);

@@ -1259,6 +1259,19 @@ def _conv_backward_engine():
     return _engine("convolution_backward")
 
 
+def _masked_backward(name):
+    """A norm's backward op whose output_mask leaves gradients out (no weight or bias): the engine's
+    op, then None where the mask is False, as ATen returns it (ATen's kernel on the blocks returns
+    None there, which the bridge passes through; dtensor's kernel computes every gradient)."""
+    engine = functools.lru_cache(maxsize=None)(lambda: _engine(name))
+
+    def handler(func, args, kwargs):
+        mask = _bind(func, args, kwargs)["output_mask"]
+        return tuple(o if m else None for o, m in zip(engine()(func, args, kwargs), mask))
+
+    return handler
+
+
 _SPECIAL = {
     "detach": _same_layout,
     "alias": _same_layout,
@@ -1282,6 +1295,8 @@ _SPECIAL = {
     "expand_as": _expand_as,
     "_fused_adamw_": _fused_adamw_,
     "convolution_backward": _convolution_backward,
+    "native_layer_norm_backward": _masked_backward("native_layer_norm_backward"),
+    "native_group_norm_backward": _masked_backward("native_group_norm_backward"),
     "_local_scalar_dense": _local_scalar_dense,
     "index": _index,
     "mT": _matrix_transpose,

@@ -45,8 +45,22 @@ void define_norm_backward_ops(Registry& reg) {
 
 namespace {
 
-// output_mask (3 values): checked; every gradient is computed (the bridge drops the masked ones).
-void check_mask(const OpCall& c) {
+// A norm's backward op of ATen's (grad_out, input, ..., output_mask) -> (input, weight, bias)
+// gradients: no double backward, nothing kept.
+OpDef& define_native_backward(Registry& reg, const std::string& schema) {
+  OpDef& op = reg.define(schema, "norm");
+  op.cost = cost(CostClass::kNormalization, Keeps::kNothing);
+  op.no_backward = kNoDoubleBackward;
+  op.make_input = positive_inputs({3});  // rstd > 0
+  return op;
+}
+
+// Their common checks: floating grad_out and input of one shape, and output_mask's 3 values (every
+// gradient is computed; the bridge drops the masked ones).
+void check_grad_and_mask(const OpCall& c) {
+  check_floating(c, 0, "grad_out");
+  check_floating(c, 1, "input");
+  check_shape(c, 0, "grad_out", c.tensor(1).shape);
   if (c.get_int_list("output_mask").size() != 3)
     fail(c, absl::StrCat("output_mask has ", c.get_int_list("output_mask").size(), " values; accepted: 3"));
 }
@@ -65,18 +79,13 @@ std::vector<Tensor> norm_grads(const Tensor& g, const Tensor& xhat, const Tensor
 // ATen's native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
 // output_mask) from the forward's mean and rstd.
 void define_native_layer_norm_backward(Registry& reg) {
-  OpDef& op = reg.define(
+  OpDef& op = define_native_backward(
+      reg,
       "native_layer_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor mean, Tensor rstd, "
-      "Tensor? weight, Tensor? bias, int[] output_mask) -> (Tensor, Tensor, Tensor)",
-      "norm");
-  op.cost = cost(CostClass::kNormalization, Keeps::kNothing);
-  op.no_backward = kNoDoubleBackward;
+      "Tensor? weight, Tensor? bias, int[] output_mask) -> (Tensor, Tensor, Tensor)");
   op.meta = [](const OpCall& c) {
-    check_floating(c, 0, "grad_out");
-    check_floating(c, 1, "input");
-    check_mask(c);
+    check_grad_and_mask(c);
     const Shape& x = c.tensor(1).shape;
-    check_shape(c, 0, "grad_out", x);
     const Shape norm = normalized_shape_arg(c, 1);
     Shape stats = x;
     std::fill(stats.end() - static_cast<int64_t>(norm.size()), stats.end(), 1);
@@ -109,25 +118,19 @@ void define_native_layer_norm_backward(Registry& reg) {
         sample({{7, 3, 4}, {7, 3, 4}, {7, 1, 1}, {7, 1, 1}},
                {T(0), T(1), L({3, 4}), T(2), T(3), V(IValue()), V(IValue()), L({1, 0, 0})})};
   };
-  op.make_input = positive_inputs({3});  // rstd > 0
 }
 
 // ATen's native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group,
 // output_mask) from the forward's [N, group] mean and rstd; a block's own N (layout dependent).
 void define_native_group_norm_backward(Registry& reg) {
-  OpDef& op = reg.define(
+  OpDef& op = define_native_backward(
+      reg,
       "native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, int N, "
-      "int C, int HxW, int group, int[] output_mask) -> (Tensor, Tensor, Tensor)",
-      "norm");
-  op.cost = cost(CostClass::kNormalization, Keeps::kNothing);
-  op.no_backward = kNoDoubleBackward;
+      "int C, int HxW, int group, int[] output_mask) -> (Tensor, Tensor, Tensor)");
   op.aten.layout_dependent = true;  // N is the global batch: a block has its own
   op.meta = [](const OpCall& c) {
-    check_floating(c, 0, "grad_out");
-    check_floating(c, 1, "input");
-    check_mask(c);
+    check_grad_and_mask(c);
     const Shape& x = c.tensor(1).shape;
-    check_shape(c, 0, "grad_out", x);
     const int64_t n = c.get_int("N"), ch = c.get_int("C"), hw = c.get_int("HxW"), g = c.get_int("group");
     int64_t rows = 0;
     if (x.size() < 2 || x[0] != n || x[1] != ch || g <= 0 || ch % g != 0 || __builtin_mul_overflow(n, ch, &rows) ||
@@ -165,7 +168,6 @@ void define_native_group_norm_backward(Registry& reg) {
     return std::vector<Sample>{sample({{4, 6, 3}, {4, 6, 3}, {4, 3}, {4, 3}, {6}},
                                       {T(0), T(1), T(2), T(3), T(4), I(4), I(6), I(3), I(3), L({1, 1, 1})})};
   };
-  op.make_input = positive_inputs({3});  // rstd > 0
 }
 
 void define_native_norm_backward_ops(Registry& reg) {

@@ -1241,28 +1241,11 @@ def _bernoulli_(func, args, kwargs):
     return x
 
 
-def _convolution_backward(func, args, kwargs):
-    """aten.convolution_backward through the engine with every gradient computed (a masked-off one
-    has no block to wrap: ATen returns None for it), then None where torch's output_mask asked for
-    none, as ATen returns it."""
-    args, kwargs = list(args), dict(kwargs)
-    if len(args) > 10:
-        mask, args[10] = list(args[10]), [True, True, True]
-    else:
-        mask, kwargs["output_mask"] = list(kwargs["output_mask"]), [True, True, True]
-    outs = _conv_backward_engine()(func, tuple(args), kwargs)
-    return tuple(o if m else None for o, m in zip(outs, mask))
-
-
-@functools.lru_cache(maxsize=None)
-def _conv_backward_engine():
-    return _engine("convolution_backward")
-
-
 def _masked_backward(name):
-    """A norm's backward op whose output_mask leaves gradients out (no weight or bias): the engine's
-    op, then None where the mask is False, as ATen returns it (ATen's kernel on the blocks returns
-    None there, which the bridge passes through; dtensor's kernel computes every gradient)."""
+    """A backward op whose output_mask leaves gradients out (convolution_backward, the norms'
+    without weight or bias): the engine's op, then None where the mask is False, as ATen returns it
+    (ATen's kernel on the blocks returns None there, which the bridge's wrap passes through;
+    dtensor's kernel computes every gradient)."""
     engine = functools.lru_cache(maxsize=None)(lambda: _engine(name))
 
     def handler(func, args, kwargs):
@@ -1294,7 +1277,7 @@ _SPECIAL = {
     "cat": _cat,
     "expand_as": _expand_as,
     "_fused_adamw_": _fused_adamw_,
-    "convolution_backward": _convolution_backward,
+    "convolution_backward": _masked_backward("convolution_backward"),
     "native_layer_norm_backward": _masked_backward("native_layer_norm_backward"),
     "native_group_norm_backward": _masked_backward("native_group_norm_backward"),
     "_local_scalar_dense": _local_scalar_dense,

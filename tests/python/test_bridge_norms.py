@@ -56,3 +56,29 @@ def test_norm_module_matches_torch(name):
             for got_p, n in zip(gp, params):
                 torch.testing.assert_close(got_p, getattr(ref, n).grad, rtol=1e-12, atol=1e-12)
         assert rank_got[0][0][0] == Shard(0)  # the batch stays sharded
+
+
+def test_masked_gradients_are_none_as_atens():
+    # ATen's norm backward ops return None for a gradient their output_mask leaves out; so do the
+    # bridge's, both where ATen runs on the blocks (layer norm) and where dtensor's kernel does
+    # (group norm, which computes every gradient).
+    x = torch.randn(4, 6, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
+    w = torch.ones(6, dtype=torch.float64)
+    _, gmean, grstd = torch.ops.aten.native_group_norm(x, w, None, 4, 6, 5, 3, 1e-5)
+    _, lmean, lrstd = torch.ops.aten.native_layer_norm(x, [5], None, None, 1e-5)
+
+    def fn(r):
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+        d = lambda t: bridge.distribute(t, mesh, [Shard(0)])  # noqa: E731
+        g = torch.ops.aten.native_group_norm_backward(d(x), d(x), d(gmean), d(grstd), w, 4, 6, 5, 3,
+                                                      [True, False, False])
+        ln = torch.ops.aten.native_layer_norm_backward(d(x), d(x), [5], d(lmean), d(lrstd), None, None,
+                                                       [True, False, False])
+        return [t is None for t in g[1:] + ln[1:]], g[0].full_tensor(), ln[0].full_tensor()
+
+    want_g = torch.ops.aten.native_group_norm_backward(x, x, gmean, grstd, w, 4, 6, 5, 3, [True, False, False])[0]
+    want_l = torch.ops.aten.native_layer_norm_backward(x, x, [5], lmean, lrstd, None, None, [True, False, False])[0]
+    for nones, g0, l0 in dtensor.run_threads(2, fn):
+        assert nones == [True, True, True, True]
+        torch.testing.assert_close(g0, want_g, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(l0, want_l, rtol=1e-12, atol=1e-12)

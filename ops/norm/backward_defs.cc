@@ -1,8 +1,7 @@
 // Backward ops of the norm family that autograd/ calls: layer_norm_backward, the fused gradient of
-// layer_norm (kernels/cpu/norm.h). dtensor's own schema: mean and rstd are recomputed from the input
-// (the forward saves none), so it takes layer_norm's arguments rather than ATen's
-// native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask).
-// Rules: ops/norm/rules.cc.
+// layer_norm (kernels/cpu/norm.h), dtensor's own schema with mean and rstd recomputed from the input
+// (layer_norm saves none); and ATen's native_layer_norm_backward and native_group_norm_backward, from
+// the mean and rstd their forward ops return. Rules: ops/norm/rules.cc.
 #include "kernels/cpu/norm.h"
 
 #include "ops/common/backward_defs.h"
@@ -15,7 +14,7 @@ void define_norm_backward_ops(Registry& reg) {
       "layer_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor? weight=None, float eps=1e-05) -> (Tensor grad_input, Tensor grad_weight, Tensor grad_bias)",
       "norm");
   op.cost = cost(CostClass::kNormalization, Keeps::kNothing);
-  op.aten.not_aten = "dtensor's layer_norm backward; ATen's native_layer_norm_backward runs as torch's decomposition";
+  op.aten.not_aten = "dtensor's layer_norm backward (ATen's is native_layer_norm_backward, a registered op too)";
   op.no_backward = kNoDoubleBackward;
   op.meta = [](const OpCall& c) {
     check_floating(c, 0, "grad_out");

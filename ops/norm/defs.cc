@@ -30,6 +30,21 @@ std::optional<Tensor> opt(const std::vector<Tensor>& in, const OpCall& c, const 
   return in[c.tensor_index(name)];
 }
 
+// The row statistics native_layer_norm and native_group_norm return, in double over `dims` of xd
+// (`count` elements a row): mean, x - mean and 1 / sqrt(biased var + eps).
+struct RowStats {
+  Tensor mean, centered, rstd;
+};
+
+RowStats row_stats(const Tensor& xd, const std::vector<int64_t>& dims, double count, double eps) {
+  RowStats s;
+  s.mean = kernels::div(kernels::sum(xd, dims, true), count);
+  s.centered = kernels::sub(xd, s.mean);
+  const Tensor var = kernels::div(kernels::sum(kernels::mul(s.centered, s.centered), dims, true), count);
+  s.rstd = kernels::pow(kernels::add(var, eps), -0.5);
+  return s;
+}
+
 }  // namespace
 
 Shape normalized_shape_arg(const OpCall& c, int input) {
@@ -89,8 +104,8 @@ void define_norm_ops(Registry& reg) {
   {
     // ATen's native_layer_norm (what dispatch sees for nn.LayerNorm): layer_norm's output with the
     // mean and 1 / sqrt(biased var + eps) of each row, [leading dims, 1 per normalized dim], in
-    // the input's dtype (as ATen's CPU kernel returns them). Its backward is layer_norm's
-    // (ops/norm/backward.cc); ATen's native_layer_norm_backward runs as torch's decomposition.
+    // the input's dtype (as ATen's CPU kernel returns them). Its backward is ATen's
+    // native_layer_norm_backward (ops/norm/backward_defs.cc) over them.
     OpDef& op = reg.define(
         "native_layer_norm(Tensor input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> "
         "(Tensor out, Tensor mean, Tensor rstd)",
@@ -112,14 +127,10 @@ void define_norm_ops(Registry& reg) {
       std::vector<int64_t> dims;
       for (int64_t d = x.dim() - static_cast<int64_t>(ns.size()); d < x.dim(); ++d) dims.push_back(d);
       const double count = static_cast<double>(numel(Shape(ns.begin(), ns.end())));
-      const Tensor xd = x.to(DType::kFloat64);
-      const Tensor mean = kernels::div(kernels::sum(xd, dims, true), count);
-      const Tensor centered = kernels::sub(xd, mean);
-      const Tensor var = kernels::div(kernels::sum(kernels::mul(centered, centered), dims, true), count);
-      const Tensor rstd = kernels::pow(kernels::add(var, eps), -0.5);
+      const RowStats s = row_stats(x.to(DType::kFloat64), dims, count, eps);
       return std::vector<Tensor>{
           kernels::layer_norm(x, Shape(ns.begin(), ns.end()), opt(in, c, "weight"), opt(in, c, "bias"), eps),
-          mean.to(x.dtype()), rstd.to(x.dtype())};
+          s.mean.to(x.dtype()), s.rstd.to(x.dtype())};
     };
     op.samples = [] {
       return std::vector<Sample>{sample({{6, 5, 4}, {4}, {4}}, {T(0), L({4}), T(1), T(2), V(1e-5)}),
@@ -131,8 +142,8 @@ void define_norm_ops(Registry& reg) {
     // of C / group channels) with weight and bias per channel; returns the output, and the mean and
     // rstd [N, group] in the input's dtype. N, C and HxW restate input's shape (checked); the kernel
     // reads a block's own N (the rules shard N only), so the bridge runs it rather than ATen on a
-    // block with the global N. Its C++ backward is ops/norm/backward.cc's; ATen's
-    // native_group_norm_backward runs as torch's decomposition.
+    // block with the global N. Its backward op is ATen's native_group_norm_backward
+    // (ops/norm/backward_defs.cc); the C++ autograd formula is ops/norm/backward.cc's.
     OpDef& op = reg.define(
         "native_group_norm(Tensor input, Tensor? weight, Tensor? bias, int N, int C, int HxW, int group, float eps) -> "
         "(Tensor out, Tensor mean, Tensor rstd)",
@@ -160,21 +171,17 @@ void define_norm_ops(Registry& reg) {
       const Tensor& x = in[0];
       const int64_t n = x.size(0), ch = x.size(1), g = c.get_int("group");
       const int64_t k = n * ch == 0 ? 0 : x.numel() / n / g;  // elements per (sample, group)
-      const Tensor xd = x.to(DType::kFloat64).reshape({n, g, k});
-      const Tensor mean = kernels::div(kernels::sum(xd, {2}, true), static_cast<double>(k));
-      const Tensor centered = kernels::sub(xd, mean);
-      const Tensor squares = kernels::sum(kernels::mul(centered, centered), {2}, true);
-      const Tensor var = kernels::div(squares, static_cast<double>(k));
-      const Tensor rstd = kernels::pow(kernels::add(var, c.get_double("eps")), -0.5);
-      Tensor y = kernels::mul(centered, rstd).reshape({n, ch, k * g / std::max<int64_t>(ch, 1)});
+      const RowStats s = row_stats(x.to(DType::kFloat64).reshape({n, g, k}), {2}, static_cast<double>(k),
+                                   c.get_double("eps"));
+      Tensor y = kernels::mul(s.centered, s.rstd).reshape({n, ch, k * g / std::max<int64_t>(ch, 1)});
       for (const char* name : {"weight", "bias"}) {
         const std::optional<Tensor> p = opt(in, c, name);
         if (!p) continue;
         const Tensor col = p->to(DType::kFloat64).reshape({ch, 1});
         y = std::string(name) == "weight" ? kernels::mul(y, col) : kernels::add(y, col);
       }
-      return std::vector<Tensor>{y.reshape(x.sizes()).to(x.dtype()), mean.reshape({n, g}).to(x.dtype()),
-                                 rstd.reshape({n, g}).to(x.dtype())};
+      return std::vector<Tensor>{y.reshape(x.sizes()).to(x.dtype()), s.mean.reshape({n, g}).to(x.dtype()),
+                                 s.rstd.reshape({n, g}).to(x.dtype())};
     };
     op.samples = [] {
       return std::vector<Sample>{

@@ -475,6 +475,9 @@ struct OpEntry {
   // `x - 1`) sends the call to `fallback`, the Python handler, which makes it a 0-d tensor.
   std::vector<int> tensor_slots;
   nb::object fallback;
+  // Keyword arguments of the ATen overload that dtensor's op lacks (sum's dtype, round's
+  // decimals): a call passing one (not None) goes to `fallback` too, which casts or decomposes.
+  std::vector<std::string> python_kwargs;
 };
 
 PyObject* g_resolve = nullptr;  // torch_bridge._native_entry, set by set_types()
@@ -499,6 +502,7 @@ const OpEntry& op_entry(nb::handle func) {
     e.local_size = nb::cast<bool>(r[4]);
     e.tensor_slots = nb::cast<std::vector<int>>(r[5]);
     e.fallback = r[6];
+    e.python_kwargs = nb::cast<std::vector<std::string>>(r[7]);
   } else {
     e.handler = r;
   }
@@ -588,6 +592,10 @@ nb::object torch_dispatch(nb::handle /*cls*/, nb::handle func, nb::handle /*type
     if (i >= static_cast<int>(nb::len(a))) break;
     PyObject* v = PySequence_Fast_GET_ITEM(a.ptr(), i);
     if (PyLong_Check(v) || PyFloat_Check(v)) return e.fallback(func, a, kw);
+  }
+  for (const std::string& k : e.python_kwargs) {
+    PyObject* v = PyDict_GetItemString(kw.ptr(), k.c_str());  // borrowed
+    if (v != nullptr && v != Py_None) return e.fallback(func, a, kw);
   }
   nb::object kept;  // the engine's args where the ATen op has more (softmax's half_to_float)
   if (e.keep >= 0) {

@@ -18,6 +18,8 @@ import math
 import threading
 
 import torch
+import torch.utils._mode_utils
+from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.autograd import Function
 
 from . import _dtensor, _native_from_local, _placements_or_replicate
@@ -406,7 +408,9 @@ def _engine(name, adapt=None, localize=None, local_func=None):
             return outs[0] if len(outs) == 1 else tuple(outs)
         largs, lkw = plan.local_args(args, kwargs)
         if given is not args:
-            largs = [g if _is_number(g) else a for g, a in zip(given, largs)] + list(largs[len(given):])
+            # The number back as a number (fmod.Scalar takes no tensor), with this rank's value of
+            # its 0-d tensor: a rule may have made it Partial (add(P, 1) as P(sum): 1 on one rank only).
+            largs = [a.item() if _is_number(g) else a for g, a in zip(given, largs)] + list(largs[len(given):])
         if localize is not None:
             largs, lkw = localize(largs, lkw, plan)
         return plan.wrap((local_func or func)(*largs, **lkw))
@@ -1075,6 +1079,27 @@ def _in_place(out_of_place):
     return handler
 
 
+def _in_place_view(out_of_place):
+    """x.squeeze_(0), x.t_(), ... (ATen ops tagged inplace_view, e.g. from matmul's 1-d cases): x
+    becomes the view, block and spec, and the wrapper's own sizes follow (the op run on the wrapper's
+    metadata alone, as torch's return_and_correct_aliasing does); copying the view back into x, as
+    for add_, would keep x's old shape."""
+    def handler(func, args, kwargs):
+        x = args[0]
+        r = _dispatch_on(out_of_place, args, kwargs)
+        x._local, x._spec = r._local, r._spec
+        with torch.utils._mode_utils.no_dispatch():
+            meta = torch._C._meta_in_tls_dispatch_include()
+            torch._C._set_meta_in_tls_dispatch_include(True)
+            try:
+                func(*args, **kwargs)
+            finally:
+                torch._C._set_meta_in_tls_dispatch_include(meta)
+        return x
+
+    return handler
+
+
 def _dispatch_on(func, args, kwargs):
     handler = _handlers.get(func)
     if handler is None:
@@ -1085,9 +1110,14 @@ def _dispatch_on(func, args, kwargs):
 def _decomposed(qualified, decomp):
     def handler(func, args, kwargs):
         try:
-            return decomp(*args, **kwargs)
+            out = decomp(*args, **kwargs)
         except UnsupportedOpError as e:
             raise UnsupportedOpError(f"bridge: {qualified}, run as torch's decomposition: {e}") from e
+        if out is NotImplemented:  # torch's decomposition declines these arguments
+            shapes = [(tuple(a.shape), a._spec.placements) for a in args if type(a) is DTensor]
+            raise UnsupportedOpError(f"bridge: {qualified} has no sharding rule in dtensor and torch's decomposition "
+                                     f"does not take these arguments (inputs: {shapes})")
+        return out
 
     return handler
 
@@ -1119,6 +1149,48 @@ def _on_aligned_blocks(otherwise):
         return _like(out, first)
 
     return handler
+
+
+def _pointwise_on_blocks(func, args, kwargs):
+    """An ATen op tagged pointwise that dtensor has no op for (special functions, polygamma, ...):
+    torch's kernel on the blocks, laid out by the pointwise rule: the output takes the placements of
+    the first bridge argument of its shape (Partial as Replicate: a pointwise function of a sum is
+    not the sum of the function), and each tensor argument is moved to match it, a dim it broadcasts
+    along replicated. Plain tensors with dims of their own make every argument replicated."""
+    if any(not r.type.isSubtypeOf(torch._C.TensorType.get()) for r in func._schema.returns):
+        # A Python value (is_nonzero, equal): the whole tensor's, not a block's.
+        return _replicated(func, args, kwargs)
+    flat, tree = tree_flatten((args, kwargs))
+    tensors = [v for v in flat if isinstance(v, torch.Tensor)]
+    first = next(v for v in tensors if isinstance(v, DTensor))
+    shape = tuple(torch.broadcast_shapes(*[t.shape for t in tensors]))
+    lead = next((v for v in tensors if isinstance(v, DTensor) and tuple(v.shape) == shape), None)
+    if lead is None or any(not isinstance(v, DTensor) and v.dim() > 0 for v in tensors):
+        target = [Replicate()] * len(first._spec.placements)
+    else:
+        target = [Replicate() if p.is_partial() else p for p in lead._spec.placements]
+
+    def placed(t):
+        out = []
+        for p in target:
+            d = p.dim - (len(shape) - t.dim()) if p.is_shard() else -1
+            out.append(Shard(d) if d >= 0 and t.shape[d] == shape[p.dim] else Replicate())
+        return out
+
+    blocks = []
+    for v in flat:
+        if isinstance(v, DTensor):
+            want = placed(v)
+            v = (v if list(v._spec.placements) == want else _moved(v, want))._local
+        blocks.append(v)
+    bargs, bkwargs = tree_unflatten(blocks, tree)
+    out = func(*bargs, **bkwargs)
+
+    def wrap(block):
+        spec = first._spec.with_(list(target), list(shape), _dtype_name(block.dtype))
+        return DTensor(block, spec, first._mesh)
+
+    return tuple(wrap(o) for o in out) if isinstance(out, (tuple, list)) else wrap(out)
 
 
 def _unsupported(qualified):
@@ -1290,6 +1362,14 @@ _SPECIAL = {
 }
 
 
+# Single overloads run as other ATen ops: max(x) and min(x), the whole tensor's, are amax and amin
+# over every dim (both propagate NaN, both refuse an empty tensor).
+_OVERLOADS = {
+    "max.default": lambda func, args, kwargs: aten.amax.default(args[0], list(range(args[0].dim()))),
+    "min.default": lambda func, args, kwargs: aten.amin.default(args[0], list(range(args[0].dim()))),
+}
+
+
 def _native_entry(func):
     """What the native __torch_dispatch__ keeps for one OpOverload (asked once per overload): an
     engine op whose adaptation is data as (registered name, layout-dependent kernel?, the callable
@@ -1307,7 +1387,7 @@ def _native_entry(func):
     # OpOverload.__call__ is a Python frame around `_op` (the C++ callable) unless a Python
     # dispatcher is attached to the overload.
     call = op._op if getattr(op, "_pyobj_dispatcher", None) is None and hasattr(op, "_op") else op
-    return name, dtensor_kernel, call, keep, local_size, slots, fallback
+    return name, dtensor_kernel, call, keep, local_size, slots, fallback, getattr(handler, "python_kwargs", [])
 
 
 _b.set_types(DTensor, torch.Tensor, torch.dtype, _native_entry)
@@ -1343,6 +1423,8 @@ def _resolve(func):
         return _unsupported(qualified)
     if base in _SPECIAL:
         return _SPECIAL[base]
+    if f"{base}.{overload}" in _OVERLOADS:
+        return _OVERLOADS[f"{base}.{overload}"]
     if base.startswith("_foreach_"):
         op = base[len("_foreach_"):]
         in_place = op.endswith("_")
@@ -1354,17 +1436,30 @@ def _resolve(func):
     names = _registry()
     dotted = base if overload == "default" else f"{base}.{overload}"
     if dotted in names:
-        return _engine(dotted)
+        return _keywords_ours_lacks(func, dotted, _engine(dotted))
     if base in names and _takes_tensors_where_aten_does(func, base):
-        return _engine(base)
+        return _keywords_ours_lacks(func, base, _engine(base))
     if base.endswith("_") and not base.endswith("__"):
         packet = getattr(aten, base[:-1], None)
         if packet is not None and overload in packet.overloads():
+            if torch.Tag.inplace_view in func.tags:
+                return _in_place_view(getattr(packet, overload))
             if torch.Tag.pointwise in func.tags and torch.Tag.nondeterministic_seeded not in func.tags:
                 return _on_aligned_blocks(_in_place(getattr(packet, overload)))
             return _in_place(getattr(packet, overload))
-    # Any other ATen op by torch's own decomposition into ops the bridge runs (cached per overload
-    # by the caller); the error names the op and the piece that failed.
+    return _without_rule(func, base, qualified)
+
+
+def _without_rule(func, base, qualified):
+    """The handler of an ATen op no dtensor op takes: a pointwise one on the blocks, one ATen
+    implements by other ops (CompositeImplicitAutograd: movedim, narrow, tensor_split, ... when a
+    decomposition calls them) by that implementation, any other by torch's own decomposition into
+    ops the bridge runs (cached per overload by the caller); else an error naming the op."""
+    if torch.Tag.pointwise in func.tags and torch.Tag.nondeterministic_seeded not in func.tags and (
+            not base.endswith("_")):
+        return _pointwise_on_blocks
+    if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), torch._C.DispatchKey.CompositeImplicitAutograd):
+        return lambda func, args, kwargs: func.decompose(*args, **kwargs)
     from torch._decomp import decomposition_table
 
     decomp = decomposition_table.get(func)
@@ -1375,6 +1470,38 @@ def _resolve(func):
     return _unsupported(qualified)
 
 
+def _keywords_ours_lacks(func, name, handler):
+    """`handler` (the registered op `name`'s) for calls that pass only arguments dtensor's op has;
+    a call passing a keyword argument of the ATen overload that the op lacks (not None) runs as:
+    `dtype` (sum, mean): the input cast to it first, torch's documented meaning; `stable` (sort):
+    dropped, dtensor's sort is stable; anything else (round's decimals, sdpa's enable_gqa): as an
+    op without a rule (_without_rule), whose error names the op."""
+    ours = {a[0] for a in _schemas().get(name, [])}
+    extra = [a.name for a in func._schema.arguments if a.kwarg_only and not a.is_out and a.name not in ours]
+    if not extra:
+        return handler
+    namespace, base = func._schema.name.split("::", 1)
+    otherwise = _without_rule(func, base, f"{namespace}.{base}.{func._overloadname} with "
+                              f"{'/'.join(extra)} (dtensor's {name} takes no such argument)")
+
+    def guarded(func, args, kwargs):
+        passed = [k for k in extra if kwargs.get(k) is not None]
+        if not passed:
+            return handler(func, args, kwargs)
+        if set(passed) <= {"dtype", "stable"}:
+            rest = {k: v for k, v in kwargs.items() if k not in passed}
+            if "dtype" in passed and isinstance(args[0], DTensor):
+                args = (aten._to_copy.default(args[0], dtype=kwargs["dtype"]), *args[1:])
+            return handler(func, args, rest)
+        return otherwise(func, args, kwargs)
+
+    guarded.python_kwargs = extra
+    native = getattr(handler, "native", None)
+    if native is not None:
+        guarded.native = native[:6] + (guarded,)
+    return guarded
+
+
 def _takes_tensors_where_aten_does(func, name):
     """Whether the registered op `name` can take this overload's arguments: every ATen Tensor argument
     lands on a Tensor of ours (clamp.Tensor's tensor bounds cannot go to dtensor's clamp, whose
@@ -1383,6 +1510,8 @@ def _takes_tensors_where_aten_does(func, name):
     ours = _schemas().get(name, [])
     for arg, (_, typ, *_rest) in zip(func._schema.arguments, ours):
         if "Tensor" in str(arg.type) and "Tensor" not in typ:
+            return False
+        if "Device" in str(arg.type):  # to.device(x, device, dtype): ours is to(x, dtype)
             return False
     return True
 

@@ -95,11 +95,15 @@ fi
 stage_done "sanitizers"
 # The Python package's tests (tests/python, pytest): each test counts as one; -rs lists skip reasons.
 py_log=$(mktemp)
+coverage_lines=()
 if bazel build //python/... >/dev/null 2>&1; then
   "${DTENSOR_PYTHON:-python3}" -m pytest -q -rs -p no:cacheprovider tests/python 2>&1 | tee "$py_log"
   py_rc=${PIPESTATUS[0]}
   before=$failed
   add_counts "$(python3 scripts/test_counts.py pytest "$py_log")"
+  # The op_db and Core ATen coverage lines (tests/python/test_opdb.py, test_core_aten.py), repeated
+  # in the closing summary.
+  mapfile -t coverage_lines < <(grep -E "^(op_db (forward|backward):|Core ATen:)" "$py_log")
   if [ "$py_rc" -ne 0 ]; then
     rc=1
     [ "$failed" -eq "$before" ] && failed=$((failed + 1))
@@ -112,5 +116,6 @@ rm -f "$py_log"
 stage_done "python"
 echo "stage times: $(IFS=';'; echo "${stages[*]}" | sed 's/;/; /g')"
 for line in "${skip_lines[@]}"; do echo "$line"; done
+for line in "${coverage_lines[@]}"; do echo "$line"; done
 echo "tests: ${passed} passed, ${failed} failed, ${skipped} skipped"
 exit "$rc"

@@ -1,0 +1,417 @@
+# The whole of PyTorch's op_db through DTensors: every OpInfo entry's samples, forward and backward,
+# run by torch on one device (the reference) and on DTensors laid out over a mesh with seeded random
+# placements, the op called as a PyTorch user calls it (entry.op on DTensor arguments, torch autograd
+# for the gradients). One module for both engines: dtensor's bridge (`BridgeEngine`, thread ranks of
+# this process) and PyTorch DTensor (`TorchEngine`, Gloo process ranks, bench/opdb_vs_torch_dtensor.py),
+# so both see the same samples, placements and Partial pieces.
+#
+# Placements per tensor argument and mesh dim: Replicate, Shard(d) (uneven chunks included, the same
+# tensor dim may be sharded on both mesh dims) or, for floating and int64 tensors, Partial sum / avg /
+# max / min with random pieces: for sum, pieces of both signs that add up to the value; for avg,
+# pieces whose mean is the value; for max (min), the value on one random rank per element and lower
+# (higher) values elsewhere. A floating tensor given a Partial placement is first rounded to a grid
+# (2^-20 for float64, 2^-10 for float32) on which the pieces and their sums are exact in any order,
+# and the reference runs on those rounded values too, so a rule that wrongly passes Partial through
+# a nonlinear op shows as a mismatch and a correct one cannot show rounding noise.
+import dataclasses
+import random
+import time
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+MAX_SAMPLES = 3  # per entry: the first samples of sample_inputs (they cover the common call forms)
+FLOAT_RTOL, FLOAT_ATOL = 1e-7, 1e-9  # float64; float32 gets 1e-4 / 1e-5
+GRID = {torch.float64: 2.0 ** -20, torch.float32: 2.0 ** -10}
+GRID_LIMIT = {torch.float64: 2.0 ** 30, torch.float32: 2.0 ** 12}  # |x| below it: exact on the grid
+
+
+def entries():
+    from torch.testing._internal.common_methods_invocations import op_db
+    return list(op_db)
+
+
+def pick_dtype(entry):
+    """float64 where the entry's CPU kernels take it (exact enough to compare tightly), else
+    float32, int64 or bool; None when none of them."""
+    ds = entry.supported_dtypes("cpu")
+    for d in (torch.float64, torch.float32, torch.int64, torch.bool):
+        if d in ds:
+            return d
+    return None
+
+
+@dataclasses.dataclass
+class Layout:
+    """One tensor argument's placements, as ("R",), ("S", dim) or ("P", op) per mesh dim, and the
+    seed of its Partial pieces."""
+    placements: list
+    seed: int
+
+
+def choose_layout(t, rng, mesh_ndim):
+    kinds = [("R",)] + [("S", d) for d in range(t.dim()) if t.shape[d] >= 1]
+    finite = t.is_floating_point() and t.numel() > 0 and bool(torch.isfinite(t).all()) and \
+        float(t.abs().max()) < GRID_LIMIT.get(t.dtype, 0)
+    if finite:
+        kinds += [("P", "sum"), ("P", "avg"), ("P", "max"), ("P", "min")]
+    elif t.dtype == torch.int64 and t.numel() > 0 and int(t.abs().max()) < 2 ** 40:
+        kinds += [("P", "sum"), ("P", "max"), ("P", "min")]
+    placements = []
+    for _ in range(mesh_ndim):
+        p = rng.choice(kinds)
+        if p[0] == "P":  # one reduce op per tensor (DESIGN §2; PyTorch DTensor's order would be ambiguous)
+            p = next((q for q in placements if q[0] == "P"), p)
+        placements.append(p)
+    return Layout(placements, rng.randrange(2 ** 31))
+
+
+def round_for_partial(t, layout):
+    if any(p[0] == "P" for p in layout.placements) and t.is_floating_point():
+        g = GRID[t.dtype]
+        return torch.round(t / g) * g
+    return t
+
+
+def _pieces(v, op, n, gen):
+    """n pieces that reduce to v with op, exact on the grid."""
+    def noise():
+        if v.is_floating_point():
+            g = GRID[v.dtype]
+            return torch.round((torch.rand(v.shape, generator=gen, dtype=torch.float64) * 8 - 4) / g).to(v.dtype) * g
+        return torch.randint(-50, 50, v.shape, generator=gen, dtype=v.dtype)
+
+    r = [noise() for _ in range(n - 1)]
+    if op == "sum":
+        return r + [v - sum(r, torch.zeros_like(v))]
+    if op == "avg":
+        return [v + x for x in r] + [v - sum(r, torch.zeros_like(v))]
+    step = GRID[v.dtype] if v.is_floating_point() else 1
+    holder = torch.randint(0, n, v.shape, generator=gen)  # the rank that holds v, per element
+    return [torch.where(holder == k, v, v - (noise().abs() + step) if op == "max" else v + (noise().abs() + step))
+            for k in range(n)]
+
+
+def local_block(t, layout, mesh_shape, coord):
+    """This mesh coordinate's block of t under the layout: the Partial pieces (mesh dims in order),
+    then torch.chunk along each sharded dim (mesh dims in order), as DTensor lays it out."""
+    gen = torch.Generator().manual_seed(layout.seed)
+    v = t
+    for i, p in enumerate(layout.placements):
+        if p[0] == "P":
+            v = _pieces(v, p[1], mesh_shape[i], gen)[coord[i]]
+    for i, p in enumerate(layout.placements):
+        if p[0] == "S":
+            chunks = torch.chunk(v, mesh_shape[i], p[1])
+            v = chunks[coord[i]] if coord[i] < len(chunks) else v.narrow(p[1], v.shape[p[1]], 0)
+    return v.contiguous()
+
+
+@dataclasses.dataclass
+class Case:
+    """One sample ready for both sides: the flat argument list (tensors rounded as placed), the
+    pytree spec of (args, kwargs), each tensor's layout, and the reference results."""
+    entry: str
+    index: int
+    dtype: torch.dtype
+    flat: list
+    spec: object
+    layouts: dict            # flat index -> Layout
+    grad_inputs: list        # flat indices of the floating tensors gradients are taken for
+    out: object = None       # reference outputs (flat list of tensors / values)
+    grads: object = None     # reference gradients, by grad_inputs; None: no backward compared
+    weights: object = None   # one weight tensor per floating output, for the backward's loss
+    skip: str = ""           # why this sample is not compared
+
+
+def _flat_outputs(out):
+    leaves, _ = tree_flatten(out)
+    return leaves
+
+
+def _loss(outs, weights):
+    total = None
+    for o, w in zip(outs, weights):
+        if w is None:
+            continue
+        term = (o * w).sum()
+        total = term if total is None else total + term
+    return total
+
+
+def make_cases(entry, mesh_ndim=2, seed=0):
+    """The compared samples of one entry; a Case with `skip` set says why one is not compared."""
+    dtype = pick_dtype(entry)
+    if dtype is None:
+        return [Case(entry.name, 0, None, [], None, {}, [], skip="no float64/float32/int64/bool CPU kernel")]
+    torch.manual_seed(seed)
+    try:
+        samples = list(entry.sample_inputs("cpu", dtype, requires_grad=False))[:MAX_SAMPLES]
+    except Exception as e:  # noqa: BLE001 - torch's own sample generator
+        return [Case(entry.name, 0, dtype, [], None, {}, [], skip=f"sample_inputs raised {type(e).__name__}")]
+    cases = []
+    rng = random.Random(f"{entry.name}/{entry.variant_test_name}/{seed}")
+    for k, s in enumerate(samples):
+        flat, spec = tree_flatten(((s.input, *s.args), dict(s.kwargs)))
+        case = Case(entry.name, k, dtype, flat, spec, {}, [])
+        cases.append(case)
+        tensors = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
+        if not tensors:
+            case.skip = "no tensor argument"
+            continue
+        if any(flat[i].layout != torch.strided for i in tensors):
+            case.skip = "sparse layout"
+            continue
+        for i in tensors:
+            lay = choose_layout(flat[i], rng, mesh_ndim)
+            case.layouts[i] = lay
+            flat[i] = round_for_partial(flat[i].detach().clone(), lay)
+        (args, kwargs) = tree_unflatten(flat, spec)
+        try:
+            torch.manual_seed(1)
+            out = entry.op(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001
+            case.skip = f"torch raised {type(e).__name__}"
+            continue
+        outs = _flat_outputs(out)
+        if not any(isinstance(o, torch.Tensor) for o in outs):
+            case.skip = "no tensor output"
+            continue
+        if any(o.layout != torch.strided for o in outs if isinstance(o, torch.Tensor)):
+            case.skip = "sparse layout"
+            continue
+        try:
+            random_op = _is_random(entry, flat, spec)
+        except Exception as e:  # noqa: BLE001
+            case.skip = f"torch raised {type(e).__name__} on a second call"
+            continue
+        if random_op:
+            case.skip = "random: draws from torch's generator"
+            continue
+        case.out = [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outs]
+        if entry.supports_autograd and dtype.is_floating_point:
+            case.grad_inputs = [i for i in tensors if flat[i].is_floating_point()]
+            wgen = torch.Generator().manual_seed(k + 7)
+            case.weights = [torch.rand(o.shape, generator=wgen, dtype=o.dtype) * 4 - 2
+                            if isinstance(o, torch.Tensor) and o.is_floating_point() else None for o in outs]
+            case.grads = _reference_grads(entry, case)
+    return cases
+
+
+def _is_random(entry, flat, spec):
+    """Whether the op draws random numbers (an ATen op tagged nondeterministic_seeded runs): its
+    values come from torch's mt19937 stream (OpInfo's random entries reseed it, wrapper_set_seed),
+    not comparable with a DTensor engine's (dtensor draws Philox; tests/python/test_random_ops.py
+    checks those)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        random = False
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if torch.Tag.nondeterministic_seeded in func.tags:
+                Seen.random = True
+            return func(*args, **(kwargs or {}))
+
+    args, kwargs = tree_unflatten([v.clone() if isinstance(v, torch.Tensor) else v for v in flat], spec)
+    # A reseeding wrapper (wrapper_set_seed) marks the sample random even when it draws nothing:
+    # rank threads must not call torch.manual_seed at once (torch's generator lock and the GIL
+    # deadlock there).
+    seed, reseeded = torch.manual_seed, []
+    torch.manual_seed = lambda s: (reseeded.append(s), seed(s))[1]
+    try:
+        with Seen():
+            entry.op(*args, **kwargs)
+    finally:
+        torch.manual_seed = seed
+    return Seen.random or bool(reseeded)
+
+
+def _reference_grads(entry, case):
+    flat = [v.detach().clone().requires_grad_() if i in case.grad_inputs else v for i, v in enumerate(case.flat)]
+    args, kwargs = tree_unflatten(flat, case.spec)
+    try:
+        outs = _flat_outputs(entry.op(*args, **kwargs))
+        loss = _loss(outs, case.weights)
+        if loss is None or not loss.requires_grad:
+            return None
+        grads = torch.autograd.grad(loss, [flat[i] for i in case.grad_inputs], allow_unused=True)
+    except Exception:  # noqa: BLE001 - torch does not differentiate this sample
+        return None
+    return [None if g is None else g.detach() for g in grads]
+
+
+# Entries whose outputs are uninitialized memory: shapes and dtypes compared, not values.
+UNINITIALIZED = {"empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided"}
+
+
+def close(got, want, values=True):
+    """None when got equals want (values, shape, dtype; NaN positions), else what differs."""
+    if not isinstance(want, torch.Tensor):
+        if isinstance(got, torch.Tensor) and got.dim() == 0:
+            got = got.item()
+        return None if got == want or (got != got and want != want) else f"{got!r} != {want!r}"
+    if not isinstance(got, torch.Tensor):
+        return f"got {type(got).__name__}, want a tensor"
+    if got.shape != want.shape:
+        return f"shape {tuple(got.shape)} != {tuple(want.shape)}"
+    if got.dtype != want.dtype:
+        return f"dtype {got.dtype} != {want.dtype}"
+    if not values:
+        return None
+    rtol, atol = (FLOAT_RTOL, FLOAT_ATOL) if want.dtype == torch.float64 else (1e-4, 1e-5)
+    try:
+        torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    except AssertionError as e:
+        return str(e).splitlines()[-1][:200] if str(e) else "values differ"
+    return None
+
+
+class BridgeEngine:
+    """dtensor's bridge on a mesh of thread ranks of this process."""
+    name = "dtensor"
+
+    def __init__(self, mesh_shape=(2, 2)):
+        import dtensor
+        from dtensor import bridge
+        self.dtensor, self.bridge, self.mesh_shape = dtensor, bridge, tuple(mesh_shape)
+
+    def placement(self, p):
+        d = self.dtensor
+        return d.Replicate() if p[0] == "R" else d.Shard(p[1]) if p[0] == "S" else d.Partial(p[1])
+
+    def run(self, entry, case):
+        """(forward problem or None, backward problem or None; "error: ..." when the DTensor run raised)."""
+        n = 1
+        for s in self.mesh_shape:
+            n *= s
+
+        def fn(world):
+            mesh = self.dtensor.init_device_mesh("cpu", self.mesh_shape)
+            coord = mesh.get_coordinate()
+            flat = list(case.flat)
+            for i, lay in case.layouts.items():
+                local = local_block(case.flat[i], lay, self.mesh_shape, coord)
+                flat[i] = self.bridge.from_local(local, mesh, [self.placement(p) for p in lay.placements],
+                                                 shape=case.flat[i].shape)
+                if case.grads is not None and i in case.grad_inputs:
+                    flat[i].requires_grad_()
+            return compare_on_rank(entry, case, flat, lambda t: t.full_tensor() if hasattr(t, "full_tensor") else t,
+                                   lambda w: self.bridge.distribute(w, mesh))
+
+        results = self.dtensor.run_threads(n, fn)
+        return results[0]
+
+
+class TorchEngine:
+    """PyTorch DTensor (torch.distributed.tensor) on this process's rank of a Gloo job of
+    prod(mesh_shape) processes (bench/opdb_vs_torch_dtensor.py starts them; every rank makes the
+    same cases, which are seeded)."""
+    name = "PyTorch DTensor"
+
+    def __init__(self, mesh_shape=(2, 2)):
+        from torch.distributed.device_mesh import init_device_mesh
+        self.mesh_shape = tuple(mesh_shape)
+        self.mesh = init_device_mesh("cpu", self.mesh_shape)
+
+    def placement(self, p):
+        from torch.distributed.tensor import Partial, Replicate, Shard
+        return Replicate() if p[0] == "R" else Shard(p[1]) if p[0] == "S" else Partial(p[1])
+
+    def run(self, entry, case):
+        from torch.distributed.tensor import DTensor, Replicate, distribute_tensor
+        coord = self.mesh.get_coordinate()
+        flat = list(case.flat)
+        for i, lay in case.layouts.items():
+            t = case.flat[i]
+            local = local_block(t, lay, self.mesh_shape, coord)
+            flat[i] = DTensor.from_local(local, self.mesh, [self.placement(p) for p in lay.placements],
+                                         run_check=False, shape=t.shape, stride=t.stride())
+            if case.grads is not None and i in case.grad_inputs:
+                flat[i] = flat[i].detach().requires_grad_()
+        return compare_on_rank(entry, case, flat, lambda t: t.full_tensor() if isinstance(t, DTensor) else t,
+                               lambda w: distribute_tensor(w, self.mesh, [Replicate()] * len(self.mesh_shape)))
+
+
+def compare_on_rank(entry, case, flat, full, distribute_weight):
+    """Run the op on this rank's DTensor arguments; compare outputs (and gradients) with the case's."""
+    args, kwargs = tree_unflatten(flat, case.spec)
+    try:
+        outs = _flat_outputs(entry.op(*args, **kwargs))
+        got = [full(o) for o in outs]
+    except Exception as e:  # noqa: BLE001
+        return f"error: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}", None
+    if len(got) != len(case.out):
+        return f"{len(got)} outputs, torch gives {len(case.out)}", None
+    values = entry.name not in UNINITIALIZED
+    fwd = next((f"output {j}: {p}" for j, (g, w) in enumerate(zip(got, case.out)) if (p := close(g, w, values))), None)
+    if case.grads is None or fwd is not None:
+        return fwd, None
+    try:
+        weights = [None if w is None else distribute_weight(w) for w in case.weights]
+        loss = _loss(outs, weights)
+        leaves = [flat[i] for i in case.grad_inputs]
+        grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+        grads = [None if g is None else full(g) for g in grads]
+    except Exception as e:  # noqa: BLE001
+        return None, f"error: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+    for j, (g, w) in enumerate(zip(grads, case.grads)):
+        if w is None and g is None:
+            continue
+        if w is None:
+            w = torch.zeros_like(g)
+        if g is None:
+            g = torch.zeros_like(w)
+        if (p := close(g, w)):
+            return None, f"grad {j}: {p}"
+    return None, None
+
+
+def run_entry(engine, entry, mesh_ndim=2):
+    """[(case, forward status, backward status, detail)] for one entry; status: pass / mismatch /
+    error / not compared."""
+    rows = []
+    for case in make_cases(entry, mesh_ndim):
+        if case.skip:
+            rows.append((case, "not compared", "not compared", case.skip))
+            continue
+        fwd, bwd = engine.run(entry, case)
+        fs = "pass" if fwd is None else ("error" if fwd.startswith("error") else "mismatch")
+        if case.grads is None:
+            bs = "not compared"
+        elif fwd is not None:
+            bs = fs
+        else:
+            bs = "pass" if bwd is None else ("error" if bwd.startswith("error") else "mismatch")
+        rows.append((case, fs, bs, fwd or bwd or ""))
+    return rows
+
+
+def entry_status(rows, which):
+    """An entry passes when at least one sample was compared and none failed."""
+    col = 1 if which == "forward" else 2
+    st = [r[col] for r in rows]
+    if any(s in ("error", "mismatch") for s in st):
+        return "error" if all(s != "mismatch" for s in st) else "mismatch"
+    return "pass" if "pass" in st else "not compared"
+
+
+if __name__ == "__main__":
+    import sys
+    import collections
+    eng = BridgeEngine()
+    want = set(sys.argv[1:])
+    tot = collections.Counter()
+    t0 = time.time()
+    for e in entries():
+        full_name = e.name + ("." + e.variant_test_name if e.variant_test_name else "")
+        if want and e.name not in want and full_name not in want:
+            continue
+        t = time.time()
+        rows = run_entry(eng, e)
+        f, b = entry_status(rows, "forward"), entry_status(rows, "backward")
+        tot["fwd " + f] += 1
+        tot["bwd " + b] += 1
+        detail = next((r[3] for r in rows if r[3]), "")
+        print(f"{full_name:40} {f:13} {b:13} {time.time() - t:6.2f}s {detail[:150]}", flush=True)
+    print(dict(tot), f"{time.time() - t0:.0f}s")

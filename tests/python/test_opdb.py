@@ -1,0 +1,101 @@
+# PyTorch's whole op_db through dtensor's bridge (tests/python/opdb_oracle.py): every OpInfo entry's
+# first samples, forward and backward (torch autograd on both sides), on a 1-rank mesh and on a [2, 2]
+# thread mesh with seeded random placements and random Partial pieces, against torch on one device.
+# Prints the per-entry table and the totals. Fails on any mismatch (a wrong value or gradient given
+# without an error), on an error that is not dtensor's refusal naming the op (UnsupportedOpError,
+# DTensorError) unless reviewed below, and when fewer entries pass than the floors (raise them when
+# entries are added; the counts by date are in docs/OPINFO.md).
+import collections
+
+import pytest
+
+pytest.importorskip("torch", reason="torch is not installed: the op_db oracle needs it (scripts/setup_python.sh)")
+pytest.importorskip("expecttest", reason="expecttest is not installed: torch's op_db imports it (scripts/setup_python.sh)")
+
+import opdb_oracle as oracle  # noqa: E402
+
+FORWARD_AT_LEAST = 505   # 2026-11-29, torch 2.15.0, of 703 entries
+BACKWARD_AT_LEAST = 408  # of the entries whose samples torch differentiates
+
+# Errors other than dtensor's refusals, reviewed: entry -> why.
+REVIEWED_ERRORS = {
+    # torch's tensor_split reads an indices tensor's data in C++ before dispatch: a wrapper subclass
+    # (bridge or PyTorch DTensor) has none.
+    "tensor_split": "The tensor has a non-zero number of elements, but its data is not allocated yet",
+}
+CLEAR = ("UnsupportedOpError", "DTensorError")
+MESHES = [(1,), (2, 2)]
+
+
+@pytest.fixture(scope="module")
+def results():
+    """entry name (with its variant) -> {mesh: rows of oracle.run_entry}."""
+    engines = {m: oracle.BridgeEngine(m) for m in MESHES}
+    out = {}
+    for e in oracle.entries():
+        name = e.name + ("." + e.variant_test_name if e.variant_test_name else "")
+        out[name] = {m: oracle.run_entry(engines[m], e, mesh_ndim=len(m)) for m in MESHES}
+    return out
+
+
+def status(by_mesh, which):
+    """An entry passes on every mesh, else its worst status (mismatch > error > not compared)."""
+    st = [oracle.entry_status(rows, which) for rows in by_mesh.values()]
+    for s in ("mismatch", "error", "not compared"):
+        if s in st:
+            return s
+    return "pass"
+
+
+def detail(by_mesh):
+    for m, rows in by_mesh.items():
+        for r in rows:
+            if r[1] in ("mismatch", "error") or r[2] in ("mismatch", "error"):
+                return f"{'x'.join(map(str, m))}: {r[3]}"
+    return next((r[3] for rows in by_mesh.values() for r in rows if r[3]), "")
+
+
+def test_opdb_table(results, capsys):
+    totals = collections.Counter()
+    lines = [f"op_db through dtensor.bridge (tests/python/test_opdb.py; the first {oracle.MAX_SAMPLES} samples per "
+             f"entry, meshes {', '.join('x'.join(map(str, m)) for m in MESHES)}):",
+             f"{'entry':44} {'forward':13} {'backward':13} detail"]
+    for name, by_mesh in sorted(results.items()):
+        f, b = status(by_mesh, "forward"), status(by_mesh, "backward")
+        totals["forward " + f] += 1
+        totals["backward " + b] += 1
+        lines.append(f"{name:44} {f:13} {b:13} {detail(by_mesh)[:110]}")
+    n = len(results)
+    for which in ("forward", "backward"):
+        c = {s: totals[f"{which} {s}"] for s in ("pass", "not compared", "error", "mismatch")}
+        lines.append(f"op_db {which}: {c['pass']} of {n} entries passed, {c['not compared']} not compared, "
+                     f"{c['error']} refused or failed, {c['mismatch']} mismatched")
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+    assert totals["forward pass"] >= FORWARD_AT_LEAST, lines[-2]
+    assert totals["backward pass"] >= BACKWARD_AT_LEAST, lines[-1]
+
+
+def test_no_entry_gives_a_wrong_result(results):
+    bad = [f"{name} ({'x'.join(map(str, m))}, sample {r[0].index}): {r[3]}"
+           for name, by_mesh in results.items() for m, rows in by_mesh.items() for r in rows
+           if "mismatch" in (r[1], r[2])]
+    assert not bad, f"{len(bad)} samples differ from torch without an error:\n" + "\n".join(bad[:30])
+
+
+def test_errors_are_refusals_that_name_the_op(results):
+    bad = []
+    for name, by_mesh in results.items():
+        for m, rows in by_mesh.items():
+            for r in rows:
+                if "error" in (r[1], r[2]) and not r[3].startswith(tuple(f"error: {c}" for c in CLEAR)):
+                    if name.split(".")[0] in REVIEWED_ERRORS and REVIEWED_ERRORS[name.split(".")[0]] in r[3]:
+                        continue
+                    bad.append(f"{name} ({'x'.join(map(str, m))}, sample {r[0].index}): {r[3]}")
+    assert not bad, "errors that are not dtensor's refusals:\n" + "\n".join(bad[:30])
+
+
+def test_reviewed_errors_still_occur(results):
+    stale = [n for n, why in REVIEWED_ERRORS.items()
+             if not any(why in r[3] for by_mesh in [results.get(n, {})] for rows in by_mesh.values() for r in rows)]
+    assert not stale, f"reviewed errors no longer seen (remove them): {stale}"

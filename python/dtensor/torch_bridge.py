@@ -901,10 +901,36 @@ def _fill_like(func, args, kwargs):
     return DTensor(local, spec, x._mesh)
 
 
+def _check_writes_reach_base(op, x):
+    """An in-place op on a view must write the base's memory. A bridge view whose block is not a
+    view of its base's block (the view needed communication: a slice or select of a sharded dim
+    gathers; a Partial base was reduced) would take the write alone and leave the base unchanged, a
+    wrong result with no error (torch's householder_product backward writes into such views):
+    refused, naming the op and both layouts."""
+    if not x._is_view():
+        return
+    base = x._base
+    if type(base) is not DTensor or base._mesh is not x._mesh:
+        return
+    mine, theirs = x._local.untyped_storage().data_ptr(), base._local.untyped_storage().data_ptr()
+    apart = mine != theirs and not (mine == 0 and theirs == 0)  # two empty blocks tell nothing
+    # Every rank must decide alike (a rank with an empty block may not see it): the flag's max.
+    spec = x._spec.with_([_dtensor.Partial("max")] * len(x._spec.placements), [], "float64")
+    _, flag = _b.redistribute(spec, torch.tensor(float(apart), dtype=torch.float64),
+                              [Replicate()] * len(x._spec.placements))
+    if flag.item() > 0:
+        raise UnsupportedOpError(
+            f"bridge: aten.{op}: an in-place write into a view {list(x.shape)} {x._spec.placements} of a sharded "
+            f"tensor {list(base.shape)} {base._spec.placements} whose block is not a view of the tensor's block "
+            f"(the view needed communication), so the tensor would not change; accepted: an out-of-place op, or "
+            f"the tensor redistributed so that the view is local (e.g. replicated along the sliced dim)")
+
+
 def _fill_(func, args, kwargs):
     """zero_/fill_ (optimizer.zero_grad(set_to_none=False), initializers): every block filled; a
     Partial tensor becomes Replicate there (c in every Partial(sum) piece would sum to k*c)."""
     x = args[0]
+    _check_writes_reach_base(func._schema.name.split("::")[1], x)
     func(x._local, *args[1:], **kwargs)
     if x._spec.has_partial:
         x._spec = x._spec.with_([Replicate() if p.is_partial() else p for p in x._spec.placements],
@@ -931,6 +957,7 @@ def _copy_(func, args, kwargs):
     if type(src) is not DTensor:
         raise DTensorError(f"bridge: aten.copy_: copying a plain {type(src).__name__} into a sharded "
                            f"tensor {dst._spec}; accepted: a sharded source (bridge.distribute it)")
+    _check_writes_reach_base("copy_" if func is None or func._schema.name.endswith("copy_") else func._schema.name, dst)
     if src._spec.placements != dst._spec.placements:
         src = _moved(src, dst._spec.placements)
     dst._local.copy_(src._local, **kwargs)
@@ -1143,6 +1170,8 @@ def _on_aligned_blocks(otherwise):
                      and all(p.is_replicate() for p in t._spec.placements))
             if not (_aligned_with(t, first) or scale):
                 return otherwise(func, args, kwargs)
+        if func._schema.name.endswith("_"):
+            _check_writes_reach_base(func._schema.name.split("::")[1], first)
         out = func(*[_block(v) for v in args], **{k: _block(v) for k, v in kwargs.items()})
         if func._schema.name.endswith("_") or out is first._local:
             return first
@@ -1188,6 +1217,65 @@ def _pointwise_on_blocks(func, args, kwargs):
 
     def wrap(block):
         spec = first._spec.with_(list(target), list(shape), _dtype_name(block.dtype))
+        return DTensor(block, spec, first._mesh)
+
+    return tuple(wrap(o) for o in out) if isinstance(out, (tuple, list)) else wrap(out)
+
+
+# Linear algebra outside torch.linalg's namespace (whose ops all take batches of matrices
+# [*, m, n], torch.linalg's documentation): the same batching.
+_LEGACY_LINALG = frozenset({"cholesky_solve", "cholesky_inverse", "triangular_solve", "geqrf", "ormqr",
+                            "lu_unpack", "cholesky", "linalg_solve_triangular"})
+
+
+def _batched_matrices_on_blocks(func, args, kwargs):
+    """A linear-algebra ATen op (torch.linalg's, which all take batches of matrices [*, m, n]):
+    torch's kernel on the blocks with the leading batch dim sharded, every matrix whole. The batch
+    dim shards only when every tensor argument has a batch dim (3 dims or more) of one size;
+    otherwise (a matrix, a right-hand side vector, pivots of a single matrix) every argument is
+    replicated and each rank computes the whole result. Outputs whose dim 0 is not the batch (an
+    empty residuals tensor) are replicated results of replicated inputs only."""
+    flat, tree = tree_flatten((args, kwargs))
+    tensors = [v for v in flat if isinstance(v, torch.Tensor)]
+    first = next(v for v in tensors if isinstance(v, DTensor))
+    n = len(first._spec.placements)
+    batch = tensors[0].shape[0] if tensors[0].dim() >= 3 else None
+    if batch is not None and not all(t.dim() >= 3 and t.shape[0] == batch for t in tensors):
+        batch = None
+    if batch is not None:
+        # The outputs' global shapes (torch's meta kernels; the same on every rank): each must
+        # lead with the batch dim, else nothing shards.
+        try:
+            meta = func(*tree_unflatten([torch.empty(v.shape, dtype=v.dtype, device="meta")
+                                         if isinstance(v, torch.Tensor) else v for v in flat], tree)[0],
+                        **tree_unflatten([torch.empty(v.shape, dtype=v.dtype, device="meta")
+                                          if isinstance(v, torch.Tensor) else v for v in flat], tree)[1])
+            metas = meta if isinstance(meta, (tuple, list)) else [meta]
+            if not all(isinstance(m, torch.Tensor) and m.dim() >= 1 and m.shape[0] == batch for m in metas):
+                batch = None
+        except Exception:  # noqa: BLE001 - no meta kernel: compute replicated
+            batch = None
+    lead = first if batch is not None else None
+    if lead is not None and all(isinstance(t, DTensor) for t in tensors):
+        target = [p if p.is_shard() and p.dim == 0 else Replicate() for p in lead._spec.placements]
+    else:
+        target = [Replicate()] * n
+    blocks = []
+    for v in flat:
+        if isinstance(v, DTensor):
+            v = (v if list(v._spec.placements) == target else _moved(v, target))._local
+        blocks.append(v)
+    bargs, bkwargs = tree_unflatten(blocks, tree)
+    out = func(*bargs, **bkwargs)
+    sharded = any(p.is_shard() for p in target)
+
+    def wrap(block):
+        if not isinstance(block, torch.Tensor):
+            return block
+        if not sharded:
+            spec = first._spec.with_([Replicate()] * n, list(block.shape), _dtype_name(block.dtype))
+            return DTensor(block, spec, first._mesh)
+        spec = first._spec.with_(list(target), [batch, *block.shape[1:]], _dtype_name(block.dtype))
         return DTensor(block, spec, first._mesh)
 
     return tuple(wrap(o) for o in out) if isinstance(out, (tuple, list)) else wrap(out)
@@ -1460,6 +1548,9 @@ def _without_rule(func, base, qualified):
         return _pointwise_on_blocks
     if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), torch._C.DispatchKey.CompositeImplicitAutograd):
         return lambda func, args, kwargs: func.decompose(*args, **kwargs)
+    if (base.lstrip("_").startswith("linalg_") or base in _LEGACY_LINALG) and not any(
+            a.name in ("dim", "dims") for a in func._schema.arguments):  # vector_norm(x, dim=0) reduces the batch
+        return _batched_matrices_on_blocks
     from torch._decomp import decomposition_table
 
     decomp = decomposition_table.get(func)

@@ -101,3 +101,37 @@ def test_max_and_min_of_a_whole_tensor():
 
     for mx, mn in on_mesh(fn):
         assert mx.item() == 9.0 and mn.item() == x.min().item()
+
+
+def test_writes_into_a_view_reach_the_tensor_or_are_refused():
+    def fn(mesh):
+        x = bridge.distribute(X[:5].clone(), mesh, [Shard(0), Replicate()])
+        x[:, 1].fill_(3.0)  # a local view of each block: the write reaches x
+        x.select(1, 2).copy_(bridge.distribute(torch.arange(5.0, dtype=torch.float64), mesh, [Shard(0), Replicate()]))
+        y = bridge.distribute(X[:5, :5].clone(), mesh, [Shard(1), Shard(1)])
+        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\.fill_: an in-place write into a view .* not a view"):
+            y.diagonal().fill_(1.0)  # the diagonal of a column-sharded matrix is not a view of any block
+        return x.full_tensor()
+
+    want = X[:5].clone()
+    want[:, 1] = 3.0
+    want[:, 2] = torch.arange(5.0, dtype=torch.float64)
+    for got in on_mesh(fn):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_linear_algebra_shards_the_batch_dim():
+    a = torch.randn(4, 3, 3, dtype=torch.float64, generator=G) + 3 * torch.eye(3, dtype=torch.float64)
+
+    def fn(mesh):
+        d = bridge.distribute(a, mesh, [Shard(0), Shard(1)])
+        inv = torch.linalg.inv(d)
+        single = torch.linalg.inv(bridge.distribute(a[0], mesh, [Shard(1), Replicate()]))
+        q, r = torch.linalg.qr(d)
+        return inv.placements, inv.full_tensor(), single.full_tensor(), (q @ r).full_tensor()
+
+    for pl, inv, single, qr in on_mesh(fn):
+        assert pl == (Shard(0), Replicate())  # the batch dim keeps its shard, each matrix whole
+        torch.testing.assert_close(inv, torch.linalg.inv(a), rtol=1e-12, atol=1e-13)
+        torch.testing.assert_close(single, torch.linalg.inv(a[0]), rtol=1e-12, atol=1e-13)
+        torch.testing.assert_close(qr, a, rtol=1e-12, atol=1e-12)

@@ -1447,6 +1447,11 @@ _SPECIAL = {
     "adjoint": _matrix_transpose,
     "index_put": _index_put,
     "put": _put,
+    # masked_scatter(self, mask, source): the k-th true element of the mask takes source's k-th
+    # element, so each position depends on the whole mask before it (masked_select's gradient):
+    # computed whole on every rank from replicated inputs, as the dynamic_output_shape ops.
+    "masked_scatter": lambda func, args, kwargs: _replicated(func, args, kwargs),
+    "masked_scatter_backward": lambda func, args, kwargs: _replicated(func, args, kwargs),
 }
 
 
@@ -1546,8 +1551,19 @@ def _without_rule(func, base, qualified):
     if torch.Tag.pointwise in func.tags and torch.Tag.nondeterministic_seeded not in func.tags and (
             not base.endswith("_")):
         return _pointwise_on_blocks
+    # The backward of a pointwise op (hardshrink_backward(grad, self, lambd)) is pointwise too:
+    # the derivative of an elementwise function is elementwise.
+    forward = getattr(aten, base[:-len("_backward")], None) if base.endswith("_backward") else None
+    if forward is not None and "default" in forward.overloads() and torch.Tag.pointwise in forward.default.tags:
+        return _pointwise_on_blocks
     if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), torch._C.DispatchKey.CompositeImplicitAutograd):
         return lambda func, args, kwargs: func.decompose(*args, **kwargs)
+    if torch.Tag.dynamic_output_shape in func.tags:
+        # nonzero, masked_select, unique, bincount, repeat_interleave: the output's size depends on
+        # every element, so no rank can know its block's size without the others: every rank
+        # computes the whole (replicated) result from replicated inputs, the one layout whose
+        # shape all ranks agree on.
+        return _replicated
     if (base.lstrip("_").startswith("linalg_") or base in _LEGACY_LINALG) and not any(
             a.name in ("dim", "dims") for a in func._schema.arguments):  # vector_norm(x, dim=0) reduces the batch
         return _batched_matrices_on_blocks

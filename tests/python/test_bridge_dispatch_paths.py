@@ -135,3 +135,22 @@ def test_linear_algebra_shards_the_batch_dim():
         torch.testing.assert_close(inv, torch.linalg.inv(a), rtol=1e-12, atol=1e-13)
         torch.testing.assert_close(single, torch.linalg.inv(a[0]), rtol=1e-12, atol=1e-13)
         torch.testing.assert_close(qr, a, rtol=1e-12, atol=1e-12)
+
+
+def test_data_dependent_shapes_are_computed_whole_and_replicated():
+    x = X.clone()
+    x[x.abs() < 0.5] = 0.0
+
+    def fn(mesh):
+        d = bridge.distribute(x, mesh, [Shard(0), Shard(1)]).requires_grad_()
+        sel = torch.masked_select(d, d > 0)
+        nz = torch.nonzero(d)
+        u = torch.unique(bridge.distribute(torch.tensor([3, 1, 3, 2, 1]), mesh, [Shard(0), Replicate()]))
+        g, = torch.autograd.grad(sel.sum() * 2, [d])  # masked_scatter's gradient path
+        return sel.placements, sel.full_tensor(), nz.full_tensor(), u.full_tensor(), g.full_tensor()
+
+    for pl, sel, nz, u, g in on_mesh(fn):
+        assert pl == (Replicate(), Replicate())
+        torch.testing.assert_close(sel, torch.masked_select(x, x > 0), rtol=0, atol=0)
+        assert torch.equal(nz, torch.nonzero(x)) and torch.equal(u, torch.tensor([1, 2, 3]))
+        torch.testing.assert_close(g, 2.0 * (x > 0).double(), rtol=0, atol=0)

@@ -259,7 +259,8 @@ def close(got, want, values=True):
         return f"dtype {got.dtype} != {want.dtype}"
     if not values:
         return None
-    rtol, atol = (FLOAT_RTOL, FLOAT_ATOL) if want.dtype == torch.float64 else (1e-4, 1e-5)
+    rtol, atol = {torch.float64: (FLOAT_RTOL, FLOAT_ATOL), torch.float16: (1e-3, 1e-5),
+                  torch.bfloat16: (8e-3, 1e-5)}.get(want.dtype, (1e-4, 1e-5))  # a few units of the dtype's rounding
     try:
         torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True)
     except AssertionError as e:

@@ -1415,6 +1415,23 @@ def _masked_backward(name):
     return handler
 
 
+def _diagonal_scatter(func, args, kwargs):
+    """diagonal_scatter(self, src, offset=0, dim1=0, dim2=1): a copy of self with dims dim1 and dim2
+    whole (their Shards and any Partial made Replicate, the other dims keep their Shards), src copied
+    into its diagonal view, which is then a view of each block (torch's decomposition goes through
+    as_strided, which has no rule)."""
+    b = _bind(func, args, kwargs)
+    x, src = b["self"], b["src"]
+    d1, d2 = (d % max(x.dim(), 1) for d in (b.get("dim1", 0), b.get("dim2", 1)))
+    keep = [p if p.is_shard() and p.dim % x.dim() not in (d1, d2) else Replicate() for p in x._spec.placements]
+    out = aten.clone.default(x if list(x._spec.placements) == keep else _moved(x, keep))
+    if type(src) is not DTensor:  # autograd's zeros of src's size: the same on every rank
+        src = DTensor(src.contiguous(), x._spec.with_([Replicate()] * len(keep), list(src.shape),
+                                                      _dtype_name(src.dtype)), x._mesh)
+    aten.diagonal.default(out, b.get("offset", 0), d1, d2).copy_(src)
+    return out
+
+
 _SPECIAL = {
     "detach": _same_layout,
     "alias": _same_layout,
@@ -1450,6 +1467,7 @@ _SPECIAL = {
     # masked_scatter(self, mask, source): the k-th true element of the mask takes source's k-th
     # element, so each position depends on the whole mask before it (masked_select's gradient):
     # computed whole on every rank from replicated inputs, as the dynamic_output_shape ops.
+    "diagonal_scatter": _diagonal_scatter,
     "masked_scatter": lambda func, args, kwargs: _replicated(func, args, kwargs),
     "masked_scatter_backward": lambda func, args, kwargs: _replicated(func, args, kwargs),
 }

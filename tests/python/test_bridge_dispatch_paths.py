@@ -154,3 +154,24 @@ def test_data_dependent_shapes_are_computed_whole_and_replicated():
         torch.testing.assert_close(sel, torch.masked_select(x, x > 0), rtol=0, atol=0)
         assert torch.equal(nz, torch.nonzero(x)) and torch.equal(u, torch.tensor([1, 2, 3]))
         torch.testing.assert_close(g, 2.0 * (x > 0).double(), rtol=0, atol=0)
+
+
+def test_diagonal_scatter_with_a_sharded_matrix_and_its_gradient():
+    a = X[:, :5].reshape(2, 3, 5)
+    src = torch.randn(2, 3, dtype=torch.float64, generator=G)
+    ra, rs = a.clone().requires_grad_(), src.clone().requires_grad_()
+    want = torch.diagonal_scatter(ra, rs, 1, 1, 2)
+    w = torch.randn(want.shape, dtype=torch.float64, generator=G)
+    ga, gs = torch.autograd.grad((want * w).sum(), [ra, rs])
+
+    def fn(mesh):
+        x = bridge.distribute(a, mesh, [Shard(0), Shard(2)]).requires_grad_()
+        s = bridge.distribute(src, mesh, [Shard(0), Replicate()]).requires_grad_()
+        y = torch.diagonal_scatter(x, s, 1, 1, 2)
+        gx, gsrc = torch.autograd.grad((y * bridge.distribute(w, mesh)).sum(), [x, s])
+        return y.full_tensor(), gx.full_tensor(), gsrc.full_tensor()
+
+    for y, gx, gsrc in on_mesh(fn):
+        torch.testing.assert_close(y, want.detach(), rtol=0, atol=0)
+        torch.testing.assert_close(gx, ga, rtol=0, atol=0)
+        torch.testing.assert_close(gsrc, gs, rtol=0, atol=0)

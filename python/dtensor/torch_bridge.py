@@ -15,6 +15,7 @@ See docs/PYTHON.md for the ops covered and the measured overhead.
 import atexit
 import functools
 import math
+import re
 import threading
 
 import torch
@@ -1281,6 +1282,66 @@ def _batched_matrices_on_blocks(func, args, kwargs):
     return tuple(wrap(o) for o in out) if isinstance(out, (tuple, list)) else wrap(out)
 
 
+def _batch_dims_of(base):
+    """How many leading dims of every tensor argument and output are independent samples for the
+    resampling ops without a dtensor op: N and C (2) for the upsamplings and adaptive max pools,
+    N alone (1) for the grid samplers (grid has no C dim, and grid's gradient sums over C)."""
+    name = base[:-len("_backward")] if base.endswith("_backward") else base
+    if name.lstrip("_").startswith("upsample_") or name in ("adaptive_max_pool2d", "adaptive_max_pool3d"):
+        return 2
+    if name in ("grid_sampler_2d", "grid_sampler_3d"):
+        return 1
+    return 0
+
+
+def _batch_dims_on_blocks(batch_dims, spatial, func, args, kwargs):
+    """An upsampling, adaptive max pool or grid sampler (and its backward) on the blocks: the first
+    `batch_dims` dims keep their Shards, every other dim is whole (each output element reads a
+    window of its own sample's spatial dims); a global `input_size` argument (the backward's)
+    gets the block's sizes there. An input without its batch dims (adaptive pooling of [C, H, W])
+    is computed whole on every rank."""
+    flat, tree = tree_flatten((args, kwargs))
+    tensors = [v for v in flat if isinstance(v, torch.Tensor)]
+    first = next(v for v in tensors if isinstance(v, DTensor))
+    n = len(first._spec.placements)
+    batched = tensors[0].dim() == 2 + spatial and all(isinstance(t, DTensor) for t in tensors)
+    target = [p if batched and p.is_shard() and p.dim < batch_dims else Replicate() for p in first._spec.placements]
+    blocks = [(v if list(v._spec.placements) == target else _moved(v, target))._local
+              if isinstance(v, DTensor) else v for v in flat]
+    bargs, bkwargs = tree_unflatten(blocks, tree)
+    lead_local = list(next(b for b, v in zip(blocks, flat) if v is tensors[0]).shape[:batch_dims])
+    lead_global = list(tensors[0].shape[:batch_dims])
+    empty = batched and 0 in lead_local
+    if empty:
+        # A rank whose block has no samples must not call the kernel (torch refuses empty inputs,
+        # and a rank that raises alone leaves the others waiting in the next collective): it runs
+        # one zero sample and keeps none of it.
+        blocks = [torch.zeros([1 if d < batch_dims and b.shape[d] == 0 else b.shape[d] for d in range(b.dim())],
+                              dtype=b.dtype) if isinstance(v, DTensor) else b for b, v in zip(blocks, flat)]
+        bargs, bkwargs = tree_unflatten(blocks, tree)
+    names = [a.name for a in func._schema.arguments]
+    if "input_size" in names:
+        i = names.index("input_size")
+        lead_call = [max(k, 1) for k in lead_local] if empty else lead_local
+        if i < len(bargs):
+            bargs = list(bargs)
+            bargs[i] = lead_call + list(bargs[i][batch_dims:])
+        elif "input_size" in bkwargs:
+            bkwargs = dict(bkwargs, input_size=lead_call + list(bkwargs["input_size"][batch_dims:]))
+    out = func(*bargs, **bkwargs)
+
+    def wrap(block):
+        if not isinstance(block, torch.Tensor):
+            return block
+        if empty:
+            for d in range(batch_dims):
+                block = block.narrow(d, 0, lead_local[d])
+        shape = lead_global + list(block.shape[batch_dims:]) if batched else list(block.shape)
+        return DTensor(block, first._spec.with_(list(target), shape, _dtype_name(block.dtype)), first._mesh)
+
+    return tuple(wrap(o) for o in out) if isinstance(out, (tuple, list)) else wrap(out)
+
+
 def _unsupported(qualified):
     def handler(func, args, kwargs):
         if getattr(_fallback, "on", False):
@@ -1576,6 +1637,10 @@ def _without_rule(func, base, qualified):
         return _pointwise_on_blocks
     if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), torch._C.DispatchKey.CompositeImplicitAutograd):
         return lambda func, args, kwargs: func.decompose(*args, **kwargs)
+    batch_dims = _batch_dims_of(base)
+    if batch_dims:
+        spatial = int(re.search(r"(\d)d(_aa)?(_backward)?$", base).group(1))  # upsample_bicubic2d_aa_backward: 2
+        return functools.partial(_batch_dims_on_blocks, batch_dims, spatial)
     if torch.Tag.dynamic_output_shape in func.tags:
         # nonzero, masked_select, unique, bincount, repeat_interleave: the output's size depends on
         # every element, so no rank can know its block's size without the others: every rank

@@ -175,3 +175,29 @@ def test_diagonal_scatter_with_a_sharded_matrix_and_its_gradient():
         torch.testing.assert_close(y, want.detach(), rtol=0, atol=0)
         torch.testing.assert_close(gx, ga, rtol=0, atol=0)
         torch.testing.assert_close(gsrc, gs, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("pl", [[Shard(1), Shard(1)], [Shard(0), Shard(2)], [Shard(0), Shard(1)]])
+def test_resampling_ops_keep_samples_and_channels_sharded(pl):
+    # upsample_linear1d and adaptive_max_pool2d (and backward) have no dtensor op: N and C keep their
+    # Shards. Channels 3 over [2, 2] give some ranks no channel at all: they must not call the kernel
+    # alone (it raised there and the other ranks waited in the next collective until the timeout).
+    import torch.nn.functional as F
+    x = torch.randn(2, 3, 4, 6, dtype=torch.float64, generator=G)
+    w = torch.randn(2, 3, 4, 12, dtype=torch.float64, generator=G)
+    rx = x.clone().requires_grad_()
+    want = F.interpolate(rx.flatten(2), scale_factor=2, mode="linear").unflatten(2, (4, 12))
+    pooled = F.adaptive_max_pool2d(rx, (3, 4))
+    (gx,) = torch.autograd.grad((want * w).sum() + pooled.sum(), [rx])
+
+    def fn(mesh):
+        d = bridge.distribute(x, mesh, pl).requires_grad_()
+        y = F.interpolate(d.flatten(2), scale_factor=2, mode="linear").unflatten(2, (4, 12))
+        p = F.adaptive_max_pool2d(d, (3, 4))
+        g, = torch.autograd.grad((y * bridge.distribute(w, mesh)).sum() + p.sum(), [d])
+        return y.full_tensor(), p.full_tensor(), g.full_tensor()
+
+    for y, p, g in on_mesh(fn):
+        torch.testing.assert_close(y, want.detach(), rtol=1e-14, atol=1e-14)
+        torch.testing.assert_close(p, pooled.detach(), rtol=0, atol=0)
+        torch.testing.assert_close(g, gx, rtol=1e-14, atol=1e-14)

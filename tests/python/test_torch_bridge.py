@@ -953,8 +953,8 @@ def test_ops_without_rules_run_as_torchs_decomposition(place):
             (y * y).sum().backward()
             res[k] = (full(y), full(x.grad))
         with pytest.raises(bridge.UnsupportedOpError,
-                           match=r"aten.diagonal_scatter.default, run as torch's decomposition.*aten.as_strided.default"):
-            torch.diagonal_scatter(bridge.distribute(X, mesh, [place]), torch.zeros(4, dtype=torch.float64))
+                           match=r"aten.unfold.default, run as torch's decomposition.*aten.as_strided.default"):
+            bridge.distribute(X, mesh, [place]).unfold(0, 2, 1)
         return res
 
     for res in on_mesh((2,), fn):

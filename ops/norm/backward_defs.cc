@@ -6,6 +6,7 @@
 
 #include "ops/common/backward_defs.h"
 #include "ops/family.h"
+#include "ops/norm/group_norm_args.h"
 
 namespace dtensor::ops {
 
@@ -129,13 +130,9 @@ void define_native_group_norm_backward(Registry& reg) {
   op.aten.layout_dependent = true;  // N is the global batch: a block has its own
   op.meta = [](const OpCall& c) {
     check_grad_and_mask(c);
+    check_group_norm_args(c, 1);
     const Shape& x = c.tensor(1).shape;
-    const int64_t n = c.get_int("N"), ch = c.get_int("C"), hw = c.get_int("HxW"), g = c.get_int("group");
-    int64_t rows = 0;
-    if (x.size() < 2 || x[0] != n || x[1] != ch || g <= 0 || ch % g != 0 || __builtin_mul_overflow(n, ch, &rows) ||
-        __builtin_mul_overflow(rows, hw, &rows) || rows != numel(x))
-      fail(c, absl::StrCat("input ", shape_str(x), " with N=", n, ", C=", ch, ", HxW=", hw, ", group=", g,
-                           "; accepted: input [N, C, ...] holding HxW elements per channel, group dividing C"));
+    const int64_t n = c.get_int("N"), ch = c.get_int("C"), g = c.get_int("group");
     check_shape(c, 2, "mean ([N, group])", {n, g});
     check_shape(c, 3, "rstd ([N, group])", {n, g});
     const int wi = c.tensor_index("weight");

@@ -4,6 +4,7 @@
 
 #include "ops/common/defs.h"
 #include "ops/family.h"
+#include "ops/norm/group_norm_args.h"
 
 namespace dtensor::ops {
 namespace {
@@ -46,6 +47,18 @@ RowStats row_stats(const Tensor& xd, const std::vector<int64_t>& dims, double co
 }
 
 }  // namespace
+
+void check_group_norm_args(const OpCall& c, int x_index) {
+  const Shape& x = c.tensor(x_index).shape;
+  const int64_t n = c.get_int("N"), ch = c.get_int("C"), hw = c.get_int("HxW"), g = c.get_int("group");
+  int64_t rows = 0;
+  if (x.size() < 2 || x[0] != n || x[1] != ch || __builtin_mul_overflow(n, ch, &rows) ||
+      __builtin_mul_overflow(rows, hw, &rows) || rows != numel(x))
+    fail(c, absl::StrCat("input ", shape_str(x), " with N=", n, ", C=", ch, ", HxW=", hw,
+                         "; accepted: input [N, C, ...] whose trailing dims hold HxW elements"));
+  if (g <= 0 || ch % g != 0)
+    fail(c, absl::StrCat("group ", g, " for C=", ch, "; accepted: a positive group dividing C"));
+}
 
 Shape normalized_shape_arg(const OpCall& c, int input) {
   const Shape& x = c.tensor(input).shape;
@@ -152,15 +165,8 @@ void define_norm_ops(Registry& reg) {
     op.aten.layout_dependent = true;  // N is the global batch: a block has its own
     op.meta = [](const OpCall& c) {
       check_float(c);
-      const Shape& x = c.tensor(0).shape;
-      const int64_t n = c.get_int("N"), ch = c.get_int("C"), hw = c.get_int("HxW"), g = c.get_int("group");
-      int64_t rows = 0;
-      if (x.size() < 2 || x[0] != n || x[1] != ch || __builtin_mul_overflow(n, ch, &rows) ||
-          __builtin_mul_overflow(rows, hw, &rows) || rows != numel(x))
-        fail(c, absl::StrCat("input ", shape_str(x), " with N=", n, ", C=", ch, ", HxW=", hw,
-                             "; accepted: input [N, C, ...] whose trailing dims hold HxW elements"));
-      if (g <= 0 || ch % g != 0)
-        fail(c, absl::StrCat("group ", g, " for C=", ch, "; accepted: a positive group dividing C"));
+      check_group_norm_args(c, 0);
+      const int64_t n = c.get_int("N"), ch = c.get_int("C"), g = c.get_int("group");
       for (const char* w : {"weight", "bias"}) {
         const int t = c.has(w) ? c.tensor_index(w) : -1;
         if (t >= 0 && c.tensor(t).shape != Shape{ch}) fail(c, absl::StrCat(w, " must have shape [", ch, "]"));

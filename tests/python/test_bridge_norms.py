@@ -82,3 +82,24 @@ def test_masked_gradients_are_none_as_atens():
         assert nones == [True, True, True, True]
         torch.testing.assert_close(g0, want_g, rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(l0, want_l, rtol=1e-12, atol=1e-12)
+
+
+def test_group_norm_arguments_that_do_not_restate_the_input_are_refused():
+    # native_group_norm and its backward check N, C, HxW and group alike (ops/norm/group_norm_args.h).
+    aten = torch.ops.aten
+    x = torch.randn(2, 6, 5, dtype=torch.float64)
+    mean = torch.zeros(2, 3, dtype=torch.float64)
+
+    def fn(w):
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+        d = bridge.distribute(x, mesh, [Shard(0)])
+        m = bridge.distribute(mean, mesh, [Shard(0)])
+        with pytest.raises(dtensor.DTensorError, match=r"group 4 for C=6; accepted: a positive group dividing C"):
+            aten.native_group_norm(d, None, None, 2, 6, 5, 4, 1e-5)
+        with pytest.raises(dtensor.DTensorError, match=r"with N=2, C=6, HxW=4; accepted: input \[N, C, \.\.\.\]"):
+            aten.native_group_norm_backward(d, d, m, m, None, 2, 6, 4, 3, [True, False, False])
+        with pytest.raises(dtensor.DTensorError, match=r"group 0 for C=6"):
+            aten.native_group_norm_backward(d, d, m, m, None, 2, 6, 5, 0, [True, False, False])
+        return True
+
+    assert all(dtensor.run_threads(2, fn))

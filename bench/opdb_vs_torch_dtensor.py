@@ -23,22 +23,19 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
 
-def entry_name(e):
-    return e.name + ("." + e.variant_test_name if e.variant_test_name else "")
-
-
 def run_side(engine, limit, start=0, each=None):
     import opdb_oracle as oracle
     out = {}
     for e in oracle.entries()[start:limit]:
         rows = oracle.run_entry(engine, e)
-        out[entry_name(e)] = {
+        name = oracle.entry_name(e)
+        out[name] = {
             "forward": oracle.entry_status(rows, "forward"),
             "backward": oracle.entry_status(rows, "backward"),
             "detail": next((r[3] for r in rows if r[1] in ("error", "mismatch") or r[2] in ("error", "mismatch")), ""),
         }
         if each is not None:
-            each(entry_name(e), out[entry_name(e)])
+            each(name, out[name])
     return out
 
 
@@ -68,7 +65,7 @@ def run_torch_side(limit, stall_s=90):
     (its collectives wait forever: ranks that issue different collectives) is recorded as a hang;
     the ranks are killed and restarted after it."""
     import opdb_oracle as oracle
-    names = [entry_name(e) for e in oracle.entries()][:limit]
+    names = [oracle.entry_name(e) for e in oracle.entries()][:limit]
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         result = os.path.join(tmp, "torch.jsonl")

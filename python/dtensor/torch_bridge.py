@@ -902,7 +902,7 @@ def _fill_like(func, args, kwargs):
     return DTensor(local, spec, x._mesh)
 
 
-def _check_writes_reach_base(op, x):
+def _check_writes_reach_base(func, x):
     """An in-place op on a view must write the base's memory. A bridge view whose block is not a
     view of its base's block (the view needed communication: a slice or select of a sharded dim
     gathers; a Partial base was reduced) would take the write alone and leave the base unchanged, a
@@ -921,7 +921,7 @@ def _check_writes_reach_base(op, x):
                               [Replicate()] * len(x._spec.placements))
     if flag.item() > 0:
         raise UnsupportedOpError(
-            f"bridge: aten.{op}: an in-place write into a view {list(x.shape)} {x._spec.placements} of a sharded "
+            f"bridge: aten.{func._schema.name.split('::')[1]}: an in-place write into a view {list(x.shape)} {x._spec.placements} of a sharded "
             f"tensor {list(base.shape)} {base._spec.placements} whose block is not a view of the tensor's block "
             f"(the view needed communication), so the tensor would not change; accepted: an out-of-place op, or "
             f"the tensor redistributed so that the view is local (e.g. replicated along the sliced dim)")
@@ -931,7 +931,7 @@ def _fill_(func, args, kwargs):
     """zero_/fill_ (optimizer.zero_grad(set_to_none=False), initializers): every block filled; a
     Partial tensor becomes Replicate there (c in every Partial(sum) piece would sum to k*c)."""
     x = args[0]
-    _check_writes_reach_base(func._schema.name.split("::")[1], x)
+    _check_writes_reach_base(func, x)
     func(x._local, *args[1:], **kwargs)
     if x._spec.has_partial:
         x._spec = x._spec.with_([Replicate() if p.is_partial() else p for p in x._spec.placements],
@@ -958,7 +958,8 @@ def _copy_(func, args, kwargs):
     if type(src) is not DTensor:
         raise DTensorError(f"bridge: aten.copy_: copying a plain {type(src).__name__} into a sharded "
                            f"tensor {dst._spec}; accepted: a sharded source (bridge.distribute it)")
-    _check_writes_reach_base("copy_" if func is None or func._schema.name.endswith("copy_") else func._schema.name, dst)
+    if func is not None:  # _in_place checked its own op
+        _check_writes_reach_base(func, dst)
     if src._spec.placements != dst._spec.placements:
         src = _moved(src, dst._spec.placements)
     dst._local.copy_(src._local, **kwargs)
@@ -1101,6 +1102,7 @@ def _in_place(out_of_place):
     """x.op_(...) as x's block <- op(...) moved to x's placements (torch's add_ from AccumulateGrad)."""
 
     def handler(func, args, kwargs):
+        _check_writes_reach_base(func, args[0])
         r = _dispatch_on(out_of_place, args, kwargs)
         return _copy_(None, (args[0], r), {})
 
@@ -1172,13 +1174,37 @@ def _on_aligned_blocks(otherwise):
             if not (_aligned_with(t, first) or scale):
                 return otherwise(func, args, kwargs)
         if func._schema.name.endswith("_"):
-            _check_writes_reach_base(func._schema.name.split("::")[1], first)
+            _check_writes_reach_base(func, first)
         out = func(*[_block(v) for v in args], **{k: _block(v) for k, v in kwargs.items()})
         if func._schema.name.endswith("_") or out is first._local:
             return first
         return _like(out, first)
 
     return handler
+
+
+def _moved_blocks(flat, placed):
+    """Flattened arguments with each bridge tensor t replaced by its block under the placements
+    placed(t) (moved there first where they differ); other values as they are."""
+    out = []
+    for v in flat:
+        if isinstance(v, DTensor):
+            want = list(placed(v))
+            v = (v if list(v._spec.placements) == want else _moved(v, want))._local
+        out.append(v)
+    return out
+
+
+def _wrapped_blocks(out, like, placements, shape_of=lambda block: block.shape):
+    """torch's output(s) computed on blocks as bridge tensors on `like`'s mesh with `placements` and
+    the global shape shape_of(block); values that are not tensors as they are."""
+    def wrap(block):
+        if not isinstance(block, torch.Tensor):
+            return block
+        spec = like._spec.with_(list(placements), list(shape_of(block)), _dtype_name(block.dtype))
+        return DTensor(block, spec, like._mesh)
+
+    return type(out)(wrap(o) for o in out) if isinstance(out, (list, tuple)) else wrap(out)
 
 
 def _pointwise_on_blocks(func, args, kwargs):
@@ -1207,20 +1233,8 @@ def _pointwise_on_blocks(func, args, kwargs):
             out.append(Shard(d) if d >= 0 and t.shape[d] == shape[p.dim] else Replicate())
         return out
 
-    blocks = []
-    for v in flat:
-        if isinstance(v, DTensor):
-            want = placed(v)
-            v = (v if list(v._spec.placements) == want else _moved(v, want))._local
-        blocks.append(v)
-    bargs, bkwargs = tree_unflatten(blocks, tree)
-    out = func(*bargs, **bkwargs)
-
-    def wrap(block):
-        spec = first._spec.with_(list(target), list(shape), _dtype_name(block.dtype))
-        return DTensor(block, spec, first._mesh)
-
-    return tuple(wrap(o) for o in out) if isinstance(out, (tuple, list)) else wrap(out)
+    bargs, bkwargs = tree_unflatten(_moved_blocks(flat, placed), tree)
+    return _wrapped_blocks(func(*bargs, **bkwargs), first, target, lambda block: shape)
 
 
 # Linear algebra outside torch.linalg's namespace (whose ops all take batches of matrices
@@ -1246,40 +1260,23 @@ def _batched_matrices_on_blocks(func, args, kwargs):
     if batch is not None:
         # The outputs' global shapes (torch's meta kernels; the same on every rank): each must
         # lead with the batch dim, else nothing shards.
+        margs, mkwargs = tree_unflatten([torch.empty(v.shape, dtype=v.dtype, device="meta")
+                                         if isinstance(v, torch.Tensor) else v for v in flat], tree)
         try:
-            meta = func(*tree_unflatten([torch.empty(v.shape, dtype=v.dtype, device="meta")
-                                         if isinstance(v, torch.Tensor) else v for v in flat], tree)[0],
-                        **tree_unflatten([torch.empty(v.shape, dtype=v.dtype, device="meta")
-                                          if isinstance(v, torch.Tensor) else v for v in flat], tree)[1])
+            meta = func(*margs, **mkwargs)
             metas = meta if isinstance(meta, (tuple, list)) else [meta]
             if not all(isinstance(m, torch.Tensor) and m.dim() >= 1 and m.shape[0] == batch for m in metas):
                 batch = None
         except Exception:  # noqa: BLE001 - no meta kernel: compute replicated
             batch = None
-    lead = first if batch is not None else None
-    if lead is not None and all(isinstance(t, DTensor) for t in tensors):
-        target = [p if p.is_shard() and p.dim == 0 else Replicate() for p in lead._spec.placements]
+    if batch is not None and all(isinstance(t, DTensor) for t in tensors):
+        target = [p if p.is_shard() and p.dim == 0 else Replicate() for p in first._spec.placements]
     else:
         target = [Replicate()] * n
-    blocks = []
-    for v in flat:
-        if isinstance(v, DTensor):
-            v = (v if list(v._spec.placements) == target else _moved(v, target))._local
-        blocks.append(v)
-    bargs, bkwargs = tree_unflatten(blocks, tree)
-    out = func(*bargs, **bkwargs)
+    bargs, bkwargs = tree_unflatten(_moved_blocks(flat, lambda t: target), tree)
     sharded = any(p.is_shard() for p in target)
-
-    def wrap(block):
-        if not isinstance(block, torch.Tensor):
-            return block
-        if not sharded:
-            spec = first._spec.with_([Replicate()] * n, list(block.shape), _dtype_name(block.dtype))
-            return DTensor(block, spec, first._mesh)
-        spec = first._spec.with_(list(target), [batch, *block.shape[1:]], _dtype_name(block.dtype))
-        return DTensor(block, spec, first._mesh)
-
-    return tuple(wrap(o) for o in out) if isinstance(out, (tuple, list)) else wrap(out)
+    return _wrapped_blocks(func(*bargs, **bkwargs), first, target,
+                           lambda block: [batch, *block.shape[1:]] if sharded else block.shape)
 
 
 def _batch_dims_of(base):
@@ -1303,12 +1300,9 @@ def _batch_dims_on_blocks(batch_dims, spatial, func, args, kwargs):
     flat, tree = tree_flatten((args, kwargs))
     tensors = [v for v in flat if isinstance(v, torch.Tensor)]
     first = next(v for v in tensors if isinstance(v, DTensor))
-    n = len(first._spec.placements)
     batched = tensors[0].dim() == 2 + spatial and all(isinstance(t, DTensor) for t in tensors)
     target = [p if batched and p.is_shard() and p.dim < batch_dims else Replicate() for p in first._spec.placements]
-    blocks = [(v if list(v._spec.placements) == target else _moved(v, target))._local
-              if isinstance(v, DTensor) else v for v in flat]
-    bargs, bkwargs = tree_unflatten(blocks, tree)
+    blocks = _moved_blocks(flat, lambda t: target)
     lead_local = list(next(b for b, v in zip(blocks, flat) if v is tensors[0]).shape[:batch_dims])
     lead_global = list(tensors[0].shape[:batch_dims])
     empty = batched and 0 in lead_local
@@ -1318,7 +1312,7 @@ def _batch_dims_on_blocks(batch_dims, spatial, func, args, kwargs):
         # one zero sample and keeps none of it.
         blocks = [torch.zeros([1 if d < batch_dims and b.shape[d] == 0 else b.shape[d] for d in range(b.dim())],
                               dtype=b.dtype) if isinstance(v, DTensor) else b for b, v in zip(blocks, flat)]
-        bargs, bkwargs = tree_unflatten(blocks, tree)
+    bargs, bkwargs = tree_unflatten(blocks, tree)
     names = [a.name for a in func._schema.arguments]
     if "input_size" in names:
         i = names.index("input_size")
@@ -1329,17 +1323,12 @@ def _batch_dims_on_blocks(batch_dims, spatial, func, args, kwargs):
         elif "input_size" in bkwargs:
             bkwargs = dict(bkwargs, input_size=lead_call + list(bkwargs["input_size"][batch_dims:]))
     out = func(*bargs, **bkwargs)
-
-    def wrap(block):
-        if not isinstance(block, torch.Tensor):
-            return block
-        if empty:
-            for d in range(batch_dims):
-                block = block.narrow(d, 0, lead_local[d])
-        shape = lead_global + list(block.shape[batch_dims:]) if batched else list(block.shape)
-        return DTensor(block, first._spec.with_(list(target), shape, _dtype_name(block.dtype)), first._mesh)
-
-    return tuple(wrap(o) for o in out) if isinstance(out, (tuple, list)) else wrap(out)
+    if empty:  # none of the zero sample's outputs are kept
+        kept = tuple(slice(0, k) for k in lead_local)
+        out = type(out)(o[kept] if isinstance(o, torch.Tensor) else o for o in out) \
+            if isinstance(out, (list, tuple)) else out[kept]
+    return _wrapped_blocks(out, first, target,
+                           lambda block: lead_global + list(block.shape[batch_dims:]) if batched else block.shape)
 
 
 def _unsupported(qualified):
@@ -1357,34 +1346,11 @@ def _unsupported(qualified):
 
 def _replicated(func, args, kwargs):
     """allow_replicate_fallback: every sharded input made Replicate, torch's op on whole tensors."""
-    def tensors(values):
-        for v in values:
-            if type(v) is DTensor:
-                yield v
-            elif isinstance(v, (list, tuple)):
-                yield from tensors(v)
-
-    ref = next(tensors(list(args) + list(kwargs.values())))  # a list argument's DTensors count too
-    n = len(ref._spec.placements)
-
-    def local(a):
-        if type(a) is DTensor:
-            return _moved(a, [Replicate()] * n)._local
-        if isinstance(a, (list, tuple)) and a and type(a[0]) is DTensor:
-            return [local(e) for e in a]
-        return a
-
-    out = func(*[local(a) for a in args], **{k: local(v) for k, v in kwargs.items()})
-
-    def wrap(t):
-        if not isinstance(t, torch.Tensor):
-            return t
-        return DTensor(t, ref._spec.with_([Replicate()] * n, list(t.shape), _dtype_name(t.dtype)),
-                       ref._mesh)
-
-    if isinstance(out, (list, tuple)):
-        return type(out)(wrap(t) for t in out)
-    return wrap(out)
+    flat, tree = tree_flatten((args, kwargs))  # a list argument's DTensors count too
+    ref = next(v for v in flat if type(v) is DTensor)
+    whole = [Replicate()] * len(ref._spec.placements)
+    largs, lkwargs = tree_unflatten(_moved_blocks(flat, lambda t: whole), tree)
+    return _wrapped_blocks(func(*largs, **lkwargs), ref, whole)
 
 
 def _cat(func, args, kwargs):
@@ -1525,12 +1491,12 @@ _SPECIAL = {
     "adjoint": _matrix_transpose,
     "index_put": _index_put,
     "put": _put,
+    "diagonal_scatter": _diagonal_scatter,
     # masked_scatter(self, mask, source): the k-th true element of the mask takes source's k-th
     # element, so each position depends on the whole mask before it (masked_select's gradient):
     # computed whole on every rank from replicated inputs, as the dynamic_output_shape ops.
-    "diagonal_scatter": _diagonal_scatter,
-    "masked_scatter": lambda func, args, kwargs: _replicated(func, args, kwargs),
-    "masked_scatter_backward": lambda func, args, kwargs: _replicated(func, args, kwargs),
+    "masked_scatter": _replicated,
+    "masked_scatter_backward": _replicated,
 }
 
 

@@ -14,8 +14,8 @@
 # and the reference runs on those rounded values too, so a rule that wrongly passes Partial through
 # a nonlinear op shows as a mismatch and a correct one cannot show rounding noise.
 import dataclasses
+import math
 import random
-import time
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
@@ -29,6 +29,11 @@ GRID_LIMIT = {torch.float64: 2.0 ** 30, torch.float32: 2.0 ** 12}  # |x| below i
 def entries():
     from torch.testing._internal.common_methods_invocations import op_db
     return list(op_db)
+
+
+def entry_name(entry):
+    """The entry's name with its variant (`nn.functional.interpolate.bilinear`)."""
+    return entry.name + ("." + entry.variant_test_name if entry.variant_test_name else "")
 
 
 def pick_dtype(entry):
@@ -268,6 +273,17 @@ def close(got, want, values=True):
     return None
 
 
+def placed_arguments(case, mesh_shape, coord, make):
+    """The case's flat arguments at this mesh coordinate: each tensor as make(block, layout, whole
+    tensor), a DTensor, made a leaf requiring grad where gradients are compared."""
+    flat = list(case.flat)
+    for i, lay in case.layouts.items():
+        flat[i] = make(local_block(case.flat[i], lay, mesh_shape, coord), lay, case.flat[i])
+        if case.grads is not None and i in case.grad_inputs:
+            flat[i] = flat[i].detach().requires_grad_()
+    return flat
+
+
 class BridgeEngine:
     """dtensor's bridge on a mesh of thread ranks of this process."""
     name = "dtensor"
@@ -283,25 +299,14 @@ class BridgeEngine:
 
     def run(self, entry, case):
         """(forward problem or None, backward problem or None; "error: ..." when the DTensor run raised)."""
-        n = 1
-        for s in self.mesh_shape:
-            n *= s
-
         def fn(world):
             mesh = self.dtensor.init_device_mesh("cpu", self.mesh_shape)
-            coord = mesh.get_coordinate()
-            flat = list(case.flat)
-            for i, lay in case.layouts.items():
-                local = local_block(case.flat[i], lay, self.mesh_shape, coord)
-                flat[i] = self.bridge.from_local(local, mesh, [self.placement(p) for p in lay.placements],
-                                                 shape=case.flat[i].shape)
-                if case.grads is not None and i in case.grad_inputs:
-                    flat[i].requires_grad_()
+            flat = placed_arguments(case, self.mesh_shape, mesh.get_coordinate(), lambda block, lay, t: (
+                self.bridge.from_local(block, mesh, [self.placement(p) for p in lay.placements], shape=t.shape)))
             return compare_on_rank(entry, case, flat, lambda t: t.full_tensor() if hasattr(t, "full_tensor") else t,
                                    lambda w: self.bridge.distribute(w, mesh))
 
-        results = self.dtensor.run_threads(n, fn)
-        return results[0]
+        return self.dtensor.run_threads(math.prod(self.mesh_shape), fn)[0]
 
 
 class TorchEngine:
@@ -321,15 +326,9 @@ class TorchEngine:
 
     def run(self, entry, case):
         from torch.distributed.tensor import DTensor, Replicate, distribute_tensor
-        coord = self.mesh.get_coordinate()
-        flat = list(case.flat)
-        for i, lay in case.layouts.items():
-            t = case.flat[i]
-            local = local_block(t, lay, self.mesh_shape, coord)
-            flat[i] = DTensor.from_local(local, self.mesh, [self.placement(p) for p in lay.placements],
-                                         run_check=False, shape=t.shape, stride=t.stride())
-            if case.grads is not None and i in case.grad_inputs:
-                flat[i] = flat[i].detach().requires_grad_()
+        flat = placed_arguments(case, self.mesh_shape, self.mesh.get_coordinate(), lambda block, lay, t: (
+            DTensor.from_local(block, self.mesh, [self.placement(p) for p in lay.placements], run_check=False,
+                               shape=t.shape, stride=t.stride())))
         return compare_on_rank(entry, case, flat, lambda t: t.full_tensor() if isinstance(t, DTensor) else t,
                                lambda w: distribute_tensor(w, self.mesh, [Replicate()] * len(self.mesh_shape)))
 
@@ -395,24 +394,3 @@ def entry_status(rows, which):
     if any(s in ("error", "mismatch") for s in st):
         return "error" if all(s != "mismatch" for s in st) else "mismatch"
     return "pass" if "pass" in st else "not compared"
-
-
-if __name__ == "__main__":
-    import sys
-    import collections
-    eng = BridgeEngine()
-    want = set(sys.argv[1:])
-    tot = collections.Counter()
-    t0 = time.time()
-    for e in entries():
-        full_name = e.name + ("." + e.variant_test_name if e.variant_test_name else "")
-        if want and e.name not in want and full_name not in want:
-            continue
-        t = time.time()
-        rows = run_entry(eng, e)
-        f, b = entry_status(rows, "forward"), entry_status(rows, "backward")
-        tot["fwd " + f] += 1
-        tot["bwd " + b] += 1
-        detail = next((r[3] for r in rows if r[3]), "")
-        print(f"{full_name:40} {f:13} {b:13} {time.time() - t:6.2f}s {detail[:150]}", flush=True)
-    print(dict(tot), f"{time.time() - t0:.0f}s")

@@ -33,8 +33,7 @@ def results():
     engines = {m: oracle.BridgeEngine(m) for m in MESHES}
     out = {}
     for e in oracle.entries():
-        name = e.name + ("." + e.variant_test_name if e.variant_test_name else "")
-        out[name] = {m: oracle.run_entry(engines[m], e, mesh_ndim=len(m)) for m in MESHES}
+        out[oracle.entry_name(e)] = {m: oracle.run_entry(engines[m], e, mesh_ndim=len(m)) for m in MESHES}
     return out
 
 

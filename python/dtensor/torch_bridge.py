@@ -1374,11 +1374,12 @@ def _cat_engine():
 #
 # Draws for a sharded tensor must not depend on its layout: the mask of a replicated activation is
 # the same on every rank, and a sharded one's blocks are the blocks of the mask the whole tensor
-# would get. Every rank draws the whole tensor's values from torch's generator seeded by (the
-# mesh's seed, a per-rank call counter: SPMD ranks make the same calls in the same order), and
-# keeps its block (dtensor's R -> placements, local slicing; Partial mesh dims keep the whole
-# mask, as a Partial's pieces share it). Correct for any layout, not fast: each rank draws the whole
-# tensor (a counter-based per-element generator is the next step).
+# would get. dtensor's Philox ops (ops/random/defs.cc) draw each block's slice of the whole
+# tensor's draw from (the mesh's agreed seed, a per-call offset); every other random op of ATen is
+# a pointwise transform of one such uniform or normal draw (inverse CDF: exponential, cauchy,
+# geometric; affine: uniform, normal; a comparison: bernoulli with a tensor p), so it inherits the
+# guarantee. torch's own mt19937 stream is never used for a DTensor: a random op with no handler
+# here is refused (_without_rule), as its decomposition would draw plain tensors that differ per rank.
 
 _rng = threading.local()  # per rank: run_threads' ranks are threads of one interpreter
 
@@ -1417,15 +1418,171 @@ def _bernoulli_(func, args, kwargs):
     """bernoulli_(self, p) (eager dropout on CPU: empty_like(x).bernoulli_(1 - p)): self's blocks
     become its blocks of one Philox draw of the whole tensor (philox_bernoulli)."""
     b = _bind(func, args, kwargs)
-    x, p = b["self"], b.get("p", 0.5)
-    if not _is_number(p):
-        raise UnsupportedOpError(f"bridge: {func} with a tensor p on a sharded tensor {x._spec}; accepted: a float p")
+    x = b["self"]
     (drawn,) = _b.prepare("philox_bernoulli", *_philox_bernoulli_adapt(args, kwargs)).run()
     drawn = _laid_out_as(x, drawn)
     if drawn._spec.placements != x._spec.placements:  # self was Partial: it is Replicate there now
         x._spec = drawn._spec
     x._local.copy_(drawn._local)
     return x
+
+
+def _no_generator(func, x, b):
+    if b.get("generator") is not None:
+        raise UnsupportedOpError(f"bridge: {func} with an explicit generator on a sharded tensor {x._spec}; "
+                                 f"accepted: generator=None (dtensor seeds per mesh)")
+
+
+def _draw(x, normal=False):
+    """A float64 DTensor of x's shape laid out as x (Partial dims Replicate): U[0, 1) or N(0, 1),
+    each block its slice of the whole tensor's Philox draw."""
+    seed, offset = _philox_key(x)
+    (drawn,) = _b.prepare("philox_randn_like" if normal else "philox_rand_like",
+                          (x, seed, offset), {"dtype": "float64"}).run()
+    return _laid_out_as(x, drawn)
+
+
+def _check_floating(func, x):
+    if not x.dtype.is_floating_point:
+        raise UnsupportedOpError(f"bridge: {func} of {x.dtype} {x._spec}; accepted: a floating dtype (as ATen)")
+
+
+def _check_parameter(func, x, name, ok, value, accepted):
+    if not ok:
+        raise DTensorError(f"bridge: {func} of {x._spec}: {name} = {value}; accepted: {accepted}")
+
+
+def _continuous(func, args, kwargs):
+    """uniform, exponential, cauchy, log_normal, normal_ (in place; the in-place forms copy the
+    result into self): the inverse CDF (or affine map) of one U[0, 1) or N(0, 1) draw, in float64,
+    cast to self's dtype. Parameter checks as ATen's (torch/csrc: check_uniform_bounds, ...)."""
+    b = _bind(func, args, kwargs)
+    x, name = b["self"], func._schema.name.split("::")[1].replace("_functional", "").rstrip("_")
+    _no_generator(func, x, b)
+    _check_floating(func, x)
+    if name == "uniform":
+        lo, hi = float(b.get("from", 0.0)), float(b.get("to", 1.0))
+        _check_parameter(func, x, "from, to", lo <= hi, (lo, hi), "from <= to")
+        out = _draw(x) * (hi - lo) + lo
+    elif name == "exponential":
+        lambd = float(b.get("lambd", 1.0))
+        _check_parameter(func, x, "lambd", lambd > 0, lambd, "lambd > 0")
+        out = torch.log1p(-_draw(x)) * (-1.0 / lambd)  # U in [0, 1): 1 - U in (0, 1], finite
+    elif name == "cauchy":
+        median, sigma = float(b.get("median", 0.0)), float(b.get("sigma", 1.0))
+        _check_parameter(func, x, "sigma", sigma > 0, sigma, "sigma > 0")
+        out = torch.tan((_draw(x) - 0.5) * math.pi) * sigma + median
+    else:  # normal_, log_normal
+        mean, std = (float(b.get("mean", 0.0)), float(b.get("std", 1.0))) if name == "normal" else (
+            float(b.get("mean", 1.0)), float(b.get("std", 2.0)))
+        _check_parameter(func, x, "std", std >= 0 if name == "normal" else std > 0, std,
+                         "std >= 0" if name == "normal" else "std > 0")
+        out = _draw(x, normal=True) * std + mean
+        if name == "log_normal":
+            out = torch.exp(out)
+    out = out.to(x.dtype)
+    return _copy_(None, (x, out), {}) if func._schema.name.endswith("_") else out
+
+
+def _discrete(func, args, kwargs):
+    """geometric(p), random(from, to) / random(to) / random(), randint_like(high) /
+    randint_like(low, high): floor or ceil of a transformed U[0, 1) draw in float64 (exact for
+    ranges up to 2^53), in self's dtype."""
+    b = _bind(func, args, kwargs)
+    x, name = b["self"], func._schema.name.split("::")[1].rstrip("_")
+    _no_generator(func, x, b)
+    _check_same_device(name, x, b.get("device"))
+    dtype = b.get("dtype") or x.dtype
+    u = _draw(x)
+    if name == "geometric":
+        p = float(b["p"])
+        _check_parameter(func, x, "p", 0 < p < 1, p, "0 < p < 1")
+        out = torch.clamp_min(torch.ceil(torch.log1p(-u) / math.log1p(-p)), 1.0)
+    else:
+        lo, hi = int(b.get("from", b.get("low", 0))), b.get("to", b.get("high"))
+        if isinstance(hi, torch.Tensor):  # randint_like.Tensor: a 0-d high, the same on every rank
+            hi = hi.item()
+        if hi is None:  # random(): [0, 2^digits] for floating dtypes (ATen's), [0, 1] for bool
+            digits = {torch.bool: 1, torch.float64: 53, torch.float32: 24, torch.bfloat16: 8, torch.float16: 11}.get(dtype)
+            if digits is None:
+                raise UnsupportedOpError(f"bridge: {func} of {dtype} {x._spec} without `to`: its range is the "
+                                         f"dtype's (2^63 values for int64), beyond a float64 draw's 2^53; accepted: "
+                                         f"an explicit to <= from + 2^53")
+            hi = 2 if dtype == torch.bool else (1 << digits) + 1
+        hi = int(hi)
+        _check_parameter(func, x, "[from, to)", lo < hi, (lo, hi), "from < to")
+        _check_parameter(func, x, "to - from", hi - lo <= 1 << 53, hi - lo, "at most 2^53 (a float64 draw's resolution)")
+        out = torch.clamp_max(torch.floor(u * float(hi - lo)), float(hi - lo - 1)) + float(lo)
+    out = out.to(dtype)
+    return _copy_(None, (x, out), {}) if func._schema.name.endswith("_") else out
+
+
+def _normal(func, args, kwargs):
+    """normal(mean, std) with a tensor mean and/or std: mean + std * N(0, 1), the draw laid out as
+    the broadcast result; a negative std is refused as ATen refuses it (a reduction over std)."""
+    b = _bind(func, args, kwargs)
+    mean, std = b["mean"], b.get("std", 1.0)
+    x = mean if isinstance(mean, DTensor) else std
+    _no_generator(func, x, b)
+    if isinstance(std, torch.Tensor):
+        _check_parameter(func, x, "std", not bool((std < 0).any()), "a negative element", "std >= 0")
+    else:
+        _check_parameter(func, x, "std", std >= 0, std, "std >= 0")
+    shaped = torch.broadcast_tensors(*[t for t in (mean, std) if isinstance(t, torch.Tensor)])[0]
+    dtype = (mean if isinstance(mean, torch.Tensor) else std).dtype
+    return (_draw(shaped, normal=True) * std + mean).to(dtype)
+
+
+def _bernoulli_tensor(func, args, kwargs):
+    """bernoulli(self) (self the probabilities) and bernoulli(self, p: Tensor): U < p, in self's
+    dtype; bernoulli_(self, p: Tensor) writes it into self."""
+    b = _bind(func, args, kwargs)
+    x = b["self"]
+    _no_generator(func, x, b)
+    p = b.get("p", 0.5 if func._schema.name.endswith("_") else x)  # bernoulli(self): self is p
+    if not isinstance(p, torch.Tensor):  # bernoulli_.float
+        return _bernoulli_(func, args, kwargs)
+    _check_parameter(func, x, "p", bool(((p >= 0) & (p <= 1)).all()), "an element outside [0, 1]", "0 <= p <= 1")
+    out = (_draw(x) < p).to(x.dtype)
+    return _copy_(None, (x, out), {}) if func._schema.name.endswith("_") else out
+
+
+def _rrelu_with_noise(func, args, kwargs):
+    """rrelu_with_noise(self, noise, lower, upper, training) (F.rrelu): in training each element
+    <= 0 is scaled by a U[lower, upper) draw, which noise records (1 elsewhere), as ATen; else
+    leaky_relu with slope (lower + upper) / 2 and noise untouched."""
+    b = _bind(func, args, kwargs)
+    x, noise = b["self"], b["noise"]
+    lower, upper = float(b.get("lower", 0.125)), float(b.get("upper", 1.0 / 3.0))
+    _no_generator(func, x, b)
+    _check_floating(func, x)
+    if b.get("training", False):
+        r = (_draw(x) * (upper - lower) + lower).to(x.dtype)
+        noise.copy_(torch.where(x <= 0, r, torch.ones_like(r)))
+        out = x * noise
+    else:
+        out = aten.leaky_relu.default(x, (lower + upper) / 2)
+    return _copy_(None, (x, out), {}) if func._schema.name.endswith("_") else out
+
+
+def _rrelu_with_noise_backward(func, args, kwargs):
+    """ATen's: grad * noise in training (when upper - lower > 1e-6), else leaky_relu's backward."""
+    b = _bind(func, args, kwargs)
+    lower, upper = float(b["lower"]), float(b["upper"])
+    if b["training"] and upper - lower > 1e-6:
+        return b["grad_output"] * b["noise"]
+    return aten.leaky_relu_backward.default(b["grad_output"], b["self"], (lower + upper) / 2, b["self_is_result"])
+
+
+def _random_without_handler(qualified):
+    def handler(func, args, kwargs):
+        raise UnsupportedOpError(
+            f"bridge: {qualified} is a random op with no DTensor-semantic draw in dtensor (its "
+            f"decomposition or a replicated fallback would draw different values on each rank); "
+            f"accepted: the random ops of docs/PYTHON.md (rand_like, randn_like, bernoulli, dropout, "
+            f"uniform_, normal_, exponential_, cauchy_, log_normal_, geometric_, random_, randint_like, rrelu)")
+
+    return handler
 
 
 def _masked_backward(name):
@@ -1477,7 +1634,14 @@ _SPECIAL = {
     "var_mean": _var_mean,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa_flash_cpu,
     "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_flash_cpu_backward,
-    "bernoulli_": _bernoulli_,
+    "bernoulli_": _bernoulli_tensor,
+    **dict.fromkeys(["uniform", "uniform_", "exponential", "exponential_", "cauchy", "cauchy_", "log_normal",
+                     "log_normal_", "normal_", "normal_functional"], _continuous),
+    **dict.fromkeys(["geometric", "geometric_", "random", "random_", "randint_like"], _discrete),
+    "normal": _normal,
+    "rrelu_with_noise": _rrelu_with_noise,
+    "rrelu_with_noise_": _rrelu_with_noise,
+    "rrelu_with_noise_backward": _rrelu_with_noise_backward,
     "cat": _cat,
     "expand_as": _expand_as,
     "_fused_adamw_": _fused_adamw_,
@@ -1503,6 +1667,8 @@ _SPECIAL = {
 # Single overloads run as other ATen ops: max(x) and min(x), the whole tensor's, are amax and amin
 # over every dim (both propagate NaN, both refuse an empty tensor).
 _OVERLOADS = {
+    "bernoulli.default": _bernoulli_tensor,
+    "bernoulli.Tensor": _bernoulli_tensor,
     "max.default": lambda func, args, kwargs: aten.amax.default(args[0], list(range(args[0].dim()))),
     "min.default": lambda func, args, kwargs: aten.amin.default(args[0], list(range(args[0].dim()))),
 }
@@ -1593,6 +1759,8 @@ def _without_rule(func, base, qualified):
     implements by other ops (CompositeImplicitAutograd: movedim, narrow, tensor_split, ... when a
     decomposition calls them) by that implementation, any other by torch's own decomposition into
     ops the bridge runs (cached per overload by the caller); else an error naming the op."""
+    if torch.Tag.nondeterministic_seeded in func.tags:
+        return _random_without_handler(qualified)
     if torch.Tag.pointwise in func.tags and torch.Tag.nondeterministic_seeded not in func.tags and (
             not base.endswith("_")):
         return _pointwise_on_blocks

@@ -13,6 +13,7 @@
 # (2^-20 for float64, 2^-10 for float32) on which the pieces and their sums are exact in any order,
 # and the reference runs on those rounded values too, so a rule that wrongly passes Partial through
 # a nonlinear op shows as a mismatch and a correct one cannot show rounding noise.
+import contextlib
 import dataclasses
 import math
 import random
@@ -127,6 +128,7 @@ class Case:
     grads: object = None     # reference gradients, by grad_inputs; None: no backward compared
     weights: object = None   # one weight tensor per floating output, for the backward's loss
     skip: str = ""           # why this sample is not compared
+    random: bool = False     # draws random numbers: compared with the engine's own one-device draw
 
 
 def _flat_outputs(out):
@@ -190,9 +192,7 @@ def make_cases(entry, mesh_ndim=2, seed=0):
         except Exception as e:  # noqa: BLE001
             case.skip = f"torch raised {type(e).__name__} on a second call"
             continue
-        if random_op:
-            case.skip = "random: draws from torch's generator"
-            continue
+        case.random = random_op
         case.out = [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outs]
         if entry.supports_autograd and dtype.is_floating_point:
             case.grad_inputs = [i for i in tensors if flat[i].is_floating_point()]
@@ -205,9 +205,10 @@ def make_cases(entry, mesh_ndim=2, seed=0):
 
 def _is_random(entry, flat, spec):
     """Whether the op draws random numbers (an ATen op tagged nondeterministic_seeded runs): its
-    values come from torch's mt19937 stream (OpInfo's random entries reseed it, wrapper_set_seed),
-    not comparable with a DTensor engine's (dtensor draws Philox; tests/python/test_random_ops.py
-    checks those)."""
+    values come from torch's mt19937 stream, not comparable with a DTensor engine's (dtensor draws
+    Philox), so such a case is compared with the engine's own one-device draw (_random_reference).
+    OpInfo's random entries also reseed torch's generator (wrapper_set_seed), which run_entry
+    disables around every engine run."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Seen(TorchDispatchMode):
@@ -219,17 +220,9 @@ def _is_random(entry, flat, spec):
             return func(*args, **(kwargs or {}))
 
     args, kwargs = tree_unflatten([v.clone() if isinstance(v, torch.Tensor) else v for v in flat], spec)
-    # A reseeding wrapper (wrapper_set_seed) marks the sample random even when it draws nothing:
-    # rank threads must not call torch.manual_seed at once (torch's generator lock and the GIL
-    # deadlock there).
-    seed, reseeded = torch.manual_seed, []
-    torch.manual_seed = lambda s: (reseeded.append(s), seed(s))[1]
-    try:
-        with Seen():
-            entry.op(*args, **kwargs)
-    finally:
-        torch.manual_seed = seed
-    return Seen.random or bool(reseeded)
+    with Seen():
+        entry.op(*args, **kwargs)
+    return Seen.random
 
 
 def _reference_grads(entry, case):
@@ -297,16 +290,23 @@ class BridgeEngine:
         d = self.dtensor
         return d.Replicate() if p[0] == "R" else d.Shard(p[1]) if p[0] == "S" else d.Partial(p[1])
 
+    def _on_mesh(self, entry, case, mesh_shape, how):
+        def fn(world):
+            mesh = self.dtensor.init_device_mesh("cpu", mesh_shape)
+            flat = placed_arguments(case, mesh_shape, mesh.get_coordinate(), lambda block, lay, t: (
+                self.bridge.from_local(block, mesh, [self.placement(p) for p in lay.placements], shape=t.shape)))
+            return how(entry, case, flat, lambda t: t.full_tensor() if hasattr(t, "full_tensor") else t,
+                       lambda w: self.bridge.distribute(w, mesh))
+
+        return self.dtensor.run_threads(math.prod(mesh_shape), fn)[0]
+
     def run(self, entry, case):
         """(forward problem or None, backward problem or None; "error: ..." when the DTensor run raised)."""
-        def fn(world):
-            mesh = self.dtensor.init_device_mesh("cpu", self.mesh_shape)
-            flat = placed_arguments(case, self.mesh_shape, mesh.get_coordinate(), lambda block, lay, t: (
-                self.bridge.from_local(block, mesh, [self.placement(p) for p in lay.placements], shape=t.shape)))
-            return compare_on_rank(entry, case, flat, lambda t: t.full_tensor() if hasattr(t, "full_tensor") else t,
-                                   lambda w: self.bridge.distribute(w, mesh))
+        return self._on_mesh(entry, case, self.mesh_shape, compare_on_rank)
 
-        return self.dtensor.run_threads(math.prod(self.mesh_shape), fn)[0]
+    def results(self, entry, case, mesh_shape):
+        """results_on_rank's (outputs, gradients) of rank 0 on a mesh of this shape."""
+        return self._on_mesh(entry, case, mesh_shape, results_on_rank)
 
 
 class TorchEngine:
@@ -333,28 +333,40 @@ class TorchEngine:
                                lambda w: distribute_tensor(w, self.mesh, [Replicate()] * len(self.mesh_shape)))
 
 
-def compare_on_rank(entry, case, flat, full, distribute_weight):
-    """Run the op on this rank's DTensor arguments; compare outputs (and gradients) with the case's."""
+def results_on_rank(entry, case, flat, full, distribute_weight):
+    """The op on this rank's DTensor arguments: (whole outputs, whole gradients or None), or
+    (error text, None) for the forward, (outputs, error text) for the backward."""
     args, kwargs = tree_unflatten(flat, case.spec)
     try:
         outs = _flat_outputs(entry.op(*args, **kwargs))
         got = [full(o) for o in outs]
     except Exception as e:  # noqa: BLE001
         return f"error: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}", None
-    if len(got) != len(case.out):
-        return f"{len(got)} outputs, torch gives {len(case.out)}", None
-    values = entry.name not in UNINITIALIZED
-    fwd = next((f"output {j}: {p}" for j, (g, w) in enumerate(zip(got, case.out)) if (p := close(g, w, values))), None)
-    if case.grads is None or fwd is not None:
-        return fwd, None
+    if case.grads is None:
+        return got, None
     try:
         weights = [None if w is None else distribute_weight(w) for w in case.weights]
         loss = _loss(outs, weights)
         leaves = [flat[i] for i in case.grad_inputs]
         grads = torch.autograd.grad(loss, leaves, allow_unused=True)
-        grads = [None if g is None else full(g) for g in grads]
+        return got, [None if g is None else full(g) for g in grads]
     except Exception as e:  # noqa: BLE001
-        return None, f"error: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        return got, f"error: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+
+
+def compare_on_rank(entry, case, flat, full, distribute_weight):
+    """Run the op on this rank's DTensor arguments; compare outputs (and gradients) with the case's."""
+    got, grads = results_on_rank(entry, case, flat, full, distribute_weight)
+    if isinstance(got, str):
+        return got, None
+    if len(got) != len(case.out):
+        return f"{len(got)} outputs, the reference gives {len(case.out)}", None
+    values = entry.name not in UNINITIALIZED
+    fwd = next((f"output {j}: {p}" for j, (g, w) in enumerate(zip(got, case.out)) if (p := close(g, w, values))), None)
+    if case.grads is None or fwd is not None:
+        return fwd, None
+    if isinstance(grads, str):
+        return None, grads
     for j, (g, w) in enumerate(zip(grads, case.grads)):
         if w is None and g is None:
             continue
@@ -367,6 +379,33 @@ def compare_on_rank(entry, case, flat, full, distribute_weight):
     return None, None
 
 
+@contextlib.contextmanager
+def _reseeding_disabled():
+    """OpInfo's random entries reseed torch's generator in their op (wrapper_set_seed); in rank
+    threads that deadlocks (torch's generator lock and the GIL), and the engine agrees on its seed
+    at its first draw, so both runs of a random case keep the seed they start with."""
+    seed = torch.manual_seed
+    torch.manual_seed = lambda s: torch.default_generator
+    try:
+        yield
+    finally:
+        torch.manual_seed = seed
+
+
+def _random_reference(engine, entry, case):
+    """A random case's reference: the engine's own run on one device (every tensor Replicate on a
+    1-rank mesh), which a sharded run must equal element for element (DTensor's random semantics:
+    each block is its slice of the one-device draw with the same seed). Returns the forward's error
+    text or None, and the backward's (its gradients are then not compared)."""
+    one = dataclasses.replace(case, layouts={i: Layout([("R",)], lay.seed) for i, lay in case.layouts.items()},
+                              grads=[] if case.grads is not None else None)
+    got, grads = engine.results(entry, one, (1,))
+    if isinstance(got, str):
+        return got, None
+    case.out, case.grads = got, None if isinstance(grads, str) else grads
+    return None, grads if isinstance(grads, str) else None
+
+
 def run_entry(engine, entry, mesh_ndim=2):
     """[(case, forward status, backward status, detail)] for one entry; status: pass / mismatch /
     error / not compared."""
@@ -375,15 +414,31 @@ def run_entry(engine, entry, mesh_ndim=2):
         if case.skip:
             rows.append((case, "not compared", "not compared", case.skip))
             continue
-        fwd, bwd = engine.run(entry, case)
+        if case.random:
+            if not hasattr(engine, "results") or math.prod(engine.mesh_shape) == 1:
+                why = "random: no one-device draw of this engine" if not hasattr(engine, "results") else \
+                    "random: a 1-rank run is its own reference"
+                rows.append((case, "not compared", "not compared", why))
+                continue
+            with _reseeding_disabled():
+                fwd, bwd = _random_reference(engine, entry, case)
+                if fwd:
+                    rows.append((case, "error", "error", f"{fwd} (one-device draw)"))
+                    continue
+                if bwd:
+                    bwd += " (one-device draw)"
+                fwd, bwd = engine.run(entry, case) if not bwd else (engine.run(entry, case)[0], bwd)
+        else:
+            with _reseeding_disabled():
+                fwd, bwd = engine.run(entry, case)
         fs = "pass" if fwd is None else ("error" if fwd.startswith("error") else "mismatch")
-        if case.grads is None:
+        if case.grads is None and not bwd:
             bs = "not compared"
         elif fwd is not None:
             bs = fs
         else:
             bs = "pass" if bwd is None else ("error" if bwd.startswith("error") else "mismatch")
-        rows.append((case, fs, bs, fwd or bwd or ""))
+        rows.append((case, fs, bs, fwd or bwd or ("random: equals the one-device draw" if case.random else "")))
     return rows
 
 

@@ -14,8 +14,8 @@ pytest.importorskip("expecttest", reason="expecttest is not installed: torch's o
 
 import opdb_oracle as oracle  # noqa: E402
 
-FORWARD_AT_LEAST = 565   # 2026-11-29, torch 2.15.0, of 703 entries
-BACKWARD_AT_LEAST = 466  # of the entries whose samples torch differentiates
+FORWARD_AT_LEAST = 589   # 2026-11-29, torch 2.15.0, of 703 entries
+BACKWARD_AT_LEAST = 480  # of the entries whose samples torch differentiates
 
 # Errors other than dtensor's refusals, reviewed: entry -> why.
 REVIEWED_ERRORS = {
@@ -38,12 +38,13 @@ def results():
 
 
 def status(by_mesh, which):
-    """An entry passes on every mesh, else its worst status (mismatch > error > not compared)."""
+    """An entry's worst status over the meshes (mismatch > error), else pass where it was compared
+    on some mesh (a random op is compared on [2, 2] only: on 1 rank its draw is its own reference)."""
     st = [oracle.entry_status(rows, which) for rows in by_mesh.values()]
-    for s in ("mismatch", "error", "not compared"):
+    for s in ("mismatch", "error", "pass"):
         if s in st:
             return s
-    return "pass"
+    return "not compared"
 
 
 def detail(by_mesh):

@@ -1574,6 +1574,132 @@ def _rrelu_with_noise_backward(func, args, kwargs):
     return aten.leaky_relu_backward.default(b["grad_output"], b["self"], (lower + upper) / 2, b["self_is_result"])
 
 
+# ---- ops computed on blocks with some dims whole ----------------------------------------------
+
+
+def _kept(x, whole=(), partial_passes=False):
+    """x's placements with the Shards of dims in `whole` made Replicate, and its Partials too unless
+    the op is linear in x (partial_passes)."""
+    return [p if (p.is_shard() and p.dim not in whole) or (p.is_partial() and partial_passes) else Replicate()
+            for p in x._spec.placements]
+
+
+def _global_shape(func, args, kwargs):
+    """The op's output shape(s) for the global shapes of its arguments (torch's meta kernel)."""
+    flat, tree = tree_flatten((args, kwargs))
+    meta = [torch.empty(v.shape, dtype=v.dtype, device="meta") if isinstance(v, torch.Tensor) else v for v in flat]
+    margs, mkwargs = tree_unflatten(meta, tree)
+    out = func(*margs, **mkwargs)
+    return [list(o.shape) for o in out] if isinstance(out, (list, tuple)) else list(out.shape)
+
+
+def _histc(func, args, kwargs):
+    """histc(self, bins, min, max): each block's histogram over one range, summed (Partial(sum) over
+    the mesh dims self is sharded on). ATen's default range (min = max) is the data's: a global
+    min and max first, widened by 1 each side when they are equal (ATen's rule)."""
+    b = _bind(func, args, kwargs)
+    x, bins = b["self"], b.get("bins", 100)
+    lo, hi = float(b.get("min", 0)), float(b.get("max", 0))
+    if lo == hi and x.numel() > 0:
+        lo, hi = float(aten.min.default(x)), float(aten.max.default(x))
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    keep = _kept(x)
+    (block,) = _moved_blocks([x], lambda t: keep)
+    return _wrapped_blocks(aten.histc.default(block, bins, lo, hi), x,
+                           [_dtensor.Partial("sum") if p.is_shard() else Replicate() for p in keep])
+
+
+def _elementwise_in(name, whole_when=lambda b: True):
+    """An op elementwise in argument `name` that reads its other tensors whole (isin's
+    test_elements, searchsorted's 1-d sorted_sequence): those replicated, `name` keeps its Shards
+    (a Partial made Replicate), the output laid out as it. When whole_when(bound arguments) is
+    False (an N-d sorted_sequence pairs rows with self's), or `name` is a number, it runs whole."""
+    def handler(func, args, kwargs):
+        b = _bind(func, args, kwargs)
+        x = b.get(name)
+        if not isinstance(x, DTensor) or not whole_when(b):
+            return _replicated(func, args, kwargs)
+        keep = _kept(x)
+        flat, tree = tree_flatten((args, kwargs))
+        blocks = _moved_blocks(flat, lambda t: keep if t is x else [Replicate()] * len(keep))
+        bargs, bkwargs = tree_unflatten(blocks, tree)
+        return _wrapped_blocks(func(*bargs, **bkwargs), x, keep, lambda block: x.shape)
+
+    return handler
+
+
+def _index_reduce(func, args, kwargs):
+    """index_reduce(self, dim, index, source, reduce, include_self) is scatter_reduce with the index
+    spread along source's other dims: source's slice k along dim goes to self's slice index[k]."""
+    b = _bind(func, args, kwargs)
+    x, index, source = b["self"], b["index"], b["source"]
+    dim = b["dim"] % max(x.dim(), 1)
+    if source.dim() > 0:
+        index = index.reshape([-1 if d == dim else 1 for d in range(source.dim())]).expand(source.shape)
+    return aten.scatter_reduce.two(x, dim, index, source, b["reduce"], include_self=b.get("include_self", True))
+
+
+_SCATTER_REDUCE = {"add": "sum", "multiply": "prod"}
+
+
+def _scatter_reduce_form(func, args, kwargs):
+    """scatter(self, dim, index, src or value, reduce="add" / "multiply") is scatter_reduce with sum /
+    prod including self (a value is a src of index's shape filled with it)."""
+    b = _bind(func, args, kwargs)
+    x, index, reduce = b["self"], b["index"], b["reduce"]
+    if reduce not in _SCATTER_REDUCE:
+        raise DTensorError(f"bridge: {func} of {x._spec}: reduce = {reduce!r}; accepted: 'add', 'multiply'")
+    src = b["src"] if "src" in b else aten.full_like.default(index, b["value"], dtype=x.dtype)
+    return aten.scatter_reduce.two(x, b["dim"], index, src, _SCATTER_REDUCE[reduce], include_self=True)
+
+
+def _addbmm(func, args, kwargs):
+    """addbmm(self, batch1, batch2, beta, alpha) = beta * self + alpha * sum_b batch1[b] @ batch2[b]
+    (bmm then a sum over the batch dim; self ignored when beta = 0, as ATen)."""
+    b = _bind(func, args, kwargs)
+    beta, alpha = b.get("beta", 1), b.get("alpha", 1)
+    out = aten.sum.dim_IntList(aten.bmm.default(b["batch1"], b["batch2"]), [0])
+    if alpha != 1:
+        out = aten.mul.Tensor(out, alpha)
+    return out if beta == 0 else aten.add.Tensor(out, b["self"], alpha=beta)
+
+
+def _along_dim(dim_arg, partial_passes=False):
+    """An op that reads whole lines along one dim (mode, unfold): that dim whole, the other Shards
+    kept (a Partial too when the op is linear), torch's kernel on the blocks; the output's Shards
+    follow torch's own output shape (a reduced dim without keepdim shifts the later ones)."""
+    def handler(func, args, kwargs):
+        b = _bind(func, args, kwargs)
+        x = b["self"]
+        if x.dim() == 0:
+            return _replicated(func, args, kwargs)
+        dim = b.get(dim_arg, -1) % x.dim()
+        keep = _kept(x, {dim}, partial_passes)
+        flat, tree = tree_flatten((args, kwargs))
+        bargs, bkwargs = tree_unflatten(_moved_blocks(flat, lambda t: keep), tree)
+        shapes = _global_shape(func, args, kwargs)
+        out = func(*bargs, **bkwargs)
+        dropped = len(shapes[0] if isinstance(out, (list, tuple)) else shapes) < x.dim()
+        placed = [_dtensor.Shard(p.dim - 1) if p.is_shard() and dropped and p.dim > dim else p for p in keep]
+        if isinstance(out, (list, tuple)):
+            return tuple(_wrapped_blocks(o, x, placed, lambda block, s=s: s) for o, s in zip(out, shapes))
+        return _wrapped_blocks(out, x, placed, lambda block: shapes)
+
+    return handler
+
+
+def _unfold_backward(func, args, kwargs):
+    """unfold_backward(grad_in, input_sizes, dim, size, step): grad_in's dim and window dim whole,
+    its other Shards (and a Partial: the op is linear) kept, input_sizes given the blocks' sizes."""
+    b = _bind(func, args, kwargs)
+    g, sizes, dim = b["grad_in"], list(b["input_sizes"]), b["dim"] % max(len(b["input_sizes"]), 1)
+    keep = _kept(g, {dim, g.dim() - 1}, partial_passes=True)
+    (block,) = _moved_blocks([g], lambda t: keep)
+    local = [block.shape[d] if d != dim else n for d, n in enumerate(sizes)]
+    return _wrapped_blocks(func(block, local, dim, b["size"], b["step"]), g, keep, lambda out: sizes)
+
+
 def _random_without_handler(qualified):
     def handler(func, args, kwargs):
         raise UnsupportedOpError(
@@ -1642,6 +1768,16 @@ _SPECIAL = {
     "rrelu_with_noise": _rrelu_with_noise,
     "rrelu_with_noise_": _rrelu_with_noise,
     "rrelu_with_noise_backward": _rrelu_with_noise_backward,
+    "histc": _histc,
+    "isin": _elementwise_in("elements"),
+    "searchsorted": _elementwise_in("self", lambda b: b["sorted_sequence"].dim() == 1 and (
+        b.get("sorter") is None or b["sorter"].dim() == 1)),
+    "index_reduce": _index_reduce,
+    "addbmm": _addbmm,
+    "mode": _along_dim("dim"),
+    "unfold": _along_dim("dimension", partial_passes=True),
+    "unfold_copy": _along_dim("dimension", partial_passes=True),
+    "unfold_backward": _unfold_backward,
     "cat": _cat,
     "expand_as": _expand_as,
     "_fused_adamw_": _fused_adamw_,
@@ -1667,6 +1803,8 @@ _SPECIAL = {
 # Single overloads run as other ATen ops: max(x) and min(x), the whole tensor's, are amax and amin
 # over every dim (both propagate NaN, both refuse an empty tensor).
 _OVERLOADS = {
+    "scatter.reduce": _scatter_reduce_form,
+    "scatter.value_reduce": _scatter_reduce_form,
     "bernoulli.default": _bernoulli_tensor,
     "bernoulli.Tensor": _bernoulli_tensor,
     "max.default": lambda func, args, kwargs: aten.amax.default(args[0], list(range(args[0].dim()))),

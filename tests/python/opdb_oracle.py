@@ -277,6 +277,18 @@ def placed_arguments(case, mesh_shape, coord, make):
     return flat
 
 
+def _weight_placements(out, dtensor):
+    """The output's placements with Partial made Replicate (of dtensor's or PyTorch DTensor's);
+    None (replicated) for an output that is not a DTensor."""
+    if not hasattr(out, "placements"):
+        return None
+    if dtensor is None:
+        from torch.distributed.tensor import Replicate
+    else:
+        Replicate = dtensor.Replicate
+    return [p if p.is_shard() else Replicate() for p in out.placements]
+
+
 class BridgeEngine:
     """dtensor's bridge on a mesh of thread ranks of this process."""
     name = "dtensor"
@@ -296,7 +308,7 @@ class BridgeEngine:
             flat = placed_arguments(case, mesh_shape, mesh.get_coordinate(), lambda block, lay, t: (
                 self.bridge.from_local(block, mesh, [self.placement(p) for p in lay.placements], shape=t.shape)))
             return how(entry, case, flat, lambda t: t.full_tensor() if hasattr(t, "full_tensor") else t,
-                       lambda w: self.bridge.distribute(w, mesh))
+                       lambda w, o: self.bridge.distribute(w, mesh, _weight_placements(o, self.dtensor)))
 
         return self.dtensor.run_threads(math.prod(mesh_shape), fn)[0]
 
@@ -330,7 +342,7 @@ class TorchEngine:
             DTensor.from_local(block, self.mesh, [self.placement(p) for p in lay.placements], run_check=False,
                                shape=t.shape, stride=t.stride())))
         return compare_on_rank(entry, case, flat, lambda t: t.full_tensor() if isinstance(t, DTensor) else t,
-                               lambda w: distribute_tensor(w, self.mesh, [Replicate()] * len(self.mesh_shape)))
+                               lambda w, o: distribute_tensor(w, self.mesh, _weight_placements(o, None)))
 
 
 def results_on_rank(entry, case, flat, full, distribute_weight):
@@ -345,7 +357,9 @@ def results_on_rank(entry, case, flat, full, distribute_weight):
     if case.grads is None:
         return got, None
     try:
-        weights = [None if w is None else distribute_weight(w) for w in case.weights]
+        # Each weight laid out as its output (Shards kept, Partial as Replicate), so the gradients
+        # that reach the op's backward are laid out as its outputs, not replicated.
+        weights = [None if w is None else distribute_weight(w, o) for w, o in zip(case.weights, outs)]
         loss = _loss(outs, weights)
         leaves = [flat[i] for i in case.grad_inputs]
         grads = torch.autograd.grad(loss, leaves, allow_unused=True)

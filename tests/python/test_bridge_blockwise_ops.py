@@ -1,0 +1,143 @@
+# ATen ops the bridge runs as torch's kernel on blocks with some dims whole, or as other ops
+# (torch_bridge.py, "ops computed on blocks with some dims whole"): histc, isin, searchsorted, mode,
+# unfold (and its backward), index_reduce, scatter with reduce=, addbmm. Each on a [2, 2] thread mesh
+# with the layouts that matter to its rule (the dim it reads whole sharded, another dim sharded,
+# uneven blocks, Partial inputs), against torch on the whole tensors: values, gradients where the op
+# has them, and the output placements (which show whether the blocks kept their Shards).
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import dtensor  # noqa: E402
+from dtensor import Partial, Replicate, Shard, bridge  # noqa: E402
+
+G = torch.Generator().manual_seed(5)
+X = torch.randn(5, 7, 3, generator=G, dtype=torch.float64)
+
+
+def weight(o):
+    return torch.arange(o.numel(), dtype=o.dtype).reshape(o.shape) % 3 - 1
+
+
+def run(fn, *tensors_and_placements, grad=False):
+    """fn on bridge tensors on a [2, 2] mesh: (placements of each output, whole outputs, whole
+    gradients of sum(out * w) when grad)."""
+    def rank(w):
+        mesh = dtensor.init_device_mesh("cpu", (2, 2))
+        args = [bridge.distribute(t, mesh, p) for t, p in tensors_and_placements]
+        leaves = [a.detach().requires_grad_() if grad and a.is_floating_point() else a for a in args]
+        outs = fn(*leaves)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        placements = [tuple(o.placements) for o in outs]
+        whole = [o.full_tensor().detach() for o in outs]
+        grads = None
+        if grad:  # weights laid out as the outputs: the gradients reaching the op's backward are too
+            loss = sum((o * bridge.distribute(weight(o), mesh, [p if p.is_shard() else Replicate() for p in o.placements])
+                        ).sum() for o in outs if o.is_floating_point())
+            grads = [g.full_tensor() for g in torch.autograd.grad(loss, [a for a in leaves if a.requires_grad])]
+        return placements, whole, grads
+
+    return dtensor.run_threads(4, rank)[0]
+
+
+def reference(fn, *tensors, grad=False):
+    leaves = [t.clone().requires_grad_() if grad and t.is_floating_point() else t for t in tensors]
+    outs = fn(*leaves)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    grads = None
+    if grad:
+        loss = sum((o * weight(o)).sum() for o in outs if o.is_floating_point())
+        grads = torch.autograd.grad(loss, [a for a in leaves if a.requires_grad])
+    return [o.detach() for o in outs], grads
+
+
+def check(fn, *tensors_and_placements, grad=False, placements=None):
+    got_placements, got, got_grads = run(fn, *tensors_and_placements, grad=grad)
+    want, want_grads = reference(fn, *[t for t, _ in tensors_and_placements], grad=grad)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+    if grad:
+        for g, w in zip(got_grads, want_grads):
+            torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+    if placements is not None:
+        assert got_placements[0] == tuple(placements), got_placements
+
+
+def test_histc_sums_the_blocks_histograms():
+    data = torch.randint(-20, 20, (9, 6), generator=G).double()
+    hist = lambda x: torch.histc(x, bins=7, min=-10, max=15)  # noqa: E731
+    check(hist, (data, [Shard(0), Shard(1)]), placements=[Partial("sum"), Partial("sum")])
+    # The default range is the data's (a global min and max): a block's own would differ.
+    check(lambda x: torch.histc(x, bins=5), (data, [Shard(1), Replicate()]))
+    check(lambda x: torch.histc(x, bins=5), (torch.full((4,), 3.0, dtype=torch.float64), [Shard(0), Replicate()]))
+    check(hist, (data, [Partial("sum"), Shard(0)]))
+
+
+def test_isin_and_searchsorted_read_the_other_tensor_whole():
+    elements = torch.randint(0, 12, (7, 5), generator=G)
+    test = torch.randint(0, 12, (6,), generator=G)
+    check(lambda e, t: torch.isin(e, t), (elements, [Shard(0), Shard(1)]), (test, [Shard(0), Replicate()]),
+          placements=[Shard(0), Shard(1)])
+    check(lambda e, t: torch.isin(e, t, invert=True), (elements, [Replicate(), Shard(0)]), (test, [Shard(0), Shard(0)]))
+    seq = torch.sort(torch.randn(9, generator=G, dtype=torch.float64))[0]
+    values = torch.randn(6, 5, generator=G, dtype=torch.float64)
+    check(lambda s, v: torch.searchsorted(s, v, right=True), (seq, [Shard(0), Replicate()]),
+          (values, [Shard(1), Shard(0)]), placements=[Shard(1), Shard(0)])
+    rows = torch.sort(torch.randn(6, 9, generator=G, dtype=torch.float64), dim=1)[0]  # an N-d sequence
+    check(lambda s, v: torch.searchsorted(s, v), (rows, [Shard(0), Shard(1)]), (values, [Shard(0), Replicate()]))
+
+
+@pytest.mark.parametrize("placements", [[Shard(1), Shard(0)], [Shard(2), Shard(1)], [Partial("sum"), Shard(0)]])
+def test_mode_reads_its_dim_whole(placements):
+    ties = torch.randint(0, 3, (5, 7, 3), generator=G).double()
+    check(lambda x: torch.mode(x, 1), (ties, placements), grad=True)
+    check(lambda x: torch.mode(x, -1, keepdim=True), (ties, placements), grad=True)
+    if placements[0] == Shard(2):  # the dims after the reduced one shift down: no move of them
+        assert run(lambda x: torch.mode(x, 1), (ties, placements))[0][0] == (Shard(1), Replicate())
+
+
+@pytest.mark.parametrize("placements", [[Shard(1), Shard(0)], [Shard(0), Shard(2)], [Partial("sum"), Shard(0)]])
+def test_unfold_and_its_backward(placements):
+    check(lambda x: x.unfold(1, 3, 2), (X, placements), grad=True)
+    check(lambda x: torch.ops.aten.unfold_copy(x, 0, 2, 1), (X, placements), grad=True)
+    if placements == [Shard(0), Shard(2)]:
+        assert run(lambda x: x.unfold(1, 3, 2), (X, placements))[0][0] == (Shard(0), Shard(2))
+
+
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+def test_index_reduce(reduce):
+    index = torch.tensor([0, 4, 0, 2, 4, 4])
+    source = torch.randn(6, 7, 3, generator=G, dtype=torch.float64)
+    for include_self in (True, False):
+        check(lambda x, i, s: x.index_reduce(0, i, s, reduce, include_self=include_self),
+              (X, [Shard(1), Shard(0)]), (index, [Shard(0), Replicate()]), (source, [Shard(2), Shard(0)]), grad=True)
+
+
+def test_scatter_with_reduce_is_scatter_reduce():
+    index = torch.randint(0, 5, (4, 7, 3), generator=G)
+    src = torch.randn(4, 7, 3, generator=G, dtype=torch.float64)
+    for reduce in ("add", "multiply"):
+        check(lambda x, i, s: torch.scatter(x, 0, i, s, reduce=reduce),
+              (X, [Shard(1), Shard(0)]), (index, [Shard(2), Replicate()]), (src, [Replicate(), Shard(1)]))
+        check(lambda x, i: torch.scatter(x, 0, i, 1.5, reduce=reduce), (X, [Shard(2), Shard(1)]), (index, [Shard(1), Shard(0)]))
+
+    def rank(w):
+        mesh = dtensor.init_device_mesh("cpu", (2, 2))
+        x, i = bridge.distribute(X, mesh), bridge.distribute(index, mesh)
+        with pytest.raises(dtensor.DTensorError, match=r"scatter.*reduce = 'max'; accepted: 'add', 'multiply'"):
+            torch.ops.aten.scatter.value_reduce(x, 0, i, 1.5, reduce="max")
+        return True
+
+    assert all(dtensor.run_threads(4, rank))
+
+
+def test_addbmm():
+    b1 = torch.randn(6, 5, 4, generator=G, dtype=torch.float64)
+    b2 = torch.randn(6, 4, 3, generator=G, dtype=torch.float64)
+    x = torch.randn(5, 3, generator=G, dtype=torch.float64)
+    for beta, alpha in ((1, 1), (0.5, -2), (0, 3)):
+        check(lambda s, a, b: torch.addbmm(s, a, b, beta=beta, alpha=alpha),
+              (x, [Shard(0), Replicate()]), (b1, [Shard(0), Shard(1)]), (b2, [Shard(0), Replicate()]), grad=True)
+    nan = torch.full((5, 3), float("nan"), dtype=torch.float64)  # beta = 0 ignores self, NaN included
+    check(lambda s, a, b: torch.addbmm(s, a, b, beta=0), (nan, [Replicate(), Replicate()]),
+          (b1, [Shard(0), Replicate()]), (b2, [Replicate(), Shard(2)]))

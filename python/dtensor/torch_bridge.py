@@ -1590,7 +1590,7 @@ def _global_shape(func, args, kwargs):
     meta = [torch.empty(v.shape, dtype=v.dtype, device="meta") if isinstance(v, torch.Tensor) else v for v in flat]
     margs, mkwargs = tree_unflatten(meta, tree)
     out = func(*margs, **mkwargs)
-    return [list(o.shape) for o in out] if isinstance(out, (list, tuple)) else list(out.shape)
+    return [None if o is None else list(o.shape) for o in out] if isinstance(out, (list, tuple)) else list(out.shape)
 
 
 def _histc(func, args, kwargs):
@@ -1700,6 +1700,68 @@ def _unfold_backward(func, args, kwargs):
     return _wrapped_blocks(func(block, local, dim, b["size"], b["step"]), g, keep, lambda out: sizes)
 
 
+def _batch_sharded_conv(func, b, keep, x):
+    """The blocks of a transposed convolution's call: input (and grad_output) with `keep` (the
+    batch dim's Shards), weight and any bias whole."""
+    flat, tree = tree_flatten(((), b))
+    blocks = _moved_blocks(flat, lambda t: keep if t is x or t is b.get("grad_output") else [Replicate()] * len(keep))
+    return tree_unflatten(blocks, tree)[1]
+
+
+def _convolution(engine):
+    """convolution: dtensor's op (its rules and kernel), except transposed (conv_transpose1d/2d/3d),
+    which dtensor's convolution lacks: torch's kernel on the blocks with the input's batch-dim
+    Shards kept (each sample's output reads only that sample) and weight and bias whole."""
+    def handler(func, args, kwargs):
+        b = _bind(func, args, kwargs)
+        if not b.get("transposed", False):
+            return engine(func, args, kwargs)
+        x = b["input"]
+        keep = [p if p.is_shard() and p.dim == 0 else Replicate() for p in x._spec.placements]
+        shape = _global_shape(func, args, kwargs)
+        return _wrapped_blocks(func(**_batch_sharded_conv(func, b, keep, x)), x, keep, lambda block: shape)
+
+    return handler
+
+
+def _convolution_backward(masked):
+    """convolution_backward: dtensor's op (masked gradients None), except transposed: torch's kernel
+    on the blocks, the batch dim's Shards of input and grad_output kept; grad_input laid out as
+    input, grad_weight and grad_bias each rank's samples' share: Partial(sum) over the mesh dims the
+    batch is sharded on."""
+    def handler(func, args, kwargs):
+        b = _bind(func, args, kwargs)
+        if not b.get("transposed", False):
+            return masked(func, args, kwargs)
+        x = b["input"]
+        keep = [p if p.is_shard() and p.dim == 0 else Replicate() for p in x._spec.placements]
+        summed = [_dtensor.Partial("sum") if p.is_shard() else Replicate() for p in keep]
+        shapes = _global_shape(func, args, kwargs)
+        outs = func(**_batch_sharded_conv(func, b, keep, x))
+        return tuple(None if o is None else _wrapped_blocks(o, x, keep if k == 0 else summed, lambda block, s=s: s)
+                     for k, (o, s) in enumerate(zip(outs, shapes)))
+
+    return handler
+
+
+def _whole_strided(func, args, kwargs):
+    """as_strided, as_strided_copy, as_strided_scatter: sizes and strides address the tensor's
+    storage, which for a bridge tensor that is not a view is its whole contiguous layout: every
+    input is made Replicate and torch's op runs on the whole blocks. A view is refused: a bridge
+    view does not share its base's storage (its strides and offset are its own contiguous ones),
+    so the numbers would address other elements than torch's."""
+    flat, tree = tree_flatten((args, kwargs))
+    for v in flat:
+        if isinstance(v, DTensor) and v._is_view():
+            raise UnsupportedOpError(f"bridge: {func} of a view {v._spec}: a bridge view does not share its "
+                                     f"base's storage, so its strides address other elements; accepted: a "
+                                     f"tensor that is not a view (.clone() it first)")
+    ref = next(v for v in flat if type(v) is DTensor)
+    whole = [Replicate()] * len(ref._spec.placements)
+    largs, lkwargs = tree_unflatten(_moved_blocks(flat, lambda t: whole), tree)
+    return _wrapped_blocks(func(*largs, **lkwargs), ref, whole)
+
+
 def _random_without_handler(qualified):
     def handler(func, args, kwargs):
         raise UnsupportedOpError(
@@ -1774,6 +1836,12 @@ _SPECIAL = {
         b.get("sorter") is None or b["sorter"].dim() == 1)),
     "index_reduce": _index_reduce,
     "addbmm": _addbmm,
+    "as_strided": _whole_strided,
+    "as_strided_copy": _whole_strided,
+    "as_strided_scatter": _whole_strided,
+    # nonzero_static(self, size, fill_value): nonzero's indices padded or cut to a static size: the
+    # k-th index depends on every element before it, computed whole as nonzero is.
+    "nonzero_static": _replicated,
     "mode": _along_dim("dim"),
     "unfold": _along_dim("dimension", partial_passes=True),
     "unfold_copy": _along_dim("dimension", partial_passes=True),
@@ -1781,7 +1849,8 @@ _SPECIAL = {
     "cat": _cat,
     "expand_as": _expand_as,
     "_fused_adamw_": _fused_adamw_,
-    "convolution_backward": _masked_backward("convolution_backward"),
+    "convolution": _convolution(_engine("convolution")),
+    "convolution_backward": _convolution_backward(_masked_backward("convolution_backward")),
     "native_layer_norm_backward": _masked_backward("native_layer_norm_backward"),
     "native_group_norm_backward": _masked_backward("native_group_norm_backward"),
     "_local_scalar_dense": _local_scalar_dense,

@@ -141,3 +141,37 @@ def test_addbmm():
     nan = torch.full((5, 3), float("nan"), dtype=torch.float64)  # beta = 0 ignores self, NaN included
     check(lambda s, a, b: torch.addbmm(s, a, b, beta=0), (nan, [Replicate(), Replicate()]),
           (b1, [Shard(0), Replicate()]), (b2, [Replicate(), Shard(2)]))
+
+
+@pytest.mark.parametrize("n", [3, 1])  # uneven batch; 1 sample: a rank with an empty block
+def test_transposed_convolution_keeps_the_batch_sharded(n):
+    x = torch.randn(n, 4, 5, 6, generator=G, dtype=torch.float64)
+    w = torch.randn(4, 3, 3, 2, generator=G, dtype=torch.float64)
+    bias = torch.randn(3, generator=G, dtype=torch.float64)
+    conv = lambda x, w, b: torch.nn.functional.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1)  # noqa: E731
+    check(conv, (x, [Shard(0), Replicate()]), (w, [Replicate(), Shard(1)]), (bias, [Shard(0), Replicate()]),
+          grad=True, placements=[Shard(0), Replicate()])
+    check(conv, (x, [Partial("sum"), Shard(0)]), (w, [Replicate(), Replicate()]), (bias, [Replicate(), Replicate()]),
+          grad=True)
+    conv1 = lambda x, w: torch.nn.functional.conv_transpose1d(x, w, groups=2, dilation=2)  # noqa: E731
+    check(conv1, (x[:, :, 0], [Shard(0), Shard(0)]), (w[:, :, :, 0], [Shard(0), Replicate()]), grad=True)
+
+
+def test_as_strided_addresses_the_whole_tensor():
+    x = torch.arange(12, dtype=torch.float64).reshape(3, 4)
+    check(lambda x: torch.as_strided(x, (2, 3), (1, 4), 1), (x, [Shard(0), Shard(1)]), grad=True,
+          placements=[Replicate(), Replicate()])
+    src = torch.randn(2, 3, generator=G, dtype=torch.float64)
+    check(lambda x, s: torch.as_strided_scatter(x, s, (2, 3), (1, 4), 2), (x, [Shard(1), Replicate()]),
+          (src, [Shard(0), Shard(1)]), grad=True)
+    check(lambda x: torch.nonzero_static(x, size=9, fill_value=-1), ((x % 3 == 0).double(), [Shard(0), Shard(1)]))
+
+    def rank(w):  # views do not share their base's storage: torch would address x's elements
+        mesh = dtensor.init_device_mesh("cpu", (2, 2))
+        d = bridge.distribute(x, mesh, [Shard(0), Replicate()])
+        for view in (d.t(), d[1:]):
+            with pytest.raises(dtensor.DTensorError, match=r"as_strided.*a view.*\.clone\(\) it first"):
+                torch.as_strided(view, (2, 2), (1, 2))
+        return True
+
+    assert all(dtensor.run_threads(4, rank))

@@ -215,12 +215,12 @@ def test_mlp_tensor_and_data_parallel_training_step(dtype):
 def test_unsupported_op_names_it():
     def fn(mesh):
         x = bridge.distribute(gen(torch.float32, 8, 4), mesh, [Shard(0)])
-        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\.histc\.default"):
-            torch.histc(x)
+        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\.histogram\.bin_ct"):
+            torch.histogram(x, bins=3)
         with pytest.raises(bridge.UnsupportedOpError, match=r"aten\._fft_r2c"):
             torch.fft.fft(x)
-        with pytest.raises(NotImplementedError, match=r"aten\.mode"):  # also a NotImplementedError
-            torch.mode(x)
+        with pytest.raises(NotImplementedError, match=r"aten\.segment_reduce"):  # also a NotImplementedError
+            torch.segment_reduce(x, "sum", lengths=torch.tensor([3, 5]))
         return True
 
     assert all(on_mesh((4,), fn))
@@ -232,10 +232,10 @@ def test_replicate_fallback_is_opt_in():
     def fn(mesh):
         x = bridge.distribute(X, mesh, [Shard(0)])
         with bridge.allow_replicate_fallback():
-            d = torch.mode(x, 0)[0]  # mode: no rule, no decomposition
+            d = torch.histogram(x, bins=5)[0]  # histogram: no rule, no decomposition
         return d.placements, full(d)
 
-    want = torch.mode(X, 0)[0]
+    want = torch.histogram(X, bins=5)[0]
     for placements, d in on_mesh((4,), fn):
         assert placements == (Replicate(),)
         assert torch.equal(d, want)
@@ -733,8 +733,8 @@ def test_native_dispatch_errors_name_op_shapes_and_placements():
             torch.add(x, y)  # no broadcast: raised in C++ by the engine
         with pytest.raises(dtensor.DTensorError, match=r"add: argument 'alpha' is a complex; accepted"):
             aten.add.Tensor(x, x, alpha=1j)  # lowering's error names the op and the argument
-        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\.histc\.default"):
-            torch.histc(x)  # a Python handler's error, through the native dispatch
+        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\.histogram\.bin_ct"):
+            torch.histogram(x, bins=3)  # a Python handler's error, through the native dispatch
         return True
 
     assert all(on_mesh((2,), fn))
@@ -953,8 +953,8 @@ def test_ops_without_rules_run_as_torchs_decomposition(place):
             (y * y).sum().backward()
             res[k] = (full(y), full(x.grad))
         with pytest.raises(bridge.UnsupportedOpError,
-                           match=r"aten.unfold.default, run as torch's decomposition.*aten.as_strided.default"):
-            bridge.distribute(X, mesh, [place]).unfold(0, 2, 1)
+                           match=r"aten.resize_as.default, run as torch's decomposition.*aten.resize.default"):
+            aten.resize_as.default(bridge.distribute(X, mesh, [place]), X)
         return res
 
     for res in on_mesh((2,), fn):

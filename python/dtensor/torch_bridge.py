@@ -1762,6 +1762,14 @@ def _whole_strided(func, args, kwargs):
     return _wrapped_blocks(func(*largs, **lkwargs), ref, whole)
 
 
+def _allclose(func, args, kwargs):
+    """allclose(self, other, rtol, atol, equal_nan): isclose through the engine, then all of it
+    (a global reduction; every rank gets the same bool)."""
+    b = _bind(func, args, kwargs)
+    close = aten.isclose.default(b["self"], b["other"], b.get("rtol", 1e-5), b.get("atol", 1e-8), b.get("equal_nan", False))
+    return bool(aten.all.default(close))
+
+
 def _random_without_handler(qualified):
     def handler(func, args, kwargs):
         raise UnsupportedOpError(
@@ -1836,6 +1844,7 @@ _SPECIAL = {
         b.get("sorter") is None or b["sorter"].dim() == 1)),
     "index_reduce": _index_reduce,
     "addbmm": _addbmm,
+    "allclose": _allclose,
     "as_strided": _whole_strided,
     "as_strided_copy": _whole_strided,
     "as_strided_scatter": _whole_strided,

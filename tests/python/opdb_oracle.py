@@ -129,6 +129,7 @@ class Case:
     weights: object = None   # one weight tensor per floating output, for the backward's loss
     skip: str = ""           # why this sample is not compared
     random: bool = False     # draws random numbers: compared with the engine's own one-device draw
+    mutated: list = dataclasses.field(default_factory=list)  # flat indices of inputs the op writes
 
 
 def _flat_outputs(out):
@@ -173,7 +174,8 @@ def make_cases(entry, mesh_ndim=2, seed=0):
             lay = choose_layout(flat[i], rng, mesh_ndim)
             case.layouts[i] = lay
             flat[i] = round_for_partial(flat[i].detach().clone(), lay)
-        (args, kwargs) = tree_unflatten(flat, spec)
+        given = [v.clone() if isinstance(v, torch.Tensor) else v for v in flat]
+        (args, kwargs) = tree_unflatten(given, spec)
         try:
             torch.manual_seed(1)
             out = entry.op(*args, **kwargs)
@@ -181,9 +183,10 @@ def make_cases(entry, mesh_ndim=2, seed=0):
             case.skip = f"torch raised {type(e).__name__}"
             continue
         outs = _flat_outputs(out)
-        if not any(isinstance(o, torch.Tensor) for o in outs):
-            case.skip = "no tensor output"
-            continue
+        # Inputs the op writes (batch norm's running statistics, in-place ops): their values after
+        # the op are compared as outputs too, and no gradient is taken for them.
+        case.mutated = [i for i in tensors if not _same(given[i], flat[i])]
+        outs += [given[i] for i in case.mutated]
         if any(o.layout != torch.strided for o in outs if isinstance(o, torch.Tensor)):
             case.skip = "sparse layout"
             continue
@@ -195,10 +198,11 @@ def make_cases(entry, mesh_ndim=2, seed=0):
         case.random = random_op
         case.out = [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outs]
         if entry.supports_autograd and dtype.is_floating_point:
-            case.grad_inputs = [i for i in tensors if flat[i].is_floating_point()]
+            case.grad_inputs = [i for i in tensors if flat[i].is_floating_point() and i not in case.mutated]
             wgen = torch.Generator().manual_seed(k + 7)
             case.weights = [torch.rand(o.shape, generator=wgen, dtype=o.dtype) * 4 - 2
-                            if isinstance(o, torch.Tensor) and o.is_floating_point() else None for o in outs]
+                            if isinstance(o, torch.Tensor) and o.is_floating_point() else None
+                            for o in outs[:len(outs) - len(case.mutated)]]
             case.grads = _reference_grads(entry, case)
     return cases
 
@@ -225,8 +229,13 @@ def _is_random(entry, flat, spec):
     return Seen.random
 
 
+def _same(a, b):
+    return a.shape == b.shape and bool(((a == b) | (a.isnan() & b.isnan()) if a.is_floating_point() else a == b).all())
+
+
 def _reference_grads(entry, case):
-    flat = [v.detach().clone().requires_grad_() if i in case.grad_inputs else v for i, v in enumerate(case.flat)]
+    flat = [v.detach().clone().requires_grad_() if i in case.grad_inputs else
+            v.clone() if isinstance(v, torch.Tensor) else v for i, v in enumerate(case.flat)]
     args, kwargs = tree_unflatten(flat, case.spec)
     try:
         outs = _flat_outputs(entry.op(*args, **kwargs))
@@ -351,7 +360,7 @@ def results_on_rank(entry, case, flat, full, distribute_weight):
     args, kwargs = tree_unflatten(flat, case.spec)
     try:
         outs = _flat_outputs(entry.op(*args, **kwargs))
-        got = [full(o) for o in outs]
+        got = [full(o) for o in outs] + [full(flat[i]) for i in case.mutated]
     except Exception as e:  # noqa: BLE001
         return f"error: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}", None
     if case.grads is None:

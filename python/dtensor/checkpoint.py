@@ -1,7 +1,15 @@
-"""dtensor.checkpoint: `dtensor train` checkpoints to and from torch.distributed.checkpoint (DCP).
+"""dtensor.checkpoint: torch.distributed.checkpoint (DCP) saves a crash cannot break, and `dtensor
+train` checkpoints to and from DCP.
 
+    dtensor.checkpoint.save(model.state_dict(), "run/dcp")    # every rank; a new version, then LATEST
+    dtensor.checkpoint.load(model.state_dict(), "run/dcp")    # the last committed version
     dtensor.checkpoint.to_dcp("run/ckpt", "run/dcp")          # then dcp.load(model.state_dict(), ...)
     dtensor.checkpoint.from_dcp("torch/dcp", "run/ckpt")      # then dtensor train --load run/ckpt
+
+save/load are DCP's own save and load (any state_dict DCP takes: bridge tensors, PyTorch DTensors,
+plain tensors), each save into a version folder of its own under the checkpoint folder; the save is
+committed when every rank has finished it (DCP's metadata written) by renaming a LATEST file into
+place, so a rank killed during a save leaves the previous version the one load reads.
 
 Both run in one process on a one-rank mesh and hold every tensor whole in memory (the checkpoint
 of one model, not a cluster's). Names are kept as they are: dtensor's GPT names its parameters as
@@ -72,6 +80,107 @@ def _saved_tensors(path):
             _fail(f"{meta_path}: tensor '{name}' of shape {shape} {dtype} is {nbytes} bytes, more than the "
                   f"{stored} bytes of the checkpoint's rank files")
     return tensors, step
+
+
+LATEST = "LATEST"  # the committed version's folder name, in the checkpoint folder
+_DCP_VERSION = re.compile(r"dcp-([0-9]{8})-[0-9a-f]{8}")
+
+
+def _committed(checkpoint_id):
+    """The committed versions' folder names under checkpoint_id, newest first (LATEST's lines), []
+    when nothing was committed. Raises DTensorError when LATEST is unreadable or corrupted."""
+    path = os.path.join(checkpoint_id, LATEST)
+    if not os.path.exists(path):
+        return []
+    try:
+        with open(path, "rb") as f:
+            names = f.read(1 << 16).decode("ascii").split()
+    except (OSError, UnicodeDecodeError) as e:
+        _fail(f"{path} is unreadable ({e})")
+    if not names or not all(_DCP_VERSION.fullmatch(n) for n in names) or \
+            not os.path.isdir(os.path.join(checkpoint_id, names[0])):
+        _fail(f"{path} is corrupted: it holds {' '.join(names)[:80]!r}, expected the names of existing folders "
+              f"dcp-<8 digits>-<8 hex digits>, newest first")
+    return names
+
+
+def latest(checkpoint_id):
+    """The folder of the last committed save under checkpoint_id (what dcp.load takes as its
+    checkpoint_id), or None when nothing was committed there. Raises DTensorError when LATEST is
+    unreadable or names no version folder."""
+    names = _committed(checkpoint_id)
+    return os.path.join(checkpoint_id, names[0]) if names else None
+
+
+def save(state_dict, checkpoint_id, *, keep=2, process_group=None):
+    """torch.distributed.checkpoint.save(state_dict) into a new version folder under checkpoint_id,
+    committed once every rank has finished: rank 0 then writes LATEST (a temporary file, fsync,
+    rename) and removes the versions beyond the last `keep` and any left by failed saves. Called
+    on every rank of the default group (or process_group), as dcp.save. A rank killed during the
+    save leaves LATEST naming the previous version, which `load` reads. Returns the new version's
+    folder. Raises DTensorError for keep < 1 or a corrupted LATEST; DCP's errors for the write."""
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+
+    if keep < 1:
+        _fail(f"save: keep = {keep}; accepted: at least 1 (the version just saved)")
+    distributed = dist.is_available() and dist.is_initialized()
+    rank = dist.get_rank(process_group) if distributed else 0
+    committed = _committed(checkpoint_id)  # read by every rank before any rank can commit this save
+    number = int(_DCP_VERSION.fullmatch(committed[0]).group(1)) + 1 if committed else 1
+    name = [f"dcp-{number:08d}-{os.urandom(4).hex()}"]
+    if distributed:  # rank 0's random suffix: a folder no failed save can have left
+        dist.broadcast_object_list(name, src=dist.get_global_rank(process_group, 0) if process_group else 0,
+                                   group=process_group)
+    version = os.path.join(checkpoint_id, name[0])
+    dcp.save(state_dict, checkpoint_id=version, process_group=process_group, no_dist=not distributed)
+    # dcp.save returns on a rank after the coordinator has written the metadata: the version is whole.
+    if rank == 0:
+        _commit(checkpoint_id, [name[0], *committed][:keep])
+    if distributed:
+        dist.barrier(group=process_group)  # no rank returns (and may load) before LATEST names it
+    return version
+
+
+def _commit(checkpoint_id, names):
+    """LATEST <- names (newest first), atomically; then every version folder not named is removed
+    (older ones and those of failed saves, which were never committed)."""
+    import shutil
+    tmp = os.path.join(checkpoint_id, f".{LATEST}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        f.write("".join(n + "\n" for n in names))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(checkpoint_id, LATEST))
+    try:  # the rename reaches the disk too
+        fd = os.open(checkpoint_id, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+    for e in os.scandir(checkpoint_id):
+        if e.is_dir() and _DCP_VERSION.fullmatch(e.name) and e.name not in names:
+            shutil.rmtree(e.path, ignore_errors=True)
+
+
+def load(state_dict, checkpoint_id, *, process_group=None):
+    """torch.distributed.checkpoint.load(state_dict) from the last committed save under
+    checkpoint_id (a folder `save` wrote; a plain DCP folder, with its .metadata and no LATEST, is
+    read as it is). Returns the folder read. Raises DTensorError when there is neither."""
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+
+    version = latest(checkpoint_id)
+    if version is None:
+        if not os.path.exists(os.path.join(checkpoint_id, ".metadata")):
+            _fail(f"load: {checkpoint_id} holds no committed save (no {LATEST}) and is no DCP checkpoint "
+                  f"(no .metadata)")
+        version = checkpoint_id
+    distributed = dist.is_available() and dist.is_initialized()
+    dcp.load(state_dict, checkpoint_id=version, process_group=process_group, no_dist=not distributed)
+    return version
 
 
 def to_dcp(path, dcp_path):

@@ -151,6 +151,37 @@ def test_gpt2_tensor_parallel_training_with_dropout_runs_and_replicas_agree():
         assert torch.equal(p0[n], p1[n]), n
 
 
+def test_gpt2_with_dropout_trains_like_torch_statistically():
+    # Dropout on (0.1 everywhere): dtensor's masks (Philox) and torch's (mt19937) differ, so the
+    # losses are compared as distributions: the mean of the last 5 steps' losses of 6 tp=2 bridge
+    # runs and of 32 single-device PyTorch runs (each its own seed; PyTorch DTensor draws CPU masks
+    # per rank, with no offset tracker), by Welch's t below 4.5 (two-sided p < 0.01 at these
+    # sizes). Seen: t = -0.6; with the bridge keeping (1 + q) / 2 of the elements for a keep
+    # probability q (half the dropout rate) t = -19.7; with no dropout t = -46.
+    model = _gpt2(0.1)
+    ids = torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(2))
+
+    def tail(losses):
+        return sum(losses[-5:]) / 5
+
+    ref = []
+    for seed in range(32):
+        torch.manual_seed(100 + seed)
+        ref.append(tail(_train(copy.deepcopy(model).train(), ids, STEPS, hf_loss=True)))
+
+    def rank(world, seed):
+        torch.manual_seed(seed)  # dtensor's mesh seed is rank 0's torch.initial_seed()
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+        m = _megatron_gpt2(copy.deepcopy(model).train(), mesh)
+        return tail(_train(m, bridge.distribute(ids, mesh, [Replicate()]), STEPS, hf_loss=True))
+
+    got = [dtensor.run_threads(2, lambda w, s=s: rank(w, s))[0] for s in range(6)]
+    a, b = torch.tensor(got, dtype=torch.float64), torch.tensor(ref, dtype=torch.float64)
+    assert len(set(got)) == len(got)  # each seed drew its own masks
+    t = float((a.mean() - b.mean()) / torch.sqrt(a.var() / len(a) + b.var() / len(b)))
+    assert abs(t) < 4.5, f"bridge {a.mean():.4f} +- {a.std():.4f}, torch {b.mean():.4f} +- {b.std():.4f}: t = {t:.1f}"
+
+
 def test_parallelize_module_with_torchs_styles_matches_torch(float64_rms_norm):
     # dtensor.bridge.parallelize_module with torch's own ColwiseParallel / RowwiseParallel objects
     # and fnmatch paths: GPT-2's Conv1D and Llama's nn.Linear, trained as above; the result must

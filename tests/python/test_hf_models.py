@@ -154,9 +154,8 @@ def test_gpt2_tensor_parallel_training_with_dropout_runs_and_replicas_agree():
 def test_gpt2_with_dropout_trains_like_torch_statistically():
     # Dropout on (0.1 everywhere): dtensor's masks (Philox) and torch's (mt19937) differ, so the
     # losses are compared as distributions: the mean of the last 5 steps' losses of 6 tp=2 bridge
-    # runs and of 32 single-device PyTorch runs (each its own seed; PyTorch DTensor draws CPU masks
-    # per rank, with no offset tracker), by Welch's t below 4.5 (two-sided p < 0.01 at these
-    # sizes). Seen: t = -0.6; with the bridge keeping (1 + q) / 2 of the elements for a keep
+    # runs and of 32 single-device PyTorch runs (each its own seed), by Welch's t below 4.5
+    # (two-sided p < 0.01 at these sizes). Seen: t = -0.6; with the bridge keeping (1 + q) / 2 of the elements for a keep
     # probability q (half the dropout rate) t = -19.7; with no dropout t = -46.
     model = _gpt2(0.1)
     ids = torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(2))

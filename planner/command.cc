@@ -1,6 +1,9 @@
 #include "planner/command.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -9,10 +12,12 @@
 #include "dispatch/dispatch.h"
 #include "dtensor/core/file_io.h"
 #include "planner/cluster_plan.h"
+#include "planner/devices.h"
 #include "planner/graph_json.h"
 #include "planner/models/zoo.h"
 #include "planner/onnx_import.h"
 #include "planner/report.h"
+#include "nlohmann/json.hpp"
 
 namespace dtensor::planner {
 namespace {
@@ -51,6 +56,96 @@ void list_hardware(std::ostream& out) {
   }
 }
 
+// The model graph of --graph or --onnx (notes: what the ONNX import planned opaque).
+ModelGraph load_graph_file(const CommandOptions& o, std::vector<std::string>* notes) {
+  ModelGraph g;
+  if (!o.onnx_file.empty()) {
+    OnnxImportOptions io;
+    io.training = !o.inference;
+    io.optimizer = o.optimizer;
+    for (const std::string& d : o.onnx_dims) parse_onnx_dim(d, &io.dims);
+    try {
+      std::string base = o.onnx_file.substr(o.onnx_file.find_last_of('/') + 1);
+      OnnxImport imp = import_onnx(read_file(o.onnx_file, kMaxGraphFileBytes), base, io);
+      g = std::move(imp.graph);
+      if (!imp.opaque.empty())
+        notes->push_back(absl::StrCat("ONNX import: ", imp.opaque.size(),
+                                      imp.opaque.size() == 1 ? " op" : " ops", " planned opaque (replicated, priced as copies): ",
+                                      absl::StrJoin(imp.opaque, "; ")));
+    } catch (const Error& e) {
+      DT_FAIL("dtensor plan --onnx ", o.onnx_file, ": ", e.what());
+    }
+  } else {
+    try {
+      g = graph_from_json(read_file(o.graph_file, kMaxGraphFileBytes));
+    } catch (const Error& e) {
+      DT_FAIL("dtensor plan --graph ", o.graph_file, ": ", e.what());
+    }
+  }
+  return g;
+}
+
+// `--devices N`: every mesh of N devices planned and ranked (planner/devices.h), the same global
+// batch for all (--batch, else the model's batch per rank x N), then the fastest one's plan.
+void plan_devices_command(const CommandOptions& o, std::ostream& out, std::ostream& err) {
+  DT_CHECK(o.mesh.empty(), "dtensor plan: give --mesh or --devices, not both");
+  DT_CHECK(o.cluster.empty(), "dtensor plan --devices: accepted with --hardware; a mixed --cluster is planned on a "
+           "mesh (--mesh)");
+  DT_CHECK(o.dump_graph.empty() && o.dot.empty() && o.svg.empty(),
+           "dtensor plan --devices: --dump-graph, --dot and --svg need a mesh (--mesh)");
+  DT_CHECK(o.top >= 1, "dtensor plan --top ", o.top, ": accepted: at least 1");
+  const HardwareProfile& hw = hardware_profile(o.hardware);
+  PlanOptions po;
+  DT_CHECK(o.memory_limit_gb == 0 || (std::isfinite(o.memory_limit_gb) && o.memory_limit_gb > 0),
+           "dtensor plan: --memory-limit ", o.memory_limit_gb, " GB is not accepted; give a positive number of GB");
+  po.memory_limit_bytes = o.memory_limit_gb * 1e9;
+  po.compare = o.compare;
+  std::function<ModelGraph(const MeshSpec&)> build;
+  int64_t tokens = 0;
+  std::vector<std::string> notes;
+  if (!o.model.empty()) {
+    const models::ModelEntry& entry = models::find_model(o.model);
+    models::ModelOptions mo;
+    int64_t batch = o.batch;
+    DT_CHECK(batch > 0 || !__builtin_mul_overflow(entry.micro_batch, o.devices, &batch),
+             "dtensor plan --devices ", o.devices, ": the default batch overflows; give --batch");
+    mo.batch = batch;
+    mo.seq = o.seq;
+    mo.layers = o.layers;
+    mo.training = !o.inference;
+    mo.optimizer = o.optimizer;
+    const int64_t seq = o.seq ? o.seq : entry.default_seq;
+    DT_CHECK(!__builtin_mul_overflow(batch, std::max<int64_t>(seq, 1), &tokens), "dtensor plan: batch ", batch,
+             " x seq ", seq, " overflows");
+    const std::string name = o.model;
+    build = [name, mo](const MeshSpec& mesh) { return models::build_model(name, mo, mesh); };
+  } else {
+    auto g = std::make_shared<ModelGraph>(load_graph_file(o, &notes));
+    for (int v = 0; v < g->num_vertices() && tokens == 0; ++v)  // samples: the first input's dim 0
+      if (g->node(v).kind == NodeKind::kInput && !g->node(v).outputs.at(0).shape.empty())
+        tokens = g->node(v).outputs[0].shape[0];
+    build = [g](const MeshSpec&) { return *g; };
+  }
+  DevicesResult r = plan_devices(o.devices, build, hw, po, tokens);
+  r.best.notes.insert(r.best.notes.end(), notes.begin(), notes.end());
+  std::string report;
+  if (o.format == "json") {
+    nlohmann::json j = nlohmann::json::parse(devices_json(r));
+    j["best"] = nlohmann::json::parse(report_json(*r.best.cost_model, r.best, ReportOptions{o.ops, o.ops}));
+    report = j.dump(2) + "\n";
+  } else {
+    report = absl::StrCat("dtensor plan --devices ", o.devices, " on ", hw.name, " (", hw.ranks_per_host,
+                          " per host): ", devices_table(r, o.top), "\nthe fastest, ", r.best_mesh.str(), ":\n",
+                          report_table(*r.best.cost_model, r.best, ReportOptions{o.ops}));
+  }
+  if (o.output.empty()) {
+    out << report;
+  } else {
+    write_file_atomic(o.output, report);
+    err << "wrote " << o.output << "\n";
+  }
+}
+
 }  // namespace
 
 void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& err) {
@@ -71,6 +166,7 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
   DT_CHECK(o.onnx_dims.empty() || !o.onnx_file.empty(), "dtensor plan: --onnx-dim needs --onnx FILE.onnx");
   DT_CHECK(o.format == "table" || o.format == "json", "dtensor plan: --format '", o.format,
            "' is not supported; accepted: table, json");
+  if (o.devices > 0) return plan_devices_command(o, out, err);
   MeshSpec mesh = MeshSpec::parse(o.mesh.empty() && !o.dump_graph.empty() ? "1" : o.mesh);
   std::optional<Cluster> cluster;
   if (!o.cluster.empty()) {
@@ -88,35 +184,15 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
     mo.training = !o.inference;
     mo.optimizer = o.optimizer;
     g = models::build_model(o.model, mo, mesh);
-  } else if (!o.onnx_file.empty()) {
-    OnnxImportOptions io;
-    io.training = !o.inference;
-    io.optimizer = o.optimizer;
-    for (const std::string& d : o.onnx_dims) parse_onnx_dim(d, &io.dims);
-    try {
-      std::string base = o.onnx_file.substr(o.onnx_file.find_last_of('/') + 1);
-      OnnxImport imp = import_onnx(read_file(o.onnx_file, kMaxGraphFileBytes), base, io);
-      g = std::move(imp.graph);
-      if (!imp.opaque.empty())
-        onnx_notes.push_back(absl::StrCat("ONNX import: ", imp.opaque.size(),
-                                          imp.opaque.size() == 1 ? " op" : " ops", " planned opaque (replicated, priced as copies): ",
-                                          absl::StrJoin(imp.opaque, "; ")));
-    } catch (const Error& e) {
-      DT_FAIL("dtensor plan --onnx ", o.onnx_file, ": ", e.what());
-    }
   } else {
-    try {
-      g = graph_from_json(read_file(o.graph_file, kMaxGraphFileBytes));
-    } catch (const Error& e) {
-      DT_FAIL("dtensor plan --graph ", o.graph_file, ": ", e.what());
-    }
+    g = load_graph_file(o, &onnx_notes);
   }
   if (!o.dump_graph.empty()) {
     write_file_atomic(o.dump_graph, graph_to_json(g) + "\n");
     err << "wrote " << o.dump_graph << " (" << g.num_vertices() << " vertices)\n";
     return;
   }
-  DT_CHECK(!o.mesh.empty(), "dtensor plan: give a mesh, e.g. --mesh dp=8,tp=8");
+  DT_CHECK(!o.mesh.empty(), "dtensor plan: give a mesh, e.g. --mesh dp=8,tp=8, or a device count, --devices 64");
   PlanOptions po;
   DT_CHECK(o.memory_limit_gb == 0 || (std::isfinite(o.memory_limit_gb) && o.memory_limit_gb > 0),
            "dtensor plan: --memory-limit ", o.memory_limit_gb, " GB is not accepted; give a positive number of GB");

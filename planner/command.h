@@ -11,6 +11,8 @@
 //   dtensor plan --onnx model.onnx --mesh tp=4 [--onnx-dim batch=8]   (planner/onnx_import.h)
 //   dtensor plan --model gpt2 --dump-graph gpt2.json      (writes the model graph, plans nothing)
 //   dtensor plan --list-models | --list-hardware | --list-ops
+//   dtensor plan --model llama3-70b --devices 512 [--top K]   (planner/devices.h: every mesh the
+//   devices factor into, planned and ranked; the fastest one's plan follows; --mesh excluded)
 //
 // Errors are dtensor::Error with a message saying what would be accepted: unknown model, hardware or
 // op, a malformed mesh, a mesh dim nothing can split, a memory limit no plan meets, unreadable files,
@@ -26,6 +28,8 @@ namespace dtensor::planner {
 struct CommandOptions {
   std::string model, graph_file, onnx_file, mesh, hardware = "h100-nvlink";
   std::string cluster;  // cluster JSON file; when set, `hardware` is not used
+  int64_t devices = 0;  // plan every mesh of this many devices instead of --mesh (planner/devices.h)
+  int top = 5;          // --devices: candidates listed
   int64_t batch = 0, seq = 0;
   int layers = 0;
   double memory_limit_gb = 0;  // 0: the hardware's memory

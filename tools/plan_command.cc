@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "dtensor/core/error.h"
+#include "dtensor/core/limits.h"
 #include "planner/command.h"
 #include "planner/mesh.h"
 #include "planner/onnx_import.h"
@@ -20,6 +21,12 @@ void add_plan_command(CLI::App& app) {
   sub->add_option("--onnx", o->onnx_file, "ONNX model file (static shapes; planner/onnx_import.h)");
   sub->add_option("--onnx-dim", o->onnx_dims, "bind a symbolic ONNX input dim, NAME=SIZE (repeatable)");
   CLI::Option* mesh_opt = sub->add_option("--mesh", o->mesh, "named mesh, 1 to 3 dims, e.g. dp=8,tp=8");
+  sub->add_option("--devices", o->devices,
+                  "plan every mesh of this many devices (1 to 3 dims, the innermost within a host), ranked by step "
+                  "time; the fastest one's plan follows (planner/devices.h)")
+      ->check(CLI::Range(int64_t{1}, kMaxMeshRanks))
+      ->excludes(mesh_opt);
+  sub->add_option("--top", o->top, "with --devices: candidates listed")->capture_default_str()->check(CLI::Range(1, 1000));
   CLI::Option* hardware =
       sub->add_option("--hardware", o->hardware, "hardware profile: a name (--list-hardware) or a JSON file (dtensor calibrate --out)")
           ->capture_default_str();

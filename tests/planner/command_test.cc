@@ -114,6 +114,30 @@ TEST(PlanCommand, MissingOrConflictingInputs) {
   EXPECT_NE(error_of(g).find("cannot read"), std::string::npos);
 }
 
+TEST(PlanCommand, DevicesRanksEveryMeshAndPrintsTheFastestPlan) {
+  CommandOptions o = small("gpt2", "");
+  o.devices = 16;
+  o.batch = 16;
+  o.top = 3;
+  o.compare = false;
+  const std::string table = run(o);
+  EXPECT_NE(table.find("16 devices: 7 meshes"), std::string::npos) << table;
+  EXPECT_NE(table.find("rank  mesh"), std::string::npos) << table;
+  EXPECT_NE(table.find("why the others lost:"), std::string::npos) << table;
+  EXPECT_NE(table.find("dp=2,tp=8"), std::string::npos) << table;
+  EXPECT_NE(table.find("the fastest, "), std::string::npos) << table;
+  o.format = "json";
+  const json j = json::parse(run(o));
+  ASSERT_TRUE(j.contains("candidates") && j.contains("rejected") && j.contains("best"));
+  EXPECT_EQ(j["candidates"].size() + j["rejected"].size(), 7u);
+  EXPECT_EQ(j["best"]["totals"]["step_time_us"], j["candidates"][0]["step_time_us"]);
+  for (size_t i = 1; i < j["candidates"].size(); ++i)
+    EXPECT_LE(j["candidates"][i - 1]["step_time_us"].get<double>(), j["candidates"][i]["step_time_us"].get<double>());
+  o.format = "table";
+  o.mesh = "dp=16";
+  EXPECT_NE(error_of(o).find("give --mesh or --devices, not both"), std::string::npos);
+}
+
 TEST(PlanCommand, BadGraphJsonNamesTheNode) {
   std::string path = temp_path("bad.json");
   std::ofstream(path) << R"({"nodes": [{"name": "x", "kind": "input", "shape": [4, 4]},

@@ -1,0 +1,222 @@
+#include "planner/devices.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "dtensor/core/error.h"
+#include "dtensor/core/limits.h"
+#include "nlohmann/json.hpp"
+#include "ops/flops.h"
+
+namespace dtensor::planner {
+namespace {
+
+const char* const kNames[3][3] = {{"dp"}, {"dp", "tp"}, {"dp", "fsdp", "tp"}};
+
+MeshSpec named(const Shape& shape) {
+  MeshSpec m;
+  m.shape = shape;
+  for (size_t i = 0; i < shape.size(); ++i) m.names.push_back(kNames[shape.size() - 1][i]);
+  return m;
+}
+
+void factor(int64_t rest, int dims_left, Shape& prefix, std::vector<Shape>& out) {
+  if (dims_left == 1) {
+    if (rest >= 2 && rest <= kMaxMeshDimSize) {
+      prefix.push_back(rest);
+      out.push_back(prefix);
+      prefix.pop_back();
+    }
+    return;
+  }
+  for (int64_t d = 2; d * 2 <= rest; ++d) {
+    if (rest % d != 0 || d > kMaxMeshDimSize) continue;
+    prefix.push_back(d);
+    factor(rest / d, dims_left - 1, prefix, out);
+    prefix.pop_back();
+  }
+}
+
+double seconds(double us) { return us * 1e-6; }
+
+// plan_model's error, shortened to its measure when it is the memory limit's (the full message
+// names remedies for one mesh; here the other meshes are the remedy).
+std::string reason(const std::string& what) {
+  const std::string key = "the least memory a plan needs is ";
+  const size_t at = what.find(key);
+  if (at == std::string::npos) return what;
+  const size_t end = what.find(" (", at);
+  const size_t limit = what.find(" fits in ");
+  std::string s = "no plan fits: needs at least " + what.substr(at + key.size(), end - at - key.size()) + " per device";
+  if (limit != std::string::npos) s += " (limit " + what.substr(limit + 9, what.find(" per device", limit) - limit - 9) + ")";
+  return s;
+}
+
+}  // namespace
+
+std::vector<MeshSpec> mesh_factorizations(int64_t devices, int max_dims) {
+  DT_CHECK(devices >= 1 && devices <= kMaxMeshRanks, "plan --devices ", devices, ": accepted: 1 to ", kMaxMeshRanks,
+           " devices");
+  DT_CHECK(max_dims >= 1 && max_dims <= 3, "mesh factorizations: max_dims ", max_dims, "; accepted: 1 to 3");
+  std::vector<MeshSpec> out;
+  if (devices == 1) return {named({1})};
+  if (devices <= kMaxMeshDimSize) out.push_back(named({devices}));
+  for (int dims = 2; dims <= max_dims; ++dims) {
+    std::vector<Shape> shapes;
+    Shape prefix;
+    factor(devices, dims, prefix, shapes);
+    for (const Shape& s : shapes) out.push_back(named(s));
+  }
+  return out;
+}
+
+std::string topology_rejection(const MeshSpec& mesh, const HardwareProfile& hw) {
+  if (mesh.ndim() < 2) return "";
+  const int64_t inner = mesh.shape.back();
+  if (hw.ranks_per_host % inner == 0) return "";
+  return absl::StrCat(mesh.names.back(), "=", inner, " does not fit in one host's NVLink domain (", hw.ranks_per_host,
+                      " devices per host on ", hw.name, "): the innermost dim must divide it");
+}
+
+double model_flops(const ModelGraph& g) {
+  double total = 0;
+  for (int v = 0; v < g.num_vertices(); ++v) {
+    const Node& n = g.node(v);
+    if (n.kind != NodeKind::kOp) continue;
+    const OpDef& def = Registry::get().find(n.op);
+    if (def.cost.cls != CostClass::kContraction) continue;
+    total += forward_flops(bind_vertex(g, v, {1}), n.outputs);
+  }
+  return g.training ? 3 * total : total;
+}
+
+namespace {
+
+// The dtype of the contraction with the most FLOPs (what the profile's peak is taken for).
+DType contraction_dtype(const ModelGraph& g) {
+  double most = -1;
+  DType dt = DType::kFloat32;
+  for (int v = 0; v < g.num_vertices(); ++v) {
+    const Node& n = g.node(v);
+    if (n.kind != NodeKind::kOp || Registry::get().find(n.op).cost.cls != CostClass::kContraction) continue;
+    const double f = forward_flops(bind_vertex(g, v, {1}), n.outputs);
+    if (f > most) most = f, dt = n.outputs.at(0).dtype;
+  }
+  return dt;
+}
+
+}  // namespace
+
+DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const MeshSpec&)>& build,
+                           const HardwareProfile& hw, const PlanOptions& options, int64_t tokens_per_step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  DevicesResult r;
+  r.devices = devices;
+  r.tokens_per_step = tokens_per_step;
+  for (const MeshSpec& mesh : mesh_factorizations(devices)) {
+    DeviceCandidate c;
+    c.mesh = mesh;
+    c.rejected = topology_rejection(mesh, hw);
+    if (!c.rejected.empty()) {
+      r.rejected.push_back(std::move(c));
+      continue;
+    }
+    auto graph = std::make_shared<ModelGraph>();
+    PlanResult plan;
+    try {
+      *graph = build(mesh);
+      plan = plan_model(*graph, mesh, hw, options);
+    } catch (const Error& e) {
+      c.rejected = reason(e.what());
+      r.rejected.push_back(std::move(c));
+      continue;
+    }
+    if (r.model_flops == 0) {
+      r.model_flops = model_flops(*graph);
+      r.peak_flops = hw.peak_flops_per_us(contraction_dtype(*graph)) * 1e6;
+    }
+    c.plan_time_ms = plan.plan_time_ms;
+    c.step_time_us = plan.eval.step_time_us;
+    c.compute_us = plan.eval.compute_us;
+    c.comm_us = plan.eval.comm_us;
+    c.peak_memory_bytes = plan.eval.peak_memory_bytes;
+    if (static_cast<double>(plan.eval.peak_memory_bytes) > plan.memory_limit_bytes) {
+      c.rejected = absl::StrCat("peak memory ", plan.eval.peak_memory_bytes / 1e9, " GB per device exceeds the limit of ",
+                                plan.memory_limit_bytes / 1e9, " GB");
+      r.rejected.push_back(std::move(c));
+      continue;
+    }
+    const double step_s = seconds(c.step_time_us);
+    c.tokens_per_s = step_s > 0 ? tokens_per_step / step_s : 0;
+    c.mfu = step_s > 0 && r.peak_flops > 0 ? r.model_flops / (step_s * devices * r.peak_flops) : 0;
+    const bool best = r.ranked.empty() || c.step_time_us < r.best.eval.step_time_us;
+    r.ranked.push_back(c);
+    if (best) {
+      r.best_mesh = mesh;
+      r.best_graph = graph;
+      r.best = std::move(plan);
+    }
+  }
+  std::stable_sort(r.ranked.begin(), r.ranked.end(),
+                   [](const DeviceCandidate& a, const DeviceCandidate& b) { return a.step_time_us < b.step_time_us; });
+  r.search_time_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (r.ranked.empty()) {
+    std::vector<std::string> why;
+    for (const DeviceCandidate& c : r.rejected) why.push_back(absl::StrCat(c.mesh.str(), ": ", c.rejected));
+    DT_FAIL("dtensor plan --devices ", devices, ": no mesh is admitted and fits; ", absl::StrJoin(why, "; "));
+  }
+  return r;
+}
+
+std::string devices_table(const DevicesResult& r, int top) {
+  std::string s = absl::StrCat(r.devices, " devices: ", r.ranked.size() + r.rejected.size(), " meshes, ", r.ranked.size(),
+                               " ranked, ", r.rejected.size(), " rejected; model ", r.model_flops / 1e12,
+                               " TFLOP per step, ", r.tokens_per_step, " tokens per step; search ", r.search_time_ms,
+                               " ms\n\n");
+  char line[256];
+  std::snprintf(line, sizeof line, "%-4s  %-22s %12s %12s %12s %14s %7s %10s\n", "rank", "mesh", "step ms", "compute ms",
+                "comm ms", "tokens/s", "MFU", "memory GB");
+  s += line;
+  const int n = std::min<int>(top, static_cast<int>(r.ranked.size()));
+  for (int i = 0; i < n; ++i) {
+    const DeviceCandidate& c = r.ranked[i];
+    std::snprintf(line, sizeof line, "%-4d  %-22s %12.2f %12.2f %12.2f %14.0f %6.1f%% %10.2f\n", i + 1,
+                  c.mesh.str().c_str(), c.step_time_us / 1e3, c.compute_us / 1e3, c.comm_us / 1e3, c.tokens_per_s,
+                  100 * c.mfu, c.peak_memory_bytes / 1e9);
+    s += line;
+  }
+  s += "\nwhy the others lost:\n";
+  const DeviceCandidate& best = r.ranked.front();
+  for (size_t i = n; i < r.ranked.size(); ++i) {
+    const DeviceCandidate& c = r.ranked[i];
+    std::snprintf(line, sizeof line, "  %-22s %.2fx the best's step time (compute %.1f ms vs %.1f, communication %.1f ms vs %.1f)\n",
+                  c.mesh.str().c_str(), c.step_time_us / best.step_time_us, c.compute_us / 1e3, best.compute_us / 1e3,
+                  c.comm_us / 1e3, best.comm_us / 1e3);
+    s += line;
+  }
+  for (const DeviceCandidate& c : r.rejected) s += absl::StrCat("  ", c.mesh.str(), ": ", c.rejected, "\n");
+  if (r.ranked.size() <= static_cast<size_t>(n) && r.rejected.empty()) s += "  (none)\n";
+  return s;
+}
+
+std::string devices_json(const DevicesResult& r) {
+  nlohmann::json j;
+  j["devices"] = r.devices;
+  j["tokens_per_step"] = r.tokens_per_step;
+  j["model_flops"] = r.model_flops;
+  j["peak_flops"] = r.peak_flops;
+  j["search_time_ms"] = r.search_time_ms;
+  j["candidates"] = nlohmann::json::array();
+  for (const DeviceCandidate& c : r.ranked)
+    j["candidates"].push_back({{"mesh", c.mesh.str()}, {"step_time_us", c.step_time_us}, {"compute_us", c.compute_us},
+                               {"comm_us", c.comm_us}, {"peak_memory_bytes", c.peak_memory_bytes},
+                               {"tokens_per_s", c.tokens_per_s}, {"mfu", c.mfu}, {"plan_time_ms", c.plan_time_ms}});
+  j["rejected"] = nlohmann::json::array();
+  for (const DeviceCandidate& c : r.rejected) j["rejected"].push_back({{"mesh", c.mesh.str()}, {"reason", c.rejected}});
+  return j.dump(2);
+}
+
+}  // namespace dtensor::planner

@@ -1,0 +1,79 @@
+// Planning for a device count instead of a mesh (`dtensor plan --devices N`): every way N devices
+// factor into 1 to 3 mesh dims, outermost first, named "dp"; "dp,tp"; "dp,fsdp,tp" (labels only:
+// each plan's placements say what a dim shards), the ones the topology admits each planned with
+// plan_model on the same model graph and global batch, and ranked by predicted step time among
+// those within the memory limit.
+//
+// Topology (HardwareProfile::links_for_mesh lays the innermost dims within a host): the innermost
+// dim of a 2- or 3-dim mesh ("tp", where tensor and expert parallelism exchange activations every
+// layer) must lie within one host's NVLink domain: its size divides ranks_per_host. Meshes that
+// break the rule are listed as rejected with the reason, as are those no plan fits in memory.
+//
+// MFU is model FLOPs per step (the forward FLOPs of the graph's contractions, ops/flops.h, times 3
+// in training: forward, and backward's two products) over (step time x devices x the profile's peak
+// FLOP/s for the contractions' dtype), the usual definition (no recomputation counted).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "planner/graph.h"
+#include "planner/mesh.h"
+#include "planner/search.h"
+#include "propagation/hardware.h"
+
+namespace dtensor::planner {
+
+// Every mesh of 1 to `max_dims` dims (each of size >= 2; the 1-dim mesh of `devices`) whose sizes
+// multiply to `devices`, ordered by number of dims, then by sizes (outermost first). Throws
+// dtensor::Error for devices < 1 or > kMaxMeshRanks, or a mesh dim that would exceed kMaxMeshDimSize
+// (those are left out: a 1-dim mesh of 2^17 devices is not listed, its 2-dim factorizations are).
+std::vector<MeshSpec> mesh_factorizations(int64_t devices, int max_dims = 3);
+
+// "" when the topology admits the mesh on this hardware, else why not.
+std::string topology_rejection(const MeshSpec& mesh, const HardwareProfile& hw);
+
+// Model FLOPs of one step of the graph (see above).
+double model_flops(const ModelGraph& g);
+
+struct DeviceCandidate {
+  MeshSpec mesh;
+  std::string rejected;  // why not ranked (topology, memory, an error planning it); "" when ranked
+  double step_time_us = 0, compute_us = 0, comm_us = 0;
+  int64_t peak_memory_bytes = 0;
+  double tokens_per_s = 0;  // global tokens (or images) per second
+  double mfu = 0;           // 0..1
+  double plan_time_ms = 0;
+};
+
+struct DevicesResult {
+  int64_t devices = 0;
+  int64_t tokens_per_step = 0;  // what tokens_per_s counts per step
+  double model_flops = 0;       // per step, the same graph for every mesh
+  double peak_flops = 0;        // FLOP/s per device (the contractions' dtype)
+  std::vector<DeviceCandidate> ranked;    // fastest first
+  std::vector<DeviceCandidate> rejected;  // in enumeration order
+  double search_time_ms = 0;
+  // The fastest mesh's full plan, its graph kept alive (the plan's cost model refers to it).
+  MeshSpec best_mesh;
+  std::shared_ptr<ModelGraph> best_graph;
+  PlanResult best;
+};
+
+// Plans `devices` devices: build(mesh) gives the model graph for a mesh (the same global batch for
+// every mesh), `tokens_per_step` the tokens (or samples) one step processes. Throws dtensor::Error
+// when no mesh is admitted and fits, naming each mesh's reason.
+DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const MeshSpec&)>& build,
+                           const HardwareProfile& hw, const PlanOptions& options, int64_t tokens_per_step);
+
+// The ranking as a table (top `top` rows, then why the others lost) and as JSON:
+// {"devices", "tokens_per_step", "model_flops", "peak_flops", "search_time_ms",
+//  "candidates": [{"mesh", "step_time_us", "compute_us", "comm_us", "peak_memory_bytes",
+//                  "tokens_per_s", "mfu", "plan_time_ms"}] (fastest first),
+//  "rejected": [{"mesh", "reason"}]}.
+std::string devices_table(const DevicesResult& r, int top);
+std::string devices_json(const DevicesResult& r);
+
+}  // namespace dtensor::planner

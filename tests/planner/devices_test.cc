@@ -1,0 +1,114 @@
+// Planning for a device count (planner/devices.h): the mesh factorizations (every one, and only
+// those), the topology rule, memory-infeasible meshes rejected with the reason, the ranking against
+// planning each mesh directly, and model FLOPs against a hand count.
+#include <algorithm>
+#include <set>
+
+#include "gtest/gtest.h"
+#include "planner/devices.h"
+#include "planner/models/zoo.h"
+
+namespace dtensor::planner {
+namespace {
+
+std::set<Shape> shapes(const std::vector<MeshSpec>& ms) {
+  std::set<Shape> out;
+  for (const MeshSpec& m : ms) out.insert(m.shape);
+  return out;
+}
+
+TEST(Devices, FactorizationsAreEveryOrderedOneOfUpToThreeDims) {
+  const std::vector<MeshSpec> twelve = mesh_factorizations(12);
+  EXPECT_EQ(twelve.size(), 8u);
+  EXPECT_EQ(shapes(twelve), (std::set<Shape>{{12}, {2, 6}, {3, 4}, {4, 3}, {6, 2}, {2, 2, 3}, {2, 3, 2}, {3, 2, 2}}));
+  EXPECT_EQ(twelve[1].str(), "dp=2,tp=6");
+  EXPECT_EQ(twelve[5].str(), "dp=2,fsdp=2,tp=3");
+  EXPECT_EQ(shapes(mesh_factorizations(7)), (std::set<Shape>{{7}}));  // a prime: one dim
+  EXPECT_EQ(shapes(mesh_factorizations(1)), (std::set<Shape>{{1}}));
+  EXPECT_EQ(shapes(mesh_factorizations(12, 2)).size(), 5u);
+  // 2^14: 1 + 13 two-dim + C(13, 2) = 78 three-dim meshes.
+  EXPECT_EQ(mesh_factorizations(16384).size(), 92u);
+  // 2^17 devices: no 1-dim mesh (a dim holds at most 2^16 ranks), the others listed.
+  for (const MeshSpec& m : mesh_factorizations(1 << 17)) {
+    EXPECT_GE(m.ndim(), 2);
+    EXPECT_EQ(m.size(), 1 << 17);
+  }
+  try {
+    mesh_factorizations(0);
+    ADD_FAILURE() << "0 devices accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("accepted: 1 to"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Devices, TheInnermostDimStaysInAHost) {
+  const HardwareProfile& hw = hardware_profile("h100-nvlink");  // 8 per host
+  EXPECT_EQ(topology_rejection(MeshSpec::parse("dp=64"), hw), "");
+  EXPECT_EQ(topology_rejection(MeshSpec::parse("dp=16,tp=8"), hw), "");
+  EXPECT_EQ(topology_rejection(MeshSpec::parse("dp=4,fsdp=16,tp=2"), hw), "");  // fsdp may span hosts
+  EXPECT_NE(topology_rejection(MeshSpec::parse("dp=4,tp=16"), hw).find("tp=16 does not fit in one host"),
+            std::string::npos);
+  EXPECT_NE(topology_rejection(MeshSpec::parse("dp=2,tp=12"), hw), "");  // 12 does not divide 8
+}
+
+TEST(Devices, ModelFlopsCountContractionsThreeTimesInTraining) {
+  GraphBuilder b("mm", "one product");
+  TensorId x = b.input("x", {16, 32}, DType::kBFloat16);
+  TensorId w = b.param("w", {64, 32}, DType::kBFloat16);
+  TensorId h = b.op1("fc", "linear", {x, w});
+  b.op1("act", "gelu", {h});  // not a contraction: not counted
+  EXPECT_DOUBLE_EQ(model_flops(b.finish(true)), 3.0 * 2 * 16 * 32 * 64);
+}
+
+models::ModelOptions small() {
+  models::ModelOptions mo;
+  mo.batch = 16;
+  mo.seq = 256;
+  mo.layers = 2;
+  return mo;
+}
+
+TEST(Devices, RankingAgreesWithPlanningEachMeshDirectly) {
+  const HardwareProfile& hw = hardware_profile("h100-nvlink");
+  PlanOptions po;
+  po.compare = false;
+  auto build = [](const MeshSpec& m) { return models::build_model("gpt2", small(), m); };
+  DevicesResult r = plan_devices(16, build, hw, po, 16 * 256);
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_EQ(r.ranked.size() + r.rejected.size(), mesh_factorizations(16).size());
+  for (size_t i = 1; i < r.ranked.size(); ++i) EXPECT_LE(r.ranked[i - 1].step_time_us, r.ranked[i].step_time_us);
+  EXPECT_EQ(r.best_mesh.str(), r.ranked.front().mesh.str());
+  // Each ranked mesh planned on its own gives the same prediction: the ranking is of real plans.
+  for (const DeviceCandidate& c : r.ranked) {
+    ModelGraph g = build(c.mesh);
+    PlanResult p = plan_model(g, c.mesh, hw, po);
+    EXPECT_DOUBLE_EQ(p.eval.step_time_us, c.step_time_us) << c.mesh.str();
+    EXPECT_NEAR(c.tokens_per_s, 16 * 256 / (c.step_time_us * 1e-6), 1e-6 * c.tokens_per_s);
+    EXPECT_NEAR(c.mfu, r.model_flops / (c.step_time_us * 1e-6 * 16 * r.peak_flops), 1e-12);
+    EXPECT_GT(c.mfu, 0);
+    EXPECT_LT(c.mfu, 1);
+  }
+  EXPECT_DOUBLE_EQ(r.best.eval.step_time_us, r.ranked.front().step_time_us);
+  for (const DeviceCandidate& c : r.rejected) EXPECT_NE(c.rejected.find("does not fit in one host"), std::string::npos);
+}
+
+TEST(Devices, MemoryInfeasibleMeshesAreRejectedWithTheReason) {
+  const HardwareProfile& hw = hardware_profile("h100-nvlink");
+  PlanOptions po;
+  po.compare = false;
+  po.memory_limit_bytes = 1e6;  // 1 MB: nothing fits
+  auto build = [](const MeshSpec& m) { return models::build_model("gpt2", small(), m); };
+  try {
+    plan_devices(4, build, hw, po, 16 * 256);
+    ADD_FAILURE() << "a plan fitted 1 MB";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("no mesh is admitted and fits"), std::string::npos) << what;
+    EXPECT_NE(what.find("dp=4: no plan fits: needs at least"), std::string::npos) << what;
+    EXPECT_NE(what.find("dp=2,tp=2: no plan fits: needs at least"), std::string::npos) << what;
+    EXPECT_NE(what.find("(limit 0.0 GB)"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace dtensor::planner

@@ -85,6 +85,17 @@ ModelGraph load_graph_file(const CommandOptions& o, std::vector<std::string>* no
   return g;
 }
 
+// The recomputation modes --recompute names (auto: all three); `fallback` when not given.
+std::vector<Recompute> recompute_modes(const std::string& name, const std::string& fallback) {
+  const std::string n = name.empty() ? fallback : name;
+  if (n == "auto") return {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  try {
+    return {recompute_from_name(n)};
+  } catch (const Error&) {
+    DT_FAIL("dtensor plan: --recompute '", n, "' is not accepted; accepted: none, selective, full, auto");
+  }
+}
+
 // `--devices N`: every mesh of N devices planned and ranked (planner/devices.h), the same global
 // batch for all (--batch, else the model's batch per rank x N), then the fastest one's plan.
 void plan_devices_command(const CommandOptions& o, std::ostream& out, std::ostream& err) {
@@ -126,7 +137,7 @@ void plan_devices_command(const CommandOptions& o, std::ostream& out, std::ostre
         tokens = g->node(v).outputs[0].shape[0];
     build = [g](const MeshSpec&) { return *g; };
   }
-  DevicesResult r = plan_devices(o.devices, build, hw, po, tokens);
+  DevicesResult r = plan_devices(o.devices, build, hw, po, tokens, recompute_modes(o.recompute, "auto"));
   r.best.notes.insert(r.best.notes.end(), notes.begin(), notes.end());
   std::string report;
   if (o.format == "json") {
@@ -201,7 +212,11 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
   po.tp_dim = o.tp_dim;
   DT_CHECK(o.tp_dim.empty() || mesh.index_of(o.tp_dim) >= 0, "dtensor plan: --tp-dim '", o.tp_dim,
            "' is not a dim of the mesh ", mesh.str());
-  PlanResult r = cluster ? plan_cluster(g, mesh, *cluster, po) : plan_model(g, mesh, hw, po);
+  const std::vector<Recompute> modes = recompute_modes(o.recompute, "none");
+  po.recompute = modes.front();
+  PlanResult r = cluster ? plan_cluster(g, mesh, *cluster, po)
+                 : modes.size() > 1 ? plan_model_recompute(g, mesh, hw, po, modes)
+                                    : plan_model(g, mesh, hw, po);
   r.notes.insert(r.notes.end(), onnx_notes.begin(), onnx_notes.end());
   const CostModel& cm = *r.cost_model;
   const std::string report = o.format == "json" ? report_json(cm, r, ReportOptions{o.ops, o.ops}) + "\n"

@@ -30,6 +30,9 @@ struct CommandOptions {
   std::string cluster;  // cluster JSON file; when set, `hardware` is not used
   int64_t devices = 0;  // plan every mesh of this many devices instead of --mesh (planner/devices.h)
   int top = 5;          // --devices: candidates listed
+  // Activation recomputation of the repeated layers (planner/cost.h): none, selective, full, or
+  // auto (each tried, the fastest plan that fits kept). Default: none with --mesh, auto with --devices.
+  std::string recompute;
   int64_t batch = 0, seq = 0;
   int layers = 0;
   double memory_limit_gb = 0;  // 0: the hardware's memory

@@ -71,8 +71,30 @@ uint64_t placement_key(const Placements& p) {
   return k;
 }
 
-CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, ClusterShares shares)
-    : g_(g), mesh_(mesh), hw_(hw), shares_(std::move(shares)) {
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+
+Recompute recompute_from_name(const std::string& name) {
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+    if (name == recompute_name(r)) return r;
+  DT_FAIL("recompute '", name, "' is not accepted; accepted: none, selective, full");
+}
+
+bool CostModel::replayed(int v, int k) const {
+  if (!recomputed_[v]) return false;
+  const Node& u = g_.node(inputs_[v][k].node);
+  return u.kind != NodeKind::kParam && u.layer == g_.node(v).layer;
+}
+
+CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, ClusterShares shares,
+                     Recompute recompute)
+    : g_(g), mesh_(mesh), hw_(hw), shares_(std::move(shares)), recompute_(recompute) {
   init_ops();  // every family, the planned one included
   const int nd = mesh.ndim();
   DT_CHECK(shares_.weights.empty() || static_cast<int>(shares_.weights.size()) == nd, "planner: ",
@@ -138,6 +160,29 @@ CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwarePr
       if (takes_tensors(uk) || uk == NodeKind::kInput) saves_in_[v] |= 1ull << k;
     }
   }
+  // Recomputation (Recompute): inside a repeated layer, backward keeps only the tensors that
+  // enter the layer and, selectively, its contractions' outputs; everything else is recomputed.
+  recomputed_.assign(n, 0);
+  if (recompute_ != Recompute::kNone && g.training) {
+    auto contraction = [&](const Node& x) {
+      return x.kind == NodeKind::kOp && Registry::get().find(x.op).cost.cls == CostClass::kContraction;
+    };
+    for (int v = 0; v < n; ++v) {
+      const Node& nd = g.node(v);
+      if (!takes_tensors(nd.kind) || nd.layer < 0) continue;
+      const bool keeps_output = recompute_ == Recompute::kSelective && contraction(nd) && !nd.fused;
+      recomputed_[v] = !keeps_output;
+      kept_[v] = keeps_output ? 1 : 0;
+      uint64_t keep = 0;
+      for (int k = 0; k < static_cast<int>(inputs_[v].size()); ++k) {
+        const Node& u = g.node(inputs_[v][k].node);
+        const bool entering = u.layer != nd.layer && (takes_tensors(u.kind) || u.kind == NodeKind::kInput);
+        const bool saved = recompute_ == Recompute::kSelective && u.layer == nd.layer && contraction(u);
+        if (entering || (saved && (saves_in_[v] >> k & 1))) keep |= 1ull << k;
+      }
+      saves_in_[v] = keep;
+    }
+  }
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const int v = *it;
     const Node& nd = g.node(v);
@@ -176,7 +221,8 @@ CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwarePr
       // Shared by redistributions with the same placements to choose from, whichever op made the
       // tensor (a repeated layer's entering tensor comes from the embedding once, then from layers).
       std::vector<Placements> xs = redistribute_placements(v);
-      std::vector<uint64_t> key = {(nd.fused ? 1u : 0u) | (rg_[v] ? 2u : 0u) | (kept_[v] ? 4u : 0u),
+      std::vector<uint64_t> key = {(nd.fused ? 1u : 0u) | (rg_[v] ? 2u : 0u) | (kept_[v] ? 4u : 0u) |
+                                       (recomputed_[v] ? 8u : 0u),
                                    static_cast<uint64_t>(intern(nd.outputs[0]))};
       for (const Placements& x : xs) key.push_back(placement_key(x));
       auto& slot = redists[key];
@@ -187,7 +233,8 @@ CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwarePr
     if (nd.kind == NodeKind::kOp) {
       auto call = std::make_shared<OpCall>(bind_vertex(g, v, mesh.shape));
       calls_[v] = call;
-      uint64_t flags = (nd.fused ? 1u : 0u) | (rg_[v] ? 2u : 0u) | (kept_[v] ? 4u : 0u) | (saves_in_[v] << 40);
+      uint64_t flags = (nd.fused ? 1u : 0u) | (rg_[v] ? 2u : 0u) | (kept_[v] ? 4u : 0u) | (recomputed_[v] ? 8u : 0u) |
+                       (saves_in_[v] << 40);
       for (int k = 0; k < static_cast<int>(inputs_[v].size()); ++k) {
         const int u = inputs_[v][k].node;
         const bool grad_key = g.training && rg_[u] && g.node(u).kind != NodeKind::kParam;
@@ -328,7 +375,7 @@ Choice CostModel::make_op_choice(int v, const OpCall& call, const std::vector<Te
     }
   }
   if (g_.training && rg_[v]) {
-    c.bwd_us = 2 * c.fwd_us;
+    c.bwd_us = (recomputed_[v] ? 3 : 2) * c.fwd_us;  // a recomputed op runs its forward again
     if (!view && !nd.fused && kept_[v]) c.act_bytes = *std::max_element(out_bytes.begin(), out_bytes.end());
   }
   if (s.step() != 0) {
@@ -556,6 +603,7 @@ CostModel::EdgeTime CostModel::edge_time(int u, int v, int k, const Placements& 
   }
   const MoveTime fwd = move_time(src, in, meta, cache, param);
   e.time = fwd.us;
+  if (g_.training && replayed(v, k)) e.time += fwd.us;  // the recomputed forward moves it again
   if (param) {
     if (g_.training && fwd.comm) e.time += fwd.us;
     return e;
@@ -680,8 +728,10 @@ PlanEval evaluate(const CostModel& cm, const std::vector<const Choice*>& plan, d
           r.collectives.push_back({c->step.kind, c->step.mesh_dim, c->step.bytes, c->step.time_us, "forward", -1, "step"});
           r.comm_us += c->step.time_us;
           r.comm_bytes += c->step.bytes;
-          if (train && cm.requires_grad(v)) {
-            r.collectives.push_back({c->step.kind, c->step.mesh_dim, c->step.bytes, c->step.time_us, "backward", -1, "step"});
+          const int again = train && cm.requires_grad(v) ? (cm.recomputed(v) ? 2 : 1) : 0;
+          for (int i = 0; i < again; ++i) {
+            r.collectives.push_back({c->step.kind, c->step.mesh_dim, c->step.bytes, c->step.time_us, "backward", -1,
+                                     i == 0 ? "step" : "step (recomputed)"});
             r.comm_us += c->step.time_us;
             r.comm_bytes += c->step.bytes;
           }
@@ -696,6 +746,7 @@ PlanEval evaluate(const CostModel& cm, const std::vector<const Choice*>& plan, d
           const std::string what = "input " + std::to_string(k) + " from " + g.node(u).name;
           add(r, e.fwd, "forward", k, what);
           if (train) add(r, e.bwd, "backward", k, what);
+          if (train && cm.replayed(v, k)) add(r, e.fwd, "backward", k, what + " (recomputed)");
           if (e.regather(lambda)) add(r, e.fwd, "backward", k, what + " (moved again)");
           else r.memory_bytes += e.act_bytes;
         }

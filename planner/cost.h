@@ -129,6 +129,20 @@ struct Move {
   std::vector<CollectiveRecord> records;
 };
 
+// Activation recomputation of the repeated layers (Node::layer >= 0) in training, as activation
+// checkpointing does it:
+//   kNone: backward keeps what each op saves.
+//   kSelective: each layer keeps its input and the outputs of its contractions (matmuls,
+//     attention); its other ops (elementwise, norms, softmax, ...) run again in backward from them,
+//     as torchtitan's "selective op" checkpointing keeps matmul outputs.
+//   kFull: each layer keeps its input only; the whole layer's forward runs again in backward (its
+//     compute, its forward moves and steps): Megatron-LM's full recomputation.
+// Not counted: the transient memory of one layer's recomputed activations during its backward.
+enum class Recompute : uint8_t { kNone, kSelective, kFull };
+const char* recompute_name(Recompute r);  // "none", "selective", "full"
+// Throws dtensor::Error naming the accepted values.
+Recompute recompute_from_name(const std::string& name);
+
 class CostModel {
  public:
   // Binds every op vertex on the mesh and prices its choices. Vertices with the same op, arguments
@@ -138,7 +152,8 @@ class CostModel {
   // names the plan and serves the greedy baseline's engine. Throws dtensor::Error when the cluster's
   // rank count is not the mesh size or a weight list does not have one weight in [1,
   // kMaxShardWeight] per coordinate of its mesh dim.
-  CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, ClusterShares shares = {});
+  CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, ClusterShares shares = {},
+            Recompute recompute = Recompute::kNone);
 
   const ModelGraph& graph() const { return g_; }
   const MeshSpec& mesh() const { return mesh_; }
@@ -152,6 +167,11 @@ class CostModel {
   const VertexInfo& info(int v) const { return *info_[v]; }
   std::shared_ptr<const VertexInfo> info_ptr(int v) const { return info_[v]; }
   bool requires_grad(int v) const { return rg_[v] != 0; }
+  Recompute recompute() const { return recompute_; }
+  // The vertex's forward runs again in backward (Recompute); its input k's forward move too when
+  // replayed(v, k) (the producer is in the same layer: the layer's input is kept, not moved again).
+  bool recomputed(int v) const { return recomputed_[v] != 0; }
+  bool replayed(int v, int k) const;
   const std::vector<TensorId>& inputs(int v) const { return inputs_[v]; }
   int optimizer_of(int param) const { return opt_of_[param]; }
   // (consumer, input index) of each parameter's op consumers.
@@ -250,6 +270,8 @@ class CostModel {
   std::vector<char> rg_;
   std::vector<int> opt_of_;
   std::vector<std::vector<std::pair<int, int>>> param_uses_;
+  Recompute recompute_ = Recompute::kNone;
+  std::vector<char> recomputed_;       // per vertex: its forward runs again in backward
   std::vector<char> kept_;             // per vertex: its output is saved for backward
   std::vector<uint64_t> saves_in_;     // per vertex: bit k = it saves tensor input k for backward
   // Moves by (source placements, target placements, tensor meta id): placement_key codes.

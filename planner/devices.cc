@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/core/error.h"
 #include "dtensor/core/limits.h"
@@ -110,8 +112,46 @@ DType contraction_dtype(const ModelGraph& g) {
 
 }  // namespace
 
+PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw,
+                                const PlanOptions& options, const std::vector<Recompute>& modes) {
+  DT_CHECK(!modes.empty(), "planner: no recomputation mode to plan with");
+  std::optional<PlanResult> best;
+  std::vector<std::string> tried;
+  std::string last_error;
+  auto fits = [](const PlanResult& p) { return static_cast<double>(p.eval.peak_memory_bytes) <= p.memory_limit_bytes; };
+  // Most recomputation first: for any plan, full keeps no more memory than selective, selective no
+  // more than none, so once a mode finds no plan that fits, the modes after it cannot either.
+  std::vector<Recompute> order = modes;
+  std::sort(order.begin(), order.end(), [](Recompute a, Recompute b) { return a > b; });
+  for (Recompute mode : order) {
+    if (best && !fits(*best)) break;
+    PlanOptions o = options;
+    o.recompute = mode;
+    PlanResult p;
+    try {
+      p = plan_model(g, mesh, hw, o);
+    } catch (const Error& e) {
+      last_error = e.what();
+      tried.push_back(absl::StrCat(recompute_name(mode), ": ", reason(e.what())));
+      break;  // no plan fits this mode's memory: the less-recomputing modes need more
+    }
+    tried.push_back(absl::StrCat(recompute_name(mode), ": ", absl::StrFormat("%.1f", p.eval.step_time_us / 1e3), " ms, ",
+                                 absl::StrFormat("%.1f", p.eval.peak_memory_bytes / 1e9), " GB"));
+    const bool better = !best || (fits(p) && !fits(*best)) ||
+                        (fits(p) == fits(*best) && (fits(p) ? p.eval.step_time_us < best->eval.step_time_us
+                                                            : p.eval.peak_memory_bytes < best->eval.peak_memory_bytes));
+    if (better) best = std::move(p);
+  }
+  if (!best) DT_FAIL(last_error, (modes.size() > 1 ? absl::StrCat(" (recomputation tried: ", absl::StrJoin(tried, "; "), ")") : ""));
+  if (modes.size() > 1)
+    best->notes.push_back(absl::StrCat("activation recomputation: ", recompute_name(best->cost_model->recompute()),
+                                       " (tried ", absl::StrJoin(tried, "; "), ")"));
+  return *std::move(best);
+}
+
 DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const MeshSpec&)>& build,
-                           const HardwareProfile& hw, const PlanOptions& options, int64_t tokens_per_step) {
+                           const HardwareProfile& hw, const PlanOptions& options, int64_t tokens_per_step,
+                           const std::vector<Recompute>& modes) {
   const auto t0 = std::chrono::steady_clock::now();
   DevicesResult r;
   r.devices = devices;
@@ -128,7 +168,7 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
     PlanResult plan;
     try {
       *graph = build(mesh);
-      plan = plan_model(*graph, mesh, hw, options);
+      plan = plan_model_recompute(*graph, mesh, hw, options, modes);
     } catch (const Error& e) {
       c.rejected = reason(e.what());
       r.rejected.push_back(std::move(c));
@@ -139,6 +179,7 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
       r.peak_flops = hw.peak_flops_per_us(contraction_dtype(*graph)) * 1e6;
     }
     c.plan_time_ms = plan.plan_time_ms;
+    c.recompute = plan.cost_model->recompute();
     c.step_time_us = plan.eval.step_time_us;
     c.compute_us = plan.eval.compute_us;
     c.comm_us = plan.eval.comm_us;
@@ -177,14 +218,14 @@ std::string devices_table(const DevicesResult& r, int top) {
                                " TFLOP per step, ", r.tokens_per_step, " tokens per step; search ", r.search_time_ms,
                                " ms\n\n");
   char line[256];
-  std::snprintf(line, sizeof line, "%-4s  %-22s %12s %12s %12s %14s %7s %10s\n", "rank", "mesh", "step ms", "compute ms",
-                "comm ms", "tokens/s", "MFU", "memory GB");
+  std::snprintf(line, sizeof line, "%-4s  %-22s %-10s %12s %12s %12s %14s %7s %10s\n", "rank", "mesh", "recompute",
+                "step ms", "compute ms", "comm ms", "tokens/s", "MFU", "memory GB");
   s += line;
   const int n = std::min<int>(top, static_cast<int>(r.ranked.size()));
   for (int i = 0; i < n; ++i) {
     const DeviceCandidate& c = r.ranked[i];
-    std::snprintf(line, sizeof line, "%-4d  %-22s %12.2f %12.2f %12.2f %14.0f %6.1f%% %10.2f\n", i + 1,
-                  c.mesh.str().c_str(), c.step_time_us / 1e3, c.compute_us / 1e3, c.comm_us / 1e3, c.tokens_per_s,
+    std::snprintf(line, sizeof line, "%-4d  %-22s %-10s %12.2f %12.2f %12.2f %14.0f %6.1f%% %10.2f\n", i + 1,
+                  c.mesh.str().c_str(), recompute_name(c.recompute), c.step_time_us / 1e3, c.compute_us / 1e3, c.comm_us / 1e3, c.tokens_per_s,
                   100 * c.mfu, c.peak_memory_bytes / 1e9);
     s += line;
   }
@@ -211,7 +252,8 @@ std::string devices_json(const DevicesResult& r) {
   j["search_time_ms"] = r.search_time_ms;
   j["candidates"] = nlohmann::json::array();
   for (const DeviceCandidate& c : r.ranked)
-    j["candidates"].push_back({{"mesh", c.mesh.str()}, {"step_time_us", c.step_time_us}, {"compute_us", c.compute_us},
+    j["candidates"].push_back({{"mesh", c.mesh.str()}, {"recompute", recompute_name(c.recompute)},
+                               {"step_time_us", c.step_time_us}, {"compute_us", c.compute_us},
                                {"comm_us", c.comm_us}, {"peak_memory_bytes", c.peak_memory_bytes},
                                {"tokens_per_s", c.tokens_per_s}, {"mfu", c.mfu}, {"plan_time_ms", c.plan_time_ms}});
   j["rejected"] = nlohmann::json::array();

@@ -38,8 +38,16 @@ std::string topology_rejection(const MeshSpec& mesh, const HardwareProfile& hw);
 // Model FLOPs of one step of the graph (see above).
 double model_flops(const ModelGraph& g);
 
+// plan_model with each recomputation mode of `modes` (options.recompute ignored); returns the
+// fastest plan within the memory limit, else the one closest to it, with a note naming the mode
+// and what the others gave. Throws dtensor::Error when every mode's planning throws (the last
+// mode's error, with the others' reasons).
+PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw,
+                                const PlanOptions& options, const std::vector<Recompute>& modes);
+
 struct DeviceCandidate {
   MeshSpec mesh;
+  Recompute recompute = Recompute::kNone;  // the mode of its plan
   std::string rejected;  // why not ranked (topology, memory, an error planning it); "" when ranked
   double step_time_us = 0, compute_us = 0, comm_us = 0;
   int64_t peak_memory_bytes = 0;
@@ -63,14 +71,16 @@ struct DevicesResult {
 };
 
 // Plans `devices` devices: build(mesh) gives the model graph for a mesh (the same global batch for
-// every mesh), `tokens_per_step` the tokens (or samples) one step processes. Throws dtensor::Error
-// when no mesh is admitted and fits, naming each mesh's reason.
+// every mesh), `tokens_per_step` the tokens (or samples) one step processes; each mesh with each
+// recomputation mode of `modes` (plan_model_recompute). Throws dtensor::Error when no mesh is
+// admitted and fits, naming each mesh's reason.
 DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const MeshSpec&)>& build,
-                           const HardwareProfile& hw, const PlanOptions& options, int64_t tokens_per_step);
+                           const HardwareProfile& hw, const PlanOptions& options, int64_t tokens_per_step,
+                           const std::vector<Recompute>& modes = {Recompute::kNone});
 
 // The ranking as a table (top `top` rows, then why the others lost) and as JSON:
 // {"devices", "tokens_per_step", "model_flops", "peak_flops", "search_time_ms",
-//  "candidates": [{"mesh", "step_time_us", "compute_us", "comm_us", "peak_memory_bytes",
+//  "candidates": [{"mesh", "recompute", "step_time_us", "compute_us", "comm_us", "peak_memory_bytes",
 //                  "tokens_per_s", "mfu", "plan_time_ms"}] (fastest first),
 //  "rejected": [{"mesh", "reason"}]}.
 std::string devices_table(const DevicesResult& r, int top);

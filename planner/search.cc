@@ -55,7 +55,7 @@ struct Planner::Tables {
 Planner::Planner(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, PlanOptions options)
     : g_(g), mesh_(mesh), hw_(hw), options_(std::move(options)), tables_(std::make_unique<Tables>()) {
   const double t0 = now_ms();
-  cm_ = std::make_shared<CostModel>(g, mesh, hw, options_.shares);
+  cm_ = std::make_shared<CostModel>(g, mesh, hw, options_.shares, options_.recompute);
   template_of_.assign(g.num_vertices(), -1);
   instance_of_.assign(g.num_vertices(), -1);
   if (options_.use_templates) detect_templates();
@@ -165,7 +165,7 @@ double unary_cost(const CostModel& cm, int v, const Choice& c, double lambda) {
     case NodeKind::kOp:
     case NodeKind::kRedistribute: {
       double t = c.fwd_us + (train ? c.bwd_us : 0);
-      if (c.has_step) t += c.step.time_us * (train && cm.requires_grad(v) ? 2 : 1);
+      if (c.has_step) t += c.step.time_us * (train && cm.requires_grad(v) ? (cm.recomputed(v) ? 3 : 2) : 1);
       return t + lambda * static_cast<double>(c.act_bytes);
     }
     default: return 0;
@@ -774,6 +774,12 @@ Planner::Search Planner::lagrangian(const Constraints* c, double limit) const {
   out.least = f0;
   if (consider(f0)) return out;
   const double scale = f0.eval.step_time_us / std::max(1.0, static_cast<double>(f0.eval.peak_memory_bytes));
+  // Memory alone (weights scaled far above time) first: when even that plan does not fit, no price
+  // between can, and the escalation below would solve up to 16 times for nothing.
+  Search::Found memory_alone = attempt(scale * 1e9);
+  if (memory_alone.valid && memory_alone.eval.peak_memory_bytes < out.least.eval.peak_memory_bytes)
+    out.least = memory_alone;
+  if (!memory_alone.valid || memory_alone.eval.peak_memory_bytes > limit) return out;
   double lo = 0, hi = std::max(scale * 0.1, 8 * kTieBreakLambda);
   bool fit = false;
   Search::Found near = f0;  // the plan that does not fit at the highest price tried below `hi`
@@ -787,10 +793,8 @@ Planner::Search Planner::lagrangian(const Constraints* c, double limit) const {
       hi *= 8;
     }
   }
-  if (!fit) {
-    // Memory alone (weights scaled far above time).
-    Search::Found m = attempt(scale * 1e9);
-    if (m.valid && m.eval.peak_memory_bytes < out.least.eval.peak_memory_bytes) out.least = m;
+  if (!fit) {  // no price below fitted, the memory-alone plan did: it is the plan
+    consider(std::move(memory_alone));
     return out;
   }
   // Bisection (in log space) down to a factor 1.5 between the last price that did not fit and the

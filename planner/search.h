@@ -43,6 +43,7 @@ struct PlanOptions {
   bool use_templates = true;      // solve repeated layers once
   std::string tp_dim;             // Megatron baseline's tensor-parallel dim: "" = "tp" if named, else the last
   ClusterShares shares;           // a mixed cluster and its weights (planner/cost.h); default: one profile, even
+  Recompute recompute = Recompute::kNone;  // activation recomputation of the repeated layers (planner/cost.h)
 };
 
 // Allowed choices per vertex (empty vector: all).

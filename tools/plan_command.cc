@@ -26,6 +26,10 @@ void add_plan_command(CLI::App& app) {
                   "time; the fastest one's plan follows (planner/devices.h)")
       ->check(CLI::Range(int64_t{1}, kMaxMeshRanks))
       ->excludes(mesh_opt);
+  sub->add_option("--recompute", o->recompute,
+                  "activation recomputation of the repeated layers: none, selective (keep contraction outputs), full "
+                  "(keep each layer's input), auto (the fastest that fits); default none with --mesh, auto with --devices")
+      ->check(CLI::IsMember({"none", "selective", "full", "auto"}));
   sub->add_option("--top", o->top, "with --devices: candidates listed")->capture_default_str()->check(CLI::Range(1, 1000));
   CLI::Option* hardware =
       sub->add_option("--hardware", o->hardware, "hardware profile: a name (--list-hardware) or a JSON file (dtensor calibrate --out)")

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "planner/devices.h"
 #include "planner/models/zoo.h"
@@ -90,6 +91,34 @@ TEST(Devices, RankingAgreesWithPlanningEachMeshDirectly) {
   }
   EXPECT_DOUBLE_EQ(r.best.eval.step_time_us, r.ranked.front().step_time_us);
   for (const DeviceCandidate& c : r.rejected) EXPECT_NE(c.rejected.find("does not fit in one host"), std::string::npos);
+}
+
+TEST(Devices, RecomputationIsChosenOnlyWhenItIsNeeded) {
+  const HardwareProfile& hw = hardware_profile("h100-nvlink");
+  const MeshSpec mesh = MeshSpec::parse("dp=2");
+  models::ModelOptions mo = small();
+  mo.batch = 64;
+  const ModelGraph g = models::build_model("gpt2", mo, mesh);
+  PlanOptions po;
+  po.compare = false;
+  const std::vector<Recompute> all = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  // Memory to spare: recomputing only adds time, so none is the fastest.
+  PlanResult ample = plan_model_recompute(g, mesh, hw, po, all);
+  EXPECT_EQ(ample.cost_model->recompute(), Recompute::kNone);
+  EXPECT_DOUBLE_EQ(ample.eval.step_time_us, plan_model(g, mesh, hw, po).eval.step_time_us);
+  // A limit between what full recomputation and no recomputation need at least: a recomputing plan.
+  PlanOptions tight = po;
+  tight.recompute = Recompute::kFull;
+  tight.memory_limit_bytes = 1e12;
+  const double full_least = plan_model(g, mesh, hw, tight).eval.peak_memory_bytes;
+  tight.recompute = Recompute::kNone;
+  tight.memory_limit_bytes = 0.5 * full_least + 0.5 * ample.eval.peak_memory_bytes;
+  ASSERT_LT(full_least, tight.memory_limit_bytes);
+  PlanResult r = plan_model_recompute(g, mesh, hw, tight, all);
+  EXPECT_NE(r.cost_model->recompute(), Recompute::kNone);
+  EXPECT_LE(r.eval.peak_memory_bytes, tight.memory_limit_bytes);
+  EXPECT_NE(absl::StrJoin(r.notes, "\n").find("activation recomputation: "), std::string::npos);
+  EXPECT_GT(r.eval.step_time_us, ample.eval.step_time_us);
 }
 
 TEST(Devices, MemoryInfeasibleMeshesAreRejectedWithTheReason) {

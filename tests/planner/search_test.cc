@@ -50,10 +50,11 @@ MeshSpec mesh(const std::string& s) { return MeshSpec::parse(s); }
 
 // Exhaustive search over the planner's own problem, and the problem's objective against the
 // evaluator on the optimum and on random plans.
-void check(const ModelGraph& g, const std::string& m, double lambda = 0) {
-  SCOPED_TRACE(g.name + " on " + m + " lambda " + std::to_string(lambda));
+void check(const ModelGraph& g, const std::string& m, double lambda = 0, Recompute recompute = Recompute::kNone) {
+  SCOPED_TRACE(g.name + " on " + m + " lambda " + std::to_string(lambda) + " recompute " + recompute_name(recompute));
   PlanOptions o;
   o.use_templates = false;
+  o.recompute = recompute;
   Planner planner(g, mesh(m), hardware_profile("h100-nvlink"), o);
   std::vector<int> var_of;
   MinSumProblem p = planner.build_problem(lambda, nullptr, &var_of);
@@ -91,6 +92,81 @@ TEST(Search, TreeEqualsExhaustiveOn2dMesh) { check(tree(), "dp=2,tp=2"); }
 TEST(Search, ResidualEqualsExhaustiveOn1dMesh) { check(residual(true), "tp=4"); }
 TEST(Search, ResidualEqualsExhaustiveOn2dInference) { check(residual(false), "dp=2,tp=2"); }
 TEST(Search, ResidualEqualsExhaustiveWithMemoryPrice) { check(residual(true), "tp=2", 3e-3); }
+
+// Two residual MLP layers between an input projection and a head (Node::layer 0 and 1).
+ModelGraph layered(int layers = 2) {
+  GraphBuilder b("layered", "residual MLP layers");
+  TensorId x = b.input("x", {8, 16}, kBf16);
+  x = b.op1("embed", "linear", {x, b.param("w_in", {16, 16}, kBf16)});
+  for (int l = 0; l < layers; ++l) {
+    b.set_layer(l);
+    b.set_scope("layers." + std::to_string(l) + ".");
+    TensorId n = b.op1("norm", "layer_norm", {x, L({16})});
+    TensorId h = b.op1("fc1", "linear", {n, b.param("w1", {32, 16}, kBf16)}, {}, "column");
+    h = b.op1("act", "gelu", {h});
+    h = b.op1("fc2", "linear", {h, b.param("w2", {16, 32}, kBf16)}, {}, "row");
+    x = b.op1("residual", "add", {x, h});
+  }
+  b.set_layer(-1);
+  b.set_scope("");
+  b.op1("head", "layer_norm", {x, L({16})});
+  return b.finish(true);
+}
+
+// The solver's problem and the evaluator agree under recomputation too (steps and moves replayed,
+// activations dropped): exhaustive optimum, solve, and random plans.
+TEST(Search, RecomputedLayersEqualExhaustive) {
+  for (Recompute r : {Recompute::kSelective, Recompute::kFull}) {
+    check(layered(1), "tp=2", 0, r);
+    check(layered(1), "tp=2", 2e-3, r);
+  }
+}
+
+// One plan (the same strategy per vertex) priced without and with recomputation: a recomputed op's
+// compute is its forward four times over three (forward, backward's two, forward again); it keeps
+// nothing for backward, but the layer's entering tensors are kept; ops outside layers are unchanged.
+TEST(Search, RecomputationPricesEachVertexAsDerived) {
+  const ModelGraph g = layered();
+  PlanOptions none, sel, full;
+  none.use_templates = sel.use_templates = full.use_templates = false;
+  sel.recompute = Recompute::kSelective;
+  full.recompute = Recompute::kFull;
+  const HardwareProfile& hw = hardware_profile("h100-nvlink");
+  Planner pn(g, mesh("dp=2"), hw, none), ps(g, mesh("dp=2"), hw, sel), pf(g, mesh("dp=2"), hw, full);
+  double cost = 0;
+  bool exact = false;
+  std::vector<int> y = pn.solve(0, nullptr, &cost, &exact);  // the same choices in all three
+  const PlanEval en = evaluate(pn.cost_model(), pn.choices(y)), es = evaluate(ps.cost_model(), ps.choices(y)),
+                 ef = evaluate(pf.cost_model(), pf.choices(y));
+  int recomputed = 0, kept_outputs = 0;
+  for (int v = 0; v < g.num_vertices(); ++v) {
+    const Node& nd = g.node(v);
+    if (nd.kind != NodeKind::kOp) continue;
+    SCOPED_TRACE(nd.name);
+    const bool contraction = nd.op == "linear";
+    if (nd.layer < 0) {
+      EXPECT_DOUBLE_EQ(ef.vertices[v].compute_us, en.vertices[v].compute_us);
+      EXPECT_EQ(ef.vertices[v].memory_bytes, en.vertices[v].memory_bytes);
+      continue;
+    }
+    EXPECT_NEAR(ef.vertices[v].compute_us, en.vertices[v].compute_us * 4 / 3, 1e-9 * en.vertices[v].compute_us);
+    EXPECT_NEAR(es.vertices[v].compute_us, en.vertices[v].compute_us * (contraction ? 1.0 : 4.0 / 3), 1e-9 * en.vertices[v].compute_us);
+    EXPECT_TRUE(pf.cost_model().recomputed(v));
+    EXPECT_EQ(ps.cost_model().recomputed(v), !contraction);
+    recomputed += pf.cost_model().recomputed(v);
+    // Full: an op keeps at most the tensor entering its layer (the norm and the residual read it).
+    if (nd.name.find("norm") == std::string::npos && nd.name.find("residual") == std::string::npos) {
+      EXPECT_EQ(ef.vertices[v].memory_bytes, 0);
+    }
+    if (contraction) kept_outputs += es.vertices[v].memory_bytes > 0;
+  }
+  EXPECT_EQ(recomputed, 10);     // 5 ops a layer
+  EXPECT_EQ(kept_outputs, 4);    // fc1 and fc2 of each layer keep their outputs under selective
+  EXPECT_LT(ef.activation_bytes, es.activation_bytes);
+  EXPECT_LT(es.activation_bytes, en.activation_bytes);
+  EXPECT_GT(ef.compute_us, es.compute_us);
+  EXPECT_GT(es.compute_us, en.compute_us);
+}
 
 TEST(Search, RepeatedLayersSolvedOnceGiveTheSamePlanCost) {
   // Four identical residual layers: the layer template must reproduce the whole-graph optimum.

@@ -13,6 +13,7 @@
 #include "dtensor/core/file_io.h"
 #include "planner/cluster_plan.h"
 #include "planner/devices.h"
+#include "planner/pipeline.h"
 #include "planner/graph_json.h"
 #include "planner/models/zoo.h"
 #include "planner/onnx_import.h"
@@ -85,6 +86,85 @@ ModelGraph load_graph_file(const CommandOptions& o, std::vector<std::string>* no
   return g;
 }
 
+// One paragraph on a pipeline plan: its schedule's figures, then the stage's plan follows.
+std::string pipeline_summary(const PipelinePlan& p) {
+  return absl::StrFormat(
+      "pipeline: %d stages (%d repeated layers on the slowest, with the embedding and head), %d micro-batches, "
+      "%d virtual stages, 1F1B: step %.2f ms = %.4g slots x %.2f ms per micro-batch + %.2f ms optimizer + %.2f ms "
+      "stage-to-stage sends; bubble %.1f%%; stage memory %.2f GB with %d micro-batches in flight. The stage's "
+      "plan for one micro-batch:\n",
+      p.spec.stages, p.layers_per_stage, p.spec.micro_batches, p.spec.virtual_stages, p.step_time_us / 1e3,
+      p.spec.micro_batches + static_cast<double>(p.spec.stages - 1) / p.spec.virtual_stages, p.t_mb_us / 1e3,
+      p.t_once_us / 1e3, 2.0 * (p.spec.stages - 1) * p.spec.virtual_stages * p.t_p2p_us / 1e3,
+      100 * p.bubble_fraction, p.peak_memory_bytes / 1e9, std::min(p.spec.stages, p.spec.micro_batches));
+}
+
+std::vector<Recompute> recompute_modes(const std::string& name, const std::string& fallback);
+
+// `--mesh pp=P,...`: the layers in P pipeline stages over the rest of the mesh (planner/pipeline.h).
+void plan_pipeline_command(const CommandOptions& o, const MeshSpec& mesh, std::ostream& out, std::ostream& err) {
+  DT_CHECK(!o.model.empty(), "dtensor plan: a pp mesh dim (pipeline stages) needs a zoo model (--model): its layer "
+           "count is what the stages split");
+  DT_CHECK(o.cluster.empty() && o.dump_graph.empty() && o.dot.empty() && o.svg.empty(),
+           "dtensor plan: with a pp mesh dim, --cluster, --dump-graph, --dot and --svg are not accepted");
+  DT_CHECK(o.micro_batches >= 0 && o.virtual_stages >= 1, "dtensor plan: --micro-batches ", o.micro_batches,
+           " / --virtual-stages ", o.virtual_stages, "; accepted: at least 1 each");
+  const int pp = mesh.index_of("pp");
+  MeshSpec inner;
+  for (int i = 0; i < mesh.ndim(); ++i)
+    if (i != pp) inner.shape.push_back(mesh.shape[i]), inner.names.push_back(mesh.names[i]);
+  if (inner.shape.empty()) inner = MeshSpec::parse("dp=1");
+  const int stages = static_cast<int>(mesh.shape[pp]);
+  const int m = o.micro_batches > 0 ? o.micro_batches : 4 * stages;
+  const models::ModelEntry& entry = models::find_model(o.model);
+  int64_t batch = o.batch;
+  if (batch == 0) batch = entry.micro_batch * models::data_parallel_size(inner) * m;
+  models::ModelOptions mo;
+  mo.seq = o.seq;
+  mo.layers = o.layers;
+  mo.training = !o.inference;
+  mo.optimizer = o.optimizer;
+  DT_CHECK(mo.training, "dtensor plan: a pp mesh dim plans a training pipeline; --inference is not accepted with it");
+  const std::string name = o.model;
+  StageBuilder build = [name, mo](const MeshSpec& mm, int layers, int64_t b) {
+    models::ModelOptions so = mo;
+    so.layers = layers;
+    so.batch = b;
+    return models::build_model(name, so, mm);
+  };
+  mo.batch = batch;
+  const int layers = models::build_model(name, mo, MeshSpec::parse("1")).num_layers();
+  const HardwareProfile& hw = hardware_profile(o.hardware);
+  PlanOptions po;
+  po.memory_limit_bytes = o.memory_limit_gb * 1e9;
+  po.compare = o.compare;
+  PipelinePlan p = plan_pipeline(build, layers, batch, inner, PipelineSpec{stages, m, o.virtual_stages}, hw, po,
+                                 recompute_modes(o.recompute, "none"));
+  const double flops = model_flops(models::build_model(name, mo, inner));
+  const double peak = hw.peak_flops_per_us(DType::kBFloat16) * 1e6;
+  const double mfu = flops / (p.step_time_us * 1e-6 * mesh.size() * peak);
+  std::string report;
+  if (o.format == "json") {
+    nlohmann::json j = nlohmann::json::parse(report_json(*p.stage.cost_model, p.stage, ReportOptions{o.ops, o.ops}));
+    j["pipeline"] = {{"stages", stages}, {"micro_batches", m}, {"virtual_stages", o.virtual_stages},
+                     {"layers_per_stage", p.layers_per_stage}, {"step_time_us", p.step_time_us},
+                     {"micro_batch_us", p.t_mb_us}, {"optimizer_us", p.t_once_us}, {"send_us", p.t_p2p_us},
+                     {"bubble_fraction", p.bubble_fraction}, {"peak_memory_bytes", p.peak_memory_bytes},
+                     {"model_flops", flops}, {"mfu", mfu}, {"batch", batch}};
+    report = j.dump(2) + "\n";
+  } else {
+    report = absl::StrCat("dtensor plan: ", o.model, " on ", mesh.str(), " (", mesh.size(), " devices), batch ", batch,
+                          "; MFU ", absl::StrFormat("%.1f%%", 100 * mfu), " (", absl::StrFormat("%.0f", flops / 1e12),
+                          " TFLOP a step)\n", pipeline_summary(p), report_table(*p.stage.cost_model, p.stage, ReportOptions{o.ops}));
+  }
+  if (o.output.empty()) {
+    out << report;
+  } else {
+    write_file_atomic(o.output, report);
+    err << "wrote " << o.output << "\n";
+  }
+}
+
 // The recomputation modes --recompute names (auto: all three); `fallback` when not given.
 std::vector<Recompute> recompute_modes(const std::string& name, const std::string& fallback) {
   const std::string n = name.empty() ? fallback : name;
@@ -112,6 +192,9 @@ void plan_devices_command(const CommandOptions& o, std::ostream& out, std::ostre
   po.memory_limit_bytes = o.memory_limit_gb * 1e9;
   po.compare = o.compare;
   std::function<ModelGraph(const MeshSpec&)> build;
+  StageBuilder stage_build;
+  int model_layers = 0;
+  int64_t global_batch = 0;
   int64_t tokens = 0;
   std::vector<std::string> notes;
   if (!o.model.empty()) {
@@ -130,6 +213,14 @@ void plan_devices_command(const CommandOptions& o, std::ostream& out, std::ostre
              " x seq ", seq, " overflows");
     const std::string name = o.model;
     build = [name, mo](const MeshSpec& mesh) { return models::build_model(name, mo, mesh); };
+    stage_build = [name, mo](const MeshSpec& mesh, int layers, int64_t b) {
+      models::ModelOptions so = mo;
+      so.layers = layers;
+      so.batch = b;
+      return models::build_model(name, so, mesh);
+    };
+    model_layers = models::build_model(name, mo, MeshSpec::parse("1")).num_layers();
+    global_batch = batch;
   } else {
     auto g = std::make_shared<ModelGraph>(load_graph_file(o, &notes));
     for (int v = 0; v < g->num_vertices() && tokens == 0; ++v)  // samples: the first input's dim 0
@@ -137,7 +228,9 @@ void plan_devices_command(const CommandOptions& o, std::ostream& out, std::ostre
         tokens = g->node(v).outputs[0].shape[0];
     build = [g](const MeshSpec&) { return *g; };
   }
-  DevicesResult r = plan_devices(o.devices, build, hw, po, tokens, recompute_modes(o.recompute, "auto"));
+  PipelineSearch ps{stage_build, model_layers, global_batch};
+  DevicesResult r = plan_devices(o.devices, build, hw, po, tokens, recompute_modes(o.recompute, "auto"),
+                                 stage_build && o.pipeline ? &ps : nullptr);
   r.best.notes.insert(r.best.notes.end(), notes.begin(), notes.end());
   std::string report;
   if (o.format == "json") {
@@ -146,7 +239,8 @@ void plan_devices_command(const CommandOptions& o, std::ostream& out, std::ostre
     report = j.dump(2) + "\n";
   } else {
     report = absl::StrCat("dtensor plan --devices ", o.devices, " on ", hw.name, " (", hw.ranks_per_host,
-                          " per host): ", devices_table(r, o.top), "\nthe fastest, ", r.best_mesh.str(), ":\n",
+                          " per host): ", devices_table(r, o.top), "\nthe fastest, ", r.ranked.front().label(), ":\n",
+                          r.best_pipeline ? pipeline_summary(*r.best_pipeline) : "",
                           report_table(*r.best.cost_model, r.best, ReportOptions{o.ops}));
   }
   if (o.output.empty()) {
@@ -179,6 +273,7 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
            "' is not supported; accepted: table, json");
   if (o.devices > 0) return plan_devices_command(o, out, err);
   MeshSpec mesh = MeshSpec::parse(o.mesh.empty() && !o.dump_graph.empty() ? "1" : o.mesh);
+  if (mesh.index_of("pp") >= 0) return plan_pipeline_command(o, mesh, out, err);
   std::optional<Cluster> cluster;
   if (!o.cluster.empty()) {
     cluster = Cluster::load(o.cluster);

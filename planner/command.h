@@ -12,7 +12,8 @@
 //   dtensor plan --model gpt2 --dump-graph gpt2.json      (writes the model graph, plans nothing)
 //   dtensor plan --list-models | --list-hardware | --list-ops
 //   dtensor plan --model llama3-70b --devices 512 [--top K]   (planner/devices.h: every mesh the
-//   devices factor into, planned and ranked; the fastest one's plan follows; --mesh excluded)
+//   devices factor into, with pipeline stages too, planned and ranked; the fastest one's plan follows)
+//   dtensor plan --model llama3-405b --mesh pp=16,dp=64,tp=8 --micro-batches 32   (a pipeline)
 //
 // Errors are dtensor::Error with a message saying what would be accepted: unknown model, hardware or
 // op, a malformed mesh, a mesh dim nothing can split, a memory limit no plan meets, unreadable files,
@@ -33,6 +34,10 @@ struct CommandOptions {
   // Activation recomputation of the repeated layers (planner/cost.h): none, selective, full, or
   // auto (each tried, the fastest plan that fits kept). Default: none with --mesh, auto with --devices.
   std::string recompute;
+  // Pipeline parallelism (planner/pipeline.h): a mesh dim named pp splits the layers into stages;
+  // micro-batches per step (0: 4 x stages) and virtual stages per device (interleaved 1F1B).
+  int micro_batches = 0, virtual_stages = 1;
+  bool pipeline = true;  // --devices: pipeline candidates too (zoo models)
   int64_t batch = 0, seq = 0;
   int layers = 0;
   double memory_limit_gb = 0;  // 0: the hardware's memory

@@ -93,8 +93,9 @@ bool CostModel::replayed(int v, int k) const {
 }
 
 CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, ClusterShares shares,
-                     Recompute recompute)
-    : g_(g), mesh_(mesh), hw_(hw), shares_(std::move(shares)), recompute_(recompute) {
+                     Recompute recompute, int activation_copies)
+    : g_(g), mesh_(mesh), hw_(hw), shares_(std::move(shares)), recompute_(recompute), copies_(activation_copies) {
+  DT_CHECK(activation_copies >= 1, "planner: activation_copies ", activation_copies, "; accepted: at least 1");
   init_ops();  // every family, the planned one included
   const int nd = mesh.ndim();
   DT_CHECK(shares_.weights.empty() || static_cast<int>(shares_.weights.size()) == nd, "planner: ",
@@ -376,7 +377,7 @@ Choice CostModel::make_op_choice(int v, const OpCall& call, const std::vector<Te
   }
   if (g_.training && rg_[v]) {
     c.bwd_us = (recomputed_[v] ? 3 : 2) * c.fwd_us;  // a recomputed op runs its forward again
-    if (!view && !nd.fused && kept_[v]) c.act_bytes = *std::max_element(out_bytes.begin(), out_bytes.end());
+    if (!view && !nd.fused && kept_[v]) c.act_bytes = copies_ * *std::max_element(out_bytes.begin(), out_bytes.end());
   }
   if (s.step() != 0) {
     const StepDef& sd = call.op().steps.at(s.step() - 1);
@@ -485,7 +486,7 @@ std::shared_ptr<VertexInfo> CostModel::build_leaf(int v) const {
     c.strategy.outputs = {p};
     const int64_t local = local_numel(m.shape, p);
     switch (nd.kind) {
-      case NodeKind::kInput: c.act_bytes = local * item; break;
+      case NodeKind::kInput: c.act_bytes = copies_ * local * item; break;
       case NodeKind::kParam: c.param_bytes = local * item; break;
       case NodeKind::kOptimizer:
         c.grad_bytes = local * item;
@@ -612,7 +613,7 @@ CostModel::EdgeTime CostModel::edge_time(int u, int v, int k, const Placements& 
     auto [it, fresh] = cache.local_bytes.try_emplace({placement_key(in), meta}, 0);
     if (fresh) {
       const TensorMeta& m = metas_[meta];
-      it->second = local_numel(m.shape, in) * static_cast<int64_t>(itemsize(m.dtype));
+      it->second = copies_ * local_numel(m.shape, in) * static_cast<int64_t>(itemsize(m.dtype));
     }
     e.act_bytes = it->second;
     e.again = fwd.us;
@@ -670,7 +671,7 @@ CostModel::EdgeCost CostModel::edge_cost(int u, int v, int k, const Placements& 
     if (!b.records.empty() || b.us > 0) e.bwd = &b;
   }
   if (g_.training && rg_[v] && e.fwd->comm && (saves_in_[v] >> k & 1))
-    e.act_bytes = local_numel(m.shape, in) * static_cast<int64_t>(itemsize(m.dtype));
+    e.act_bytes = copies_ * local_numel(m.shape, in) * static_cast<int64_t>(itemsize(m.dtype));
   return e;
 }
 

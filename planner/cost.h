@@ -152,8 +152,10 @@ class CostModel {
   // names the plan and serves the greedy baseline's engine. Throws dtensor::Error when the cluster's
   // rank count is not the mesh size or a weight list does not have one weight in [1,
   // kMaxShardWeight] per coordinate of its mesh dim.
+  // `activation_copies`: activations are held this many times over (a pipeline stage keeps that
+  // many micro-batches in flight, planner/pipeline.h); every kept tensor's bytes are multiplied.
   CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, ClusterShares shares = {},
-            Recompute recompute = Recompute::kNone);
+            Recompute recompute = Recompute::kNone, int activation_copies = 1);
 
   const ModelGraph& graph() const { return g_; }
   const MeshSpec& mesh() const { return mesh_; }
@@ -168,6 +170,7 @@ class CostModel {
   std::shared_ptr<const VertexInfo> info_ptr(int v) const { return info_[v]; }
   bool requires_grad(int v) const { return rg_[v] != 0; }
   Recompute recompute() const { return recompute_; }
+  int activation_copies() const { return copies_; }
   // The vertex's forward runs again in backward (Recompute); its input k's forward move too when
   // replayed(v, k) (the producer is in the same layer: the layer's input is kept, not moved again).
   bool recomputed(int v) const { return recomputed_[v] != 0; }
@@ -271,6 +274,7 @@ class CostModel {
   std::vector<int> opt_of_;
   std::vector<std::vector<std::pair<int, int>>> param_uses_;
   Recompute recompute_ = Recompute::kNone;
+  int64_t copies_ = 1;
   std::vector<char> recomputed_;       // per vertex: its forward runs again in backward
   std::vector<char> kept_;             // per vertex: its output is saved for backward
   std::vector<uint64_t> saves_in_;     // per vertex: bit k = it saves tensor input k for backward

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -149,13 +150,24 @@ PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const
   return *std::move(best);
 }
 
+std::string DeviceCandidate::label() const {
+  if (stages == 1) return mesh.str();
+  return absl::StrCat("pp=", stages, ",", mesh.str(), " m=", micro_batches);
+}
+
 DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const MeshSpec&)>& build,
                            const HardwareProfile& hw, const PlanOptions& options, int64_t tokens_per_step,
-                           const std::vector<Recompute>& modes) {
+                           const std::vector<Recompute>& modes, const PipelineSearch* pipeline) {
   const auto t0 = std::chrono::steady_clock::now();
   DevicesResult r;
   r.devices = devices;
   r.tokens_per_step = tokens_per_step;
+  double best_time = std::numeric_limits<double>::infinity();
+  {  // FLOPs and peak from the whole model's graph (the same for every mesh and pipeline)
+    const ModelGraph whole = build(mesh_factorizations(devices).front());
+    r.model_flops = model_flops(whole);
+    r.peak_flops = hw.peak_flops_per_us(contraction_dtype(whole)) * 1e6;
+  }
   for (const MeshSpec& mesh : mesh_factorizations(devices)) {
     DeviceCandidate c;
     c.mesh = mesh;
@@ -174,10 +186,6 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
       r.rejected.push_back(std::move(c));
       continue;
     }
-    if (r.model_flops == 0) {
-      r.model_flops = model_flops(*graph);
-      r.peak_flops = hw.peak_flops_per_us(contraction_dtype(*graph)) * 1e6;
-    }
     c.plan_time_ms = plan.plan_time_ms;
     c.recompute = plan.cost_model->recompute();
     c.step_time_us = plan.eval.step_time_us;
@@ -193,12 +201,71 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
     const double step_s = seconds(c.step_time_us);
     c.tokens_per_s = step_s > 0 ? tokens_per_step / step_s : 0;
     c.mfu = step_s > 0 && r.peak_flops > 0 ? r.model_flops / (step_s * devices * r.peak_flops) : 0;
-    const bool best = r.ranked.empty() || c.step_time_us < r.best.eval.step_time_us;
+    const bool best = c.step_time_us < best_time;
     r.ranked.push_back(c);
     if (best) {
+      best_time = c.step_time_us;
       r.best_mesh = mesh;
       r.best_graph = graph;
       r.best = std::move(plan);
+    }
+  }
+  if (pipeline != nullptr) {
+    for (int64_t p = 2; p <= std::min<int64_t>(devices, pipeline->model_layers); ++p) {
+      if (devices % p != 0) continue;
+      for (const MeshSpec& inner : mesh_factorizations(devices / p, 2)) {
+        for (int f : pipeline->micro_batch_factors) {
+          DeviceCandidate c;
+          c.mesh = inner;
+          c.stages = static_cast<int>(p);
+          c.micro_batches = static_cast<int>(f * p);
+          c.rejected = topology_rejection(inner, hw);
+          // Each data-parallel rank of a stage gets whole samples of every micro-batch: the batch
+          // divides into m micro-batches, each into the dims outside the innermost (tp).
+          const int64_t dp = inner.ndim() == 1 ? inner.shape[0] : inner.size() / inner.shape.back();
+          if (c.rejected.empty() && (pipeline->global_batch % c.micro_batches != 0 ||
+                                     (pipeline->global_batch / c.micro_batches) % dp != 0))
+            c.rejected = absl::StrCat(c.micro_batches, " micro-batches of the batch of ", pipeline->global_batch,
+                                      " do not split into whole samples over the ", dp, " data-parallel ranks");
+          if (!c.rejected.empty()) {
+            r.rejected.push_back(std::move(c));
+            continue;
+          }
+          PipelinePlan pp;
+          try {
+            pp = plan_pipeline(pipeline->build, pipeline->model_layers, pipeline->global_batch, inner,
+                               PipelineSpec{c.stages, c.micro_batches, 1}, hw, options, modes);
+          } catch (const Error& e) {
+            c.rejected = reason(e.what());
+            r.rejected.push_back(std::move(c));
+            continue;
+          }
+          if (static_cast<double>(pp.peak_memory_bytes) > pp.stage.memory_limit_bytes) {
+            c.rejected = absl::StrCat("peak memory ", pp.peak_memory_bytes / 1e9, " GB per device exceeds the limit of ",
+                                      pp.stage.memory_limit_bytes / 1e9, " GB");
+            r.rejected.push_back(std::move(c));
+            continue;
+          }
+          c.plan_time_ms = pp.stage.plan_time_ms;
+          c.recompute = pp.stage.cost_model->recompute();
+          c.step_time_us = pp.step_time_us;
+          c.compute_us = pp.compute_us;
+          c.comm_us = pp.comm_us;
+          c.peak_memory_bytes = pp.peak_memory_bytes;
+          const double step_s = seconds(c.step_time_us);
+          c.tokens_per_s = step_s > 0 ? tokens_per_step / step_s : 0;
+          c.mfu = step_s > 0 && r.peak_flops > 0 ? r.model_flops / (step_s * devices * r.peak_flops) : 0;
+          const bool best = c.step_time_us < best_time;
+          r.ranked.push_back(c);
+          if (best) {
+            best_time = c.step_time_us;
+            r.best_mesh = inner;
+            r.best_graph = pp.stage_graph;
+            r.best = pp.stage;
+            r.best_pipeline = std::move(pp);
+          }
+        }
+      }
     }
   }
   std::stable_sort(r.ranked.begin(), r.ranked.end(),
@@ -206,7 +273,7 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
   r.search_time_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (r.ranked.empty()) {
     std::vector<std::string> why;
-    for (const DeviceCandidate& c : r.rejected) why.push_back(absl::StrCat(c.mesh.str(), ": ", c.rejected));
+    for (const DeviceCandidate& c : r.rejected) why.push_back(absl::StrCat(c.label(), ": ", c.rejected));
     DT_FAIL("dtensor plan --devices ", devices, ": no mesh is admitted and fits; ", absl::StrJoin(why, "; "));
   }
   return r;
@@ -218,14 +285,14 @@ std::string devices_table(const DevicesResult& r, int top) {
                                " TFLOP per step, ", r.tokens_per_step, " tokens per step; search ", r.search_time_ms,
                                " ms\n\n");
   char line[256];
-  std::snprintf(line, sizeof line, "%-4s  %-22s %-10s %12s %12s %12s %14s %7s %10s\n", "rank", "mesh", "recompute",
+  std::snprintf(line, sizeof line, "%-4s  %-28s %-10s %12s %12s %12s %14s %7s %10s\n", "rank", "mesh", "recompute",
                 "step ms", "compute ms", "comm ms", "tokens/s", "MFU", "memory GB");
   s += line;
   const int n = std::min<int>(top, static_cast<int>(r.ranked.size()));
   for (int i = 0; i < n; ++i) {
     const DeviceCandidate& c = r.ranked[i];
-    std::snprintf(line, sizeof line, "%-4d  %-22s %-10s %12.2f %12.2f %12.2f %14.0f %6.1f%% %10.2f\n", i + 1,
-                  c.mesh.str().c_str(), recompute_name(c.recompute), c.step_time_us / 1e3, c.compute_us / 1e3, c.comm_us / 1e3, c.tokens_per_s,
+    std::snprintf(line, sizeof line, "%-4d  %-28s %-10s %12.2f %12.2f %12.2f %14.0f %6.1f%% %10.2f\n", i + 1,
+                  c.label().c_str(), recompute_name(c.recompute), c.step_time_us / 1e3, c.compute_us / 1e3, c.comm_us / 1e3, c.tokens_per_s,
                   100 * c.mfu, c.peak_memory_bytes / 1e9);
     s += line;
   }
@@ -233,12 +300,12 @@ std::string devices_table(const DevicesResult& r, int top) {
   const DeviceCandidate& best = r.ranked.front();
   for (size_t i = n; i < r.ranked.size(); ++i) {
     const DeviceCandidate& c = r.ranked[i];
-    std::snprintf(line, sizeof line, "  %-22s %.2fx the best's step time (compute %.1f ms vs %.1f, communication %.1f ms vs %.1f)\n",
-                  c.mesh.str().c_str(), c.step_time_us / best.step_time_us, c.compute_us / 1e3, best.compute_us / 1e3,
+    std::snprintf(line, sizeof line, "  %-28s %.2fx the best's step time (compute %.1f ms vs %.1f, communication %.1f ms vs %.1f)\n",
+                  c.label().c_str(), c.step_time_us / best.step_time_us, c.compute_us / 1e3, best.compute_us / 1e3,
                   c.comm_us / 1e3, best.comm_us / 1e3);
     s += line;
   }
-  for (const DeviceCandidate& c : r.rejected) s += absl::StrCat("  ", c.mesh.str(), ": ", c.rejected, "\n");
+  for (const DeviceCandidate& c : r.rejected) s += absl::StrCat("  ", c.label(), ": ", c.rejected, "\n");
   if (r.ranked.size() <= static_cast<size_t>(n) && r.rejected.empty()) s += "  (none)\n";
   return s;
 }
@@ -252,12 +319,13 @@ std::string devices_json(const DevicesResult& r) {
   j["search_time_ms"] = r.search_time_ms;
   j["candidates"] = nlohmann::json::array();
   for (const DeviceCandidate& c : r.ranked)
-    j["candidates"].push_back({{"mesh", c.mesh.str()}, {"recompute", recompute_name(c.recompute)},
+    j["candidates"].push_back({{"mesh", c.label()}, {"stages", c.stages}, {"micro_batches", c.micro_batches},
+                               {"recompute", recompute_name(c.recompute)},
                                {"step_time_us", c.step_time_us}, {"compute_us", c.compute_us},
                                {"comm_us", c.comm_us}, {"peak_memory_bytes", c.peak_memory_bytes},
                                {"tokens_per_s", c.tokens_per_s}, {"mfu", c.mfu}, {"plan_time_ms", c.plan_time_ms}});
   j["rejected"] = nlohmann::json::array();
-  for (const DeviceCandidate& c : r.rejected) j["rejected"].push_back({{"mesh", c.mesh.str()}, {"reason", c.rejected}});
+  for (const DeviceCandidate& c : r.rejected) j["rejected"].push_back({{"mesh", c.label()}, {"reason", c.rejected}});
   return j.dump(2);
 }
 

@@ -16,11 +16,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "planner/graph.h"
 #include "planner/mesh.h"
+#include "planner/pipeline.h"
 #include "planner/search.h"
 #include "propagation/hardware.h"
 
@@ -46,7 +48,9 @@ PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const
                                 const PlanOptions& options, const std::vector<Recompute>& modes);
 
 struct DeviceCandidate {
-  MeshSpec mesh;
+  MeshSpec mesh;  // with pipeline stages: the mesh of one stage
+  int stages = 1, micro_batches = 1;        // pipeline parallelism (planner/pipeline.h); 1: none
+  std::string label() const;                // "dp=64,tp=8" or "pp=16,dp=64,tp=8 m=32"
   Recompute recompute = Recompute::kNone;  // the mode of its plan
   std::string rejected;  // why not ranked (topology, memory, an error planning it); "" when ranked
   double step_time_us = 0, compute_us = 0, comm_us = 0;
@@ -68,6 +72,17 @@ struct DevicesResult {
   MeshSpec best_mesh;
   std::shared_ptr<ModelGraph> best_graph;
   PlanResult best;
+  std::optional<PipelinePlan> best_pipeline;  // when the fastest is a pipeline (best is its stage)
+};
+
+// Pipeline candidates for plan_devices: stages p >= 2 dividing the devices (at most the model's
+// layers), each inner mesh of devices / p in 1 or 2 dims the topology admits, and m = f x p
+// micro-batches for each factor f that divides the global batch.
+struct PipelineSearch {
+  StageBuilder build;
+  int model_layers = 0;
+  int64_t global_batch = 0;
+  std::vector<int> micro_batch_factors = {1, 2, 4};
 };
 
 // Plans `devices` devices: build(mesh) gives the model graph for a mesh (the same global batch for
@@ -76,7 +91,8 @@ struct DevicesResult {
 // admitted and fits, naming each mesh's reason.
 DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const MeshSpec&)>& build,
                            const HardwareProfile& hw, const PlanOptions& options, int64_t tokens_per_step,
-                           const std::vector<Recompute>& modes = {Recompute::kNone});
+                           const std::vector<Recompute>& modes = {Recompute::kNone},
+                           const PipelineSearch* pipeline = nullptr);
 
 // The ranking as a table (top `top` rows, then why the others lost) and as JSON:
 // {"devices", "tokens_per_step", "model_flops", "peak_flops", "search_time_ms",

@@ -44,6 +44,7 @@ struct PlanOptions {
   std::string tp_dim;             // Megatron baseline's tensor-parallel dim: "" = "tp" if named, else the last
   ClusterShares shares;           // a mixed cluster and its weights (planner/cost.h); default: one profile, even
   Recompute recompute = Recompute::kNone;  // activation recomputation of the repeated layers (planner/cost.h)
+  int activation_copies = 1;  // activations held this many times over (pipeline micro-batches in flight)
 };
 
 // Allowed choices per vertex (empty vector: all).

@@ -30,6 +30,14 @@ void add_plan_command(CLI::App& app) {
                   "activation recomputation of the repeated layers: none, selective (keep contraction outputs), full "
                   "(keep each layer's input), auto (the fastest that fits); default none with --mesh, auto with --devices")
       ->check(CLI::IsMember({"none", "selective", "full", "auto"}));
+  sub->add_option("--micro-batches", o->micro_batches,
+                  "with a pp mesh dim: micro-batches per step (default 4 x the stages)")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--virtual-stages", o->virtual_stages,
+                  "with a pp mesh dim: model chunks per device, interleaved 1F1B (default 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  sub->add_flag("!--no-pipeline", o->pipeline, "with --devices: no pipeline candidates");
   sub->add_option("--top", o->top, "with --devices: candidates listed")->capture_default_str()->check(CLI::Range(1, 1000));
   CLI::Option* hardware =
       sub->add_option("--hardware", o->hardware, "hardware profile: a name (--list-hardware) or a JSON file (dtensor calibrate --out)")

@@ -120,6 +120,7 @@ TEST(PlanCommand, DevicesRanksEveryMeshAndPrintsTheFastestPlan) {
   o.batch = 16;
   o.top = 3;
   o.compare = false;
+  o.pipeline = false;
   const std::string table = run(o);
   EXPECT_NE(table.find("16 devices: 7 meshes"), std::string::npos) << table;
   EXPECT_NE(table.find("rank  mesh"), std::string::npos) << table;
@@ -134,8 +135,34 @@ TEST(PlanCommand, DevicesRanksEveryMeshAndPrintsTheFastestPlan) {
   for (size_t i = 1; i < j["candidates"].size(); ++i)
     EXPECT_LE(j["candidates"][i - 1]["step_time_us"].get<double>(), j["candidates"][i]["step_time_us"].get<double>());
   o.format = "table";
+  o.pipeline = true;  // pipeline candidates too: pp=2,... rows, ranked or rejected with a reason
+  const std::string with_pp = run(o);
+  EXPECT_NE(with_pp.find("pp=2,"), std::string::npos) << with_pp;
   o.mesh = "dp=16";
   EXPECT_NE(error_of(o).find("give --mesh or --devices, not both"), std::string::npos);
+}
+
+TEST(PlanCommand, PipelineMeshPlansStagesAndSaysSo) {
+  CommandOptions o = small("gpt2", "pp=2,dp=2,tp=2");
+  o.layers = 4;
+  o.batch = 16;
+  o.micro_batches = 4;
+  o.compare = false;
+  const std::string table = run(o);
+  EXPECT_NE(table.find("pipeline: 2 stages (2 repeated layers on the slowest"), std::string::npos) << table;
+  EXPECT_NE(table.find("4 micro-batches"), std::string::npos) << table;
+  EXPECT_NE(table.find("mesh dp=2,tp=2 (4 devices)"), std::string::npos) << table;  // the stage's mesh
+  o.format = "json";
+  const json j = json::parse(run(o));
+  EXPECT_EQ(j["pipeline"]["stages"], 2);
+  EXPECT_GT(j["pipeline"]["step_time_us"].get<double>(), j["pipeline"]["micro_batch_us"].get<double>() * 5);
+  o.format = "table";
+  o.micro_batches = 3;
+  EXPECT_NE(error_of(o).find("3 micro-batches for a global batch of 16"), std::string::npos);
+  o = small("gpt2", "pp=2,dp=2");
+  o.graph_file = "x.json";
+  o.model.clear();
+  EXPECT_NE(error_of(o).find("needs a zoo model"), std::string::npos);
 }
 
 TEST(PlanCommand, BadGraphJsonNamesTheNode) {

@@ -152,7 +152,8 @@ PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const
 
 std::string DeviceCandidate::label() const {
   if (stages == 1) return mesh.str();
-  return absl::StrCat("pp=", stages, ",", mesh.str(), " m=", micro_batches);
+  return absl::StrCat("pp=", stages, ",", mesh.str(), " m=", micro_batches,
+                      virtual_stages > 1 ? absl::StrCat(" v=", virtual_stages) : "");
 }
 
 DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const MeshSpec&)>& build,
@@ -246,23 +247,28 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
             r.rejected.push_back(std::move(c));
             continue;
           }
-          c.plan_time_ms = pp.stage.plan_time_ms;
-          c.recompute = pp.stage.cost_model->recompute();
-          c.step_time_us = pp.step_time_us;
-          c.compute_us = pp.compute_us;
-          c.comm_us = pp.comm_us;
-          c.peak_memory_bytes = pp.peak_memory_bytes;
-          const double step_s = seconds(c.step_time_us);
-          c.tokens_per_s = step_s > 0 ? tokens_per_step / step_s : 0;
-          c.mfu = step_s > 0 && r.peak_flops > 0 ? r.model_flops / (step_s * devices * r.peak_flops) : 0;
-          const bool best = c.step_time_us < best_time;
-          r.ranked.push_back(c);
-          if (best) {
-            best_time = c.step_time_us;
-            r.best_mesh = inner;
-            r.best_graph = pp.stage_graph;
-            r.best = pp.stage;
-            r.best_pipeline = std::move(pp);
+          for (int v : pipeline->virtual_stages) {
+            std::optional<PipelinePlan> pv = with_virtual_stages(pp, pipeline->model_layers, v);
+            if (!pv) continue;
+            DeviceCandidate cv = c;
+            cv.virtual_stages = v;
+            cv.plan_time_ms = pv->stage.plan_time_ms;
+            cv.recompute = pv->stage.cost_model->recompute();
+            cv.step_time_us = pv->step_time_us;
+            cv.compute_us = pv->compute_us;
+            cv.comm_us = pv->comm_us;
+            cv.peak_memory_bytes = pv->peak_memory_bytes;
+            const double step_s = seconds(cv.step_time_us);
+            cv.tokens_per_s = step_s > 0 ? tokens_per_step / step_s : 0;
+            cv.mfu = step_s > 0 && r.peak_flops > 0 ? r.model_flops / (step_s * devices * r.peak_flops) : 0;
+            r.ranked.push_back(cv);
+            if (cv.step_time_us < best_time) {
+              best_time = cv.step_time_us;
+              r.best_mesh = inner;
+              r.best_graph = pv->stage_graph;
+              r.best = pv->stage;
+              r.best_pipeline = std::move(*pv);
+            }
           }
         }
       }

@@ -1,6 +1,7 @@
 #include "planner/pipeline.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/core/error.h"
@@ -34,6 +35,20 @@ int64_t boundary_bytes(const ModelGraph& g) {
   return 0;
 }
 
+// The schedule's figures from the stage's: step time, bubble, compute and communication.
+void schedule(PipelinePlan& out) {
+  const int p = out.spec.stages, m = out.spec.micro_batches, v = out.spec.virtual_stages;
+  const PlanEval& e = out.stage.eval;
+  const double slots = m + static_cast<double>(p - 1) / v;
+  out.bubble_fraction = (static_cast<double>(p - 1) / v) / slots;
+  const double p2p = 2.0 * (p - 1) * v * out.t_p2p_us;
+  out.step_time_us = slots * out.t_mb_us + out.t_once_us + p2p;
+  // Split as the stage's: compute and communication of m micro-batches and the update, the sends.
+  const double share = e.step_time_us > 0 ? e.compute_us / e.step_time_us : 0;
+  out.compute_us = (m * out.t_mb_us + out.t_once_us) * share;
+  out.comm_us = (m * out.t_mb_us + out.t_once_us) * (1 - share) + p2p;
+}
+
 }  // namespace
 
 PipelinePlan plan_pipeline(const StageBuilder& build, int model_layers, int64_t global_batch, const MeshSpec& inner,
@@ -59,15 +74,18 @@ PipelinePlan plan_pipeline(const StageBuilder& build, int model_layers, int64_t 
   out.t_mb_us = e.step_time_us - out.t_once_us;
   const int64_t per_rank = (boundary_bytes(*out.stage_graph) + inner.size() - 1) / inner.size();
   out.t_p2p_us = p > 1 ? collective_time_us(CommKind::kSendRecv, per_rank, 2, hw.inter_host) : 0;
-  const double slots = m + static_cast<double>(p - 1) / v;
-  out.bubble_fraction = (static_cast<double>(p - 1) / v) / slots;
-  const double p2p = 2.0 * (p - 1) * v * out.t_p2p_us;
-  out.step_time_us = slots * out.t_mb_us + out.t_once_us + p2p;
-  // Split as the stage's: compute and communication of m micro-batches and the update, the sends.
-  const double share = e.step_time_us > 0 ? e.compute_us / e.step_time_us : 0;
-  out.compute_us = m * out.t_mb_us * share + out.t_once_us * share;
-  out.comm_us = m * out.t_mb_us * (1 - share) + out.t_once_us * (1 - share) + p2p;
   out.peak_memory_bytes = e.peak_memory_bytes;
+  schedule(out);
+  return out;
+}
+
+std::optional<PipelinePlan> with_virtual_stages(const PipelinePlan& plan, int model_layers, int virtual_stages) {
+  const int p = plan.spec.stages, v = virtual_stages;
+  if (v < 1 || static_cast<int64_t>(p) * v > model_layers) return std::nullopt;
+  if ((model_layers + p * v - 1) / (p * v) * v != plan.layers_per_stage) return std::nullopt;
+  PipelinePlan out = plan;
+  out.spec.virtual_stages = v;
+  schedule(out);
   return out;
 }
 

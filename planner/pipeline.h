@@ -17,10 +17,13 @@
 // are reduced once a step), t_p2p one activation of the stage boundary sent over the inter-host
 // link (each rank its share; the fill and drain sends are on the critical path, steady-state sends
 // overlap compute). The bubble is (p - 1) / v micro-batch times of m + (p - 1) / v.
+// Not counted: interleaving's extra activations in flight (the first device holds about
+// (1 + (p - 1) / (p v)) times more than plain 1F1B: min(p, m) micro-batches are counted for any v).
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "planner/graph.h"
 #include "planner/mesh.h"
@@ -60,5 +63,10 @@ double once_per_step_us(const PlanResult& r);
 PipelinePlan plan_pipeline(const StageBuilder& build, int model_layers, int64_t global_batch, const MeshSpec& inner,
                            const PipelineSpec& spec, const HardwareProfile& hw, const PlanOptions& options,
                            const std::vector<Recompute>& modes);
+
+// The same pipeline with `virtual_stages` model chunks per device when its slowest stage holds the
+// same layers (ceil(layers / (p v)) v unchanged): only the schedule's figures change; nullopt
+// otherwise (the stage must be planned again) or when p v exceeds the layers.
+std::optional<PipelinePlan> with_virtual_stages(const PipelinePlan& plan, int model_layers, int virtual_stages);
 
 }  // namespace dtensor::planner

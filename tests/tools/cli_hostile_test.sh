@@ -32,6 +32,13 @@ expect 2 "--timeout"          -- launch --timeout 1e-300 -n 1 -- true
 expect 2 "--kill-grace"       -- launch --kill-grace nan -n 1 -- true
 expect 2 "--failure-grace"    -- launch --failure-grace inf -n 1 -- true
 expect 2 "mesh: empty"        -- plan --model llama3-8b --mesh ''
+expect 2 "--devices"          -- plan --model gpt2 --devices 0
+expect 2 "--devices"          -- plan --model gpt2 --devices 18446744073709551617
+expect 2 "excludes"           -- plan --model gpt2 --devices 8 --mesh dp=8
+expect 2 "--micro-batches"    -- plan --model gpt2 --mesh pp=2,dp=2 --micro-batches 0
+expect 1 "200 stages for 12 layers" -- plan --model gpt2 --mesh pp=200,dp=2
+expect 1 "3 micro-batches for a global batch of 8" -- plan --model gpt2 --mesh pp=2,dp=2 --micro-batches 3 --batch 8
+expect 2 "--recompute"        -- plan --model gpt2 --mesh dp=2 --recompute sometimes
 expect 2 "--hardware"         -- explain --hardware /nonexistent/profile.json
 expect 1 "is a directory"     -- explain --cases "$tmp"
 expect 1 "longer than"        -- explain --cases /dev/zero

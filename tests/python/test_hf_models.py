@@ -449,20 +449,32 @@ def test_no_leak_warnings_at_exit_after_a_model_and_a_failed_op(tmp_path):
 
 
 GLOO_SCRIPT = """
-import copy, torch, transformers, dtensor
+# argv: MODEL (llama or gpt2) and MESH (tp2: tp=2; dp2tp2: dp=2 x tp=2, the batch split over dp)
+import copy, sys, torch, transformers, dtensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
-from dtensor import Replicate, bridge
+from dtensor import Replicate, Shard, bridge
 from transformers.models.llama import modeling_llama
 
 def rms_norm(self, h):  # kept in float64, as in test_hf_models.py's float64_rms_norm
     return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
 modeling_llama.LlamaRMSNorm.forward = rms_norm
 
+kind, layout = sys.argv[1], sys.argv[2]
 torch.manual_seed(0)  # the same weights and data on every rank
-cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
-model = transformers.LlamaForCausalLM(cfg).double()
-ids = torch.randint(0, 64, (2, 16))
+if kind == "llama":
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+    model = transformers.LlamaForCausalLM(cfg).double()
+    plan = {"model.layers.*.self_attn.[qkv]_proj": ColwiseParallel(), "model.layers.*.self_attn.o_proj": RowwiseParallel(),
+            "model.layers.*.mlp.[gu]*_proj": ColwiseParallel(), "model.layers.*.mlp.down_proj": RowwiseParallel()}
+else:  # GPT-2's Conv1D (weight [in, out]), dropout off
+    cfg = transformers.GPT2Config(vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=4, bos_token_id=0,
+                                  eos_token_id=0, resid_pdrop=0.0,
+                                  embd_pdrop=0.0, attn_pdrop=0.0)
+    model = transformers.GPT2LMHeadModel(cfg).double()
+    plan = {"transformer.h.*.attn.c_attn": ColwiseParallel(), "transformer.h.*.attn.c_proj": RowwiseParallel(),
+            "transformer.h.*.mlp.c_fc": ColwiseParallel(), "transformer.h.*.mlp.c_proj": RowwiseParallel()}
+ids = torch.randint(0, 64, (4, 16))
 
 def train(m, x):
     opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
@@ -476,22 +488,32 @@ def train(m, x):
     return m
 
 want = {n: p.detach() for n, p in train(copy.deepcopy(model).train(), ids).named_parameters()}
-mesh = dtensor.init_device_mesh("cpu", (2,))
-plan = {"model.layers.*.self_attn.[qkv]_proj": ColwiseParallel(), "model.layers.*.self_attn.o_proj": RowwiseParallel(),
-        "model.layers.*.mlp.[gu]*_proj": ColwiseParallel(), "model.layers.*.mlp.down_proj": RowwiseParallel()}
-m = train(bridge.parallelize_module(copy.deepcopy(model).train(), mesh, plan), bridge.distribute(ids, mesh, [Replicate()]))
+if layout == "tp2":
+    mesh = dtensor.init_device_mesh("cpu", (2,))
+    x = bridge.distribute(ids, mesh, [Replicate()])
+else:
+    mesh = dtensor.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    x = bridge.distribute(ids, mesh, [Shard(0), Replicate()])
+m = train(bridge.parallelize_module(copy.deepcopy(model).train(), mesh, plan), x)
 for n, p in m.named_parameters():
     torch.testing.assert_close(p.full_tensor(), want[n], rtol=0, atol=1e-11, msg=n)
-print(f"rank {dtensor.init_process_group().rank}: llama ok", flush=True)
+print(f"rank {dtensor.init_process_group().rank}: {kind} {layout} ok", flush=True)
 """
 
 
-def test_llama_tensor_parallel_on_gloo_processes(tmp_path):
+@pytest.mark.parametrize("kind,layout,ranks", [("llama", "tp2", 2), ("llama", "dp2tp2", 4), ("gpt2", "dp2tp2", 4)])
+def test_tensor_and_data_parallel_on_gloo_processes(tmp_path, kind, layout, ranks):
     # The same training as above, one rank a process over Gloo (dtensor launch), planned with
-    # parallelize_module: every parameter equal to single-device PyTorch's.
-    from launching import launch_script
+    # parallelize_module (GPT-2's Conv1D included), tp=2 and dp=2 x tp=2 with the batch split over
+    # dp: every parameter equal to single-device PyTorch's.
+    from launching import dtensor_launch, run_job
 
-    launch_script(tmp_path, GLOO_SCRIPT, 2, ("rank 0: llama ok", "rank 1: llama ok"), timeout=600)
+    script = tmp_path / "ranks.py"
+    script.write_text(GLOO_SCRIPT)
+    out = run_job(dtensor_launch(ranks, str(script), kind, layout), timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for r in range(ranks):
+        assert f"rank {r}: {kind} {layout} ok" in out.stdout, out.stdout
 
 
 def test_lr_scheduler_and_gradient_accumulation_match_torch(float64_rms_norm):

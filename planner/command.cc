@@ -101,6 +101,15 @@ std::string pipeline_summary(const PipelinePlan& p) {
 
 std::vector<Recompute> recompute_modes(const std::string& name, const std::string& fallback);
 
+// A pipeline plan's schedule figures as JSON (its stage's plan is report_json's).
+nlohmann::json pipeline_json(const PipelinePlan& p) {
+  return {{"stages", p.spec.stages}, {"micro_batches", p.spec.micro_batches}, {"virtual_stages", p.spec.virtual_stages},
+          {"layers_per_stage", p.layers_per_stage}, {"step_time_us", p.step_time_us}, {"micro_batch_us", p.t_mb_us},
+          {"optimizer_us", p.t_once_us}, {"send_us", p.t_p2p_us}, {"bubble_fraction", p.bubble_fraction},
+          {"peak_memory_bytes", p.peak_memory_bytes}};
+}
+
+
 // `--mesh pp=P,...`: the layers in P pipeline stages over the rest of the mesh (planner/pipeline.h).
 void plan_pipeline_command(const CommandOptions& o, const MeshSpec& mesh, std::ostream& out, std::ostream& err) {
   DT_CHECK(!o.model.empty(), "dtensor plan: a pp mesh dim (pipeline stages) needs a zoo model (--model): its layer "
@@ -146,11 +155,10 @@ void plan_pipeline_command(const CommandOptions& o, const MeshSpec& mesh, std::o
   std::string report;
   if (o.format == "json") {
     nlohmann::json j = nlohmann::json::parse(report_json(*p.stage.cost_model, p.stage, ReportOptions{o.ops, o.ops}));
-    j["pipeline"] = {{"stages", stages}, {"micro_batches", m}, {"virtual_stages", o.virtual_stages},
-                     {"layers_per_stage", p.layers_per_stage}, {"step_time_us", p.step_time_us},
-                     {"micro_batch_us", p.t_mb_us}, {"optimizer_us", p.t_once_us}, {"send_us", p.t_p2p_us},
-                     {"bubble_fraction", p.bubble_fraction}, {"peak_memory_bytes", p.peak_memory_bytes},
-                     {"model_flops", flops}, {"mfu", mfu}, {"batch", batch}};
+    j["pipeline"] = pipeline_json(p);
+    j["pipeline"]["model_flops"] = flops;
+    j["pipeline"]["mfu"] = mfu;
+    j["pipeline"]["batch"] = batch;
     report = j.dump(2) + "\n";
   } else {
     report = absl::StrCat("dtensor plan: ", o.model, " on ", mesh.str(), " (", mesh.size(), " devices), batch ", batch,
@@ -236,6 +244,7 @@ void plan_devices_command(const CommandOptions& o, std::ostream& out, std::ostre
   if (o.format == "json") {
     nlohmann::json j = nlohmann::json::parse(devices_json(r));
     j["best"] = nlohmann::json::parse(report_json(*r.best.cost_model, r.best, ReportOptions{o.ops, o.ops}));
+    if (r.best_pipeline) j["best"]["pipeline"] = pipeline_json(*r.best_pipeline);  // "best" is then its stage's plan
     report = j.dump(2) + "\n";
   } else {
     report = absl::StrCat("dtensor plan --devices ", o.devices, " on ", hw.name, " (", hw.ranks_per_host,

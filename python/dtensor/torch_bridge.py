@@ -1528,7 +1528,8 @@ def _normal(func, args, kwargs):
         _check_parameter(func, x, "std", not bool((std < 0).any()), "a negative element", "std >= 0")
     else:
         _check_parameter(func, x, "std", std >= 0, std, "std >= 0")
-    shaped = torch.broadcast_tensors(*[t for t in (mean, std) if isinstance(t, torch.Tensor)])[0]
+    shaped = next(t for t in torch.broadcast_tensors(*[t for t in (mean, std) if isinstance(t, torch.Tensor)])
+                  if isinstance(t, DTensor))
     dtype = (mean if isinstance(mean, torch.Tensor) else std).dtype
     return (_draw(shaped, normal=True) * std + mean).to(dtype)
 
@@ -1700,26 +1701,30 @@ def _unfold_backward(func, args, kwargs):
     return _wrapped_blocks(func(block, local, dim, b["size"], b["step"]), g, keep, lambda out: sizes)
 
 
-def _batch_sharded_conv(func, b, keep, x):
-    """The blocks of a transposed convolution's call: input (and grad_output) with `keep` (the
-    batch dim's Shards), weight and any bias whole."""
+def _batch_sharded_conv(b):
+    """A transposed convolution's (or its backward's) call on the blocks: input and grad_output
+    keep the input's batch-dim Shards, weight and any bias whole. Returns (keyword arguments of
+    the blocks, the kept placements, the input)."""
+    x = b["input"]
+    keep = [p if p.is_shard() and p.dim == 0 else Replicate() for p in x._spec.placements]
     flat, tree = tree_flatten(((), b))
     blocks = _moved_blocks(flat, lambda t: keep if t is x or t is b.get("grad_output") else [Replicate()] * len(keep))
-    return tree_unflatten(blocks, tree)[1]
+    return tree_unflatten(blocks, tree)[1], keep, x
 
 
 def _convolution(engine):
     """convolution: dtensor's op (its rules and kernel), except transposed (conv_transpose1d/2d/3d),
     which dtensor's convolution lacks: torch's kernel on the blocks with the input's batch-dim
-    Shards kept (each sample's output reads only that sample) and weight and bias whole."""
+    Shards kept (each sample's output reads only that sample) and weight and bias whole. (Every
+    convolution takes this Python path, not the native dispatch: microseconds against a kernel's
+    milliseconds.)"""
     def handler(func, args, kwargs):
         b = _bind(func, args, kwargs)
         if not b.get("transposed", False):
             return engine(func, args, kwargs)
-        x = b["input"]
-        keep = [p if p.is_shard() and p.dim == 0 else Replicate() for p in x._spec.placements]
         shape = _global_shape(func, args, kwargs)
-        return _wrapped_blocks(func(**_batch_sharded_conv(func, b, keep, x)), x, keep, lambda block: shape)
+        blocks, keep, x = _batch_sharded_conv(b)
+        return _wrapped_blocks(func(**blocks), x, keep, lambda block: shape)
 
     return handler
 
@@ -1733,11 +1738,10 @@ def _convolution_backward(masked):
         b = _bind(func, args, kwargs)
         if not b.get("transposed", False):
             return masked(func, args, kwargs)
-        x = b["input"]
-        keep = [p if p.is_shard() and p.dim == 0 else Replicate() for p in x._spec.placements]
-        summed = [_dtensor.Partial("sum") if p.is_shard() else Replicate() for p in keep]
         shapes = _global_shape(func, args, kwargs)
-        outs = func(**_batch_sharded_conv(func, b, keep, x))
+        blocks, keep, x = _batch_sharded_conv(b)
+        summed = [_dtensor.Partial("sum") if p.is_shard() else Replicate() for p in keep]
+        outs = func(**blocks)
         return tuple(None if o is None else _wrapped_blocks(o, x, keep if k == 0 else summed, lambda block, s=s: s)
                      for k, (o, s) in enumerate(zip(outs, shapes)))
 

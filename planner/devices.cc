@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <atomic>
 #include <cstdio>
+#include <mutex>
+#include <thread>
 #include <limits>
 #include <optional>
 
@@ -156,6 +159,35 @@ std::string DeviceCandidate::label() const {
                       virtual_stages > 1 ? absl::StrCat(" v=", virtual_stages) : "");
 }
 
+namespace {
+
+// One candidate of plan_devices: rejected when enumerated, or planned by a worker.
+struct Slot {
+  DeviceCandidate c;      // mesh, stages, micro-batches; rejected: why not planned
+  bool pipeline = false;
+  std::vector<DeviceCandidate> ranked;  // its plans (one, or one per virtual-stage count)
+};
+
+// The fastest plan found so far, kept whole (the others keep their figures only).
+struct Best {
+  std::mutex mu;
+  double time = std::numeric_limits<double>::infinity();
+  size_t slot = 0;
+  MeshSpec mesh;
+  std::shared_ptr<ModelGraph> graph;
+  PlanResult plan;
+  std::optional<PipelinePlan> pipeline;
+
+  // Ties go to the earlier slot, so the choice does not depend on the workers' order.
+  bool offer(double t, size_t s) { return t < time || (t == time && s < slot); }
+};
+
+std::string over_limit(int64_t peak, double limit) {
+  return absl::StrCat("peak memory ", peak / 1e9, " GB per device exceeds the limit of ", limit / 1e9, " GB");
+}
+
+}  // namespace
+
 DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const MeshSpec&)>& build,
                            const HardwareProfile& hw, const PlanOptions& options, int64_t tokens_per_step,
                            const std::vector<Recompute>& modes, const PipelineSearch* pipeline) {
@@ -163,60 +195,27 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
   DevicesResult r;
   r.devices = devices;
   r.tokens_per_step = tokens_per_step;
-  double best_time = std::numeric_limits<double>::infinity();
   {  // FLOPs and peak from the whole model's graph (the same for every mesh and pipeline)
     const ModelGraph whole = build(mesh_factorizations(devices).front());
     r.model_flops = model_flops(whole);
     r.peak_flops = hw.peak_flops_per_us(contraction_dtype(whole)) * 1e6;
   }
+  // Every candidate, in enumeration order: meshes, then pipelines by stages, inner mesh, micro-batches.
+  std::vector<Slot> slots;
   for (const MeshSpec& mesh : mesh_factorizations(devices)) {
-    DeviceCandidate c;
-    c.mesh = mesh;
-    c.rejected = topology_rejection(mesh, hw);
-    if (!c.rejected.empty()) {
-      r.rejected.push_back(std::move(c));
-      continue;
-    }
-    auto graph = std::make_shared<ModelGraph>();
-    PlanResult plan;
-    try {
-      *graph = build(mesh);
-      plan = plan_model_recompute(*graph, mesh, hw, options, modes);
-    } catch (const Error& e) {
-      c.rejected = reason(e.what());
-      r.rejected.push_back(std::move(c));
-      continue;
-    }
-    c.plan_time_ms = plan.plan_time_ms;
-    c.recompute = plan.cost_model->recompute();
-    c.step_time_us = plan.eval.step_time_us;
-    c.compute_us = plan.eval.compute_us;
-    c.comm_us = plan.eval.comm_us;
-    c.peak_memory_bytes = plan.eval.peak_memory_bytes;
-    if (static_cast<double>(plan.eval.peak_memory_bytes) > plan.memory_limit_bytes) {
-      c.rejected = absl::StrCat("peak memory ", plan.eval.peak_memory_bytes / 1e9, " GB per device exceeds the limit of ",
-                                plan.memory_limit_bytes / 1e9, " GB");
-      r.rejected.push_back(std::move(c));
-      continue;
-    }
-    const double step_s = seconds(c.step_time_us);
-    c.tokens_per_s = step_s > 0 ? tokens_per_step / step_s : 0;
-    c.mfu = step_s > 0 && r.peak_flops > 0 ? r.model_flops / (step_s * devices * r.peak_flops) : 0;
-    const bool best = c.step_time_us < best_time;
-    r.ranked.push_back(c);
-    if (best) {
-      best_time = c.step_time_us;
-      r.best_mesh = mesh;
-      r.best_graph = graph;
-      r.best = std::move(plan);
-    }
+    Slot sl;
+    sl.c.mesh = mesh;
+    sl.c.rejected = topology_rejection(mesh, hw);
+    slots.push_back(std::move(sl));
   }
   if (pipeline != nullptr) {
     for (int64_t p = 2; p <= std::min<int64_t>(devices, pipeline->model_layers); ++p) {
       if (devices % p != 0) continue;
       for (const MeshSpec& inner : mesh_factorizations(devices / p, 2)) {
         for (int f : pipeline->micro_batch_factors) {
-          DeviceCandidate c;
+          Slot sl;
+          sl.pipeline = true;
+          DeviceCandidate& c = sl.c;
           c.mesh = inner;
           c.stages = static_cast<int>(p);
           c.micro_batches = static_cast<int>(f * p);
@@ -228,54 +227,96 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
                                      (pipeline->global_batch / c.micro_batches) % dp != 0))
             c.rejected = absl::StrCat(c.micro_batches, " micro-batches of the batch of ", pipeline->global_batch,
                                       " do not split into whole samples over the ", dp, " data-parallel ranks");
-          if (!c.rejected.empty()) {
-            r.rejected.push_back(std::move(c));
-            continue;
-          }
-          PipelinePlan pp;
-          try {
-            pp = plan_pipeline(pipeline->build, pipeline->model_layers, pipeline->global_batch, inner,
-                               PipelineSpec{c.stages, c.micro_batches, 1}, hw, options, modes);
-          } catch (const Error& e) {
-            c.rejected = reason(e.what());
-            r.rejected.push_back(std::move(c));
-            continue;
-          }
-          if (static_cast<double>(pp.peak_memory_bytes) > pp.stage.memory_limit_bytes) {
-            c.rejected = absl::StrCat("peak memory ", pp.peak_memory_bytes / 1e9, " GB per device exceeds the limit of ",
-                                      pp.stage.memory_limit_bytes / 1e9, " GB");
-            r.rejected.push_back(std::move(c));
-            continue;
-          }
-          for (int v : pipeline->virtual_stages) {
-            std::optional<PipelinePlan> pv = with_virtual_stages(pp, pipeline->model_layers, v);
-            if (!pv) continue;
-            DeviceCandidate cv = c;
-            cv.virtual_stages = v;
-            cv.plan_time_ms = pv->stage.plan_time_ms;
-            cv.recompute = pv->stage.cost_model->recompute();
-            cv.step_time_us = pv->step_time_us;
-            cv.compute_us = pv->compute_us;
-            cv.comm_us = pv->comm_us;
-            cv.peak_memory_bytes = pv->peak_memory_bytes;
-            const double step_s = seconds(cv.step_time_us);
-            cv.tokens_per_s = step_s > 0 ? tokens_per_step / step_s : 0;
-            cv.mfu = step_s > 0 && r.peak_flops > 0 ? r.model_flops / (step_s * devices * r.peak_flops) : 0;
-            r.ranked.push_back(cv);
-            if (cv.step_time_us < best_time) {
-              best_time = cv.step_time_us;
-              r.best_mesh = inner;
-              r.best_graph = pv->stage_graph;
-              r.best = pv->stage;
-              r.best_pipeline = std::move(*pv);
-            }
-          }
+          slots.push_back(std::move(sl));
         }
       }
     }
   }
+  auto figures = [&](DeviceCandidate& c) {
+    const double step_s = seconds(c.step_time_us);
+    c.tokens_per_s = step_s > 0 ? tokens_per_step / step_s : 0;
+    c.mfu = step_s > 0 && r.peak_flops > 0 ? r.model_flops / (step_s * devices * r.peak_flops) : 0;
+  };
+  Best best;
+  auto plan_slot = [&](size_t i) {
+    Slot& sl = slots[i];
+    DeviceCandidate& c = sl.c;
+    if (!c.rejected.empty()) return;
+    try {
+      if (!sl.pipeline) {
+        auto graph = std::make_shared<ModelGraph>(build(c.mesh));
+        PlanResult plan = plan_model_recompute(*graph, c.mesh, hw, options, modes);
+        c.plan_time_ms = plan.plan_time_ms;
+        c.recompute = plan.cost_model->recompute();
+        c.step_time_us = plan.eval.step_time_us;
+        c.compute_us = plan.eval.compute_us;
+        c.comm_us = plan.eval.comm_us;
+        c.peak_memory_bytes = plan.eval.peak_memory_bytes;
+        if (static_cast<double>(plan.eval.peak_memory_bytes) > plan.memory_limit_bytes) {
+          c.rejected = over_limit(plan.eval.peak_memory_bytes, plan.memory_limit_bytes);
+          return;
+        }
+        figures(c);
+        sl.ranked.push_back(c);
+        std::lock_guard<std::mutex> l(best.mu);
+        if (best.offer(c.step_time_us, i)) {
+          best.time = c.step_time_us, best.slot = i, best.mesh = c.mesh, best.graph = graph;
+          best.plan = std::move(plan);
+          best.pipeline.reset();
+        }
+        return;
+      }
+      PipelinePlan pp = plan_pipeline(pipeline->build, pipeline->model_layers, pipeline->global_batch, c.mesh,
+                                      PipelineSpec{c.stages, c.micro_batches, 1}, hw, options, modes);
+      if (static_cast<double>(pp.peak_memory_bytes) > pp.stage.memory_limit_bytes) {
+        c.rejected = over_limit(pp.peak_memory_bytes, pp.stage.memory_limit_bytes);
+        return;
+      }
+      for (int v : pipeline->virtual_stages) {
+        std::optional<PipelinePlan> pv = with_virtual_stages(pp, pipeline->model_layers, v);
+        if (!pv) continue;
+        DeviceCandidate cv = c;
+        cv.virtual_stages = v;
+        cv.plan_time_ms = pv->stage.plan_time_ms;
+        cv.recompute = pv->stage.cost_model->recompute();
+        cv.step_time_us = pv->step_time_us;
+        cv.compute_us = pv->compute_us;
+        cv.comm_us = pv->comm_us;
+        cv.peak_memory_bytes = pv->peak_memory_bytes;
+        figures(cv);
+        sl.ranked.push_back(cv);
+        std::lock_guard<std::mutex> l(best.mu);
+        if (best.offer(cv.step_time_us, i)) {
+          best.time = cv.step_time_us, best.slot = i, best.mesh = c.mesh, best.graph = pv->stage_graph;
+          best.plan = pv->stage;
+          best.pipeline = std::move(*pv);
+        }
+      }
+    } catch (const Error& e) {
+      c.rejected = reason(e.what());
+    }
+  };
+  // Candidates are independent (each its own graph, cost model and tables): planned on worker
+  // threads, merged in enumeration order.
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < slots.size(); i = next++) plan_slot(i);
+  };
+  const unsigned workers = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  std::vector<std::thread> pool;
+  for (unsigned w = 1; w < workers; ++w) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  for (Slot& sl : slots) {
+    if (!sl.c.rejected.empty()) r.rejected.push_back(std::move(sl.c));
+    for (DeviceCandidate& c : sl.ranked) r.ranked.push_back(std::move(c));
+  }
   std::stable_sort(r.ranked.begin(), r.ranked.end(),
                    [](const DeviceCandidate& a, const DeviceCandidate& b) { return a.step_time_us < b.step_time_us; });
+  r.best_mesh = best.mesh;
+  r.best_graph = best.graph;
+  r.best = std::move(best.plan);
+  r.best_pipeline = std::move(best.pipeline);
   r.search_time_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (r.ranked.empty()) {
     std::vector<std::string> why;

@@ -449,7 +449,8 @@ def test_no_leak_warnings_at_exit_after_a_model_and_a_failed_op(tmp_path):
 
 
 GLOO_SCRIPT = """
-# argv: MODEL (llama or gpt2) and MESH (tp2: tp=2; dp2tp2: dp=2 x tp=2, the batch split over dp)
+# argv: MODEL (llama, gpt2 or vit) and MESH (tp2: tp=2; dp2tp2: dp=2 x tp=2, the batch split over
+# dp); 20 steps of AdamW with clip_grad_norm_ against single-device PyTorch
 import copy, sys, torch, transformers, dtensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 from dtensor import Replicate, Shard, bridge
@@ -467,6 +468,11 @@ if kind == "llama":
     model = transformers.LlamaForCausalLM(cfg).double()
     plan = {"model.layers.*.self_attn.[qkv]_proj": ColwiseParallel(), "model.layers.*.self_attn.o_proj": RowwiseParallel(),
             "model.layers.*.mlp.[gu]*_proj": ColwiseParallel(), "model.layers.*.mlp.down_proj": RowwiseParallel()}
+elif kind == "vit":  # torchvision's VisionTransformer: patch convolution, nn.MultiheadAttention, MLP
+    import torchvision
+    model = torchvision.models.VisionTransformer(image_size=16, patch_size=4, num_layers=2, num_heads=4,
+                                                 hidden_dim=32, mlp_dim=64, num_classes=10).double()
+    plan = {"encoder.layers.*.mlp.0": ColwiseParallel(), "encoder.layers.*.mlp.3": RowwiseParallel()}
 else:  # GPT-2's Conv1D (weight [in, out]), dropout off
     cfg = transformers.GPT2Config(vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=4, bos_token_id=0,
                                   eos_token_id=0, resid_pdrop=0.0,
@@ -474,38 +480,44 @@ else:  # GPT-2's Conv1D (weight [in, out]), dropout off
     model = transformers.GPT2LMHeadModel(cfg).double()
     plan = {"transformer.h.*.attn.c_attn": ColwiseParallel(), "transformer.h.*.attn.c_proj": RowwiseParallel(),
             "transformer.h.*.mlp.c_fc": ColwiseParallel(), "transformer.h.*.mlp.c_proj": RowwiseParallel()}
-ids = torch.randint(0, 64, (4, 16))
+ids = torch.randn(4, 3, 16, 16, dtype=torch.float64) if kind == "vit" else torch.randint(0, 64, (4, 16))
+labels = torch.randint(0, 10, (4,))
 
-def train(m, x):
+def train(m, x, y=None):
     opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
-    for _ in range(3):
-        logits = m(input_ids=x).logits
-        loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 64), x[:, 1:].reshape(-1))
+    for _ in range(20):
+        if kind == "vit":
+            loss = torch.nn.functional.cross_entropy(m(x), y)
+        else:
+            logits = m(input_ids=x).logits
+            loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 64), x[:, 1:].reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
         opt.step()
         opt.zero_grad()
     return m
 
-want = {n: p.detach() for n, p in train(copy.deepcopy(model).train(), ids).named_parameters()}
+want = {n: p.detach() for n, p in train(copy.deepcopy(model).train(), ids, labels).named_parameters()}
 if layout == "tp2":
     mesh = dtensor.init_device_mesh("cpu", (2,))
-    x = bridge.distribute(ids, mesh, [Replicate()])
+    x, y = (bridge.distribute(t, mesh, [Replicate()]) for t in (ids, labels))
 else:
     mesh = dtensor.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
-    x = bridge.distribute(ids, mesh, [Shard(0), Replicate()])
-m = train(bridge.parallelize_module(copy.deepcopy(model).train(), mesh, plan), x)
+    x, y = (bridge.distribute(t, mesh, [Shard(0), Replicate()]) for t in (ids, labels))
+m = train(bridge.parallelize_module(copy.deepcopy(model).train(), mesh, plan), x, y)
 for n, p in m.named_parameters():
     torch.testing.assert_close(p.full_tensor(), want[n], rtol=0, atol=1e-11, msg=n)
 print(f"rank {dtensor.init_process_group().rank}: {kind} {layout} ok", flush=True)
 """
 
 
-@pytest.mark.parametrize("kind,layout,ranks", [("llama", "tp2", 2), ("llama", "dp2tp2", 4), ("gpt2", "dp2tp2", 4)])
+@pytest.mark.parametrize("kind,layout,ranks", [("llama", "tp2", 2), ("llama", "dp2tp2", 4), ("gpt2", "dp2tp2", 4),
+                                               ("vit", "dp2tp2", 4)])
 def test_tensor_and_data_parallel_on_gloo_processes(tmp_path, kind, layout, ranks):
     # The same training as above, one rank a process over Gloo (dtensor launch), planned with
-    # parallelize_module (GPT-2's Conv1D included), tp=2 and dp=2 x tp=2 with the batch split over
-    # dp: every parameter equal to single-device PyTorch's.
+    # parallelize_module (GPT-2's Conv1D included; torchvision's ViT as in test_vision_models.py),
+    # tp=2 and dp=2 x tp=2 with the batch split over dp, 20 steps: every parameter equal to
+    # single-device PyTorch's.
     from launching import dtensor_launch, run_job
 
     script = tmp_path / "ranks.py"

@@ -531,13 +531,53 @@ def _nll_loss_forward(func, args, kwargs):
     x, target, weight = b["self"], b["target"], b.get("weight")
     reduction, ignore_index = b.get("reduction", 1), b.get("ignore_index", -100)
     if weight is not None:
-        raise UnsupportedOpError(f"bridge: aten.nll_loss_forward with class weights has no dtensor rule "
-                                 f"(input {x._spec}); accepted: weight=None")
+        return _nll_loss_weighted(x, target, weight, reduction, ignore_index)
     plan = _b.prepare("nll_loss", (x, target), {"reduction": _REDUCTIONS[reduction],
                                                 "ignore_index": ignore_index})
     (output,) = plan.run()
     total = (target != ignore_index).sum().to(x.dtype)
     return output, total
+
+
+def _nll_terms(x, target, weight, ignore_index):
+    """(target with ignored entries 0, each target's class weight (0 where ignored), the class dim)
+    of nll_loss with class weights, through the engine's ops."""
+    cdim = 0 if x.dim() == 1 else 1
+    kept = target != ignore_index
+    safe = torch.where(kept, target, torch.zeros_like(target))
+    w = aten.index_select.default(weight, 0, safe.reshape(-1)).reshape(safe.shape)
+    return safe, torch.where(kept, w, torch.zeros_like(w)), cdim
+
+
+def _nll_loss_weighted(x, target, weight, reduction, ignore_index):
+    """nll_loss_forward with class weights (ATen's definition): -weight[t] * x[t] per element, summed,
+    or divided by the weights' sum for 'mean'; total_weight is that sum. Composed of the engine's
+    gather, index_select, where and sums (every layout their rules take)."""
+    safe, w, cdim = _nll_terms(x, target, weight, ignore_index)
+    loss = -(w * torch.gather(x, cdim, safe.unsqueeze(cdim)).squeeze(cdim))
+    total = w.sum()
+    if reduction == 0:
+        return loss, total
+    return (loss.sum() if reduction == 2 else loss.sum() / total), total
+
+
+def _nll_loss_backward(func, args, kwargs):
+    """nll_loss_backward: dtensor's op without class weights; with them, -weight[t] * grad scattered
+    into zeros at each target's class (divided by total_weight for 'mean'), as ATen."""
+    b = _bind(func, args, kwargs)
+    weight = b.get("weight")
+    if weight is None:
+        return _nll_loss_backward_engine()(func, args, kwargs)
+    x, target, reduction = b["self"], b["target"], b["reduction"]
+    safe, w, cdim = _nll_terms(x, target, weight, b["ignore_index"])
+    grad = b["grad_output"] / b["total_weight"] if reduction == 1 else b["grad_output"]
+    values = -(w * grad)
+    return torch.zeros_like(x).scatter(cdim, safe.unsqueeze(cdim), values.unsqueeze(cdim))
+
+
+@functools.lru_cache(maxsize=None)
+def _nll_loss_backward_engine():
+    return _engine(*_facts()[1]["nll_loss_backward"])
 
 
 def _nll_loss_backward_adapt(a, k):
@@ -1611,6 +1651,36 @@ def _histc(func, args, kwargs):
                            [_dtensor.Partial("sum") if p.is_shard() else Replicate() for p in keep])
 
 
+def _histogram(func, args, kwargs):
+    """histogram(self, bins, *, range, weight, density) -> (hist, bin_edges): the edges torch gives
+    the data's range (a global min and max first when no range is given; torch's own edges for those
+    two values, its rule for equal ones included) or the edges given; each block's counts (weight
+    sums) over them summed as Partial(sum) over the mesh dims self is sharded on, weight laid out as
+    self; with density, divided by the total and the bins' widths. bin_edges replicated."""
+    b = _bind(func, args, kwargs)
+    x, bins, weight = b["self"], b["bins"], b.get("weight")
+    if isinstance(bins, torch.Tensor):  # bins_tensor: the edges given, whole on every rank
+        edges = bins.full_tensor() if isinstance(bins, DTensor) else bins
+    else:
+        rng = b.get("range")
+        if rng is None:
+            ends = [float(aten.min.default(x)), float(aten.max.default(x))] if x.numel() > 0 else []
+            edges = torch.histogram(torch.tensor(ends, dtype=x.dtype), bins)[1]
+        else:
+            edges = torch.histogram(torch.empty(0, dtype=x.dtype), bins, range=list(rng))[1]
+    keep = _kept(x)
+    flat, tree = tree_flatten(([x, weight], {}))
+    blocks = _moved_blocks(flat, lambda t: keep)
+    block, wblock = tree_unflatten(blocks, tree)[0]
+    hist = aten.histogram.bins_tensor(block, edges, weight=wblock)[0]
+    n = len(keep)
+    hist = _wrapped_blocks(hist, x, [_dtensor.Partial("sum") if p.is_shard() else Replicate() for p in keep])
+    edges = _wrapped_blocks(edges.contiguous(), x, [Replicate()] * n)
+    if b.get("density", False):  # the engine's division sums the Partial pieces first
+        hist = hist / (hist.sum() * torch.diff(edges))
+    return hist, edges
+
+
 def _elementwise_in(name, whole_when=lambda b: True):
     """An op elementwise in argument `name` that reads its other tensors whole (isin's
     test_elements, searchsorted's 1-d sorted_sequence): those replicated, `name` keeps its Shards
@@ -1831,6 +1901,7 @@ _SPECIAL = {
     "new_empty": _new_filled,
     "new_full": _new_filled,
     "nll_loss_forward": _nll_loss_forward,
+    "nll_loss_backward": _nll_loss_backward,
     "var_mean": _var_mean,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa_flash_cpu,
     "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_flash_cpu_backward,
@@ -1843,6 +1914,7 @@ _SPECIAL = {
     "rrelu_with_noise_": _rrelu_with_noise,
     "rrelu_with_noise_backward": _rrelu_with_noise_backward,
     "histc": _histc,
+    "histogram": _histogram,
     "isin": _elementwise_in("elements"),
     "searchsorted": _elementwise_in("self", lambda b: b["sorted_sequence"].dim() == 1 and (
         b.get("sorter") is None or b["sorter"].dim() == 1)),

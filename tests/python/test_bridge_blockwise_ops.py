@@ -34,7 +34,8 @@ def run(fn, *tensors_and_placements, grad=False):
         if grad:  # weights laid out as the outputs: the gradients reaching the op's backward are too
             loss = sum((o * bridge.distribute(weight(o), mesh, [p if p.is_shard() else Replicate() for p in o.placements])
                         ).sum() for o in outs if o.is_floating_point())
-            grads = [g.full_tensor() for g in torch.autograd.grad(loss, [a for a in leaves if a.requires_grad])]
+            grads = [None if g is None else g.full_tensor()
+                     for g in torch.autograd.grad(loss, [a for a in leaves if a.requires_grad], allow_unused=True)]
         return placements, whole, grads
 
     return dtensor.run_threads(4, rank)[0]
@@ -47,7 +48,7 @@ def reference(fn, *tensors, grad=False):
     grads = None
     if grad:
         loss = sum((o * weight(o)).sum() for o in outs if o.is_floating_point())
-        grads = torch.autograd.grad(loss, [a for a in leaves if a.requires_grad])
+        grads = torch.autograd.grad(loss, [a for a in leaves if a.requires_grad], allow_unused=True)
     return [o.detach() for o in outs], grads
 
 
@@ -58,7 +59,9 @@ def check(fn, *tensors_and_placements, grad=False, placements=None):
         torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
     if grad:
         for g, w in zip(got_grads, want_grads):
-            torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+            assert (g is None) == (w is None)
+            if g is not None:
+                torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
     if placements is not None:
         assert got_placements[0] == tuple(placements), got_placements
 
@@ -175,3 +178,35 @@ def test_as_strided_addresses_the_whole_tensor():
         return True
 
     assert all(dtensor.run_threads(4, rank))
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+def test_nll_loss_and_cross_entropy_with_class_weights(reduction):
+    logp = torch.log_softmax(torch.randn(6, 5, generator=G, dtype=torch.float64), 1)
+    target = torch.tensor([0, 4, -100, 2, 4, 1])  # one ignored
+    weight = torch.rand(5, generator=G, dtype=torch.float64) + 0.5
+    # (the weight is an input without a gradient: ATen's nll_loss has none for it)
+    loss = lambda x, t, w: torch.nn.functional.nll_loss(x, t, weight=w.detach(), reduction=reduction)  # noqa: E731
+    for placements in ([Shard(0), Replicate()], [Shard(1), Shard(0)], [Partial("sum"), Shard(1)]):
+        check(loss, (logp, placements), (target, [Shard(0), Replicate()]), (weight, [Replicate(), Shard(0)]),
+              grad=True)
+    # K-dim input [N, C, d] and cross_entropy (log_softmax + nll_loss), the weight a plain tensor as
+    # an nn.CrossEntropyLoss(weight=...) buffer would be.
+    x = torch.randn(4, 5, 3, generator=G, dtype=torch.float64)
+    t = torch.randint(0, 5, (4, 3), generator=G)
+    ce = lambda x, t: torch.nn.functional.cross_entropy(x, t, weight=weight, reduction=reduction)  # noqa: E731
+    check(ce, (x, [Shard(2), Shard(0)]), (t, [Shard(1), Shard(0)]), grad=True)
+
+
+def test_histogram_sums_the_blocks_over_torchs_edges():
+    data = torch.randn(9, 6, generator=G, dtype=torch.float64)
+    w = torch.rand(9, 6, generator=G, dtype=torch.float64)
+    h = lambda x: torch.histogram(x, bins=7)  # noqa: E731  (edges from the data's global range)
+    check(h, (data, [Shard(0), Shard(1)]), placements=[Partial("sum"), Partial("sum")])
+    check(lambda x: torch.histogram(x, bins=4, range=(-1.0, 2.0), density=True), (data, [Shard(1), Replicate()]))
+    check(lambda x, w: torch.histogram(x, bins=5, weight=w), (data, [Shard(0), Replicate()]),
+          (w, [Shard(1), Shard(0)]))
+    edges = torch.tensor([-3.0, -0.5, 0.0, 0.25, 3.0], dtype=torch.float64)
+    check(lambda x, e: torch.histogram(x, bins=e), (data, [Partial("sum"), Shard(0)]), (edges, [Shard(0), Replicate()]))
+    same = torch.full((5,), 2.0, dtype=torch.float64)  # torch's rule for equal ends, through its own edges
+    check(lambda x: torch.histogram(x, bins=3), (same, [Shard(0), Replicate()]))

@@ -215,8 +215,8 @@ def test_mlp_tensor_and_data_parallel_training_step(dtype):
 def test_unsupported_op_names_it():
     def fn(mesh):
         x = bridge.distribute(gen(torch.float32, 8, 4), mesh, [Shard(0)])
-        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\.histogram\.bin_ct"):
-            torch.histogram(x, bins=3)
+        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\._trilinear"):
+            torch.nn.functional.bilinear(x, x, torch.ones(2, 4, 4))
         with pytest.raises(bridge.UnsupportedOpError, match=r"aten\._fft_r2c"):
             torch.fft.fft(x)
         with pytest.raises(NotImplementedError, match=r"aten\.segment_reduce"):  # also a NotImplementedError
@@ -232,10 +232,10 @@ def test_replicate_fallback_is_opt_in():
     def fn(mesh):
         x = bridge.distribute(X, mesh, [Shard(0)])
         with bridge.allow_replicate_fallback():
-            d = torch.histogram(x, bins=5)[0]  # histogram: no rule, no decomposition
+            d = torch.segment_reduce(x, "sum", lengths=torch.tensor([3, 5]))  # no rule, no decomposition
         return d.placements, full(d)
 
-    want = torch.histogram(X, bins=5)[0]
+    want = torch.segment_reduce(X, "sum", lengths=torch.tensor([3, 5]))
     for placements, d in on_mesh((4,), fn):
         assert placements == (Replicate(),)
         assert torch.equal(d, want)
@@ -733,8 +733,8 @@ def test_native_dispatch_errors_name_op_shapes_and_placements():
             torch.add(x, y)  # no broadcast: raised in C++ by the engine
         with pytest.raises(dtensor.DTensorError, match=r"add: argument 'alpha' is a complex; accepted"):
             aten.add.Tensor(x, x, alpha=1j)  # lowering's error names the op and the argument
-        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\.histogram\.bin_ct"):
-            torch.histogram(x, bins=3)  # a Python handler's error, through the native dispatch
+        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\._trilinear"):
+            torch.nn.functional.bilinear(x, x, torch.ones(2, 4, 4))  # a Python handler's error, through the native dispatch
         return True
 
     assert all(on_mesh((2,), fn))

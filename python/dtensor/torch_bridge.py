@@ -1736,19 +1736,23 @@ def _addbmm(func, args, kwargs):
     return out if beta == 0 else aten.add.Tensor(out, b["self"], alpha=beta)
 
 
-def _along_dim(dim_arg, partial_passes=False):
-    """An op that reads whole lines along one dim (mode, unfold): that dim whole, the other Shards
-    kept (a Partial too when the op is linear), torch's kernel on the blocks; the output's Shards
-    follow torch's own output shape (a reduced dim without keepdim shifts the later ones)."""
+def _along_dim(dim_arg, partial_passes=False, main="self", aligned=()):
+    """An op that reads whole lines along one dim of `main` (mode, unfold, segment_reduce): that dim
+    whole, the other Shards kept (a Partial too when the op is linear), the `aligned` tensors (dims
+    matching main's) laid out alike, any other tensor replicated; torch's kernel on the blocks. The
+    output's Shards follow torch's own output shape (a reduced dim without keepdim shifts the later
+    ones)."""
     def handler(func, args, kwargs):
         b = _bind(func, args, kwargs)
-        x = b["self"]
+        x = b[main]
         if x.dim() == 0:
             return _replicated(func, args, kwargs)
-        dim = b.get(dim_arg, -1) % x.dim()
-        keep = _kept(x, {dim}, partial_passes)
+        dim = b.get(dim_arg, -1 if dim_arg == "dim" else 0) % x.dim()
+        keep = _kept(x, {dim}, partial_passes(b) if callable(partial_passes) else partial_passes)
+        laid = [x] + [b[a] for a in aligned if isinstance(b.get(a), DTensor)]
         flat, tree = tree_flatten((args, kwargs))
-        bargs, bkwargs = tree_unflatten(_moved_blocks(flat, lambda t: keep), tree)
+        bargs, bkwargs = tree_unflatten(_moved_blocks(
+            flat, lambda t: keep if any(t is y for y in laid) else [Replicate()] * len(keep)), tree)
         shapes = _global_shape(func, args, kwargs)
         out = func(*bargs, **bkwargs)
         dropped = len(shapes[0] if isinstance(out, (list, tuple)) else shapes) < x.dim()
@@ -1758,6 +1762,10 @@ def _along_dim(dim_arg, partial_passes=False):
         return _wrapped_blocks(out, x, placed, lambda block: shapes)
 
     return handler
+
+
+def _linear_segment_sum(b):
+    return b["reduce"] == "sum" and not b.get("initial")
 
 
 def _unfold_backward(func, args, kwargs):
@@ -1931,6 +1939,11 @@ _SPECIAL = {
     "unfold": _along_dim("dimension", partial_passes=True),
     "unfold_copy": _along_dim("dimension", partial_passes=True),
     "unfold_backward": _unfold_backward,
+    # segment_reduce(data, reduce, lengths/offsets, axis): segments along axis (whole), the other
+    # dims keep their Shards; a sum from 0 is linear, so a Partial data passes through it (an
+    # initial value would be added once per piece).
+    "segment_reduce": _along_dim("axis", _linear_segment_sum, main="data"),
+    "_segment_reduce_backward": _along_dim("axis", _linear_segment_sum, main="data", aligned=("grad", "output")),
     "cat": _cat,
     "expand_as": _expand_as,
     "_fused_adamw_": _fused_adamw_,

@@ -56,12 +56,12 @@ def check(fn, *tensors_and_placements, grad=False, placements=None):
     got_placements, got, got_grads = run(fn, *tensors_and_placements, grad=grad)
     want, want_grads = reference(fn, *[t for t, _ in tensors_and_placements], grad=grad)
     for g, w in zip(got, want):
-        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12, equal_nan=True)
     if grad:
         for g, w in zip(got_grads, want_grads):
             assert (g is None) == (w is None)
             if g is not None:
-                torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+                torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12, equal_nan=True)
     if placements is not None:
         assert got_placements[0] == tuple(placements), got_placements
 
@@ -210,3 +210,20 @@ def test_histogram_sums_the_blocks_over_torchs_edges():
     check(lambda x, e: torch.histogram(x, bins=e), (data, [Partial("sum"), Shard(0)]), (edges, [Shard(0), Replicate()]))
     same = torch.full((5,), 2.0, dtype=torch.float64)  # torch's rule for equal ends, through its own edges
     check(lambda x: torch.histogram(x, bins=3), (same, [Shard(0), Replicate()]))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+def test_segment_reduce_keeps_the_other_dims_sharded(reduce):
+    data = torch.randn(6, 4, 3, generator=G, dtype=torch.float64)
+    lengths = torch.tensor([2, 1, 3, 0])  # an empty segment: initial
+    seg = lambda d, n: torch.segment_reduce(d, reduce, lengths=n, initial=0.5)  # noqa: E731
+    check(seg, (data, [Shard(1), Shard(2)]), (lengths, [Shard(0), Replicate()]), grad=True,
+          placements=[Shard(1), Shard(2)])
+    check(seg, (data, [Shard(0), Replicate()]), (lengths, [Replicate(), Replicate()]), grad=True)
+    offsets = torch.tensor([0, 2, 2, 5, 6])
+    check(lambda d, o: torch.segment_reduce(d, reduce, offsets=o, initial=0.5),
+          (data, [Partial("sum"), Shard(2)]), (offsets, [Shard(0), Shard(0)]), grad=True)
+    # A sum from 0 is linear: a Partial input stays Partial (an initial value would count per piece).
+    check(lambda d, o: torch.segment_reduce(d, reduce, offsets=o, unsafe=True),
+          (data, [Partial("sum"), Shard(2)]), (offsets, [Replicate(), Replicate()]), grad=True,
+          placements=[Partial("sum"), Shard(2)] if reduce == "sum" else [Replicate(), Shard(2)])

@@ -219,8 +219,8 @@ def test_unsupported_op_names_it():
             torch.nn.functional.bilinear(x, x, torch.ones(2, 4, 4))
         with pytest.raises(bridge.UnsupportedOpError, match=r"aten\._fft_r2c"):
             torch.fft.fft(x)
-        with pytest.raises(NotImplementedError, match=r"aten\.segment_reduce"):  # also a NotImplementedError
-            torch.segment_reduce(x, "sum", lengths=torch.tensor([3, 5]))
+        with pytest.raises(NotImplementedError, match=r"aten\._embedding_bag"):  # also a NotImplementedError
+            torch.nn.functional.embedding_bag(torch.tensor([[0, 1]]), x)
         return True
 
     assert all(on_mesh((4,), fn))
@@ -228,14 +228,15 @@ def test_unsupported_op_names_it():
 
 def test_replicate_fallback_is_opt_in():
     X = gen(torch.float64, 8, 4, seed=13)
+    W = gen(torch.float64, 2, 4, 4, seed=14)
 
     def fn(mesh):
         x = bridge.distribute(X, mesh, [Shard(0)])
         with bridge.allow_replicate_fallback():
-            d = torch.segment_reduce(x, "sum", lengths=torch.tensor([3, 5]))  # no rule, no decomposition
+            d = torch.nn.functional.bilinear(x, x, W)  # _trilinear: no rule, no decomposition
         return d.placements, full(d)
 
-    want = torch.segment_reduce(X, "sum", lengths=torch.tensor([3, 5]))
+    want = torch.nn.functional.bilinear(X, X, W)
     for placements, d in on_mesh((4,), fn):
         assert placements == (Replicate(),)
         assert torch.equal(d, want)

@@ -1588,6 +1588,36 @@ def _bernoulli_tensor(func, args, kwargs):
     return _copy_(None, (x, out), {}) if func._schema.name.endswith("_") else out
 
 
+def _multinomial(func, args, kwargs):
+    """multinomial(self [C] or [N, C], num_samples, replacement): each row's categories whole (its
+    other dims keep their Shards), from one Philox draw laid out as the output (without
+    replacement: keys log(U) / p, the num_samples largest, Efraimidis and Spirakis' weighted
+    sampling; with: the inverse CDF of U times the row's total). ATen's checks on p: finite,
+    non-negative, a positive total per row, enough positive categories without replacement."""
+    b = _bind(func, args, kwargs)
+    x, n, replacement = b["self"], int(b["num_samples"]), b.get("replacement", False)
+    _no_generator(func, x, b)
+    _check_floating(func, x)
+    c = x.shape[-1]
+    _check_parameter(func, x, "self", x.dim() in (1, 2) and c > 0, tuple(x.shape), "a [C] or [N, C] tensor, C >= 1")
+    _check_parameter(func, x, "num_samples", n > 0 and (replacement or n <= c), n,
+                     f"1 to {c} without replacement, >= 1 with")
+    bad = (x < 0).any() | ~torch.isfinite(x).all() | (x.sum(-1) <= 0).any()
+    if not replacement:
+        bad = bad | ((x > 0).sum(-1) < n).any()
+    _check_parameter(func, x, "self", not bool(bad), "a row with a negative, infinite or NaN probability, no "
+                     "positive total, or fewer positive categories than samples", "a valid distribution per row")
+    rows = [p if p.is_shard() and p.dim % x.dim() != x.dim() - 1 else Replicate() for p in x._spec.placements]
+    p = x if list(x._spec.placements) == rows else _moved(x, rows)
+    if not replacement:
+        keys = torch.log(_draw(p)) / p.to(torch.float64)  # p = 0: -inf, never among the largest
+        return torch.topk(keys, n, dim=-1).indices
+    template = p.narrow(-1, 0, 1).expand(*p.shape[:-1], n)  # laid out as the rows, n draws each
+    cdf = torch.cumsum(p.to(torch.float64), -1)
+    u = _draw(template) * cdf.narrow(-1, c - 1, 1)
+    return torch.clamp_max(torch.searchsorted(cdf, u, right=True), c - 1)
+
+
 def _rrelu_with_noise(func, args, kwargs):
     """rrelu_with_noise(self, noise, lower, upper, training) (F.rrelu): in training each element
     <= 0 is scaled by a U[lower, upper) draw, which noise records (1 elsewhere), as ATen; else
@@ -1858,7 +1888,8 @@ def _random_without_handler(qualified):
             f"bridge: {qualified} is a random op with no DTensor-semantic draw in dtensor (its "
             f"decomposition or a replicated fallback would draw different values on each rank); "
             f"accepted: the random ops of docs/PYTHON.md (rand_like, randn_like, bernoulli, dropout, "
-            f"uniform_, normal_, exponential_, cauchy_, log_normal_, geometric_, random_, randint_like, rrelu)")
+            f"uniform_, normal_, exponential_, cauchy_, log_normal_, geometric_, random_, randint_like, rrelu, "
+            f"multinomial)")
 
     return handler
 
@@ -1918,6 +1949,7 @@ _SPECIAL = {
                      "log_normal_", "normal_", "normal_functional"], _continuous),
     **dict.fromkeys(["geometric", "geometric_", "random", "random_", "randint_like"], _discrete),
     "normal": _normal,
+    "multinomial": _multinomial,
     "rrelu_with_noise": _rrelu_with_noise,
     "rrelu_with_noise_": _rrelu_with_noise,
     "rrelu_with_noise_backward": _rrelu_with_noise_backward,

@@ -1,6 +1,6 @@
 # ATen's random ops through the bridge as transforms of dtensor's Philox draws (torch_bridge.py,
 # "random numbers"): uniform_, normal_, exponential_, cauchy_, log_normal_, geometric_, random_,
-# randint_like, bernoulli with a tensor p, normal with tensor mean / std, rrelu. Each is checked
+# randint_like, bernoulli with a tensor p, normal with tensor mean / std, rrelu, multinomial. Each is checked
 # three ways: its distribution against torch's own op on the same shape (two-sample
 # Kolmogorov-Smirnov at the 0.1% level; torch draws from mt19937, an independent generator); a
 # sharded run equals the one-device run element for element (DTensor semantics), replicas equal;
@@ -29,7 +29,12 @@ OPS = {
     "bernoulli(p)": lambda x: torch.bernoulli(torch.sigmoid(x * 0 + 0.4)),
     "normal(mean)": lambda x: torch.normal(x * 0 + 2.0, 3.0),
     "rrelu": lambda x: torch.nn.functional.rrelu(x * 0 - 1.0, 0.2, 0.6, training=True),
+    # rows of probabilities 0, 1/15, ..., 5/15 (one category never drawn)
+    "multinomial": lambda x: torch.multinomial(x[:, :6] * 0 + torch.arange(6.0, dtype=torch.float64), 4,
+                                               replacement=True),
+    "multinomial(no replacement)": lambda x: torch.multinomial(x[:, :6] * 0 + torch.arange(6.0, dtype=torch.float64), 3),
 }
+LAYOUT_CHANGING = {"multinomial", "multinomial(no replacement)"}  # rows keep their Shards, categories whole
 
 
 def two_sample_ks(a, b):
@@ -71,10 +76,10 @@ def test_a_sharded_draw_is_the_one_device_draw(name):
         ranks = on_mesh(shape, placements, OPS[name])
         for got_placements, _, full in ranks:
             assert torch.equal(full, want), (name, shape, placements)
-            assert got_placements == tuple(placements)
-        if placements == [Replicate()]:
+            assert got_placements == tuple(placements) or name in LAYOUT_CHANGING
+        if not any(p.is_shard() for p in ranks[0][0]):  # replicas: the same values on every rank
             assert torch.equal(ranks[0][1], ranks[1][1])
-        else:
+        else:  # the shards differ: each drew its own slice
             assert not torch.equal(ranks[0][1][:10], ranks[1][1][:10])
 
 
@@ -93,7 +98,9 @@ def test_errors_name_the_op():
             (lambda: x.uniform_(generator=torch.Generator()), r"uniform_.*explicit generator"),
             (lambda: torch.normal(x, x - 1), r"normal.Tensor_Tensor.*std = a negative element"),
             (lambda: torch.bernoulli(x + 2), r"bernoulli.*p = an element outside \[0, 1\]"),
-            (lambda: torch.multinomial(x + 1, 2), r"multinomial.*random op with no DTensor-semantic draw"),
+            (lambda: torch.poisson(x + 1), r"poisson.*random op with no DTensor-semantic draw"),
+            (lambda: torch.multinomial(x - 1, 2), r"multinomial.*a valid distribution per row"),
+            (lambda: torch.multinomial(x + 1, 4), r"multinomial.*num_samples = 4; accepted: 1 to 3 without replacement"),
         ]
         seen = []
         for call, pattern in cases:
@@ -102,8 +109,8 @@ def test_errors_name_the_op():
             seen.append(pattern)
         # The replicate fallback would run torch's generator on each rank: still refused.
         with bridge.allow_replicate_fallback():
-            with pytest.raises(dtensor.DTensorError, match=r"multinomial.*no DTensor-semantic draw"):
-                torch.multinomial(x + 1, 2)
+            with pytest.raises(dtensor.DTensorError, match=r"poisson.*no DTensor-semantic draw"):
+                torch.poisson(x + 1)
         return len(seen)
 
-    assert dtensor.run_threads(2, rank) == [10, 10]
+    assert dtensor.run_threads(2, rank) == [12, 12]

@@ -68,6 +68,7 @@ __all__ = [
     "distribute_tensor", "exit_process", "explain", "export_graph", "from_torch", "get_array_library",
     "GraphImportError", "init_device_mesh", "init_process_group", "is_initialized", "ops", "parallelize_plan",
     "plan", "run_threads", "set_array_library", "to_torch",
+    "ones", "zeros", "empty", "full", "rand", "randn",
 ]
 
 # Public names print as dtensor.X (as torch's do), not as the private extension module's.
@@ -191,8 +192,18 @@ def _from_local(local_tensor, device_mesh, placements=None, *, shape=None, run_c
 DTensor.from_local = staticmethod(_from_local)
 
 
+_FACTORIES = ("ones", "zeros", "empty", "full", "rand", "randn")
+
+
 def __getattr__(name):
-    """dtensor.bridge (torch_bridge.py) imports torch, so it loads on first use only."""
+    """dtensor.bridge (torch_bridge.py) imports torch, so it loads on first use only; so do the
+    factories torch.distributed.tensor has (dtensor.ones, zeros, empty, full, rand, randn: bridge
+    tensors, docs/PYTHON.md)."""
+    if name in _FACTORIES:
+        from . import torch_bridge
+
+        globals()[name] = getattr(torch_bridge, name)
+        return globals()[name]
     if name == "bridge":
         from . import torch_bridge
 

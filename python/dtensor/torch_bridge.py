@@ -29,8 +29,9 @@ from ._dtensor import DTensorError, Replicate, Shard
 _b = _dtensor._bridge
 aten = torch.ops.aten
 
-__all__ = ["DTensor", "UnsupportedOpError", "allow_replicate_fallback", "distribute", "from_dtensor",
-           "from_local", "fully_shard", "keep_grad_layout", "parallelize_module"]
+__all__ = ["DTensor", "UnsupportedOpError", "allow_replicate_fallback", "distribute", "empty", "from_dtensor",
+           "from_local", "full", "fully_shard", "keep_grad_layout", "ones", "parallelize_module", "rand", "randn",
+           "zeros"]
 
 
 class UnsupportedOpError(DTensorError, NotImplementedError):
@@ -2175,6 +2176,77 @@ def _takes_tensors_where_aten_does(func, name):
         if "Device" in str(arg.type):  # to.device(x, device, dtype): ours is to(x, dtype)
             return False
     return True
+
+
+# ---- factories, as torch.distributed.tensor's ---------------------------------------------------
+
+
+def _factory(fn, size, fill, dtype, layout, device_mesh, placements, requires_grad):
+    """A bridge tensor of global `size` laid out as `placements`, each rank allocating only its block
+    (fill(block shape, dtype) makes it), as torch.distributed.tensor's factories do."""
+    placements = _placements_or_replicate(device_mesh, placements, fn)
+    if layout not in (None, torch.strided):
+        raise UnsupportedOpError(f"{fn}: layout {layout}; accepted: torch.strided")
+    if len(size) == 1 and isinstance(size[0], (list, tuple, torch.Size)):
+        size = tuple(size[0])
+    if not all(isinstance(n, int) and n >= 0 for n in size):
+        raise DTensorError(f"{fn}: size {tuple(size)}; accepted: non-negative ints")
+    if any(p.is_partial() for p in placements):
+        raise DTensorError(f"{fn}: placements {placements}; accepted: Shard and Replicate (a value made on "
+                           f"every rank of a Partial would be reduced over them)")
+    dtype = dtype or torch.get_default_dtype()
+    base = _b.spec_of(_dtensor.distribute_tensor(torch.zeros(1, dtype=dtype), device_mesh,
+                                                 [Replicate()] * device_mesh.ndim))
+    spec = base.with_(list(placements), list(size), _dtype_name(dtype))
+    return DTensor(fill(tuple(spec.local_shape), dtype), spec, device_mesh, requires_grad=requires_grad)
+
+
+def _filled(value):
+    return lambda shape, dtype: torch.full(shape, value, dtype=dtype)
+
+
+def ones(*size, requires_grad=False, dtype=None, layout=torch.strided, device_mesh=None, placements=None):
+    """torch.distributed.tensor.ones: ones of global shape `size` (ints or one sequence), each rank
+    making its block only; placements default Replicate. Raises DTensorError for a missing mesh, a
+    negative size or a Partial placement."""
+    return _factory("ones", size, _filled(1), dtype, layout, device_mesh, placements, requires_grad)
+
+
+def zeros(*size, requires_grad=False, dtype=None, layout=torch.strided, device_mesh=None, placements=None):
+    """torch.distributed.tensor.zeros (see ones)."""
+    return _factory("zeros", size, _filled(0), dtype, layout, device_mesh, placements, requires_grad)
+
+
+def empty(*size, requires_grad=False, dtype=None, layout=torch.strided, device_mesh=None, placements=None):
+    """torch.distributed.tensor.empty: uninitialized blocks (see ones)."""
+    return _factory("empty", size, lambda shape, dt: torch.empty(shape, dtype=dt), dtype, layout, device_mesh,
+                    placements, requires_grad)
+
+
+def full(size, fill_value, *, requires_grad=False, dtype=None, layout=torch.strided, device_mesh=None,
+         placements=None):
+    """torch.distributed.tensor.full: `fill_value` everywhere (see ones)."""
+    return _factory("full", tuple(size), _filled(fill_value), dtype, layout, device_mesh, placements, requires_grad)
+
+
+def _drawn(fn, size, normal, dtype, layout, device_mesh, placements, requires_grad):
+    z = _factory(fn, size, _filled(0), dtype, layout, device_mesh, placements, False)
+    if not z.dtype.is_floating_point:
+        raise DTensorError(f"{fn}: dtype {z.dtype}; accepted: a floating dtype")
+    out = torch.randn_like(z) if normal else torch.rand_like(z)  # dtensor's Philox draw laid out as z
+    return out.detach().requires_grad_(requires_grad)
+
+
+def rand(*size, requires_grad=False, dtype=None, layout=torch.strided, device_mesh=None, placements=None):
+    """torch.distributed.tensor.rand: U[0, 1) of global shape `size`, each block its slice of the
+    one-device draw (dtensor's Philox op with the mesh's seed: replicas equal, any layout the same
+    values; not torch's CPU generator's values)."""
+    return _drawn("rand", size, False, dtype, layout, device_mesh, placements, requires_grad)
+
+
+def randn(*size, requires_grad=False, dtype=None, layout=torch.strided, device_mesh=None, placements=None):
+    """torch.distributed.tensor.randn: N(0, 1), as rand."""
+    return _drawn("randn", size, True, dtype, layout, device_mesh, placements, requires_grad)
 
 
 def parallelize_module(module, device_mesh, parallelize_plan=None):

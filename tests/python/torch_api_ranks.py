@@ -84,6 +84,13 @@ close(out.full_tensor(), ref_out.detach(), "Linear forward")
 close(lin.weight.grad.full_tensor(), ref_lin.weight.grad, "Linear weight grad")
 close(lin.bias.grad.full_tensor(), ref_lin.bias.grad, "Linear bias grad")
 
+# Factories: each rank makes its block of the global tensor
+ones = dt.ones(10, 3, dtype=torch.float64, device_mesh=mesh, placements=[dt.Shard(0)])
+filled = dt.full((10, 3), 0.5, dtype=torch.float64, device_mesh=mesh, placements=[dt.Shard(1)])
+zeros = dt.zeros(10, 3, dtype=torch.float64, device_mesh=mesh)
+close((ones + filled - zeros).full_tensor(), torch.full((10, 3), 1.5, dtype=torch.float64), "factories")
+assert ones.to_local().shape == torch.chunk(torch.ones(10), 4)[rank].shape + (3,)
+
 print("RESULT " + json.dumps({
     "rank": rank,
     "loss": loss.full_tensor().item(),

@@ -319,7 +319,7 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
   const std::vector<Recompute> modes = recompute_modes(o.recompute, "none");
   po.recompute = modes.front();
   PlanResult r = cluster ? plan_cluster(g, mesh, *cluster, po)
-                 : modes.size() > 1 ? plan_model_recompute(g, mesh, hw, po, modes)
+                 : modes.size() > 1 ? plan_model_recompute(g, mesh, hw, po, modes, /*per_layer=*/true)
                                     : plan_model(g, mesh, hw, po);
   r.notes.insert(r.notes.end(), onnx_notes.begin(), onnx_notes.end());
   const CostModel& cm = *r.cost_model;

@@ -93,8 +93,14 @@ bool CostModel::replayed(int v, int k) const {
 }
 
 CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, ClusterShares shares,
-                     Recompute recompute, int activation_copies)
-    : g_(g), mesh_(mesh), hw_(hw), shares_(std::move(shares)), recompute_(recompute), copies_(activation_copies) {
+                     Recompute recompute, int activation_copies, int recompute_layers)
+    : g_(g),
+      mesh_(mesh),
+      hw_(hw),
+      shares_(std::move(shares)),
+      recompute_(recompute),
+      copies_(activation_copies),
+      recompute_layers_(recompute_layers) {
   DT_CHECK(activation_copies >= 1, "planner: activation_copies ", activation_copies, "; accepted: at least 1");
   init_ops();  // every family, the planned one included
   const int nd = mesh.ndim();
@@ -170,7 +176,8 @@ CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwarePr
     };
     for (int v = 0; v < n; ++v) {
       const Node& nd = g.node(v);
-      if (!takes_tensors(nd.kind) || nd.layer < 0) continue;
+      if (!takes_tensors(nd.kind) || nd.layer < 0 || (recompute_layers_ >= 0 && nd.layer >= recompute_layers_))
+        continue;
       const bool keeps_output = recompute_ == Recompute::kSelective && contraction(nd) && !nd.fused;
       recomputed_[v] = !keeps_output;
       kept_[v] = keeps_output ? 1 : 0;

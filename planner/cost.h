@@ -138,6 +138,7 @@ struct Move {
 //   kFull: each layer keeps its input only; the whole layer's forward runs again in backward (its
 //     compute, its forward moves and steps): Megatron-LM's full recomputation.
 // Not counted: the transient memory of one layer's recomputed activations during its backward.
+// CostModel's recompute_layers limits the mode to the first layers (a per-layer choice).
 enum class Recompute : uint8_t { kNone, kSelective, kFull };
 const char* recompute_name(Recompute r);  // "none", "selective", "full"
 // Throws dtensor::Error naming the accepted values.
@@ -154,8 +155,10 @@ class CostModel {
   // kMaxShardWeight] per coordinate of its mesh dim.
   // `activation_copies`: activations are held this many times over (a pipeline stage keeps that
   // many micro-batches in flight, planner/pipeline.h); every kept tensor's bytes are multiplied.
+  // `recompute_layers`: the recomputation applies to the repeated layers 0 .. recompute_layers - 1
+  // only (the others keep what their ops save); -1: to every repeated layer.
   CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, ClusterShares shares = {},
-            Recompute recompute = Recompute::kNone, int activation_copies = 1);
+            Recompute recompute = Recompute::kNone, int activation_copies = 1, int recompute_layers = -1);
 
   const ModelGraph& graph() const { return g_; }
   const MeshSpec& mesh() const { return mesh_; }
@@ -170,6 +173,7 @@ class CostModel {
   std::shared_ptr<const VertexInfo> info_ptr(int v) const { return info_[v]; }
   bool requires_grad(int v) const { return rg_[v] != 0; }
   Recompute recompute() const { return recompute_; }
+  int recompute_layers() const { return recompute_layers_; }  // -1: every repeated layer
   int activation_copies() const { return copies_; }
   // The vertex's forward runs again in backward (Recompute); its input k's forward move too when
   // replayed(v, k) (the producer is in the same layer: the layer's input is kept, not moved again).
@@ -275,6 +279,7 @@ class CostModel {
   std::vector<std::vector<std::pair<int, int>>> param_uses_;
   Recompute recompute_ = Recompute::kNone;
   int64_t copies_ = 1;
+  int recompute_layers_ = -1;
   std::vector<char> recomputed_;       // per vertex: its forward runs again in backward
   std::vector<char> kept_;             // per vertex: its output is saved for backward
   std::vector<uint64_t> saves_in_;     // per vertex: bit k = it saves tensor input k for backward

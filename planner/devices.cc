@@ -117,7 +117,7 @@ DType contraction_dtype(const ModelGraph& g) {
 }  // namespace
 
 PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw,
-                                const PlanOptions& options, const std::vector<Recompute>& modes) {
+                                const PlanOptions& options, const std::vector<Recompute>& modes, bool per_layer) {
   DT_CHECK(!modes.empty(), "planner: no recomputation mode to plan with");
   std::optional<PlanResult> best;
   std::vector<std::string> tried;
@@ -147,9 +147,60 @@ PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const
     if (better) best = std::move(p);
   }
   if (!best) DT_FAIL(last_error, (modes.size() > 1 ? absl::StrCat(" (recomputation tried: ", absl::StrJoin(tried, "; "), ")") : ""));
-  if (modes.size() > 1)
-    best->notes.push_back(absl::StrCat("activation recomputation: ", recompute_name(best->cost_model->recompute()),
-                                       " (tried ", absl::StrJoin(tried, "; "), ")"));
+  const int layers = g.num_layers();
+  const bool none_fits = std::any_of(tried.begin(), tried.end(), [](const std::string& t) {
+    return t.rfind("none: ", 0) == 0 && t.find("no plan fits") == std::string::npos;
+  });
+  if (per_layer && fits(*best) && layers > 1 && std::find(modes.begin(), modes.end(), Recompute::kFull) != modes.end()) {
+    auto partial = [&](int k) -> std::optional<PlanResult> {
+      PlanOptions o = options;
+      o.recompute = Recompute::kFull;
+      o.recompute_layers = k;
+      try {
+        PlanResult p = plan_model(g, mesh, hw, o);
+        if (fits(p)) return p;
+      } catch (const Error&) {
+      }
+      return std::nullopt;
+    };
+    auto consider = [&](int k, std::optional<PlanResult> p) {
+      if (!p) return;
+      tried.push_back(absl::StrCat("full on the first ", k, " of ", layers, " layers: ",
+                                   absl::StrFormat("%.1f", p->eval.step_time_us / 1e3), " ms, ",
+                                   absl::StrFormat("%.1f", p->eval.peak_memory_bytes / 1e9), " GB"));
+      if (p->eval.step_time_us < best->eval.step_time_us) best = std::move(p);
+    };
+    if (!none_fits) {
+      // The least k whose plan fits: k = layers fits (full did), k = 0 does not (none did not), and
+      // fewer recomputed layers never need less memory: a bisection.
+      int lo = 0, hi = layers;
+      std::optional<PlanResult> at_hi;
+      while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        std::optional<PlanResult> p = partial(mid);
+        if (p) {
+          hi = mid;
+          at_hi = std::move(p);
+        } else {
+          lo = mid;
+        }
+      }
+      consider(hi, std::move(at_hi));
+    } else {
+      // Every k fits: a quarter, half and three quarters of the layers, where the memory freed may
+      // buy a faster layout than none's (the time is not monotone in k).
+      for (int k : {layers / 4, layers / 2, 3 * layers / 4})
+        if (k > 0 && k < layers) consider(k, partial(k));
+    }
+  }
+  if (modes.size() > 1) {
+    const CostModel& cm = *best->cost_model;
+    const std::string chosen = cm.recompute_layers() >= 0
+                                   ? absl::StrCat(recompute_name(cm.recompute()), " on the first ", cm.recompute_layers(),
+                                                  " of ", layers, " layers")
+                                   : recompute_name(cm.recompute());
+    best->notes.push_back(absl::StrCat("activation recomputation: ", chosen, " (tried ", absl::StrJoin(tried, "; "), ")"));
+  }
   return *std::move(best);
 }
 

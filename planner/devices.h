@@ -42,10 +42,13 @@ double model_flops(const ModelGraph& g);
 
 // plan_model with each recomputation mode of `modes` (options.recompute ignored); returns the
 // fastest plan within the memory limit, else the one closest to it, with a note naming the mode
-// and what the others gave. Throws dtensor::Error when every mode's planning throws (the last
+// and what the others gave. With `per_layer`, when full recomputation fits and none does, also the
+// plan that recomputes only the first k repeated layers for the least k that fits (a bisection:
+// about log2(layers) more plans). Throws dtensor::Error when every mode's planning throws (the last
 // mode's error, with the others' reasons).
 PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw,
-                                const PlanOptions& options, const std::vector<Recompute>& modes);
+                                const PlanOptions& options, const std::vector<Recompute>& modes,
+                                bool per_layer = false);
 
 struct DeviceCandidate {
   MeshSpec mesh;  // with pipeline stages: the mesh of one stage

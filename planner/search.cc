@@ -55,7 +55,8 @@ struct Planner::Tables {
 Planner::Planner(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, PlanOptions options)
     : g_(g), mesh_(mesh), hw_(hw), options_(std::move(options)), tables_(std::make_unique<Tables>()) {
   const double t0 = now_ms();
-  cm_ = std::make_shared<CostModel>(g, mesh, hw, options_.shares, options_.recompute, options_.activation_copies);
+  cm_ = std::make_shared<CostModel>(g, mesh, hw, options_.shares, options_.recompute, options_.activation_copies,
+                                    options_.recompute_layers);
   template_of_.assign(g.num_vertices(), -1);
   instance_of_.assign(g.num_vertices(), -1);
   if (options_.use_templates) detect_templates();

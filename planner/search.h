@@ -45,6 +45,7 @@ struct PlanOptions {
   ClusterShares shares;           // a mixed cluster and its weights (planner/cost.h); default: one profile, even
   Recompute recompute = Recompute::kNone;  // activation recomputation of the repeated layers (planner/cost.h)
   int activation_copies = 1;  // activations held this many times over (pipeline micro-batches in flight)
+  int recompute_layers = -1;  // recompute only the first this many repeated layers; -1: all
 };
 
 // Allowed choices per vertex (empty vector: all).

@@ -121,6 +121,39 @@ TEST(Devices, RecomputationIsChosenOnlyWhenItIsNeeded) {
   EXPECT_GT(r.eval.step_time_us, ample.eval.step_time_us);
 }
 
+TEST(Devices, RecomputingSomeLayersIsTriedAndTheFastestKept) {
+  const HardwareProfile& hw = hardware_profile("h100-nvlink");
+  const MeshSpec mesh = MeshSpec::parse("dp=2");
+  models::ModelOptions mo = small();
+  mo.batch = 64;
+  mo.layers = 4;
+  const ModelGraph g = models::build_model("gpt2", mo, mesh);
+  PlanOptions po;
+  po.compare = false;
+  // A limit between full recomputation's least memory and no recomputation's: none does not fit.
+  PlanOptions full = po;
+  full.recompute = Recompute::kFull;
+  full.memory_limit_bytes = 1e12;
+  const double full_least = plan_model(g, mesh, hw, full).eval.peak_memory_bytes;
+  const double none_peak = plan_model(g, mesh, hw, po).eval.peak_memory_bytes;
+  po.memory_limit_bytes = 0.7 * full_least + 0.3 * none_peak;
+  const std::vector<Recompute> all = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  PlanResult uniform = plan_model_recompute(g, mesh, hw, po, all);
+  PlanResult mixed = plan_model_recompute(g, mesh, hw, po, all, /*per_layer=*/true);
+  EXPECT_LE(mixed.eval.step_time_us, uniform.eval.step_time_us);
+  EXPECT_LE(mixed.eval.peak_memory_bytes, po.memory_limit_bytes);
+  const std::string notes = absl::StrJoin(mixed.notes, "\n");
+  EXPECT_NE(notes.find("full on the first "), std::string::npos) << notes;  // the partial plans were tried
+  if (mixed.cost_model->recompute_layers() >= 0) {  // a partial plan won: it is priced as it says
+    EXPECT_GT(mixed.cost_model->recompute_layers(), 0);
+    EXPECT_LT(mixed.cost_model->recompute_layers(), 4);
+    PlanOptions o = po;
+    o.recompute = Recompute::kFull;
+    o.recompute_layers = mixed.cost_model->recompute_layers();
+    EXPECT_DOUBLE_EQ(plan_model(g, mesh, hw, o).eval.step_time_us, mixed.eval.step_time_us);
+  }
+}
+
 TEST(Devices, MemoryInfeasibleMeshesAreRejectedWithTheReason) {
   const HardwareProfile& hw = hardware_profile("h100-nvlink");
   PlanOptions po;

@@ -168,6 +168,32 @@ TEST(Search, RecomputationPricesEachVertexAsDerived) {
   EXPECT_GT(es.compute_us, en.compute_us);
 }
 
+// Recomputing only the first of two layers: layer 0 priced as under full recomputation, layer 1 and
+// everything outside the layers as without.
+TEST(Search, RecomputingTheFirstLayersOnly) {
+  const ModelGraph g = layered();
+  PlanOptions none, first, full;
+  none.use_templates = first.use_templates = full.use_templates = false;
+  first.recompute = full.recompute = Recompute::kFull;
+  first.recompute_layers = 1;
+  const HardwareProfile& hw = hardware_profile("h100-nvlink");
+  Planner pn(g, mesh("dp=2"), hw, none), p1(g, mesh("dp=2"), hw, first), pf(g, mesh("dp=2"), hw, full);
+  double cost = 0;
+  bool exact = false;
+  const std::vector<int> y = pn.solve(0, nullptr, &cost, &exact);
+  const PlanEval en = evaluate(pn.cost_model(), pn.choices(y)), e1 = evaluate(p1.cost_model(), p1.choices(y)),
+                 ef = evaluate(pf.cost_model(), pf.choices(y));
+  for (int v = 0; v < g.num_vertices(); ++v) {
+    if (g.node(v).kind != NodeKind::kOp) continue;
+    SCOPED_TRACE(g.node(v).name);
+    const PlanEval& like = g.node(v).layer == 0 ? ef : en;
+    EXPECT_DOUBLE_EQ(e1.vertices[v].compute_us, like.vertices[v].compute_us);
+    EXPECT_EQ(p1.cost_model().recomputed(v), g.node(v).layer == 0);
+  }
+  EXPECT_LT(e1.activation_bytes, en.activation_bytes);
+  EXPECT_GT(e1.activation_bytes, ef.activation_bytes);
+}
+
 TEST(Search, RepeatedLayersSolvedOnceGiveTheSamePlanCost) {
   // Four identical residual layers: the layer template must reproduce the whole-graph optimum.
   GraphBuilder b("stack", "4 residual layers");

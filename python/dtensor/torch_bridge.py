@@ -1712,6 +1712,34 @@ def _histogram(func, args, kwargs):
     return hist, edges
 
 
+def _column_parallel_bag(func, args, kwargs):
+    """_embedding_bag (and _forward_only) and their weight gradients: the embedding dim's Shards of
+    weight (forward) or grad (backward) kept, every other tensor whole (indices, offsets, bags);
+    each rank reduces its columns of every bag. The column-laid outputs: the embeddings and, for
+    mode max, the per-column argmax; the bag bookkeeping is replicated. per-sample weights'
+    gradient sums over the columns: Partial(sum) over the mesh dims the columns are sharded on."""
+    b = _bind(func, args, kwargs)
+    name = func._schema.name.split("::")[1]
+    lead = b["weight"] if "weight" in b and not name.endswith("per_sample_weights_backward") else b["grad"]
+    columns = [p if p.is_shard() and p.dim % 2 == 1 else Replicate() for p in lead._spec.placements]
+    laid = [lead] + [b[k] for k in ("maximum_indices", "grad", "weight") if isinstance(b.get(k), DTensor)
+                     and b[k].dim() == 2 and b[k] is not lead]
+    flat, tree = tree_flatten((args, kwargs))
+    bargs, bkwargs = tree_unflatten(_moved_blocks(
+        flat, lambda t: columns if any(t is y for y in laid) else [Replicate()] * len(columns)), tree)
+    shapes = _global_shape(func, args, kwargs)
+    out = func(*bargs, **bkwargs)
+    whole = [Replicate()] * len(columns)
+    if name.endswith("per_sample_weights_backward"):
+        return _wrapped_blocks(out, lead, [_dtensor.Partial("sum") if p.is_shard() else Replicate() for p in columns],
+                               lambda block: shapes)
+    if isinstance(out, (list, tuple)):  # the forward: (output, offset2bag, bag_size, maximum_indices)
+        by_column = {0} | ({3} if b.get("mode", 0) == 2 else set())
+        return tuple(_wrapped_blocks(o, lead, columns if k in by_column else whole, lambda block, s=s: s)
+                     for k, (o, s) in enumerate(zip(out, shapes)))
+    return _wrapped_blocks(out, lead, columns, lambda block: shapes)
+
+
 def _elementwise_in(name, whole_when=lambda b: True):
     """An op elementwise in argument `name` that reads its other tensors whole (isin's
     test_elements, searchsorted's 1-d sorted_sequence): those replicated, `name` keeps its Shards
@@ -1956,6 +1984,9 @@ _SPECIAL = {
     "rrelu_with_noise_backward": _rrelu_with_noise_backward,
     "histc": _histc,
     "histogram": _histogram,
+    **dict.fromkeys(["_embedding_bag", "_embedding_bag_forward_only", "_embedding_bag_backward",
+                     "_embedding_bag_dense_backward", "_embedding_bag_per_sample_weights_backward"],
+                    _column_parallel_bag),
     "isin": _elementwise_in("elements"),
     "searchsorted": _elementwise_in("self", lambda b: b["sorted_sequence"].dim() == 1 and (
         b.get("sorter") is None or b["sorter"].dim() == 1)),

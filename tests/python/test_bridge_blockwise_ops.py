@@ -227,3 +227,20 @@ def test_segment_reduce_keeps_the_other_dims_sharded(reduce):
     check(lambda d, o: torch.segment_reduce(d, reduce, offsets=o, unsafe=True),
           (data, [Partial("sum"), Shard(2)]), (offsets, [Replicate(), Replicate()]), grad=True,
           placements=[Partial("sum"), Shard(2)] if reduce == "sum" else [Replicate(), Shard(2)])
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_is_column_parallel(mode):
+    weight = torch.randn(10, 6, generator=G, dtype=torch.float64)
+    indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0])
+    offsets = torch.tensor([0, 2, 2, 6])  # an empty bag
+    bag = lambda w, i, o: torch.nn.functional.embedding_bag(i, w, o, mode=mode, padding_idx=4)  # noqa: E731
+    for placements in ([Replicate(), Shard(1)], [Shard(1), Shard(0)], [Shard(0), Replicate()]):
+        check(bag, (weight, placements), (indices, [Shard(0), Replicate()]), (offsets, [Replicate(), Shard(0)]),
+              grad=True, placements=[p if p.is_shard() and p.dim == 1 else Replicate() for p in placements])
+    if mode == "sum":  # per-sample weights, and their gradient summed over the column shards
+        psw = torch.rand(9, generator=G, dtype=torch.float64)
+        check(lambda w, i, o, s: torch.nn.functional.embedding_bag(i, w, o, mode="sum", per_sample_weights=s,
+                                                                   include_last_offset=True),
+              (weight, [Shard(1), Replicate()]), (indices, [Replicate(), Replicate()]),
+              (offsets, [Replicate(), Replicate()]), (psw, [Shard(0), Replicate()]), grad=True)

@@ -1740,6 +1740,22 @@ def _column_parallel_bag(func, args, kwargs):
     return _wrapped_blocks(out, lead, columns, lambda block: shapes)
 
 
+def _trilinear(func, args, kwargs):
+    """_trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim) (F.bilinear's body, and
+    its own gradients): each input unsqueezed at its expand dims in increasing order, the three
+    multiplied with broadcasting and summed over sumdim, as ATen defines it (unroll_dim only picks
+    ATen's loop), through the engine's mul and sum."""
+    b = _bind(func, args, kwargs)
+
+    def expanded(t, dims):
+        for d in sorted(dims):
+            t = t.unsqueeze(d)
+        return t
+
+    prod = expanded(b["i1"], b["expand1"]) * expanded(b["i2"], b["expand2"]) * expanded(b["i3"], b["expand3"])
+    return prod.sum(list(b["sumdim"])) if len(b["sumdim"]) else prod
+
+
 def _elementwise_in(name, whole_when=lambda b: True):
     """An op elementwise in argument `name` that reads its other tensors whole (isin's
     test_elements, searchsorted's 1-d sorted_sequence): those replicated, `name` keeps its Shards
@@ -1984,6 +2000,7 @@ _SPECIAL = {
     "rrelu_with_noise_backward": _rrelu_with_noise_backward,
     "histc": _histc,
     "histogram": _histogram,
+    "_trilinear": _trilinear,
     **dict.fromkeys(["_embedding_bag", "_embedding_bag_forward_only", "_embedding_bag_backward",
                      "_embedding_bag_dense_backward", "_embedding_bag_per_sample_weights_backward"],
                     _column_parallel_bag),

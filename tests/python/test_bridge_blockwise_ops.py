@@ -244,3 +244,15 @@ def test_embedding_bag_is_column_parallel(mode):
                                                                    include_last_offset=True),
               (weight, [Shard(1), Replicate()]), (indices, [Replicate(), Replicate()]),
               (offsets, [Replicate(), Replicate()]), (psw, [Shard(0), Replicate()]), grad=True)
+
+
+def test_bilinear_through_trilinear():
+    x1 = torch.randn(5, 4, generator=G, dtype=torch.float64)
+    x2 = torch.randn(5, 3, generator=G, dtype=torch.float64)
+    w = torch.randn(6, 4, 3, generator=G, dtype=torch.float64)
+    bias = torch.randn(6, generator=G, dtype=torch.float64)
+    bil = lambda a, c, w, b: torch.nn.functional.bilinear(a, c, w, b)  # noqa: E731
+    check(bil, (x1, [Shard(0), Replicate()]), (x2, [Shard(0), Shard(1)]), (w, [Replicate(), Shard(0)]),
+          (bias, [Shard(0), Replicate()]), grad=True)
+    check(bil, (x1, [Partial("sum"), Shard(1)]), (x2, [Replicate(), Replicate()]), (w, [Shard(2), Shard(1)]),
+          (bias, [Replicate(), Replicate()]), grad=True)

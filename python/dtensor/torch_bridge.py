@@ -1712,6 +1712,46 @@ def _histogram(func, args, kwargs):
     return hist, edges
 
 
+def _histogramdd_edges(x, bins, rng):
+    """torch's edges per dim of the [N, D] points x (bins: ints): computed by torch from each dim's
+    global min and max (or the range), which is all its rule reads."""
+    if rng is None and x.numel() > 0:
+        ends = torch.stack([aten.amin.default(x, [0]).full_tensor(), aten.amax.default(x, [0]).full_tensor()])
+    else:
+        ends = torch.empty(0, x.shape[-1], dtype=x.dtype)
+    return aten._histogramdd_bin_edges.default(ends, list(bins), range=rng)
+
+
+def _histogramdd(func, args, kwargs):
+    """histogramdd's parts (_histogramdd_bin_edges, _from_bin_cts, _from_bin_tensors): edges from
+    global per-dim ranges (replicated), each block's counts or weight sums over them as Partial(sum)
+    over the mesh dims the points are sharded on (the point dim's Shards kept, each point whole);
+    density divided once summed."""
+    b = _bind(func, args, kwargs)
+    name = func._schema.name.split("::")[1]
+    x = b["self"]
+    pts = x.reshape(-1, x.shape[-1])
+    whole = [Replicate()] * len(x._spec.placements)
+    if name == "_histogramdd_bin_edges":
+        return [_wrapped_blocks(e.contiguous(), x, whole) for e in _histogramdd_edges(pts, b["bins"], b.get("range"))]
+    bins = b["bins"]
+    edges = _histogramdd_edges(pts, bins, b.get("range")) if name == "_histogramdd_from_bin_cts" else \
+        [e.full_tensor() if isinstance(e, DTensor) else e for e in bins]
+    keep = [p if p.is_shard() and p.dim == 0 else Replicate() for p in pts._spec.placements]
+    weight = b.get("weight")
+    flat, tree = tree_flatten(([pts, None if weight is None else weight.reshape(-1)], {}))
+    block, wblock = tree_unflatten(_moved_blocks(flat, lambda t: keep), tree)[0]
+    hist = aten._histogramdd_from_bin_tensors.default(block, edges, weight=wblock)
+    hist = _wrapped_blocks(hist, x, [_dtensor.Partial("sum") if p.is_shard() else Replicate() for p in keep])
+    if b.get("density", False):  # counts / (total x each bin's volume), as torch normalizes
+        volume = None
+        for d, e in enumerate(edges):
+            w = torch.diff(e).reshape([-1 if k == d else 1 for k in range(len(edges))])
+            volume = w if volume is None else volume * w
+        hist = hist / (hist.sum() * _wrapped_blocks(volume.contiguous(), x, whole))
+    return hist
+
+
 def _column_parallel_bag(func, args, kwargs):
     """_embedding_bag (and _forward_only) and their weight gradients: the embedding dim's Shards of
     weight (forward) or grad (backward) kept, every other tensor whole (indices, offsets, bags);
@@ -2001,6 +2041,7 @@ _SPECIAL = {
     "histc": _histc,
     "histogram": _histogram,
     "_trilinear": _trilinear,
+    **dict.fromkeys(["_histogramdd_bin_edges", "_histogramdd_from_bin_cts", "_histogramdd_from_bin_tensors"], _histogramdd),
     **dict.fromkeys(["_embedding_bag", "_embedding_bag_forward_only", "_embedding_bag_backward",
                      "_embedding_bag_dense_backward", "_embedding_bag_per_sample_weights_backward"],
                     _column_parallel_bag),

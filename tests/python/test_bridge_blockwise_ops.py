@@ -256,3 +256,16 @@ def test_bilinear_through_trilinear():
           (bias, [Shard(0), Replicate()]), grad=True)
     check(bil, (x1, [Partial("sum"), Shard(1)]), (x2, [Replicate(), Replicate()]), (w, [Shard(2), Shard(1)]),
           (bias, [Replicate(), Replicate()]), grad=True)
+
+
+def test_histogramdd_sums_the_blocks_over_torchs_edges():
+    pts = torch.randn(11, 3, generator=G, dtype=torch.float64)
+    w = torch.rand(11, generator=G, dtype=torch.float64)
+    check(lambda x: torch.histogramdd(x, bins=[2, 3, 4])[0], (pts, [Shard(0), Replicate()]),
+          placements=[Partial("sum"), Replicate()])
+    check(lambda x: torch.histogramdd(x, bins=3, density=True)[0], (pts, [Shard(0), Shard(1)]))
+    check(lambda x, w: torch.histogramdd(x, bins=2, range=[-1.0, 1.0] * 3, weight=w)[0],
+          (pts, [Shard(1), Shard(0)]), (w, [Replicate(), Shard(0)]))
+    edges = [torch.tensor([-3.0, 0.0, 3.0], dtype=torch.float64)] * 3
+    check(lambda x: torch.histogramdd(x, bins=edges)[0], (pts, [Partial("sum"), Shard(0)]))
+    check(lambda x: torch.histogramdd(x, bins=2)[1][1], (pts, [Shard(0), Shard(0)]))  # the edges

@@ -215,8 +215,8 @@ def test_mlp_tensor_and_data_parallel_training_step(dtype):
 def test_unsupported_op_names_it():
     def fn(mesh):
         x = bridge.distribute(gen(torch.float32, 8, 4), mesh, [Shard(0)])
-        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\._histogramdd_bin_edges"):
-            torch.histogramdd(x, bins=2)
+        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\.resize\.default"):
+            aten.resize.default(x, [16, 2])
         with pytest.raises(bridge.UnsupportedOpError, match=r"aten\._fft_r2c"):
             torch.fft.fft(x)
         with pytest.raises(NotImplementedError, match=r"aten\.poisson"):  # also a NotImplementedError
@@ -228,14 +228,18 @@ def test_unsupported_op_names_it():
 
 def test_replicate_fallback_is_opt_in():
     X = gen(torch.float64, 8, 4, seed=13)
+    samples = torch.full((1, 1, 2), 0.25, dtype=torch.float64)
+
+    def pool(t):
+        return aten.fractional_max_pool2d.default(t.reshape(1, 1, 8, 4), [2, 2], [2, 2], samples)[0]
 
     def fn(mesh):
         x = bridge.distribute(X, mesh, [Shard(0)])
         with bridge.allow_replicate_fallback():
-            d = torch.histogramdd(x, bins=2)[0]  # no rule, no decomposition
+            d = pool(x)  # fractional_max_pool2d with given samples: no rule, no decomposition
         return d.placements, full(d)
 
-    want = torch.histogramdd(X, bins=2)[0]
+    want = pool(X)
     for placements, d in on_mesh((4,), fn):
         assert placements == (Replicate(),)
         assert torch.equal(d, want)
@@ -733,8 +737,8 @@ def test_native_dispatch_errors_name_op_shapes_and_placements():
             torch.add(x, y)  # no broadcast: raised in C++ by the engine
         with pytest.raises(dtensor.DTensorError, match=r"add: argument 'alpha' is a complex; accepted"):
             aten.add.Tensor(x, x, alpha=1j)  # lowering's error names the op and the argument
-        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\._histogramdd_bin_edges"):
-            torch.histogramdd(x, bins=2)  # a Python handler's error, through the native dispatch
+        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\.resize\.default"):
+            aten.resize.default(x, [16, 2])  # a Python handler's error, through the native dispatch
         return True
 
     assert all(on_mesh((2,), fn))

@@ -607,8 +607,10 @@ def _var_mean(func, args, kwargs):
     correction = bound.get("correction")
     if correction is None:  # var_mean.dim's unbiased, default True
         correction = 1 if bound.get("unbiased", True) else 0
+    # dim None is every dim: mean.dim over all of them keeps them as size 1 under keepdim, as var does
+    # (mean.default would drop them).
     return (aten.var.correction(x, dim, correction=correction, keepdim=keepdim),
-            aten.mean.dim(x, dim, keepdim) if dim is not None else aten.mean.default(x))
+            aten.mean.dim(x, list(range(x.dim())) if dim is None else dim, keepdim))
 
 
 def _bind(func, args, kwargs):
@@ -1760,6 +1762,8 @@ def _column_parallel_bag(func, args, kwargs):
     gradient sums over the columns: Partial(sum) over the mesh dims the columns are sharded on."""
     b = _bind(func, args, kwargs)
     name = func._schema.name.split("::")[1]
+    if b.get("sparse", False):
+        raise UnsupportedOpError(f"bridge: {func} with sparse=True (a sparse gradient); accepted: sparse=False")
     lead = b["weight"] if "weight" in b and not name.endswith("per_sample_weights_backward") else b["grad"]
     columns = [p if p.is_shard() and p.dim % 2 == 1 else Replicate() for p in lead._spec.placements]
     laid = [lead] + [b[k] for k in ("maximum_indices", "grad", "weight") if isinstance(b.get(k), DTensor)

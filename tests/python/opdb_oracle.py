@@ -314,8 +314,11 @@ class BridgeEngine:
     def _on_mesh(self, entry, case, mesh_shape, how):
         def fn(world):
             mesh = self.dtensor.init_device_mesh("cpu", mesh_shape)
-            flat = placed_arguments(case, mesh_shape, mesh.get_coordinate(), lambda block, lay, t: (
-                self.bridge.from_local(block, mesh, [self.placement(p) for p in lay.placements], shape=t.shape)))
+            try:  # a dtype the engine has no tensors of (uint8, complex): refused when the argument is made
+                flat = placed_arguments(case, mesh_shape, mesh.get_coordinate(), lambda block, lay, t: (
+                    self.bridge.from_local(block, mesh, [self.placement(p) for p in lay.placements], shape=t.shape)))
+            except self.dtensor.DTensorError as e:
+                return f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}", None
             return how(entry, case, flat, lambda t: t.full_tensor() if hasattr(t, "full_tensor") else t,
                        lambda w, o: self.bridge.distribute(w, mesh, _weight_placements(o, self.dtensor)))
 

@@ -269,3 +269,11 @@ def test_histogramdd_sums_the_blocks_over_torchs_edges():
     edges = [torch.tensor([-3.0, 0.0, 3.0], dtype=torch.float64)] * 3
     check(lambda x: torch.histogramdd(x, bins=edges)[0], (pts, [Partial("sum"), Shard(0)]))
     check(lambda x: torch.histogramdd(x, bins=2)[1][1], (pts, [Shard(0), Shard(0)]))  # the edges
+
+
+def test_var_mean_over_every_dim_keeps_them():
+    # Found by the op_db oracle on its 8th sample: var_mean(x, dim=None, keepdim=True) gave a 0-d mean.
+    x = torch.randn(5, 4, 3, generator=G, dtype=torch.float64)
+    for kw in ({"dim": None, "correction": 0, "keepdim": True}, {"correction": 0.5, "keepdim": True}, {"dim": None}):
+        check(lambda t: torch.var_mean(t, **kw), (x, [Shard(0), Shard(2)]), grad=True)
+        check(lambda t: torch.std_mean(t, **kw), (x, [Partial("sum"), Shard(1)]), grad=True)

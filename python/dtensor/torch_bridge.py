@@ -1971,6 +1971,28 @@ def _allclose(func, args, kwargs):
     return bool(aten.all.default(close))
 
 
+def _identity_on_empty(op, largest):
+    """amin / amax on a block: ATen refuses to reduce an empty dim, but a rank's block may be empty
+    where the tensor is not (uneven shards give some ranks nothing): its piece of the Partial
+    min / max is then the reduction's identity (+inf / -inf, an integer dtype's extreme), so every
+    rank takes part in the reduction (a rank that raised alone left the others waiting)."""
+    def local(x, dim=(), keepdim=False):
+        dims = sorted({d % x.dim() for d in dim} if dim else set(range(x.dim()))) if x.dim() else []
+        if not any(x.shape[d] == 0 for d in dims):
+            return op(x, list(dim), keepdim)
+        shape = [1 if d in dims else n for d, n in enumerate(x.shape)] if keepdim else \
+            [n for d, n in enumerate(x.shape) if d not in dims]
+        if x.dtype.is_floating_point:
+            fill = -math.inf if largest else math.inf
+        elif x.dtype == torch.bool:
+            fill = not largest
+        else:
+            fill = torch.iinfo(x.dtype).min if largest else torch.iinfo(x.dtype).max
+        return torch.full(shape, fill, dtype=x.dtype, device=x.device)
+
+    return local
+
+
 def _random_without_handler(qualified):
     def handler(func, args, kwargs):
         raise UnsupportedOpError(
@@ -2044,6 +2066,8 @@ _SPECIAL = {
     "rrelu_with_noise_backward": _rrelu_with_noise_backward,
     "histc": _histc,
     "histogram": _histogram,
+    "amin": _engine("amin", local_func=_identity_on_empty(aten.amin.default, False)),
+    "amax": _engine("amax", local_func=_identity_on_empty(aten.amax.default, True)),
     "_trilinear": _trilinear,
     **dict.fromkeys(["_histogramdd_bin_edges", "_histogramdd_from_bin_cts", "_histogramdd_from_bin_tensors"], _histogramdd),
     **dict.fromkeys(["_embedding_bag", "_embedding_bag_forward_only", "_embedding_bag_backward",

@@ -277,3 +277,16 @@ def test_var_mean_over_every_dim_keeps_them():
     for kw in ({"dim": None, "correction": 0, "keepdim": True}, {"correction": 0.5, "keepdim": True}, {"dim": None}):
         check(lambda t: torch.var_mean(t, **kw), (x, [Shard(0), Shard(2)]), grad=True)
         check(lambda t: torch.std_mean(t, **kw), (x, [Partial("sum"), Shard(1)]), grad=True)
+
+
+def test_min_and_max_with_empty_blocks():
+    # Found by the op_db oracle (torch.cov, its 7th sample): 2 elements on S(0), S(0) over [2, 2] leave
+    # two ranks empty blocks; ATen's amin refused to reduce them on those ranks alone and the others
+    # waited in the collective until the timeout.
+    x = torch.tensor([3.0, -1.0], dtype=torch.float64)
+    for f in (torch.amin, lambda t: torch.amax(t, 0), lambda t: t.min(), lambda t: t.max(),
+              lambda t: torch.linalg.vector_norm(t, float("inf"))):
+        check(f, (x, [Shard(0), Shard(0)]), grad=True)
+    n = torch.tensor([[4, -2, 7]])
+    check(lambda t: torch.amin(t, 1, keepdim=True), (n, [Shard(1), Shard(1)]))
+    check(lambda t: torch.cov(t, aweights=torch.tensor([0.5, 2.0])), (x, [Shard(0), Shard(0)]))

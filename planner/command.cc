@@ -99,6 +99,36 @@ std::string pipeline_summary(const PipelinePlan& p) {
       100 * p.bubble_fraction, p.peak_memory_bytes / 1e9, std::min(p.spec.stages, p.spec.micro_batches));
 }
 
+// The report to --output (written atomically) or to `out`.
+void emit(const CommandOptions& o, const std::string& report, std::ostream& out, std::ostream& err) {
+  if (o.output.empty()) {
+    out << report;
+  } else {
+    write_file_atomic(o.output, report);
+    err << "wrote " << o.output << "\n";
+  }
+}
+
+// The search's options from the command line: the memory limit (checked) and the baselines.
+PlanOptions plan_options(const CommandOptions& o) {
+  DT_CHECK(o.memory_limit_gb == 0 || (std::isfinite(o.memory_limit_gb) && o.memory_limit_gb > 0),
+           "dtensor plan: --memory-limit ", o.memory_limit_gb, " GB is not accepted; give a positive number of GB");
+  PlanOptions po;
+  po.memory_limit_bytes = o.memory_limit_gb * 1e9;
+  po.compare = o.compare;
+  return po;
+}
+
+// A zoo model with `layers` repeated layers and global batch `batch` (the other options as given).
+StageBuilder stage_builder(const std::string& name, const models::ModelOptions& mo) {
+  return [name, mo](const MeshSpec& mesh, int layers, int64_t batch) {
+    models::ModelOptions so = mo;
+    so.layers = layers;
+    so.batch = batch;
+    return models::build_model(name, so, mesh);
+  };
+}
+
 std::vector<Recompute> recompute_modes(const std::string& name, const std::string& fallback);
 
 // A pipeline plan's schedule figures as JSON (its stage's plan is report_json's).
@@ -134,23 +164,14 @@ void plan_pipeline_command(const CommandOptions& o, const MeshSpec& mesh, std::o
   mo.training = !o.inference;
   mo.optimizer = o.optimizer;
   DT_CHECK(mo.training, "dtensor plan: a pp mesh dim plans a training pipeline; --inference is not accepted with it");
-  const std::string name = o.model;
-  StageBuilder build = [name, mo](const MeshSpec& mm, int layers, int64_t b) {
-    models::ModelOptions so = mo;
-    so.layers = layers;
-    so.batch = b;
-    return models::build_model(name, so, mm);
-  };
   mo.batch = batch;
-  const int layers = models::build_model(name, mo, MeshSpec::parse("1")).num_layers();
+  const ModelGraph whole = models::build_model(o.model, mo, inner);  // its layers and FLOPs
   const HardwareProfile& hw = hardware_profile(o.hardware);
-  PlanOptions po;
-  po.memory_limit_bytes = o.memory_limit_gb * 1e9;
-  po.compare = o.compare;
-  PipelinePlan p = plan_pipeline(build, layers, batch, inner, PipelineSpec{stages, m, o.virtual_stages}, hw, po,
+  PipelinePlan p = plan_pipeline(stage_builder(o.model, mo), whole.num_layers(), batch, inner,
+                                 PipelineSpec{stages, m, o.virtual_stages}, hw, plan_options(o),
                                  recompute_modes(o.recompute, "none"));
-  const double flops = model_flops(models::build_model(name, mo, inner));
-  const double peak = hw.peak_flops_per_us(DType::kBFloat16) * 1e6;
+  const double flops = model_flops(whole);
+  const double peak = hw.peak_flops_per_us(contraction_dtype(whole)) * 1e6;
   const double mfu = flops / (p.step_time_us * 1e-6 * mesh.size() * peak);
   std::string report;
   if (o.format == "json") {
@@ -165,12 +186,7 @@ void plan_pipeline_command(const CommandOptions& o, const MeshSpec& mesh, std::o
                           "; MFU ", absl::StrFormat("%.1f%%", 100 * mfu), " (", absl::StrFormat("%.0f", flops / 1e12),
                           " TFLOP a step)\n", pipeline_summary(p), report_table(*p.stage.cost_model, p.stage, ReportOptions{o.ops}));
   }
-  if (o.output.empty()) {
-    out << report;
-  } else {
-    write_file_atomic(o.output, report);
-    err << "wrote " << o.output << "\n";
-  }
+  emit(o, report, out, err);
 }
 
 // The recomputation modes --recompute names (auto: all three); `fallback` when not given.
@@ -194,14 +210,9 @@ void plan_devices_command(const CommandOptions& o, std::ostream& out, std::ostre
            "dtensor plan --devices: --dump-graph, --dot and --svg need a mesh (--mesh)");
   DT_CHECK(o.top >= 1, "dtensor plan --top ", o.top, ": accepted: at least 1");
   const HardwareProfile& hw = hardware_profile(o.hardware);
-  PlanOptions po;
-  DT_CHECK(o.memory_limit_gb == 0 || (std::isfinite(o.memory_limit_gb) && o.memory_limit_gb > 0),
-           "dtensor plan: --memory-limit ", o.memory_limit_gb, " GB is not accepted; give a positive number of GB");
-  po.memory_limit_bytes = o.memory_limit_gb * 1e9;
-  po.compare = o.compare;
+  const PlanOptions po = plan_options(o);
   std::function<ModelGraph(const MeshSpec&)> build;
   StageBuilder stage_build;
-  int model_layers = 0;
   int64_t global_batch = 0;
   int64_t tokens = 0;
   std::vector<std::string> notes;
@@ -221,13 +232,7 @@ void plan_devices_command(const CommandOptions& o, std::ostream& out, std::ostre
              " x seq ", seq, " overflows");
     const std::string name = o.model;
     build = [name, mo](const MeshSpec& mesh) { return models::build_model(name, mo, mesh); };
-    stage_build = [name, mo](const MeshSpec& mesh, int layers, int64_t b) {
-      models::ModelOptions so = mo;
-      so.layers = layers;
-      so.batch = b;
-      return models::build_model(name, so, mesh);
-    };
-    model_layers = models::build_model(name, mo, MeshSpec::parse("1")).num_layers();
+    stage_build = stage_builder(name, mo);
     global_batch = batch;
   } else {
     auto g = std::make_shared<ModelGraph>(load_graph_file(o, &notes));
@@ -236,7 +241,7 @@ void plan_devices_command(const CommandOptions& o, std::ostream& out, std::ostre
         tokens = g->node(v).outputs[0].shape[0];
     build = [g](const MeshSpec&) { return *g; };
   }
-  PipelineSearch ps{stage_build, model_layers, global_batch};
+  PipelineSearch ps{stage_build, 0, global_batch};  // the layers: the whole graph's
   DevicesResult r = plan_devices(o.devices, build, hw, po, tokens, recompute_modes(o.recompute, "auto"),
                                  stage_build && o.pipeline ? &ps : nullptr);
   r.best.notes.insert(r.best.notes.end(), notes.begin(), notes.end());
@@ -252,12 +257,7 @@ void plan_devices_command(const CommandOptions& o, std::ostream& out, std::ostre
                           r.best_pipeline ? pipeline_summary(*r.best_pipeline) : "",
                           report_table(*r.best.cost_model, r.best, ReportOptions{o.ops}));
   }
-  if (o.output.empty()) {
-    out << report;
-  } else {
-    write_file_atomic(o.output, report);
-    err << "wrote " << o.output << "\n";
-  }
+  emit(o, report, out, err);
 }
 
 }  // namespace
@@ -308,11 +308,7 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
     return;
   }
   DT_CHECK(!o.mesh.empty(), "dtensor plan: give a mesh, e.g. --mesh dp=8,tp=8, or a device count, --devices 64");
-  PlanOptions po;
-  DT_CHECK(o.memory_limit_gb == 0 || (std::isfinite(o.memory_limit_gb) && o.memory_limit_gb > 0),
-           "dtensor plan: --memory-limit ", o.memory_limit_gb, " GB is not accepted; give a positive number of GB");
-  po.memory_limit_bytes = o.memory_limit_gb * 1e9;
-  po.compare = o.compare;
+  PlanOptions po = plan_options(o);
   po.tp_dim = o.tp_dim;
   DT_CHECK(o.tp_dim.empty() || mesh.index_of(o.tp_dim) >= 0, "dtensor plan: --tp-dim '", o.tp_dim,
            "' is not a dim of the mesh ", mesh.str());
@@ -325,12 +321,7 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
   const CostModel& cm = *r.cost_model;
   const std::string report = o.format == "json" ? report_json(cm, r, ReportOptions{o.ops, o.ops}) + "\n"
                                                 : report_table(cm, r, ReportOptions{o.ops});
-  if (o.output.empty()) {
-    out << report;
-  } else {
-    write_file_atomic(o.output, report);
-    err << "wrote " << o.output << "\n";
-  }
+  emit(o, report, out, err);
   if (!o.dot.empty() || !o.svg.empty()) {
     const std::string dot_path = !o.dot.empty() ? o.dot : o.svg + ".dot";
     write_file_atomic(dot_path, report_dot(cm, r, o.dot_layers));

@@ -87,34 +87,34 @@ std::string topology_rejection(const MeshSpec& mesh, const HardwareProfile& hw) 
                       " devices per host on ", hw.name, "): the innermost dim must divide it");
 }
 
-double model_flops(const ModelGraph& g) {
-  double total = 0;
-  for (int v = 0; v < g.num_vertices(); ++v) {
-    const Node& n = g.node(v);
-    if (n.kind != NodeKind::kOp) continue;
-    const OpDef& def = Registry::get().find(n.op);
-    if (def.cost.cls != CostClass::kContraction) continue;
-    total += forward_flops(bind_vertex(g, v, {1}), n.outputs);
-  }
-  return g.training ? 3 * total : total;
-}
-
 namespace {
 
-// The dtype of the contraction with the most FLOPs (what the profile's peak is taken for).
-DType contraction_dtype(const ModelGraph& g) {
-  double most = -1;
-  DType dt = DType::kFloat32;
+// f(vertex, forward FLOPs) for every contraction of the graph (what MFU counts).
+template <typename F>
+void for_each_contraction(const ModelGraph& g, F f) {
   for (int v = 0; v < g.num_vertices(); ++v) {
     const Node& n = g.node(v);
     if (n.kind != NodeKind::kOp || Registry::get().find(n.op).cost.cls != CostClass::kContraction) continue;
-    const double f = forward_flops(bind_vertex(g, v, {1}), n.outputs);
-    if (f > most) most = f, dt = n.outputs.at(0).dtype;
+    f(n, forward_flops(bind_vertex(g, v, {1}), n.outputs));
   }
-  return dt;
 }
 
 }  // namespace
+
+double model_flops(const ModelGraph& g) {
+  double total = 0;
+  for_each_contraction(g, [&](const Node&, double flops) { total += flops; });
+  return g.training ? 3 * total : total;
+}
+
+DType contraction_dtype(const ModelGraph& g) {
+  double most = -1;
+  DType dt = DType::kFloat32;
+  for_each_contraction(g, [&](const Node& n, double flops) {
+    if (flops > most) most = flops, dt = n.outputs.at(0).dtype;
+  });
+  return dt;
+}
 
 PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw,
                                 const PlanOptions& options, const std::vector<Recompute>& modes, bool per_layer) {
@@ -122,6 +122,7 @@ PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const
   std::optional<PlanResult> best;
   std::vector<std::string> tried;
   std::string last_error;
+  bool none_fits = false;
   auto fits = [](const PlanResult& p) { return static_cast<double>(p.eval.peak_memory_bytes) <= p.memory_limit_bytes; };
   // Most recomputation first: for any plan, full keeps no more memory than selective, selective no
   // more than none, so once a mode finds no plan that fits, the modes after it cannot either.
@@ -141,6 +142,7 @@ PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const
     }
     tried.push_back(absl::StrCat(recompute_name(mode), ": ", absl::StrFormat("%.1f", p.eval.step_time_us / 1e3), " ms, ",
                                  absl::StrFormat("%.1f", p.eval.peak_memory_bytes / 1e9), " GB"));
+    none_fits |= mode == Recompute::kNone && fits(p);
     const bool better = !best || (fits(p) && !fits(*best)) ||
                         (fits(p) == fits(*best) && (fits(p) ? p.eval.step_time_us < best->eval.step_time_us
                                                             : p.eval.peak_memory_bytes < best->eval.peak_memory_bytes));
@@ -148,9 +150,6 @@ PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const
   }
   if (!best) DT_FAIL(last_error, (modes.size() > 1 ? absl::StrCat(" (recomputation tried: ", absl::StrJoin(tried, "; "), ")") : ""));
   const int layers = g.num_layers();
-  const bool none_fits = std::any_of(tried.begin(), tried.end(), [](const std::string& t) {
-    return t.rfind("none: ", 0) == 0 && t.find("no plan fits") == std::string::npos;
-  });
   if (per_layer && fits(*best) && layers > 1 && std::find(modes.begin(), modes.end(), Recompute::kFull) != modes.end()) {
     auto partial = [&](int k) -> std::optional<PlanResult> {
       PlanOptions o = options;
@@ -246,10 +245,12 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
   DevicesResult r;
   r.devices = devices;
   r.tokens_per_step = tokens_per_step;
-  {  // FLOPs and peak from the whole model's graph (the same for every mesh and pipeline)
+  int model_layers = 0;
+  {  // FLOPs, peak and layers from the whole model's graph (the same for every mesh and pipeline)
     const ModelGraph whole = build(mesh_factorizations(devices).front());
     r.model_flops = model_flops(whole);
     r.peak_flops = hw.peak_flops_per_us(contraction_dtype(whole)) * 1e6;
+    model_layers = pipeline && pipeline->model_layers > 0 ? pipeline->model_layers : whole.num_layers();
   }
   // Every candidate, in enumeration order: meshes, then pipelines by stages, inner mesh, micro-batches.
   std::vector<Slot> slots;
@@ -260,7 +261,7 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
     slots.push_back(std::move(sl));
   }
   if (pipeline != nullptr) {
-    for (int64_t p = 2; p <= std::min<int64_t>(devices, pipeline->model_layers); ++p) {
+    for (int64_t p = 2; p <= std::min<int64_t>(devices, model_layers); ++p) {
       if (devices % p != 0) continue;
       for (const MeshSpec& inner : mesh_factorizations(devices / p, 2)) {
         for (int f : pipeline->micro_batch_factors) {
@@ -317,14 +318,14 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
         }
         return;
       }
-      PipelinePlan pp = plan_pipeline(pipeline->build, pipeline->model_layers, pipeline->global_batch, c.mesh,
+      PipelinePlan pp = plan_pipeline(pipeline->build, model_layers, pipeline->global_batch, c.mesh,
                                       PipelineSpec{c.stages, c.micro_batches, 1}, hw, options, modes);
       if (static_cast<double>(pp.peak_memory_bytes) > pp.stage.memory_limit_bytes) {
         c.rejected = over_limit(pp.peak_memory_bytes, pp.stage.memory_limit_bytes);
         return;
       }
       for (int v : pipeline->virtual_stages) {
-        std::optional<PipelinePlan> pv = with_virtual_stages(pp, pipeline->model_layers, v);
+        std::optional<PipelinePlan> pv = with_virtual_stages(pp, model_layers, v);
         if (!pv) continue;
         DeviceCandidate cv = c;
         cv.virtual_stages = v;

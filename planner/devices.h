@@ -37,8 +37,10 @@ std::vector<MeshSpec> mesh_factorizations(int64_t devices, int max_dims = 3);
 // "" when the topology admits the mesh on this hardware, else why not.
 std::string topology_rejection(const MeshSpec& mesh, const HardwareProfile& hw);
 
-// Model FLOPs of one step of the graph (see above).
+// Model FLOPs of one step of the graph (see above), and the dtype of its largest contraction (whose
+// peak FLOP/s MFU divides by).
 double model_flops(const ModelGraph& g);
+DType contraction_dtype(const ModelGraph& g);
 
 // plan_model with each recomputation mode of `modes` (options.recompute ignored); returns the
 // fastest plan within the memory limit, else the one closest to it, with a note naming the mode
@@ -84,7 +86,7 @@ struct DevicesResult {
 // whose slowest stage is the plain schedule's (priced from the same stage plan).
 struct PipelineSearch {
   StageBuilder build;
-  int model_layers = 0;
+  int model_layers = 0;  // 0: the whole graph's
   int64_t global_batch = 0;
   std::vector<int> micro_batch_factors = {1, 2, 4};
   std::vector<int> virtual_stages = {1, 2, 4};  // interleaved 1F1B (a variant needs the same stage)

@@ -1303,17 +1303,15 @@ def _batched_matrices_on_blocks(func, args, kwargs):
     if batch is not None:
         # The outputs' global shapes (torch's meta kernels; the same on every rank): each must
         # lead with the batch dim, else nothing shards.
-        margs, mkwargs = tree_unflatten([torch.empty(v.shape, dtype=v.dtype, device="meta")
-                                         if isinstance(v, torch.Tensor) else v for v in flat], tree)
         try:
-            meta = func(*margs, **mkwargs)
-            metas = meta if isinstance(meta, (tuple, list)) else [meta]
-            if not all(isinstance(m, torch.Tensor) and m.dim() >= 1 and m.shape[0] == batch for m in metas):
+            shapes = _global_shape(func, args, kwargs)
+            shapes = shapes if shapes and isinstance(shapes[0], list) else [shapes]  # one output: its shape
+            if not all(sh is not None and len(sh) >= 1 and sh[0] == batch for sh in shapes):
                 batch = None
-        except Exception:  # noqa: BLE001 - no meta kernel: compute replicated
+        except Exception:  # noqa: BLE001 - no meta kernel (or an output that is not a tensor): replicated
             batch = None
     if batch is not None and all(isinstance(t, DTensor) for t in tensors):
-        target = [p if p.is_shard() and p.dim == 0 else Replicate() for p in first._spec.placements]
+        target = _batch_shards(first)
     else:
         target = [Replicate()] * n
     bargs, bkwargs = tree_unflatten(_moved_blocks(flat, lambda t: target), tree)
@@ -1470,6 +1468,11 @@ def _bernoulli_(func, args, kwargs):
     return x
 
 
+def _in_place_result(func, x, out):
+    """An ATen op's result: `out` copied into x for the in-place form (a name ending in _), else out."""
+    return _copy_(None, (x, out), {}) if func._schema.name.endswith("_") else out
+
+
 def _no_generator(func, x, b):
     if b.get("generator") is not None:
         raise UnsupportedOpError(f"bridge: {func} with an explicit generator on a sharded tensor {x._spec}; "
@@ -1524,7 +1527,7 @@ def _continuous(func, args, kwargs):
         if name == "log_normal":
             out = torch.exp(out)
     out = out.to(x.dtype)
-    return _copy_(None, (x, out), {}) if func._schema.name.endswith("_") else out
+    return _in_place_result(func, x, out)
 
 
 def _discrete(func, args, kwargs):
@@ -1557,7 +1560,7 @@ def _discrete(func, args, kwargs):
         _check_parameter(func, x, "to - from", hi - lo <= 1 << 53, hi - lo, "at most 2^53 (a float64 draw's resolution)")
         out = torch.clamp_max(torch.floor(u * float(hi - lo)), float(hi - lo - 1)) + float(lo)
     out = out.to(dtype)
-    return _copy_(None, (x, out), {}) if func._schema.name.endswith("_") else out
+    return _in_place_result(func, x, out)
 
 
 def _normal(func, args, kwargs):
@@ -1588,7 +1591,7 @@ def _bernoulli_tensor(func, args, kwargs):
         return _bernoulli_(func, args, kwargs)
     _check_parameter(func, x, "p", bool(((p >= 0) & (p <= 1)).all()), "an element outside [0, 1]", "0 <= p <= 1")
     out = (_draw(x) < p).to(x.dtype)
-    return _copy_(None, (x, out), {}) if func._schema.name.endswith("_") else out
+    return _in_place_result(func, x, out)
 
 
 def _multinomial(func, args, kwargs):
@@ -1636,7 +1639,7 @@ def _rrelu_with_noise(func, args, kwargs):
         out = x * noise
     else:
         out = aten.leaky_relu.default(x, (lower + upper) / 2)
-    return _copy_(None, (x, out), {}) if func._schema.name.endswith("_") else out
+    return _in_place_result(func, x, out)
 
 
 def _rrelu_with_noise_backward(func, args, kwargs):
@@ -1656,6 +1659,17 @@ def _kept(x, whole=(), partial_passes=False):
     the op is linear in x (partial_passes)."""
     return [p if (p.is_shard() and p.dim not in whole) or (p.is_partial() and partial_passes) else Replicate()
             for p in x._spec.placements]
+
+
+def _batch_shards(x):
+    """x's placements with only its Shards of dim 0 (the batch, the points) kept."""
+    return _kept(x, range(1, x.dim()))
+
+
+def _summed_where_sharded(placements):
+    """A result each rank computed from its block of an input laid out as `placements`: a
+    Partial(sum) piece on the mesh dims the input is sharded on, replicated on the others."""
+    return [_dtensor.Partial("sum") if p.is_shard() else Replicate() for p in placements]
 
 
 def _global_shape(func, args, kwargs):
@@ -1681,7 +1695,7 @@ def _histc(func, args, kwargs):
     keep = _kept(x)
     (block,) = _moved_blocks([x], lambda t: keep)
     return _wrapped_blocks(aten.histc.default(block, bins, lo, hi), x,
-                           [_dtensor.Partial("sum") if p.is_shard() else Replicate() for p in keep])
+                           _summed_where_sharded(keep))
 
 
 def _histogram(func, args, kwargs):
@@ -1707,7 +1721,7 @@ def _histogram(func, args, kwargs):
     block, wblock = tree_unflatten(blocks, tree)[0]
     hist = aten.histogram.bins_tensor(block, edges, weight=wblock)[0]
     n = len(keep)
-    hist = _wrapped_blocks(hist, x, [_dtensor.Partial("sum") if p.is_shard() else Replicate() for p in keep])
+    hist = _wrapped_blocks(hist, x, _summed_where_sharded(keep))
     edges = _wrapped_blocks(edges.contiguous(), x, [Replicate()] * n)
     if b.get("density", False):  # the engine's division sums the Partial pieces first
         hist = hist / (hist.sum() * torch.diff(edges))
@@ -1739,12 +1753,12 @@ def _histogramdd(func, args, kwargs):
     bins = b["bins"]
     edges = _histogramdd_edges(pts, bins, b.get("range")) if name == "_histogramdd_from_bin_cts" else \
         [e.full_tensor() if isinstance(e, DTensor) else e for e in bins]
-    keep = [p if p.is_shard() and p.dim == 0 else Replicate() for p in pts._spec.placements]
+    keep = _batch_shards(pts)
     weight = b.get("weight")
     flat, tree = tree_flatten(([pts, None if weight is None else weight.reshape(-1)], {}))
     block, wblock = tree_unflatten(_moved_blocks(flat, lambda t: keep), tree)[0]
     hist = aten._histogramdd_from_bin_tensors.default(block, edges, weight=wblock)
-    hist = _wrapped_blocks(hist, x, [_dtensor.Partial("sum") if p.is_shard() else Replicate() for p in keep])
+    hist = _wrapped_blocks(hist, x, _summed_where_sharded(keep))
     if b.get("density", False):  # counts / (total x each bin's volume), as torch normalizes
         volume = None
         for d, e in enumerate(edges):
@@ -1775,7 +1789,7 @@ def _column_parallel_bag(func, args, kwargs):
     out = func(*bargs, **bkwargs)
     whole = [Replicate()] * len(columns)
     if name.endswith("per_sample_weights_backward"):
-        return _wrapped_blocks(out, lead, [_dtensor.Partial("sum") if p.is_shard() else Replicate() for p in columns],
+        return _wrapped_blocks(out, lead, _summed_where_sharded(columns),
                                lambda block: shapes)
     if isinstance(out, (list, tuple)):  # the forward: (output, offset2bag, bag_size, maximum_indices)
         by_column = {0} | ({3} if b.get("mode", 0) == 2 else set())
@@ -1903,7 +1917,7 @@ def _batch_sharded_conv(b):
     keep the input's batch-dim Shards, weight and any bias whole. Returns (keyword arguments of
     the blocks, the kept placements, the input)."""
     x = b["input"]
-    keep = [p if p.is_shard() and p.dim == 0 else Replicate() for p in x._spec.placements]
+    keep = _batch_shards(x)
     flat, tree = tree_flatten(((), b))
     blocks = _moved_blocks(flat, lambda t: keep if t is x or t is b.get("grad_output") else [Replicate()] * len(keep))
     return tree_unflatten(blocks, tree)[1], keep, x
@@ -1937,7 +1951,7 @@ def _convolution_backward(masked):
             return masked(func, args, kwargs)
         shapes = _global_shape(func, args, kwargs)
         blocks, keep, x = _batch_sharded_conv(b)
-        summed = [_dtensor.Partial("sum") if p.is_shard() else Replicate() for p in keep]
+        summed = _summed_where_sharded(keep)
         outs = func(**blocks)
         return tuple(None if o is None else _wrapped_blocks(o, x, keep if k == 0 else summed, lambda block, s=s: s)
                      for k, (o, s) in enumerate(zip(outs, shapes)))

@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 
 import dtensor as dt  # noqa: E402
 from dtensor import Partial, Replicate, Shard, bridge  # noqa: E402
+from test_bridge_random_transforms import two_sample_ks  # noqa: E402
 
 PLACEMENTS = [[Shard(0), Shard(1)], [Shard(1), Shard(0)], [Replicate(), Shard(0)], [Shard(0), Shard(0)]]
 
@@ -69,10 +70,8 @@ def test_draws_are_the_one_device_draw_with_torchs_distribution(name):
         assert torch.equal(ranks[0][1], ranks[1][1]) == (placements[0] == Replicate())
     torch.manual_seed(5)
     ref = getattr(torch, name)(201, 99, dtype=torch.float64)
-    a, b = torch.sort(want.flatten())[0], torch.sort(ref.flatten())[0]
-    v = torch.unique(torch.cat([a, b]))
-    d = float((torch.searchsorted(a, v, right=True) - torch.searchsorted(b, v, right=True)).abs().max()) / a.numel()
-    assert d < 1.95 * math.sqrt(2 / a.numel()), f"KS distance {d:.4f} from torch's {name}"
+    d = two_sample_ks(want, ref)
+    assert d < 1.95 * math.sqrt(2 / want.numel()), f"KS distance {d:.4f} from torch's {name}"
 
 
 def test_errors_name_the_factory():

@@ -45,5 +45,11 @@ def test_errors(tmp_path):
     (tmp_path / "LATEST").write_text("../../etc\n")
     with pytest.raises(DTensorError, match=r"LATEST is corrupted: it holds '../../etc'"):
         checkpoint.latest(str(tmp_path))
+    (tmp_path / "LATEST").write_bytes(b"\xff\xfe dcp")
+    with pytest.raises(DTensorError, match=r"LATEST is unreadable"):
+        checkpoint.load({"w": torch.zeros(2)}, str(tmp_path))
+    (tmp_path / "LATEST").write_text("dcp-00000001-0123abcd\n")  # a well-formed name, no such folder
+    with pytest.raises(DTensorError, match=r"LATEST is corrupted"):
+        checkpoint.latest(str(tmp_path))
     with pytest.raises(DTensorError, match=r"keep = 0; accepted: at least 1"):
         checkpoint.save({"w": torch.zeros(2)}, str(tmp_path / "c"), keep=0)

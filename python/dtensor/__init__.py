@@ -68,7 +68,8 @@ __all__ = [
     "distribute_tensor", "exit_process", "explain", "export_graph", "from_torch", "get_array_library",
     "GraphImportError", "init_device_mesh", "init_process_group", "is_initialized", "ops", "parallelize_plan",
     "plan", "run_threads", "set_array_library", "to_torch",
-    "ones", "zeros", "empty", "full", "rand", "randn",
+    "ones", "zeros", "empty", "full", "rand", "randn", "arange", "linspace", "logspace", "eye", "scalar_tensor",
+    "empty_strided", "empty_permuted", "randint", "tril_indices", "triu_indices",
 ]
 
 # Public names print as dtensor.X (as torch's do), not as the private extension module's.
@@ -192,17 +193,19 @@ def _from_local(local_tensor, device_mesh, placements=None, *, shape=None, run_c
 DTensor.from_local = staticmethod(_from_local)
 
 
-_FACTORIES = ("ones", "zeros", "empty", "full", "rand", "randn")
+_FACTORIES = ("ones", "zeros", "empty", "full", "rand", "randn", "arange", "linspace", "logspace", "eye",
+              "scalar_tensor", "empty_strided", "empty_permuted", "randint", "tril_indices", "triu_indices")
 
 
 def __getattr__(name):
     """dtensor.bridge (torch_bridge.py) imports torch, so it loads on first use only; so do the
-    factories torch.distributed.tensor has (dtensor.ones, zeros, empty, full, rand, randn: bridge
+    factories (dtensor.ones, zeros, empty, full, rand, randn as torch.distributed.tensor's, and
+    torch's arange, linspace, ... with a mesh: python/dtensor/factories.py; bridge
     tensors, docs/PYTHON.md)."""
     if name in _FACTORIES:
-        from . import torch_bridge
+        from . import factories
 
-        globals()[name] = getattr(torch_bridge, name)
+        globals()[name] = getattr(factories, name)
         return globals()[name]
     if name == "bridge":
         from . import torch_bridge

@@ -1,0 +1,278 @@
+# dtensor's factories: bridge tensors (dtensor.bridge.DTensor) made from nothing, laid out over a
+# mesh as `placements` (default Replicate on every mesh dim; Shard any dim, uneven included; Partial
+# refused), each rank computing only its block. ones, zeros, empty, full, rand and randn are
+# torch.distributed.tensor's (same names and signatures); arange, linspace, logspace, eye,
+# scalar_tensor, empty_strided, empty_permuted, randint, tril_indices and triu_indices are torch's
+# factories of those names with `device_mesh` and `placements` added, whose values equal torch's
+# (tests/python/test_bridge_factories.py, and op_db's factory entries in tests/python/test_opdb.py).
+# Errors are DTensorError (UnsupportedOpError for what dtensor does not do) naming the factory.
+import torch
+
+from . import _dtensor, _placements_or_replicate
+from ._dtensor import DTensorError, Replicate
+from .torch_bridge import DTensor, UnsupportedOpError, _b, _dtype_name
+
+def _factory(fn, size, fill, dtype, layout, device_mesh, placements, requires_grad, block=None):
+    """A bridge tensor of global `size` laid out as `placements`, each rank allocating only its block
+    (fill(block shape, dtype) makes it; or block(spec, dtype), given the layout with the block's
+    global offset), as torch.distributed.tensor's factories do."""
+    placements = _placements_or_replicate(device_mesh, placements, fn)
+    if layout not in (None, torch.strided):
+        raise UnsupportedOpError(f"{fn}: layout {layout}; accepted: torch.strided")
+    if len(size) == 1 and isinstance(size[0], (list, tuple, torch.Size)):
+        size = tuple(size[0])
+    if not all(isinstance(n, int) and n >= 0 for n in size):
+        raise DTensorError(f"{fn}: size {tuple(size)}; accepted: non-negative ints")
+    if any(p.is_partial() for p in placements):
+        raise DTensorError(f"{fn}: placements {placements}; accepted: Shard and Replicate (a value made on "
+                           f"every rank of a Partial would be reduced over them)")
+    dtype = dtype or torch.get_default_dtype()
+    base = _b.spec_of(_dtensor.distribute_tensor(torch.zeros(1, dtype=dtype), device_mesh,
+                                                 [Replicate()] * device_mesh.ndim))
+    spec = base.with_(list(placements), list(size), _dtype_name(dtype))
+    local = fill(tuple(spec.local_shape), dtype) if block is None else block(spec, dtype)
+    return DTensor(local, spec, device_mesh, requires_grad=requires_grad)
+
+
+def _filled(value):
+    return lambda shape, dtype: torch.full(shape, value, dtype=dtype)
+
+
+def ones(*size, requires_grad=False, dtype=None, layout=torch.strided, device_mesh=None, placements=None):
+    """torch.distributed.tensor.ones: ones of global shape `size` (ints or one sequence), each rank
+    making its block only; placements default Replicate. Raises DTensorError for a missing mesh, a
+    negative size or a Partial placement."""
+    return _factory("ones", size, _filled(1), dtype, layout, device_mesh, placements, requires_grad)
+
+
+def zeros(*size, requires_grad=False, dtype=None, layout=torch.strided, device_mesh=None, placements=None):
+    """torch.distributed.tensor.zeros (see ones)."""
+    return _factory("zeros", size, _filled(0), dtype, layout, device_mesh, placements, requires_grad)
+
+
+def empty(*size, requires_grad=False, dtype=None, layout=torch.strided, device_mesh=None, placements=None):
+    """torch.distributed.tensor.empty: uninitialized blocks (see ones)."""
+    return _factory("empty", size, lambda shape, dt: torch.empty(shape, dtype=dt), dtype, layout, device_mesh,
+                    placements, requires_grad)
+
+
+def full(size, fill_value, *, requires_grad=False, dtype=None, layout=torch.strided, device_mesh=None,
+         placements=None):
+    """torch.distributed.tensor.full: `fill_value` everywhere (see ones)."""
+    return _factory("full", tuple(size), _filled(fill_value), dtype, layout, device_mesh, placements, requires_grad)
+
+
+def _drawn(fn, size, normal, dtype, layout, device_mesh, placements, requires_grad):
+    z = _factory(fn, size, _filled(0), dtype, layout, device_mesh, placements, False)
+    if not z.dtype.is_floating_point:
+        raise DTensorError(f"{fn}: dtype {z.dtype}; accepted: a floating dtype")
+    out = torch.randn_like(z) if normal else torch.rand_like(z)  # dtensor's Philox draw laid out as z
+    return out.detach().requires_grad_(requires_grad)
+
+
+def rand(*size, requires_grad=False, dtype=None, layout=torch.strided, device_mesh=None, placements=None):
+    """torch.distributed.tensor.rand: U[0, 1) of global shape `size`, each block its slice of the
+    one-device draw (dtensor's Philox op with the mesh's seed: replicas equal, any layout the same
+    values; not torch's CPU generator's values)."""
+    return _drawn("rand", size, False, dtype, layout, device_mesh, placements, requires_grad)
+
+
+def randn(*size, requires_grad=False, dtype=None, layout=torch.strided, device_mesh=None, placements=None):
+    """torch.distributed.tensor.randn: N(0, 1), as rand."""
+    return _drawn("randn", size, True, dtype, layout, device_mesh, placements, requires_grad)
+
+
+# ---- torch's other factories, with device_mesh and placements -----------------------------------
+
+
+def _number(fn, name, v):
+    """A Python number, or the value of a one-element tensor (torch accepts both for these bounds)."""
+    if isinstance(v, torch.Tensor):
+        if v.numel() != 1:
+            raise DTensorError(f"{fn}: {name} is a tensor of shape {tuple(v.shape)}; accepted: a number "
+                               f"or a one-element tensor")
+        return v.item()
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise DTensorError(f"{fn}: {name} = {v!r}; accepted: a number")
+    return v
+
+
+def _by_torch(fn, make):
+    """torch's own factory on the meta device: the global shape and dtype, and torch's argument
+    errors (a DTensorError naming the factory), with no memory allocated."""
+    try:
+        return make()
+    except (RuntimeError, TypeError, ValueError) as e:
+        raise DTensorError(f"{fn}: {str(e).splitlines()[0]}") from None
+
+
+def _block_range(spec, d):
+    """The global indices along dim d of this rank's block (blocks are contiguous ranges)."""
+    lo = spec.local_offset[d]
+    return torch.arange(lo, lo + spec.local_shape[d], dtype=torch.int64)
+
+
+def _no_device(fn, device):
+    if device is not None and torch.device(device).type != "cpu":
+        raise UnsupportedOpError(f"{fn}: device {device}; the bridge's blocks live on the CPU (accepted: "
+                                 f"None or 'cpu')")
+
+
+def arange(start, end=None, step=1, *, dtype=None, layout=torch.strided, device=None, requires_grad=False,
+           device_mesh=None, placements=None):
+    """torch.arange(start, end, step) laid out as `placements`: element i is start + i * step (in
+    float64 for floating dtypes, int64 for integral ones, then cast: torch's CPU kernel's arithmetic),
+    each rank computing only its block. dtype as torch infers it. Raises DTensorError for torch's
+    argument errors (a zero step, a wrong-signed range) and for bad placements."""
+    _no_device("arange", device)
+    if end is None:
+        start, end = 0, start
+    start, end, step = (_number("arange", n, v) for n, v in (("start", start), ("end", end), ("step", step)))
+    m = _by_torch("arange", lambda: torch.arange(start, end, step, dtype=dtype, device="meta"))
+
+    def block(spec, dt):
+        i = _block_range(spec, 0)
+        if dt.is_floating_point:
+            return (float(start) + float(step) * i.to(torch.float64)).to(dt)
+        return (int(start) + int(step) * i).to(dt)
+
+    return _factory("arange", tuple(m.shape), None, m.dtype, layout, device_mesh, placements, requires_grad, block)
+
+
+def _spaced(fn, start, end, steps, base, dtype, layout, device, requires_grad, device_mesh, placements):
+    """linspace (base None) and logspace: torch's CPU kernel's formula, per element index i of n:
+    start + s * i in the first half and end - s * (n - 1 - i) in the second, s = (end - start) / (n - 1),
+    computed in the output dtype (float64 for an integral output), logspace raising base to it."""
+    _no_device(fn, device)
+    start, end = _number(fn, "start", start), _number(fn, "end", end)
+    if not isinstance(steps, int) or isinstance(steps, bool):
+        raise DTensorError(f"{fn}: steps = {steps!r}; accepted: a non-negative int")
+    m = _by_torch(fn, lambda: torch.linspace(start, end, steps, dtype=dtype, device="meta") if base is None else
+              torch.logspace(start, end, steps, base, dtype=dtype, device="meta"))
+
+    def block(spec, dt):
+        i = _block_range(spec, 0)
+        work = dt if dt.is_floating_point else torch.float64
+        if steps == 1:
+            v = torch.full(i.shape, start, dtype=work)
+        else:
+            s = torch.tensor((end - start) / (steps - 1), dtype=work)
+            v = torch.where(i < steps // 2, start + s * i.to(work), end - s * (steps - 1 - i).to(work))
+        if base is not None:
+            v = torch.pow(torch.tensor(base, dtype=work), v)
+        return v.to(dt)
+
+    return _factory(fn, tuple(m.shape), None, m.dtype, layout, device_mesh, placements, requires_grad, block)
+
+
+def linspace(start, end, steps, *, dtype=None, layout=torch.strided, device=None, requires_grad=False,
+             device_mesh=None, placements=None):
+    """torch.linspace(start, end, steps) laid out as `placements` (see _spaced for the arithmetic)."""
+    return _spaced("linspace", start, end, steps, None, dtype, layout, device, requires_grad, device_mesh,
+                   placements)
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, layout=torch.strided, device=None,
+             requires_grad=False, device_mesh=None, placements=None):
+    """torch.logspace(start, end, steps, base) laid out as `placements`: base ** linspace's values."""
+    return _spaced("logspace", start, end, steps, _number("logspace", "base", base), dtype, layout, device,
+                   requires_grad, device_mesh, placements)
+
+
+def eye(n, m=None, *, dtype=None, layout=torch.strided, device=None, requires_grad=False, device_mesh=None,
+        placements=None):
+    """torch.eye(n, m) laid out as `placements`: 1 where the row equals the column, each rank
+    comparing its block's global row and column indices."""
+    _no_device("eye", device)
+    t = _by_torch("eye", lambda: torch.eye(n, dtype=dtype, device="meta") if m is None else
+                  torch.eye(n, m, dtype=dtype, device="meta"))
+
+    def block(spec, dt):
+        return (_block_range(spec, 0)[:, None] == _block_range(spec, 1)[None, :]).to(dt)
+
+    return _factory("eye", tuple(t.shape), None, t.dtype, layout, device_mesh, placements,
+                    requires_grad, block)
+
+
+def scalar_tensor(s, *, dtype=None, layout=torch.strided, device=None, requires_grad=False, device_mesh=None,
+                  placements=None):
+    """torch.scalar_tensor(s): a 0-d tensor, Replicate on every mesh dim (it has no dim to shard)."""
+    _no_device("scalar_tensor", device)
+    value = _number("scalar_tensor", "s", s)
+    m = _by_torch("scalar_tensor", lambda: torch.scalar_tensor(value, dtype=dtype, device="meta"))
+    return _factory("scalar_tensor", (), _filled(value), m.dtype, layout, device_mesh, placements, requires_grad)
+
+
+def empty_strided(size, stride, *, dtype=None, layout=torch.strided, device=None, requires_grad=False,
+                  pin_memory=False, device_mesh=None, placements=None):
+    """torch.empty_strided: uninitialized, of global shape `size`. Each block is contiguous, as every
+    bridge block is: `stride` is checked (one non-negative int per dim) but describes no block's
+    memory; the DTensor reports contiguous strides."""
+    _no_device("empty_strided", device)
+    size, stride = tuple(size), tuple(stride)
+    if len(stride) != len(size) or not all(isinstance(s, int) and s >= 0 for s in stride):
+        raise DTensorError(f"empty_strided: stride {stride} for size {size}; accepted: one non-negative int "
+                           f"per dim")
+    return empty(size, dtype=dtype, layout=layout, requires_grad=requires_grad, device_mesh=device_mesh,
+                 placements=placements)
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, layout=torch.strided, device=None,
+                   requires_grad=False, pin_memory=False, device_mesh=None, placements=None):
+    """torch.empty_permuted: uninitialized, of global shape `size`; `physical_layout` must be a
+    permutation of the dims and, as empty_strided's stride, describes no block (blocks are contiguous)."""
+    _no_device("empty_permuted", device)
+    size, order = tuple(size), tuple(physical_layout)
+    if sorted(order) != list(range(len(size))):
+        raise DTensorError(f"empty_permuted: physical_layout {order} for size {size}; accepted: a permutation "
+                           f"of range({len(size)})")
+    return empty(size, dtype=dtype, layout=layout, requires_grad=requires_grad, device_mesh=device_mesh,
+                 placements=placements)
+
+
+def randint(*args, generator=None, dtype=None, layout=torch.strided, device=None, requires_grad=False,
+            device_mesh=None, placements=None):
+    """torch.randint(high, size) or randint(low, high, size): integers uniform in [low, high) (int64
+    unless `dtype`), each block its slice of the one-device draw (dtensor's Philox random_, as rand).
+    A torch.Generator is refused: the mesh's seed decides the draw, alike on every rank."""
+    _no_device("randint", device)
+    if generator is not None:
+        raise UnsupportedOpError("randint: a torch.Generator; the draw uses the mesh's agreed Philox seed "
+                                 "(accepted: generator=None)")
+    if len(args) == 2:
+        low, (high, size) = 0, args
+    elif len(args) == 3:
+        low, high, size = args
+    else:
+        raise DTensorError(f"randint: {len(args)} positional arguments; accepted: (high, size) or "
+                           f"(low, high, size)")
+    low, high = int(_number("randint", "low", low)), int(_number("randint", "high", high))
+    if low >= high:
+        raise DTensorError(f"randint: low {low} >= high {high}; accepted: low < high")
+    z = _factory("randint", tuple(size), _filled(0), dtype or torch.int64, layout, device_mesh, placements, False)
+    return z.random_(low, high).detach().requires_grad_(requires_grad)
+
+
+def _triangle_indices(fn, row, col, offset, dtype, layout, device, device_mesh, placements):
+    """tril_indices / triu_indices: the 2 x K index pairs as torch lists them. The pairs depend on
+    every earlier row's count, so each rank computes all of them (O(K), the size of the result) and
+    keeps its block."""
+    _no_device(fn, device)
+    whole = _by_torch(fn, lambda: getattr(torch, fn)(row, col, offset, dtype=dtype or torch.int64))
+
+    def block(spec, dt):
+        return whole[tuple(slice(o, o + n) for o, n in zip(spec.local_offset, spec.local_shape))].clone()
+
+    return _factory(fn, tuple(whole.shape), None, whole.dtype, layout, device_mesh, placements, False, block)
+
+
+def tril_indices(row, col, offset=0, *, dtype=None, layout=torch.strided, device=None, device_mesh=None,
+                 placements=None):
+    """torch.tril_indices(row, col, offset) laid out as `placements` (see _triangle_indices)."""
+    return _triangle_indices("tril_indices", row, col, offset, dtype, layout, device, device_mesh, placements)
+
+
+def triu_indices(row, col, offset=0, *, dtype=None, layout=torch.strided, device=None, device_mesh=None,
+                 placements=None):
+    """torch.triu_indices(row, col, offset) laid out as `placements` (see _triangle_indices)."""
+    return _triangle_indices("triu_indices", row, col, offset, dtype, layout, device, device_mesh, placements)

@@ -75,6 +75,12 @@ GPT::GPT(const GPTConfig& c) : c_(c) {
 }
 
 DTensor GPT::forward(const DTensor& ids) {
+  DTensor x = embed(ids);
+  for (int64_t i = 0; i < c_.layers; ++i) x = block(i, x);
+  return head(x);
+}
+
+DTensor GPT::embed(const DTensor& ids) {
   const int64_t T = ids.shape()[1];
   DT_CHECK(T <= c_.seq, "GPT: sequence of ", T, " tokens exceeds the model's ", c_.seq);
   DTensor tok = (*child("tok_emb"))(ids);
@@ -85,10 +91,15 @@ DTensor GPT::forward(const DTensor& ids) {
   for (size_t m = 0; m < pos_pl.size(); ++m)
     if (ids.placements()[m].is_shard() && ids.placements()[m].dim == 1) pos_pl[m] = Shard(1);
   DTensor p = distribute_tensor(pos, ids.mesh(), pos_pl);
-  DTensor x = F::add(tok, (*child("pos_emb"))(p));
-  for (int64_t i = 0; i < c_.layers; ++i) x = (*child(absl::StrCat("blocks.", i)))(x);
-  return (*child("lm_head"))((*child("ln_f"))(x));
+  return F::add(tok, (*child("pos_emb"))(p));
 }
+
+DTensor GPT::block(int64_t i, const DTensor& x) {
+  DT_CHECK(i >= 0 && i < c_.layers, "GPT: block ", i, " of a model with ", c_.layers, " blocks");
+  return (*child(absl::StrCat("blocks.", i)))(x);
+}
+
+DTensor GPT::head(const DTensor& x) { return (*child("lm_head"))((*child("ln_f"))(x)); }
 
 std::optional<DTensor> GPT::aux_loss() const {
   std::optional<DTensor> total;

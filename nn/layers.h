@@ -87,7 +87,13 @@ struct GPTConfig {
 class GPT : public Module {
  public:
   explicit GPT(const GPTConfig& c);
-  DTensor forward(const DTensor& ids) override;
+  DTensor forward(const DTensor& ids) override;  // head(blocks(embed(ids)))
+  // The parts of forward, for pipeline stages that hold a range of the layers (nn/pipeline.h):
+  // embed: token + position embeddings, ids int64 [B, T] -> [B, T, D]; block: blocks.i, [B, T, D]
+  // -> [B, T, D]; head: final norm and lm_head, [B, T, D] -> logits [B, T, vocab].
+  DTensor embed(const DTensor& ids);
+  DTensor block(int64_t i, const DTensor& x);
+  DTensor head(const DTensor& x);
   const GPTConfig& config() const { return c_; }
   // Mean next-token cross-entropy of logits [B, T, V] against targets int64 [B, T] (sequence-sharded
   // logits, context parallel: summed per rank in [T, B] order, divided by B * T).

@@ -27,6 +27,7 @@
 #include "nn/optim.h"
 #include "nn/parallel.h"
 #include "propagation/hardware.h"
+#include "tools/train_pipeline.h"
 
 namespace dtensor::tools {
 
@@ -49,12 +50,13 @@ std::string human_bytes(double b) {
 void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vector<std::string>* names) {
   sizes->clear();
   names->clear();
-  const char* forms = "accepted forms are tp=N, dp=M,tp=N, ep=M,tp=N, cp=N, cp=M,tp=N or dp=L,cp=M,tp=N";
+  const char* forms =
+      "accepted forms are tp=N, dp=M,tp=N, ep=M,tp=N, pp=P,tp=N, pp=P, cp=N, cp=M,tp=N or dp=L,cp=M,tp=N";
   int64_t world = 1;
   for (absl::string_view part : absl::StrSplit(spec, ',')) {
     std::vector<std::string> kv = absl::StrSplit(part, '=');
     int64_t n = 0;
-    DT_CHECK(kv.size() == 2 && (kv[0] == "dp" || kv[0] == "ep" || kv[0] == "cp" || kv[0] == "tp") &&
+    DT_CHECK(kv.size() == 2 && (kv[0] == "dp" || kv[0] == "ep" || kv[0] == "cp" || kv[0] == "pp" || kv[0] == "tp") &&
                  absl::SimpleAtoi(kv[1], &n) && n >= 1,
              "--mesh '", spec, "': ", forms, " with positive sizes");
     DT_CHECK(n <= kMaxTrainRanks && world * n <= kMaxTrainRanks, "--mesh '", spec, "': ",
@@ -64,14 +66,15 @@ void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vecto
     names->push_back(kv[0]);
     sizes->push_back(n);
   }
-  // cp alone is cp=N,tp=1: the model code always has a tp dim (of size 1 here, where nothing is split).
-  if (names->size() == 1 && names->front() == "cp") {
+  // cp (pp) alone is cp=N,tp=1 (pp=P,tp=1): the model code always has a tp dim (of size 1 here,
+  // where nothing is split).
+  if (names->size() == 1 && (names->front() == "cp" || names->front() == "pp")) {
     names->push_back("tp");
     sizes->push_back(1);
   }
   const std::vector<std::string>& v = *names;
   const bool ok = !v.empty() && v.back() == "tp" &&
-                  (v.size() == 1 || (v.size() == 2 && (v[0] == "dp" || v[0] == "ep" || v[0] == "cp")) ||
+                  (v.size() == 1 || (v.size() == 2 && (v[0] == "dp" || v[0] == "ep" || v[0] == "cp" || v[0] == "pp")) ||
                    (v.size() == 3 && v[0] == "dp" && v[1] == "cp"));
   DT_CHECK(ok, "--mesh '", spec, "': ", forms);
 }
@@ -105,12 +108,58 @@ SlowRank slow_rank_from_env() {
   return s;
 }
 
+int default_micro_batches(const TrainOptions& o) {
+  std::vector<int64_t> sizes;
+  std::vector<std::string> names;
+  parse_mesh(o.mesh, &sizes, &names);
+  const int pp = names[0] == "pp" ? static_cast<int>(sizes[0]) : 1;
+  for (int m : {2 * pp, pp})
+    if (o.batch % m == 0) return m;
+  return o.batch;
+}
+
+namespace {
+
+// The pipeline's options (a pp mesh dim) and the flags it does not take.
+void validate_pipeline_options(const TrainOptions& o, int64_t pp) {
+  DT_CHECK(o.virtual_stages >= 1 && o.virtual_stages <= kMaxLayers, "--virtual-stages ", o.virtual_stages,
+           ": accepted: 1 to ", kMaxLayers);
+  DT_CHECK(o.micro_batches >= 0 && o.micro_batches <= kMaxBatch, "--micro-batches ", o.micro_batches,
+           ": accepted: 1 to ", kMaxBatch);
+  if (pp == 0) {
+    DT_CHECK(o.micro_batches == 0 && o.virtual_stages == 1, "--micro-batches/--virtual-stages with --mesh ", o.mesh,
+             ": they split a pipeline; accepted with a pp mesh dim (--mesh pp=P,tp=N)");
+    return;
+  }
+  const int64_t chunks = pp * o.virtual_stages;
+  DT_CHECK(o.layers % chunks == 0, "--layers ", o.layers, " over --mesh ", o.mesh, " with --virtual-stages ",
+           o.virtual_stages, ": each of the ", chunks, " model chunks (pp x virtual stages) holds the same layers; "
+           "accepted: --layers a multiple of ", chunks);
+  const int m = o.micro_batches > 0 ? o.micro_batches : default_micro_batches(o);
+  DT_CHECK(o.batch % m == 0, "--micro-batches ", m, " with --batch ", o.batch,
+           ": accepted: a number of micro-batches that divides the batch");
+  DT_CHECK(o.virtual_stages == 1 || m % pp == 0, "--micro-batches ", m, " with --virtual-stages ", o.virtual_stages,
+           " over pp=", pp, ": interleaved 1F1B runs micro-batches in groups of pp; accepted: a multiple of ", pp);
+  const char* off = o.experts > 0         ? "--moe"
+                    : !o.save.empty()     ? "--save"
+                    : !o.load.empty()     ? "--load"
+                    : !o.record.empty()   ? "--record"
+                    : o.device != "cpu"   ? "--device"
+                                          : nullptr;
+  DT_CHECK(off == nullptr, "--mesh ", o.mesh, " with ", off ? off : "",
+           ": not supported with a pp mesh dim; accepted with pp: the dense GPT on --device cpu, without "
+           "checkpoints or a record");
+}
+
+}  // namespace
+
 void validate_train_options(const TrainOptions& o) {
   slow_rank_from_env();  // a malformed value is a usage error before any rank starts
   std::vector<int64_t> sizes;
   std::vector<std::string> names;
   parse_mesh(o.mesh, &sizes, &names);
   const auto weights = parse_rank_weights(o.rank_weights, names[0] == "dp" ? sizes[0] : 0);
+  validate_pipeline_options(o, names[0] == "pp" ? sizes[0] : 0);
   if (!weights.empty()) {
     int64_t total = 0, low = weights[0];
     for (int64_t x : weights) total += x, low = std::min(low, x);
@@ -220,6 +269,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   std::vector<int64_t> sizes;
   std::vector<std::string> names;
   parse_mesh(o.mesh, &sizes, &names);
+  if (names[0] == "pp") return train_pipeline_rank(backend, o, log);
   Shape shape(sizes.begin(), sizes.end());
   DT_CHECK(numel(shape) == backend->world_size(), "dtensor train: mesh ", o.mesh, " needs ", numel(shape),
            " ranks, the world has ", backend->world_size());
@@ -399,6 +449,8 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
 double max_relative_loss_difference(const TrainOptions& o, const std::vector<double>& losses) {
   TrainOptions one = o;
   one.mesh = "tp=1";
+  one.micro_batches = 0;  // the whole batch at once: the pipeline's micro-batch losses average to its loss
+  one.virtual_stages = 1;
   one.rank_weights.clear();
   one.check = true;  // float64, as the run it is compared with
   one.sample_chars = 0;

@@ -12,7 +12,7 @@
 namespace dtensor::tools {
 
 struct TrainOptions {
-  std::string mesh = "tp=4";  // "tp=N", "dp=M,tp=N", "ep=M,tp=N" or with a cp dim (parse_mesh)
+  std::string mesh = "tp=4";  // "tp=N", "dp=M,tp=N", "ep=M,tp=N", "pp=P,tp=N" or with a cp dim (parse_mesh)
   std::string backend = "threads";  // or "gloo", or "nccl" (with device "cuda")
   std::string text = "/usr/share/common-licenses/GPL-3";
   int steps = 400;
@@ -35,6 +35,11 @@ struct TrainOptions {
   int experts = 0;
   int top_k = 2;
   double moe_aux_coef = 0.01;
+  // Pipeline parallel (a pp mesh dim, tools/train_pipeline.h): the batch in this many micro-batches
+  // (0: default_micro_batches), each rank holding this many model chunks (virtual stages; > 1:
+  // interleaved 1F1B). Without a pp dim both must stay at their defaults.
+  int micro_batches = 0;
+  int virtual_stages = 1;
   bool check = false;  // train in float64, also on one rank, and compare losses (kCheckTolerance)
   int sample_chars = 200;
   int log_every = 10;
@@ -73,6 +78,10 @@ struct TrainResult {
   // --mesh; "cp=N" is cp=N,tp=1).
   std::vector<CommStats> comm_by_dim;
   std::string sample;
+  // With a pp dim: the pipeline's bubble, measured (time all ranks waited in send/recv over their
+  // pipeline time, steps after the first), the planner's prediction (planner/pipeline.h) and the
+  // schedule's own timeline with backward = 2 forwards (nn/pipeline_schedule.h); -1 without pp.
+  double bubble_measured = -1, bubble_predicted = -1, bubble_simulated = -1;
 };
 
 // "cpu", "cuda" or "cuda:N" (see TrainOptions::device); throws dtensor::Error naming what is
@@ -88,14 +97,20 @@ inline constexpr int kMaxSteps = 1 << 30, kMaxBatch = 1 << 20, kMaxSeq = 1 << 20
                      kMaxLayers = 1024, kMaxSample = 1 << 20;
 
 // Parses "dp=2,tp=2" into sizes and names; throws dtensor::Error naming what is accepted (forms:
-// tp=N, dp=M,tp=N, ep=M,tp=N, cp=N, cp=M,tp=N, dp=L,cp=M,tp=N; positive sizes, at most
-// kMaxTrainRanks ranks). "cp=N" comes back as cp=N,tp=1.
+// tp=N, dp=M,tp=N, ep=M,tp=N, pp=P,tp=N, pp=P, cp=N, cp=M,tp=N, dp=L,cp=M,tp=N; positive sizes, at
+// most kMaxTrainRanks ranks). "cp=N" comes back as cp=N,tp=1, "pp=P" as pp=P,tp=1.
 void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vector<std::string>* names);
+
+// --micro-batches when not given: 2 per stage when that divides --batch, else 1 per stage, else
+// the batch's rows (one micro-batch a row).
+int default_micro_batches(const TrainOptions& o);
 
 // Checks every option before any rank starts: ranges (steps, batch, seq, dim, layers, heads,
 // log-every, sample >= 1 or 0 where it means "none"; lr finite and > 0), divisibility (heads | dim,
 // tp | heads and dim), a known --hardware, --context-parallel only with a cp mesh dim and a cp dim
-// not with --moe, and an estimate of the memory the model needs against the machine's. Throws
+// not with --moe, with a pp dim: --layers a multiple of pp x --virtual-stages, --micro-batches
+// dividing --batch (and a multiple of pp when interleaved), none of --moe, --save, --load, --record
+// or a device other than cpu; and an estimate of the memory the model needs against the machine's. Throws
 // dtensor::Error naming the flag, its value and what is accepted. Any --seq is accepted with cp:
 // uneven sequence chunks follow torch.chunk (15 over 4: 4,4,4,3), even where a rank gets none.
 void validate_train_options(const TrainOptions& o);

@@ -51,6 +51,8 @@ std::vector<std::string> argv_of(const TrainOptions& o) {
   if (o.experts > 0)
     a.insert(a.end(), {"--moe", std::to_string(o.experts), "--top-k", std::to_string(o.top_k), "--moe-aux-coef",
                        absl::StrFormat("%.17g", o.moe_aux_coef)});
+  if (o.micro_batches > 0) a.insert(a.end(), {"--micro-batches", std::to_string(o.micro_batches)});
+  if (o.virtual_stages != 1) a.insert(a.end(), {"--virtual-stages", std::to_string(o.virtual_stages)});
   if (o.check) a.push_back("--check");
   if (!o.rank_weights.empty()) a.insert(a.end(), {"--rank-weights", o.rank_weights});
   if (!o.save.empty()) a.insert(a.end(), {"--save", o.save});
@@ -145,7 +147,16 @@ void run_train(const TrainOptions& o) {
 void add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   CLI::App* sub = app.add_subcommand("train", "Train a character-level GPT with tensor parallelism on a text file");
-  sub->add_option("--mesh", o->mesh, "tp=N, dp=M,tp=N, ep=M,tp=N (ep: with --moe), cp=N, cp=M,tp=N or dp=L,cp=M,tp=N (cp: context parallel)")->capture_default_str();
+  sub->add_option("--mesh", o->mesh, "tp=N, dp=M,tp=N, ep=M,tp=N (ep: with --moe), pp=P,tp=N (pipeline stages), cp=N, cp=M,tp=N or dp=L,cp=M,tp=N (cp: context parallel)")->capture_default_str();
+  sub->add_option("--micro-batches", o->micro_batches,
+                  "with a pp mesh dim: micro-batches per step, a divisor of --batch (default: 2 per stage where "
+                  "that divides the batch)")
+      ->check(CLI::Range(1, kMaxBatch));
+  sub->add_option("--virtual-stages", o->virtual_stages,
+                  "with a pp mesh dim: model chunks per rank; > 1 runs interleaved 1F1B (--layers a multiple of "
+                  "pp x this, --micro-batches a multiple of pp)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxLayers));
   sub->add_option("--backend", o->backend, "threads (ranks as threads), gloo (ranks as processes) or nccl (one process per GPU, "
                                       "with --device cuda; needs a CUDA build)")
       ->capture_default_str()

@@ -5,6 +5,9 @@
 # this process) and PyTorch DTensor (`TorchEngine`, Gloo process ranks, bench/opdb_vs_torch_dtensor.py),
 # so both see the same samples, placements and Partial pieces.
 #
+# An entry with no tensor argument (a factory: arange, ones, ...) is called through the engine's
+# factory of the same name (FACTORIES) with the mesh and a seeded output layout added.
+#
 # Placements per tensor argument and mesh dim: Replicate, Shard(d) (uneven chunks included, the same
 # tensor dim may be sharded on both mesh dims) or, for floating and int64 tensors, Partial sum / avg /
 # max / min with random pieces: for sum, pieces of both signs that add up to the value; for avg,
@@ -72,6 +75,19 @@ def choose_layout(t, rng, mesh_ndim):
     return Layout(placements, rng.randrange(2 ** 31))
 
 
+# Entries with no tensor argument that are compared through the engine's factory of the same name
+# (BridgeEngine: dtensor's factories; TorchEngine: torch.distributed.tensor's, which has the first
+# six), called with the sample's arguments (less `device`) plus the mesh and a seeded output layout.
+FACTORIES = ("ones", "zeros", "empty", "full", "rand", "randn", "arange", "linspace", "logspace", "eye",
+             "scalar_tensor", "empty_strided", "empty_permuted", "randint", "tril_indices", "triu_indices")
+
+
+def output_layout(t, rng, mesh_ndim):
+    """A factory output's layout: Replicate or Shard(d) per mesh dim (a factory makes no Partial)."""
+    kinds = [("R",)] + [("S", d) for d in range(t.dim()) if t.shape[d] >= 1]
+    return Layout([rng.choice(kinds) for _ in range(mesh_ndim)], 0)
+
+
 def round_for_partial(t, layout):
     if any(p[0] == "P" for p in layout.placements) and t.is_floating_point():
         g = GRID[t.dtype]
@@ -130,6 +146,7 @@ class Case:
     skip: str = ""           # why this sample is not compared
     random: bool = False     # draws random numbers: compared with the engine's own one-device draw
     mutated: list = dataclasses.field(default_factory=list)  # flat indices of inputs the op writes
+    factory: object = None   # a factory entry: its output's Layout (the op is the engine's factory)
 
 
 def _flat_outputs(out):
@@ -164,7 +181,7 @@ def make_cases(entry, mesh_ndim=2, seed=0):
         case = Case(entry.name, k, dtype, flat, spec, {}, [])
         cases.append(case)
         tensors = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
-        if not tensors:
+        if not tensors and entry.name not in FACTORIES:
             case.skip = "no tensor argument"
             continue
         if any(flat[i].layout != torch.strided for i in tensors):
@@ -197,6 +214,11 @@ def make_cases(entry, mesh_ndim=2, seed=0):
             continue
         case.random = random_op
         case.out = [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outs]
+        if not tensors:  # a factory: its output's layout is the one chosen
+            if len(outs) != 1 or not isinstance(outs[0], torch.Tensor):
+                case.skip = "a factory with other than one tensor output"
+                continue
+            case.factory = output_layout(outs[0], rng, mesh_ndim)
         if entry.supports_autograd and dtype.is_floating_point:
             case.grad_inputs = [i for i in tensors if flat[i].is_floating_point() and i not in case.mutated]
             wgen = torch.Generator().manual_seed(k + 7)
@@ -319,8 +341,10 @@ class BridgeEngine:
                     self.bridge.from_local(block, mesh, [self.placement(p) for p in lay.placements], shape=t.shape)))
             except self.dtensor.DTensorError as e:
                 return f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}", None
+            op = entry.op if case.factory is None else factory_call(
+                getattr(self.dtensor, entry.name), mesh, [self.placement(p) for p in case.factory.placements])
             return how(entry, case, flat, lambda t: t.full_tensor() if hasattr(t, "full_tensor") else t,
-                       lambda w, o: self.bridge.distribute(w, mesh, _weight_placements(o, self.dtensor)))
+                       lambda w, o: self.bridge.distribute(w, mesh, _weight_placements(o, self.dtensor)), op)
 
         return self.dtensor.run_threads(math.prod(mesh_shape), fn)[0]
 
@@ -353,16 +377,31 @@ class TorchEngine:
         flat = placed_arguments(case, self.mesh_shape, self.mesh.get_coordinate(), lambda block, lay, t: (
             DTensor.from_local(block, self.mesh, [self.placement(p) for p in lay.placements], run_check=False,
                                shape=t.shape, stride=t.stride())))
+        import torch.distributed.tensor as tdt
+        op = entry.op
+        if case.factory is not None:
+            if entry.name not in ("ones", "zeros", "empty", "full", "rand", "randn"):
+                return f"error: UnsupportedOpError: torch.distributed.tensor has no factory {entry.name}", None
+            op = factory_call(getattr(tdt, entry.name), self.mesh, [self.placement(p) for p in case.factory.placements])
         return compare_on_rank(entry, case, flat, lambda t: t.full_tensor() if isinstance(t, DTensor) else t,
-                               lambda w, o: distribute_tensor(w, self.mesh, _weight_placements(o, None)))
+                               lambda w, o: distribute_tensor(w, self.mesh, _weight_placements(o, None)), op)
 
 
-def results_on_rank(entry, case, flat, full, distribute_weight):
+def factory_call(factory, mesh, placements):
+    """The sample's call of a factory entry, made to `factory` with the mesh and placements added
+    and `device` dropped (a DTensor factory's blocks are on the mesh's device)."""
+    def call(*args, **kwargs):
+        kwargs = {k: v for k, v in kwargs.items() if k != "device"}
+        return factory(*args, **kwargs, device_mesh=mesh, placements=placements)
+    return call
+
+
+def results_on_rank(entry, case, flat, full, distribute_weight, op):
     """The op on this rank's DTensor arguments: (whole outputs, whole gradients or None), or
     (error text, None) for the forward, (outputs, error text) for the backward."""
     args, kwargs = tree_unflatten(flat, case.spec)
     try:
-        outs = _flat_outputs(entry.op(*args, **kwargs))
+        outs = _flat_outputs(op(*args, **kwargs))
         got = [full(o) for o in outs] + [full(flat[i]) for i in case.mutated]
     except Exception as e:  # noqa: BLE001
         return f"error: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}", None
@@ -380,9 +419,9 @@ def results_on_rank(entry, case, flat, full, distribute_weight):
         return got, f"error: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
 
 
-def compare_on_rank(entry, case, flat, full, distribute_weight):
+def compare_on_rank(entry, case, flat, full, distribute_weight, op):
     """Run the op on this rank's DTensor arguments; compare outputs (and gradients) with the case's."""
-    got, grads = results_on_rank(entry, case, flat, full, distribute_weight)
+    got, grads = results_on_rank(entry, case, flat, full, distribute_weight, op)
     if isinstance(got, str):
         return got, None
     if len(got) != len(case.out):
@@ -424,7 +463,8 @@ def _random_reference(engine, entry, case):
     each block is its slice of the one-device draw with the same seed). Returns the forward's error
     text or None, and the backward's (its gradients are then not compared)."""
     one = dataclasses.replace(case, layouts={i: Layout([("R",)], lay.seed) for i, lay in case.layouts.items()},
-                              grads=[] if case.grads is not None else None)
+                              grads=[] if case.grads is not None else None,
+                              factory=case.factory and Layout([("R",)], 0))
     got, grads = engine.results(entry, one, (1,))
     if isinstance(got, str):
         return got, None

@@ -82,6 +82,9 @@ struct TrainResult {
   // pipeline time, steps after the first), the planner's prediction (planner/pipeline.h) and the
   // schedule's own timeline with backward = 2 forwards (nn/pipeline_schedule.h); -1 without pp.
   double bubble_measured = -1, bubble_predicted = -1, bubble_simulated = -1;
+  // With a pp dim and --check: the largest difference between the first step's gradients and one
+  // rank's (relative to each parameter's largest gradient, over all ranks); -1 otherwise.
+  double gradient_difference = -1;
 };
 
 // "cpu", "cuda" or "cuda:N" (see TrainOptions::device); throws dtensor::Error naming what is

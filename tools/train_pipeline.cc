@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <iomanip>
+#include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dtensor/core/compute_threads.h"
+#include "dtensor/collectives/threads_backend.h"
 #include "nn/data.h"
 #include "nn/optim.h"
 #include "nn/pipeline_schedule.h"
@@ -94,6 +97,46 @@ double planner_bubble_fraction(int stages, int micro_batches, int virtual_stages
 
 namespace {
 
+// --check's gradient comparison: the one-rank model's gradients of the same batch (float64, the
+// whole batch at once), by parameter path, as full tensors.
+std::map<std::string, std::vector<double>> one_rank_gradients(const nn::GPTConfig& cfg, const Tensor& tokens) {
+  std::map<std::string, std::vector<double>> out;
+  run_threads(1, [&](std::shared_ptr<Backend> b) {
+    auto mesh = DeviceMesh::create(b, {1}, {"tp"});
+    nn::GPT model(cfg);
+    nn::parallelize(model, mesh, nn::megatron_plan(false, false), 0, DType::kFloat64, cpu());
+    const int64_t T = tokens.size(1) - 1;
+    const Placements rep{Replicate()};
+    DTensor x = distribute_tensor(tokens.narrow(1, 0, T).contiguous(), mesh, rep);
+    DTensor y = distribute_tensor(tokens.narrow(1, 1, T).contiguous(), mesh, rep);
+    backward(nn::GPT::loss(model(x), y));
+    for (auto& [path, p] : model.named_parameters())
+      if (auto g = grad(*p)) out[path] = g->full_tensor().to_vector<double>();
+  });
+  return out;
+}
+
+// The largest difference between this rank's accumulated gradients and the one-rank ones, relative
+// to the largest one-rank gradient of any parameter (not each parameter's own: some gradients are
+// zero in exact arithmetic, e.g. the key bias's, under softmax's shift invariance, and hold only
+// rounding noise). Collective over the stage's tp ranks.
+double largest_gradient_difference(PipelineGPT& model, const std::map<std::string, std::vector<double>>& ref) {
+  double scale = 1e-300, worst = 0;
+  for (auto& [path, g] : ref)
+    for (double x : g) scale = std::max(scale, std::abs(x));
+  for (auto& [path, p] : model.parameters()) {
+    std::optional<DTensor> g = grad(*p);
+    const std::vector<double> mine = g ? g->full_tensor().to_vector<double>() : std::vector<double>();
+    auto it = ref.find(path);
+    if (it == ref.end() || it->second.size() != mine.size()) return HUGE_VAL;  // a gradient one side lacks
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const double d = std::abs(mine[i] - it->second[i]) / scale;
+      worst = std::max(worst, std::isnan(d) ? HUGE_VAL : d);
+    }
+  }
+  return worst;
+}
+
 std::string human_rate(double tokens_per_s) { return absl::StrCat(static_cast<int64_t>(tokens_per_s)); }
 
 }  // namespace
@@ -147,6 +190,12 @@ TrainResult train_pipeline_rank(std::shared_ptr<Backend> backend, const TrainOpt
     Tensor tok = data.batch(o.batch, o.seq, o.seed * 7919 + static_cast<uint64_t>(s)).to(device);
     nn::PipelineStepTimes times;
     const double l = model.forward_backward(tok, &times);
+    if (o.check && s == 0) {
+      Tensor g = Tensor::from_vector(
+          std::vector<double>{largest_gradient_difference(model, one_rank_gradients(cfg, tok))}, {1});
+      for (int d = 0; d < mesh->ndim(); ++d) mesh->group(d).all_reduce(g, ReduceOp::kMax);
+      r.gradient_difference = g.item();
+    }
     opt.step();
     opt.zero_grad();
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -183,6 +232,11 @@ TrainResult train_pipeline_rank(std::shared_ptr<Backend> backend, const TrainOpt
          << " (time waiting in send/recv / pipeline time, all ranks, steps 2.." << o.steps << "); planner "
          << r.bubble_predicted << " ((p - 1) / v over m + (p - 1) / v); schedule with backward = 2 forwards "
          << r.bubble_simulated << "\n";
+    if (o.check)
+      *out << "check: largest relative gradient difference against one rank at step 1 (float64, every "
+              "parameter, all ranks): "
+           << std::scientific << std::setprecision(2) << r.gradient_difference << std::defaultfloat
+           << (r.gradient_difference <= kCheckTolerance ? " (ok)" : " (TOO LARGE: above 1e-9)") << "\n";
     if (o.sample_chars > 0) *out << "sample: not drawn with a pp mesh (the model's layers are split over ranks)\n";
   }
   return r;

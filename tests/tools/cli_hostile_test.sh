@@ -15,7 +15,19 @@ source "$(dirname "$0")/cli_expect.sh"
 expect 2 "tp=3 must divide"   -- train --mesh tp=3 --steps 1
 expect 2 "--mesh"             -- train --mesh tp=4294967296
 expect 2 "at most 1024"       -- train --mesh tp=1000000
-expect 2 "--mesh"             -- train --mesh pp=2
+expect 2 "accepted forms"     -- train --mesh tp=2,pp=2
+# Pipeline parallel (a pp dim): chunks that do not divide the layers, micro-batches that do not
+# divide the batch (or, interleaved, are not a multiple of pp), pipeline flags without pp, and what
+# pp does not take, each refused before any rank starts.
+expect 2 "accepted: --layers a multiple of 3" -- train --mesh pp=3 --layers 2
+expect 2 "accepted: --layers a multiple of 4" -- train --mesh pp=2,tp=2 --virtual-stages 2 --layers 2
+expect 2 "divides the batch"  -- train --mesh pp=2,tp=2 --micro-batches 3 --batch 8
+expect 2 "accepted: a multiple of 2" -- train --mesh pp=2,tp=2 --virtual-stages 2 --layers 4 --micro-batches 1
+expect 2 "they split a pipeline" -- train --mesh tp=2 --micro-batches 2
+expect 2 "they split a pipeline" -- train --mesh dp=2,tp=2 --virtual-stages 2
+expect 2 "--micro-batches"    -- train --mesh pp=2 --micro-batches 0
+expect 2 "not supported with a pp mesh dim" -- train --mesh pp=2 --save "$tmp/ckpt"
+expect 2 "not supported with a pp mesh dim" -- train --mesh pp=2,tp=2 --backend gloo --device cuda
 expect 2 "--backend"          -- train --backend mpi
 expect 2 "accepted with --backend nccl: --device cuda" -- train --backend nccl
 expect 2 "accepted with --backend nccl: --device cuda" -- train --backend nccl --device cuda:1

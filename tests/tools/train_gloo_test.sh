@@ -12,4 +12,13 @@ for args in "--mesh tp=2" "--mesh tp=4" "--mesh dp=2,tp=2" "--mesh dp=2,tp=2 --s
   echo "$out" | grep "^check:"
   echo "$out" | grep -q "(ok)" || { echo "FAILED: no ok check for $args"; exit 1; }
 done
+# Pipeline parallel on 4 processes: 1F1B (pp=2 x tp=2) and interleaved 1F1B (2 virtual stages;
+# pp=4 with 2 each), where --check also compares the first step's gradients with one rank's.
+for args in "--mesh pp=2,tp=2 --layers 2 --micro-batches 4" "--mesh pp=2,tp=2 --layers 4 --virtual-stages 2 --micro-batches 2" \
+            "--mesh pp=4 --layers 8 --virtual-stages 2 --micro-batches 4"; do
+  out=$("$bin" train --backend gloo $args --steps 5 --batch 4 --seq 16 --dim 32 --sample 0 --check 2>&1) || {
+    echo "FAILED: dtensor train --backend gloo $args"; echo "$out"; exit 1; }
+  echo "$out" | grep -E "^(check|bubble):"
+  [ "$(echo "$out" | grep -c "(ok)")" = 2 ] || { echo "FAILED: no ok gradient and loss checks for $args"; exit 1; }
+done
 echo "gloo training matches one rank"

@@ -210,7 +210,8 @@ void plan_devices_command(const CommandOptions& o, std::ostream& out, std::ostre
            "dtensor plan --devices: --dump-graph, --dot and --svg need a mesh (--mesh)");
   DT_CHECK(o.top >= 1, "dtensor plan --top ", o.top, ": accepted: at least 1");
   const HardwareProfile& hw = hardware_profile(o.hardware);
-  const PlanOptions po = plan_options(o);
+  PlanOptions po = plan_options(o);
+  po.bound_modes = true;  // the same ranking, with fewer searches (planner/search.h)
   std::function<ModelGraph(const MeshSpec&)> build;
   StageBuilder stage_build;
   int64_t global_batch = 0;

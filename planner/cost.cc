@@ -583,7 +583,15 @@ double bucketed_time(const CollectiveRecord& r, int64_t group, const LinkModel& 
 CostModel::MoveTime CostModel::move_time(const Placements& src, const Placements& dst, int meta,
                                          MoveTimes& cache, bool bucketed) const {
   if (src == dst) return {};
-  auto [it, fresh] = cache.map.try_emplace({placement_key(src), placement_key(dst), 2 * meta + (bucketed ? 1 : 0)});
+  const std::tuple<uint64_t, uint64_t, int> key{placement_key(src), placement_key(dst), 2 * meta + (bucketed ? 1 : 0)};
+  auto [it, fresh] = cache.map.try_emplace(key);
+  if (fresh && shared_times_) {
+    std::lock_guard<std::mutex> l(shared_times_->mu);
+    if (auto at = shared_times_->map.find(key); at != shared_times_->map.end()) {
+      it->second = at->second;
+      return it->second;
+    }
+  }
   if (fresh) {
     const TensorMeta& m = metas_[meta];
     RedistributePlan plan = compute_redistribute_plan(mesh_.shape, weigh(src), weigh(dst), m.shape, m.dtype);
@@ -596,8 +604,27 @@ CostModel::MoveTime CostModel::move_time(const Placements& src, const Placements
         it->second.us += bucketed_time(r, mesh_.shape[r.mesh_dim], links_[r.mesh_dim]);
     }
     for (const RedistributeStep& st : plan.steps) it->second.comm |= st.kind != CommKind::kLocal;
+    if (shared_times_) {
+      std::lock_guard<std::mutex> l(shared_times_->mu);
+      shared_times_->map.emplace(key, it->second);
+    }
   }
   return it->second;
+}
+
+void CostModel::share_move_times(std::shared_ptr<SharedMoveTimes> s) {
+  if (s) {
+    std::lock_guard<std::mutex> l(s->mu);
+    if (!s->graph) {
+      s->graph = &g_, s->mesh = mesh_.shape, s->hw = &hw_, s->cluster = shares_.cluster, s->weights = shares_.weights;
+    } else {
+      DT_CHECK(s->graph == &g_ && s->mesh == mesh_.shape && s->hw == &hw_ && s->cluster == shares_.cluster &&
+                   s->weights == shares_.weights,
+               "planner: internal error: move times shared between cost models of different graphs, meshes, hardware "
+               "or shares");
+    }
+  }
+  shared_times_ = std::move(s);
 }
 
 CostModel::EdgeTime CostModel::edge_time(int u, int v, int k, const Placements& src, const Placements& src_grad,

@@ -221,6 +221,23 @@ class CostModel {
   int meta_id(const TensorMeta& m) const;  // every tensor of the graph is interned at construction
   MoveTime move_time(const Placements& src, const Placements& dst, int meta, MoveTimes& cache,
                      bool bucketed = false) const;
+  // Move times shared by the cost models of one graph on one mesh, hardware and shares (the
+  // recomputation modes of planner/devices.h plan_model_recompute: recomputation and activation
+  // copies change no move's time), filled by whichever thread prices a move first; thread-safe.
+  // A move's time is a pure function of those, so sharing changes no figure, only the work.
+  struct SharedMoveTimes {
+    std::mutex mu;
+    absl::flat_hash_map<std::tuple<uint64_t, uint64_t, int>, MoveTime> map;
+    // What the times hold for (set by the first cost model to share it; null: not yet).
+    const ModelGraph* graph = nullptr;
+    Shape mesh;
+    const HardwareProfile* hw = nullptr;
+    const Cluster* cluster = nullptr;
+    MeshWeights weights;
+  };
+  // Attaches `s` (before any move is priced); throws dtensor::Error when it was filled for another
+  // graph, mesh, hardware or shares.
+  void share_move_times(std::shared_ptr<SharedMoveTimes> s);
   struct EdgeTime {
     double time = 0;       // forward + backward moves
     int64_t act_bytes = 0;  // as EdgeCost::act_bytes
@@ -289,6 +306,7 @@ class CostModel {
   mutable std::mutex mu_;
   std::vector<TensorMeta> metas_;  // interned (shape, dtype), filled by the constructor
   mutable absl::node_hash_map<MoveKey, Move> moves_;
+  std::shared_ptr<SharedMoveTimes> shared_times_;  // null: each caller's MoveTimes only
 };
 
 // Hash of a placement list (for classes).

@@ -48,6 +48,9 @@ void factor(int64_t rest, int dims_left, Shape& prefix, std::vector<Shape>& out)
 
 double seconds(double us) { return us * 1e-6; }
 
+// Ends plan_model_recompute's note on a mode skipped by its memory bound (PlanOptions::bound_modes).
+constexpr const char* kBoundNote = " (a lower bound; not searched)";
+
 // plan_model's error, shortened to its measure when it is the memory limit's (the full message
 // names remedies for one mesh; here the other meshes are the remedy).
 std::string reason(const std::string& what) {
@@ -128,10 +131,23 @@ PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const
   // more than none, so once a mode finds no plan that fits, the modes after it cannot either.
   std::vector<Recompute> order = modes;
   std::sort(order.begin(), order.end(), [](Recompute a, Recompute b) { return a > b; });
+  // Recomputation changes no move: the modes share their move times (the same figures, less work).
+  PlanOptions shared = options;
+  if (!shared.move_times) shared.move_times = std::make_shared<CostModel::SharedMoveTimes>();
   for (Recompute mode : order) {
     if (best && !fits(*best)) break;
-    PlanOptions o = options;
+    PlanOptions o = shared;
     o.recompute = mode;
+    if (options.bound_modes && best) {
+      // No plan of this mode fits when its least bytes exceed the limit: plan_model would throw.
+      const CostModel cm(g, mesh, hw, o.shares, mode, o.activation_copies, o.recompute_layers);
+      const int64_t least = memory_lower_bound(cm);
+      if (static_cast<double>(least) > best->memory_limit_bytes) {
+        tried.push_back(absl::StrCat(recompute_name(mode), ": no plan fits: needs at least ",
+                                     absl::StrFormat("%.1f", least / 1e9), " GB per device", kBoundNote));
+        break;
+      }
+    }
     PlanResult p;
     try {
       p = plan_model(g, mesh, hw, o);
@@ -152,7 +168,7 @@ PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const
   const int layers = g.num_layers();
   if (per_layer && fits(*best) && layers > 1 && std::find(modes.begin(), modes.end(), Recompute::kFull) != modes.end()) {
     auto partial = [&](int k) -> std::optional<PlanResult> {
-      PlanOptions o = options;
+      PlanOptions o = shared;
       o.recompute = Recompute::kFull;
       o.recompute_layers = k;
       try {
@@ -228,6 +244,8 @@ struct Best {
   PlanResult plan;
   std::optional<PipelinePlan> pipeline;
 
+  int virtual_stages = 1;
+
   // Ties go to the earlier slot, so the choice does not depend on the workers' order.
   bool offer(double t, size_t s) { return t < time || (t == time && s < slot); }
 };
@@ -289,6 +307,9 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
     c.tokens_per_s = step_s > 0 ? tokens_per_step / step_s : 0;
     c.mfu = step_s > 0 && r.peak_flops > 0 ? r.model_flops / (step_s * devices * r.peak_flops) : 0;
   };
+  // Baselines after each search, on the worker's own thread: the workers keep the cores busy.
+  PlanOptions quick = options;
+  quick.parallel_baselines = false;
   Best best;
   auto plan_slot = [&](size_t i) {
     Slot& sl = slots[i];
@@ -297,7 +318,7 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
     try {
       if (!sl.pipeline) {
         auto graph = std::make_shared<ModelGraph>(build(c.mesh));
-        PlanResult plan = plan_model_recompute(*graph, c.mesh, hw, options, modes);
+        PlanResult plan = plan_model_recompute(*graph, c.mesh, hw, quick, modes);
         c.plan_time_ms = plan.plan_time_ms;
         c.recompute = plan.cost_model->recompute();
         c.step_time_us = plan.eval.step_time_us;
@@ -319,7 +340,7 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
         return;
       }
       PipelinePlan pp = plan_pipeline(pipeline->build, model_layers, pipeline->global_batch, c.mesh,
-                                      PipelineSpec{c.stages, c.micro_batches, 1}, hw, options, modes);
+                                      PipelineSpec{c.stages, c.micro_batches, 1}, hw, quick, modes);
       if (static_cast<double>(pp.peak_memory_bytes) > pp.stage.memory_limit_bytes) {
         c.rejected = over_limit(pp.peak_memory_bytes, pp.stage.memory_limit_bytes);
         return;
@@ -342,6 +363,7 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
           best.time = cv.step_time_us, best.slot = i, best.mesh = c.mesh, best.graph = pv->stage_graph;
           best.plan = pv->stage;
           best.pipeline = std::move(*pv);
+          best.virtual_stages = v;
         }
       }
     } catch (const Error& e) {
@@ -365,6 +387,22 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
   }
   std::stable_sort(r.ranked.begin(), r.ranked.end(),
                    [](const DeviceCandidate& a, const DeviceCandidate& b) { return a.step_time_us < b.step_time_us; });
+  // The fastest planned again without bound_modes when its bound skipped a mode: the same plan and
+  // figures, and its note on recomputation gives what that mode's search needs, not the bound.
+  bool bounded = false;
+  for (const std::string& n : best.plan.notes) bounded |= n.find(kBoundNote) != std::string::npos;
+  PlanOptions exact = options;
+  exact.bound_modes = false;
+  if (bounded && !slots[best.slot].pipeline) {
+    best.plan = plan_model_recompute(*best.graph, best.mesh, hw, exact, modes);
+  } else if (bounded) {
+    const DeviceCandidate& c = slots[best.slot].c;
+    const PipelinePlan pp = plan_pipeline(pipeline->build, model_layers, pipeline->global_batch, c.mesh,
+                                          PipelineSpec{c.stages, c.micro_batches, 1}, hw, exact, modes);
+    best.pipeline = with_virtual_stages(pp, model_layers, best.virtual_stages);
+    best.graph = best.pipeline->stage_graph;
+    best.plan = best.pipeline->stage;
+  }
   r.best_mesh = best.mesh;
   r.best_graph = best.graph;
   r.best = std::move(best.plan);

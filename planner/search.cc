@@ -57,6 +57,7 @@ Planner::Planner(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfil
   const double t0 = now_ms();
   cm_ = std::make_shared<CostModel>(g, mesh, hw, options_.shares, options_.recompute, options_.activation_copies,
                                     options_.recompute_layers);
+  if (options_.move_times) cm_->share_move_times(options_.move_times);
   template_of_.assign(g.num_vertices(), -1);
   instance_of_.assign(g.num_vertices(), -1);
   if (options_.use_templates) detect_templates();
@@ -966,7 +967,7 @@ PlanResult Planner::run() {
   // shared tables); a failing search waits for them in the future's destructor.
   double compare_ms = 0;
   std::future<std::vector<Baseline>> baselines;
-  if (options_.compare)
+  if (options_.compare && options_.parallel_baselines)
     baselines = std::async(std::launch::async, [this, limit, &compare_ms] {
       const double t1 = now_ms();
       std::vector<Baseline> out = compare(limit);
@@ -997,8 +998,14 @@ PlanResult Planner::run() {
   r.search_eval = r.eval;
 
   if (options_.compare) {
-    r.baselines = baselines.get();
-    r.compare_time_ms = compare_ms;
+    if (options_.parallel_baselines) {
+      r.baselines = baselines.get();
+      r.compare_time_ms = compare_ms;
+    } else {
+      const double t1 = now_ms();
+      r.baselines = compare(limit);
+      r.compare_time_ms = now_ms() - t1;
+    }
     for (Baseline& b : r.baselines) {
       if (b.valid && b.fits && b.eval.step_time_us < r.eval.step_time_us * (1 - 1e-9)) {
         r.notes.push_back(absl::StrCat("the ", b.name, " baseline beat the search (", absl::StrFormat("%.1f", b.eval.step_time_us),
@@ -1024,6 +1031,28 @@ PlanResult Planner::run() {
       r.notes.push_back(absl::StrCat("mesh dim ", mesh_.names[i], " replicates all work: by the cost model splitting it is slower"));
   }
   return r;
+}
+
+int64_t memory_lower_bound(const CostModel& cm) {
+  const ModelGraph& g = cm.graph();
+  int64_t total = 0;
+  for (int v = 0; v < g.num_vertices(); ++v) {
+    const NodeKind kind = g.node(v).kind;
+    if (kind == NodeKind::kConstant) continue;
+    int64_t least = std::numeric_limits<int64_t>::max();
+    for (const Choice& c : cm.info(v).choices) {
+      switch (kind) {
+        case NodeKind::kParam: least = std::min(least, c.param_bytes); break;
+        case NodeKind::kOptimizer: least = std::min(least, c.grad_bytes + c.state_bytes); break;
+        case NodeKind::kInput:
+        case NodeKind::kOp:
+        case NodeKind::kRedistribute: least = std::min(least, c.act_bytes); break;
+        default: least = 0; break;
+      }
+    }
+    if (least != std::numeric_limits<int64_t>::max()) total += least;
+  }
+  return total;
 }
 
 PlanResult plan_model(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw,

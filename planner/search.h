@@ -46,7 +46,22 @@ struct PlanOptions {
   Recompute recompute = Recompute::kNone;  // activation recomputation of the repeated layers (planner/cost.h)
   int activation_copies = 1;  // activations held this many times over (pipeline micro-batches in flight)
   int recompute_layers = -1;  // recompute only the first this many repeated layers; -1: all
+  // Price the baselines on a second thread while the search runs; false: after the search, and only
+  // when it found a plan that fits (plan_devices, whose workers already keep every core busy).
+  bool parallel_baselines = true;
+  // Move times shared with other cost models of the same graph, mesh, hardware and shares (null:
+  // none; plan_model_recompute shares one between its modes). Changes no figure.
+  std::shared_ptr<CostModel::SharedMoveTimes> move_times;
+  // plan_model_recompute (planner/devices.h): once one mode is planned, a later (less recomputing)
+  // mode whose memory_lower_bound exceeds the limit is not searched (its search could not fit).
+  bool bound_modes = false;
 };
+
+// Bytes per device no plan of the cost model's choices can do with less than: each vertex's least
+// parameter, gradient + optimizer state or kept-activation bytes over its choices, summed (what
+// evaluate() adds up, less the kept moved inputs, which only add). Planner::run() fails on every
+// memory limit below it.
+int64_t memory_lower_bound(const CostModel& cm);
 
 // Allowed choices per vertex (empty vector: all).
 struct Constraints {

@@ -1,6 +1,8 @@
 // Planning for a device count (planner/devices.h): the mesh factorizations (every one, and only
 // those), the topology rule, memory-infeasible meshes rejected with the reason, the ranking against
-// planning each mesh directly, and model FLOPs against a hand count.
+// planning each mesh directly, and model FLOPs against a hand count. The shortcuts of the search
+// (PlanOptions::bound_modes, shared move times, baselines after the search) against the search
+// without them: the same ranking, rejections and chosen plan.
 #include <algorithm>
 #include <set>
 
@@ -151,6 +153,113 @@ TEST(Devices, RecomputingSomeLayersIsTriedAndTheFastestKept) {
     o.recompute = Recompute::kFull;
     o.recompute_layers = mixed.cost_model->recompute_layers();
     EXPECT_DOUBLE_EQ(plan_model(g, mesh, hw, o).eval.step_time_us, mixed.eval.step_time_us);
+  }
+}
+
+TEST(Devices, MemoryLowerBoundIsBelowEveryPlanAndAboveItNothingFits) {
+  const HardwareProfile& hw = hardware_profile("h100-nvlink");
+  const MeshSpec mesh = MeshSpec::parse("dp=2,tp=2");
+  models::ModelOptions mo = small();
+  mo.batch = 64;
+  const ModelGraph g = models::build_model("gpt2", mo, mesh);
+  for (Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    PlanOptions po;
+    po.compare = false;
+    po.recompute = mode;
+    po.memory_limit_bytes = 1e15;
+    const int64_t least = memory_lower_bound(CostModel(g, mesh, hw, {}, mode));
+    EXPECT_GT(least, 0);
+    // The fastest plan, and the least-memory one the search finds under a limit it must fit.
+    const PlanResult fast = plan_model(g, mesh, hw, po);
+    EXPECT_LE(least, fast.eval.peak_memory_bytes) << recompute_name(mode);
+    Planner planner(g, mesh, hw, po);
+    const Planner::Search s = planner.lagrangian(nullptr, 0);
+    ASSERT_TRUE(s.least.valid);
+    EXPECT_LE(least, s.least.eval.peak_memory_bytes) << recompute_name(mode);
+    po.memory_limit_bytes = static_cast<double>(least) * (1 - 1e-9);
+    EXPECT_THROW(plan_model(g, mesh, hw, po), Error) << recompute_name(mode);
+  }
+}
+
+// A limit that full recomputation fits and no recomputation's bound exceeds: the bound skips none.
+double limit_between_full_and_none_bound(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw) {
+  PlanOptions full;
+  full.compare = false;
+  full.recompute = Recompute::kFull;
+  full.memory_limit_bytes = 1e15;
+  Planner planner(g, mesh, hw, full);
+  const double full_least = static_cast<double>(planner.lagrangian(nullptr, 0).least.eval.peak_memory_bytes);
+  const double none_bound = static_cast<double>(memory_lower_bound(CostModel(g, mesh, hw, {}, Recompute::kNone)));
+  EXPECT_LT(full_least, none_bound);
+  return 0.5 * (full_least + none_bound);
+}
+
+TEST(Devices, ModesSkippedByTheirMemoryBoundChangeNoChoice) {
+  const HardwareProfile& hw = hardware_profile("h100-nvlink");
+  const MeshSpec mesh = MeshSpec::parse("dp=2");
+  models::ModelOptions mo = small();
+  mo.batch = 64;
+  const ModelGraph g = models::build_model("gpt2", mo, mesh);
+  PlanOptions po;
+  po.memory_limit_bytes = limit_between_full_and_none_bound(g, mesh, hw);
+  const std::vector<Recompute> all = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  const PlanResult exact = plan_model_recompute(g, mesh, hw, po, all);
+  po.bound_modes = true;
+  const PlanResult bounded = plan_model_recompute(g, mesh, hw, po, all);
+  const std::string notes = absl::StrJoin(bounded.notes, "\n");
+  EXPECT_NE(notes.find(": no plan fits: needs at least"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("not searched"), std::string::npos) << notes;  // the bound fired
+  EXPECT_EQ(bounded.cost_model->recompute(), exact.cost_model->recompute());
+  EXPECT_EQ(bounded.eval.step_time_us, exact.eval.step_time_us);
+  EXPECT_EQ(bounded.eval.peak_memory_bytes, exact.eval.peak_memory_bytes);
+  EXPECT_EQ(bounded.source, exact.source);
+}
+
+// plan_devices with the shortcuts (bound_modes, shared move times, baselines after each search)
+// against without bound_modes, with pipelines and every recomputation mode: every candidate, its
+// figures, each rejection's reason and the chosen plan (its notes included) are the same.
+TEST(Devices, TheBoundedSearchRanksExactlyAsTheFullOne) {
+  const HardwareProfile& hw = hardware_profile("h100-nvlink");
+  models::ModelOptions mo = small();
+  mo.batch = 64;
+  mo.layers = 4;
+  auto build = [mo](const MeshSpec& m) { return models::build_model("gpt2", mo, m); };
+  PipelineSearch ps;
+  ps.build = [mo](const MeshSpec& m, int layers, int64_t batch) {
+    models::ModelOptions so = mo;
+    so.layers = layers;
+    so.batch = batch;
+    return models::build_model("gpt2", so, m);
+  };
+  ps.global_batch = mo.batch;
+  PlanOptions po;
+  po.memory_limit_bytes = limit_between_full_and_none_bound(build(MeshSpec::parse("dp=2")), MeshSpec::parse("dp=2"), hw);
+  const std::vector<Recompute> all = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  const DevicesResult exact = plan_devices(8, build, hw, po, 64 * 256, all, &ps);
+  po.bound_modes = true;
+  const DevicesResult bounded = plan_devices(8, build, hw, po, 64 * 256, all, &ps);
+  ASSERT_EQ(bounded.ranked.size(), exact.ranked.size());
+  for (size_t i = 0; i < exact.ranked.size(); ++i) {
+    const DeviceCandidate &a = exact.ranked[i], &b = bounded.ranked[i];
+    EXPECT_EQ(b.label(), a.label());
+    EXPECT_EQ(b.recompute, a.recompute) << a.label();
+    EXPECT_EQ(b.step_time_us, a.step_time_us) << a.label();
+    EXPECT_EQ(b.compute_us, a.compute_us) << a.label();
+    EXPECT_EQ(b.comm_us, a.comm_us) << a.label();
+    EXPECT_EQ(b.peak_memory_bytes, a.peak_memory_bytes) << a.label();
+  }
+  ASSERT_EQ(bounded.rejected.size(), exact.rejected.size());
+  for (size_t i = 0; i < exact.rejected.size(); ++i) {
+    EXPECT_EQ(bounded.rejected[i].label(), exact.rejected[i].label());
+    EXPECT_EQ(bounded.rejected[i].rejected, exact.rejected[i].rejected);
+  }
+  EXPECT_GT(exact.ranked.size(), 3u);
+  EXPECT_EQ(bounded.best_mesh.str(), exact.best_mesh.str());
+  EXPECT_EQ(bounded.best.eval.step_time_us, exact.best.eval.step_time_us);
+  EXPECT_EQ(bounded.best.notes, exact.best.notes);
+  EXPECT_EQ(bounded.best_pipeline.has_value(), exact.best_pipeline.has_value());
+  if (exact.best_pipeline) {
+    EXPECT_EQ(bounded.best_pipeline->step_time_us, exact.best_pipeline->step_time_us);
   }
 }
 

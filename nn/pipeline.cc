@@ -1,6 +1,9 @@
 #include "nn/pipeline.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <map>
 #include <utility>
 
@@ -15,6 +18,21 @@ using Clock = std::chrono::steady_clock;
 using Key = std::pair<int, int>;  // (micro-batch, chunk)
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+bool tracing() {
+  static const bool on = [] {
+    const char* e = std::getenv("DTENSOR_PIPELINE_TRACE");
+    return e != nullptr && *e != 0 && std::string(e) != "0";
+  }();
+  return on;
+}
+
+// One line per action for DTENSOR_PIPELINE_TRACE (see nn/pipeline.h).
+void trace(int rank, const std::string& what, Clock::time_point step, Clock::time_point t0) {
+  if (!tracing()) return;
+  const auto ms = [&](Clock::time_point t) { return std::chrono::duration<double, std::milli>(t - step).count(); };
+  std::fprintf(stderr, "pipeline-trace rank %d %s %.3f %.3f\n", rank, what.c_str(), ms(t0), ms(Clock::now()));
+}
 
 }  // namespace
 
@@ -63,6 +81,7 @@ double run_pipeline(const std::vector<PipelineAction>& program, ProcessGroup& pp
           grad_in[{r.micro_batch, r.chunk - 1}] = std::move(ops[i].tensor);
       }
       p2p_s += since(t0);
+      trace(me, absl::StrCat("exchange/", a.sends.size(), "/", a.recvs.size()), t_step, t0);
       continue;
     }
     const PipelineOp& op = a.op;
@@ -113,6 +132,7 @@ double run_pipeline(const std::vector<PipelineAction>& program, ProcessGroup& pp
       }
     }
     compute_s += since(t0);
+    trace(me, op_str(op), t_step, t0);
   }
   DT_CHECK(to_send.empty() && outputs.empty() && inputs.empty(), "pipeline: rank ", me,
            "'s program ended with outputs not sent or backwards not run");

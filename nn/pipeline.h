@@ -31,6 +31,9 @@ struct ActivationLayout {
 using ChunkForward = std::function<DTensor(int micro_batch, int chunk, const std::optional<DTensor>& input)>;
 
 // Seconds of one step on this rank: in forwards and backwards, waiting in sends/recvs, in all.
+// With $DTENSOR_PIPELINE_TRACE set (not "0"), run_pipeline also writes one line per action to stderr:
+// "pipeline-trace rank R WHAT START END", WHAT an op (op_str: F3.1) or exchange/SENDS/RECVS, START
+// and END in ms from the step's start on this rank (bench/pipeline_trace_sim.py reads them).
 struct PipelineStepTimes {
   double compute_s = 0, p2p_s = 0, total_s = 0;
 };

@@ -377,6 +377,13 @@ def _registry():
     return _registered
 
 
+def _routed_to_registered():
+    """{ATen "name.overload": registered op} for the bridge's own handlers that run a registered op
+    (a handler's `registered_op`): the rest of the ATen ops a registered op serves besides its name
+    and OpDef::aten aliases (tests/python/test_core_aten.py counts them as native)."""
+    return {k: h.registered_op for k, h in _OVERLOADS.items() if hasattr(h, "registered_op")}
+
+
 def _layout_dependent():
     """Registered ops whose local kernel reads the layout (OpDef::aten.layout_dependent, checked
     against the kernels by tests/ops:layout_facts_test): mean divides a block's sum by the global
@@ -868,6 +875,46 @@ def _index(func, args, kwargs):
                              [t if t is None else t.to("meta") for t in full])
     placements = [_shard_as(p, where[p.dim]) if p.is_shard() else p for p in keep]
     return DTensor(local, x._spec.with_(placements, list(meta.shape), _dtype_name(local.dtype)), x._mesh)
+
+
+_batch_norm_engine = None
+
+
+def _batch_norm_legit(func, args, kwargs):
+    """ATen's batch norm forms through the registered op _native_batch_norm_legit_functional
+    (ops/norm/batch_norm_defs.cc: channels sharded, or a batch or spatial dim with the statistics
+    all-reduced in training): native_batch_norm (what nn.BatchNorm reaches), _native_batch_norm_legit
+    and _batch_norm_with_update (training: the new running statistics are copied into the given ones
+    by the bridge's copy_, which keeps their layout), their .no_stats form (no running statistics:
+    training only), _native_batch_norm_legit_no_training and _batch_norm_no_update (evaluation).
+    Returns ATen's outputs: (out, save_mean, save_invstd), and the empty uint8 reserve of the
+    _batch_norm_*_update forms (a plain tensor: cuDNN's workspace, unused on CPU). Raises DTensorError
+    for evaluation without running statistics (ATen: running_mean must be defined in evaluation mode)."""
+    global _batch_norm_engine
+    if _batch_norm_engine is None:
+        _batch_norm_engine = _engine("_native_batch_norm_legit_functional")
+    b = _bind(func, args, kwargs)
+    x = b["input"]
+    base = func._schema.name.split("::", 1)[1]
+    training = b["training"] if "training" in b else base == "_batch_norm_with_update"
+    rm, rv = b.get("running_mean"), b.get("running_var")
+    if rm is None or rv is None:  # no running statistics: neither read (training) nor updated
+        if not training:
+            raise DTensorError(f"bridge: {func}: running_mean must be defined in evaluation mode (as ATen)")
+        rm, rv = (distribute(torch.full((x.shape[1],), v, dtype=x.dtype), x._mesh) if isinstance(x, DTensor) else
+                  torch.full((x.shape[1],), v, dtype=x.dtype) for v in (0.0, 1.0))
+    functional = aten._native_batch_norm_legit_functional.default
+    outs = _batch_norm_engine(functional, (x, b.get("weight"), b.get("bias"), rm, rv, training, b["momentum"],
+                                           b["eps"]), {})
+    if training and b.get("running_mean") is not None and b.get("running_var") is not None:
+        b["running_mean"].copy_(outs[3])
+        b["running_var"].copy_(outs[4])
+    if base.startswith("_batch_norm_"):
+        return (*outs[:3], torch.empty(0, dtype=torch.uint8))
+    return tuple(outs[:3])
+
+
+_batch_norm_legit.registered_op = "_native_batch_norm_legit_functional"
 
 
 def _index_put(func, args, kwargs):
@@ -2134,6 +2181,12 @@ _SPECIAL = {
 # Single overloads run as other ATen ops: max(x) and min(x), the whole tensor's, are amax and amin
 # over every dim (both propagate NaN, both refuse an empty tensor).
 _OVERLOADS = {
+    "_native_batch_norm_legit.default": _batch_norm_legit,
+    "_native_batch_norm_legit.no_stats": _batch_norm_legit,
+    "_native_batch_norm_legit_no_training.default": _batch_norm_legit,
+    "native_batch_norm.default": _batch_norm_legit,
+    "_batch_norm_with_update.default": _batch_norm_legit,
+    "_batch_norm_no_update.default": _batch_norm_legit,
     "scatter.reduce": _scatter_reduce_form,
     "scatter.value_reduce": _scatter_reduce_form,
     "bernoulli.default": _bernoulli_tensor,

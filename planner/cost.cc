@@ -586,10 +586,11 @@ CostModel::MoveTime CostModel::move_time(const Placements& src, const Placements
   const std::tuple<uint64_t, uint64_t, int> key{placement_key(src), placement_key(dst), 2 * meta + (bucketed ? 1 : 0)};
   auto [it, fresh] = cache.map.try_emplace(key);
   if (fresh && shared_times_) {
-    std::lock_guard<std::mutex> l(shared_times_->mu);
-    if (auto at = shared_times_->map.find(key); at != shared_times_->map.end()) {
-      it->second = at->second;
-      return it->second;
+    for (const auto& kept : shared_times_->maps) {
+      if (auto at = kept.find(key); at != kept.end()) {
+        it->second = at->second;
+        return it->second;
+      }
     }
   }
   if (fresh) {
@@ -604,12 +605,14 @@ CostModel::MoveTime CostModel::move_time(const Placements& src, const Placements
         it->second.us += bucketed_time(r, mesh_.shape[r.mesh_dim], links_[r.mesh_dim]);
     }
     for (const RedistributeStep& st : plan.steps) it->second.comm |= st.kind != CommKind::kLocal;
-    if (shared_times_) {
-      std::lock_guard<std::mutex> l(shared_times_->mu);
-      shared_times_->map.emplace(key, it->second);
-    }
   }
   return it->second;
+}
+
+void CostModel::keep_move_times(MoveTimes&& cache) const {
+  if (!shared_times_ || cache.map.empty()) return;
+  std::lock_guard<std::mutex> l(shared_times_->mu);
+  shared_times_->maps.push_back(std::move(cache.map));
 }
 
 void CostModel::share_move_times(std::shared_ptr<SharedMoveTimes> s) {

@@ -223,11 +223,14 @@ class CostModel {
                      bool bucketed = false) const;
   // Move times shared by the cost models of one graph on one mesh, hardware and shares (the
   // recomputation modes of planner/devices.h plan_model_recompute: recomputation and activation
-  // copies change no move's time), filled by whichever thread prices a move first; thread-safe.
-  // A move's time is a pure function of those, so sharing changes no figure, only the work.
+  // copies change no move's time). A move's time is a pure function of those, so sharing changes
+  // no figure, only the work. Read without a lock (a lock per move cost more than the sharing
+  // saved): written only through keep_move_times, which the Planner calls once its tables are
+  // built, when none of its threads prices moves; cost models sharing one run one after another.
   struct SharedMoveTimes {
-    std::mutex mu;
-    absl::flat_hash_map<std::tuple<uint64_t, uint64_t, int>, MoveTime> map;
+    std::mutex mu;  // keep_move_times and share_move_times
+    // The kept caches, each whole (moved in: merging them cost more than looking in each).
+    std::vector<absl::flat_hash_map<std::tuple<uint64_t, uint64_t, int>, MoveTime>> maps;
     // What the times hold for (set by the first cost model to share it; null: not yet).
     const ModelGraph* graph = nullptr;
     Shape mesh;
@@ -238,6 +241,8 @@ class CostModel {
   // Attaches `s` (before any move is priced); throws dtensor::Error when it was filled for another
   // graph, mesh, hardware or shares.
   void share_move_times(std::shared_ptr<SharedMoveTimes> s);
+  // Moves a caller's move times into the shared ones (none attached: nothing).
+  void keep_move_times(MoveTimes&& cache) const;
   struct EdgeTime {
     double time = 0;       // forward + backward moves
     int64_t act_bytes = 0;  // as EdgeCost::act_bytes

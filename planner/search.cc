@@ -402,9 +402,10 @@ void Planner::prefetch_tables() {
   // A thread's exception (bad_alloc, an Error) is kept and rethrown after every thread joined: one
   // escaping a thread, or the caller's unwinding past joinable threads, would terminate the process.
   std::vector<std::exception_ptr> failed(threads);
+  std::vector<CostModel::MoveTimes> caches(threads);
   auto work = [&](int t) {
     try {
-      CostModel::MoveTimes cache;
+      CostModel::MoveTimes& cache = caches[t];
       for (size_t i : share[t])
         *jobs[i].slot =
             fill_edge_table(*cm_, jobs[i].u, jobs[i].j, jobs[i].v, jobs[i].k, *jobs[i].reps, *jobs[i].greps, cache);
@@ -423,6 +424,7 @@ void Planner::prefetch_tables() {
   for (auto& th : pool) th.join();
   for (const std::exception_ptr& e : failed)
     if (e) std::rethrow_exception(e);
+  for (CostModel::MoveTimes& c : caches) cm_->keep_move_times(std::move(c));  // for the next mode's tables
 }
 
 MinSumProblem Planner::build_problem(double lambda, const Constraints* c, std::vector<int>* var_of) const {

@@ -431,19 +431,22 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
       int64_t n = std::min<int64_t>(static_cast<int64_t>(ctx.size()), o.seq);
       std::vector<int64_t> window(ctx.end() - n, ctx.end());
       DTensor ids = distribute_tensor(Tensor::from_vector(window, {1, n}).to(device), mesh, rep);
-      auto logits = model(ids).full_tensor().select(0, 0).select(0, n - 1).to_vector<double>();
-      double mx = *std::max_element(logits.begin(), logits.end()), z = 0;
-      std::vector<double> p(logits.size());
-      for (size_t k = 0; k < p.size(); ++k) z += p[k] = std::exp((logits[k] - mx) / 0.8);
-      double u = std::uniform_real_distribution<double>(0, z)(rng);
-      size_t pick = 0;
-      for (; pick + 1 < p.size() && u > p[pick]; ++pick) u -= p[pick];
-      ctx.push_back(static_cast<int64_t>(pick));
+      ctx.push_back(sample_token(model(ids).full_tensor().select(0, 0).select(0, n - 1).to_vector<double>(), rng));
     }
     r.sample = data.decode(ctx);
     if (out) *out << "sample: " << r.sample << "\n";
   }
   return r;
+}
+
+int64_t sample_token(const std::vector<double>& logits, std::mt19937_64& rng) {
+  double mx = *std::max_element(logits.begin(), logits.end()), z = 0;
+  std::vector<double> p(logits.size());
+  for (size_t k = 0; k < p.size(); ++k) z += p[k] = std::exp((logits[k] - mx) / 0.8);
+  double u = std::uniform_real_distribution<double>(0, z)(rng);
+  size_t pick = 0;
+  for (; pick + 1 < p.size() && u > p[pick]; ++pick) u -= p[pick];
+  return static_cast<int64_t>(pick);
 }
 
 double max_relative_loss_difference(const TrainOptions& o, const std::vector<double>& losses) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ostream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -145,6 +146,10 @@ inline constexpr double kCheckTolerance = 1e-9;
 // Trains o's steps on one thread rank (float64, like the --check run) and returns the largest
 // relative difference between `losses` (the sharded run's, per step) and the one-rank losses.
 double max_relative_loss_difference(const TrainOptions& o, const std::vector<double>& losses);
+
+// The next token of the sample `dtensor train` prints: drawn from softmax(logits / 0.8) with `rng`
+// (every rank drawing from the same stream with the same logits picks the same token).
+int64_t sample_token(const std::vector<double>& logits, std::mt19937_64& rng);
 
 // Runs training on this rank (collective over the backend's world, whose size must equal the
 // mesh's). Rank 0 writes progress to `log` (may be null).

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "dtensor/core/compute_threads.h"
 #include "dtensor/collectives/threads_backend.h"
+#include "dtensor/dtensor_spec.h"
 #include "nn/data.h"
 #include "nn/optim.h"
 #include "nn/pipeline_schedule.h"
@@ -80,6 +81,39 @@ double PipelineGPT::forward_backward(const Tensor& tokens, nn::PipelineStepTimes
   Tensor l = Tensor::from_vector(std::vector<double>{loss}, {1});
   pp.broadcast(l, (chunks - 1) % stages_);
   return l.item();
+}
+
+std::vector<double> PipelineGPT::next_token_logits(const Tensor& ids) {
+  NoGradGuard no_grad;
+  const int64_t n = ids.size(1);
+  const int chunks = stages_ * virtual_stages_;
+  ProcessGroup& pp = mesh_->group(mesh_->dim_index("pp"));
+  const Placements act{sequence_parallel_ ? Shard(1) : Replicate()};
+  const Shape local = DTensorSpec(tp_mesh_, act, {1, n, model_->config().dim}, dtype_).local_shape();
+  std::optional<DTensor> x;  // the activation entering the next chunk, where this rank runs it
+  Tensor logits = Tensor::zeros({model_->config().vocab}, DType::kFloat64);
+  for (int c = 0; c < chunks; ++c) {
+    const int at = c % stages_, next = (c + 1) % stages_;
+    if (at != pp.rank()) {
+      if (next == pp.rank() && c + 1 < chunks) {  // the next chunk is ours: its input comes from `at`
+        Tensor buf = Tensor::empty(local, dtype_, device_);
+        pp.recv(buf, at, c);
+        x = dtensor::from_local(buf, tp_mesh_, act, Shape{1, n, model_->config().dim});
+      }
+      continue;
+    }
+    DTensor h = c == 0 ? model_->embed(distribute_tensor(ids.to(device_), tp_mesh_, {Replicate()})) : *x;
+    for (int i = 0; i < layers_per_chunk_; ++i) h = model_->block(c * layers_per_chunk_ + i, h);
+    if (c + 1 == chunks) {
+      logits = model_->head(h).full_tensor().select(0, 0).select(0, n - 1).to(cpu()).to(DType::kFloat64).contiguous();
+    } else {
+      if (h.placements() != act) h = h.redistribute(act);
+      if (next == pp.rank()) x = h;  // one stage: the next chunk is here too
+      else pp.send(h.local_tensor().contiguous(), next, c);
+    }
+  }
+  pp.broadcast(logits, (chunks - 1) % stages_);
+  return logits.to_vector<double>();
 }
 
 double planner_bubble_fraction(int stages, int micro_batches, int virtual_stages) {
@@ -237,7 +271,18 @@ TrainResult train_pipeline_rank(std::shared_ptr<Backend> backend, const TrainOpt
               "parameter, all ranks): "
            << std::scientific << std::setprecision(2) << r.gradient_difference << std::defaultfloat
            << (r.gradient_difference <= kCheckTolerance ? " (ok)" : " (TOO LARGE: above 1e-9)") << "\n";
-    if (o.sample_chars > 0) *out << "sample: not drawn with a pp mesh (the model's layers are split over ranks)\n";
+  }
+  // Sample text as train_rank does, the logits of each step through the stages in turn.
+  if (o.sample_chars > 0) {
+    std::vector<int64_t> ctx = data.encode("GNU ");
+    std::mt19937_64 rng(o.seed);
+    for (int i = 0; i < o.sample_chars; ++i) {
+      const int64_t n = std::min<int64_t>(static_cast<int64_t>(ctx.size()), o.seq);
+      std::vector<int64_t> window(ctx.end() - n, ctx.end());
+      ctx.push_back(sample_token(model.next_token_logits(Tensor::from_vector(window, {1, n})), rng));
+    }
+    r.sample = data.decode(ctx);
+    if (out) *out << "sample: " << r.sample << "\n";
   }
   return r;
 }

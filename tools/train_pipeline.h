@@ -31,6 +31,10 @@ class PipelineGPT {
   // inputs the first T, targets the last T), B a multiple of the micro-batches (Error otherwise).
   // Gradients accumulate into parameters(). Returns the batch's mean loss on every rank.
   double forward_backward(const Tensor& tokens, nn::PipelineStepTimes* times = nullptr);
+  // Forward only, no gradients, of ids int64 [1, n] (n <= the model's seq; the same on every rank)
+  // through every chunk in turn (each stage sends its activation to the next): the logits of the
+  // last position, vocab values, on every rank.
+  std::vector<double> next_token_logits(const Tensor& ids);
   // The parameters of this rank's chunks (paths as in nn::GPT::named_parameters).
   std::vector<std::pair<std::string, DTensor*>> parameters() const { return owned_; }
   // Which chunks hold the parameter at `path` (nn::GPT paths): -1 for none.

@@ -74,6 +74,23 @@ TEST(TrainPipeline, GradientsAndLossesEqualOneRanks) {
   }
 }
 
+// The sample drawn at the end through the stages equals one rank's (float64, the same steps).
+TEST(TrainPipeline, SampleThroughTheStagesEqualsOneRanks) {
+  for (int v : {1, 2}) {
+    TrainOptions o = small("pp=2,tp=2", 4, 2, v);
+    o.sample_chars = 24;
+    o.sequence_parallel = v == 2;  // uneven sequence shards as the window grows
+    const std::string piped = rank0(o, 4).sample;
+    TrainOptions one = o;
+    one.mesh = "tp=1";
+    one.micro_batches = 0;
+    one.virtual_stages = 1;
+    one.sequence_parallel = false;
+    EXPECT_EQ(piped, rank0(one, 1).sample) << "v=" << v;
+    EXPECT_EQ(piped.size(), 4u + 24u);
+  }
+}
+
 // Every parameter is trained by exactly one stage (its tp ranks), whatever the chunking.
 TEST(TrainPipeline, ChunksHoldEveryParameterOnce) {
   nn::GPTConfig cfg;

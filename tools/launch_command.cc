@@ -17,6 +17,7 @@ void add_launch_command(CLI::App& app) {
     double timeout_s = 0;
     double failure_grace_s = 0;
     double kill_grace_s = 5;
+    int max_restarts = 0;
     bool quiet = false;
     std::vector<std::string> command;
   };
@@ -37,6 +38,10 @@ void add_launch_command(CLI::App& app) {
                   "seconds the other ranks may run on after one fails before they are terminated")
       ->check(kSecondsOrZero);
   sub->add_option("--kill-grace", args->kill_grace_s, "seconds between SIGTERM and SIGKILL")->check(kSecondsOrZero);
+  sub->add_option("--max-restarts", args->max_restarts,
+                  "times a failed rank's process is started again (same rank, DTENSOR_RESTART_COUNT set) before "
+                  "its failure ends the job; an elastic run lets it rejoin")
+      ->check(CLI::Range(0, 1000));
   sub->add_flag("-q,--quiet", args->quiet, "print nothing of its own on stderr");
   // Without "--", everything from the first positional argument on is the command, options
   // included.
@@ -57,6 +62,7 @@ void add_launch_command(CLI::App& app) {
     o.failure_grace = ms(args->failure_grace_s);
     o.kill_grace = ms(args->kill_grace_s);
     o.quiet = args->quiet;
+    o.max_restarts = args->max_restarts;
     const int status = launch(o);  // failures to start throw: main reports them
     if (status != 0) throw CLI::RuntimeError(status);
   });

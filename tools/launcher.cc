@@ -76,11 +76,11 @@ std::string make_store_dir(const LaunchOptions& o) {
 }
 
 // The environment of one rank: the launcher's, minus the variables we set, plus ours.
-std::vector<std::string> rank_env(const LaunchOptions& o, int rank, const std::string& store) {
+std::vector<std::string> rank_env(const LaunchOptions& o, int rank, const std::string& store, int restart) {
   std::vector<std::pair<std::string, std::string>> ours = {
       {"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(o.nprocs)},
       {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(o.nprocs)},
-      {"DTENSOR_STORE", "file:" + store},
+      {"DTENSOR_STORE", "file:" + store},   {"DTENSOR_RESTART_COUNT", std::to_string(restart)},
   };
   // Compute threads per rank (dtensor/core/compute_threads.h): ranks share the cores, as torchrun's
   // OMP_NUM_THREADS does; the user's own setting is passed through untouched.
@@ -116,9 +116,9 @@ std::vector<char*> c_strings(std::vector<std::string>& v) {
 }
 
 // Forks and execs one rank. Returns its pid, or -1 with *exec_errno set when exec failed.
-pid_t spawn(const LaunchOptions& o, int rank, const std::string& store, int* exec_errno) {
+pid_t spawn(const LaunchOptions& o, int rank, const std::string& store, int restart, int* exec_errno) {
   std::vector<std::string> argv_s = o.command;
-  std::vector<std::string> env_s = rank_env(o, rank, store);
+  std::vector<std::string> env_s = rank_env(o, rank, store, restart);
   std::vector<char*> argv = c_strings(argv_s);
   std::vector<char*> envp = c_strings(env_s);
 
@@ -212,6 +212,7 @@ LaunchResult run_ranks(const LaunchOptions& options) {
   DT_CHECK(o.nprocs >= 1 && o.nprocs <= kMaxLocalRanks, "dtensor launch: -n ", o.nprocs, "; accepted: 1 to ",
            kMaxLocalRanks);
   DT_CHECK(!o.command.empty(), "dtensor launch: no command to run");
+  DT_CHECK(o.max_restarts >= 0, "dtensor launch: --max-restarts ", o.max_restarts, "; accepted: 0 or more");
 
   LaunchResult result;
   result.ranks.resize(o.nprocs);
@@ -246,7 +247,7 @@ LaunchResult run_ranks(const LaunchOptions& options) {
     for (int r = 0; r < o.nprocs; ++r) {
       result.ranks[r].rank = r;
       int exec_errno = 0;
-      pid_t pid = spawn(o, r, store, &exec_errno);
+      pid_t pid = spawn(o, r, store, 0, &exec_errno);
       if (pid < 0) {
         say(o, "cannot execute '" + o.command[0] + "': " + strerror(exec_errno));
         result.ranks[r].exit_code = 127;
@@ -289,6 +290,22 @@ LaunchResult run_ranks(const LaunchOptions& options) {
         x.signal = WTERMSIG(st);
       }
       if (x.ok() || x.terminated) continue;
+      if (!terminating && x.restarts < o.max_restarts) {
+        int exec_errno = 0;
+        pid_t pid = spawn(o, r, store, x.restarts + 1, &exec_errno);
+        if (pid > 0) {
+          ++x.restarts;
+          say(o, describe_exit(x) + "; restarting it (" + std::to_string(x.restarts) + " of " +
+                     std::to_string(o.max_restarts) + ")");
+          x.pid = pid;
+          x.exit_code = -1;
+          x.signal = 0;
+          running[r] = true;
+          ++alive;
+          continue;
+        }
+        say(o, "cannot restart rank " + std::to_string(r) + ": " + strerror(exec_errno));
+      }
       say(o, describe_exit(x));
       if (result.first_failed < 0) {
         result.first_failed = r;

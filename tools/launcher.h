@@ -10,6 +10,12 @@
 // and its stdin, stdout and stderr inherited. Each rank runs in its own process group, so signals
 // reach everything it starts; a rank also gets SIGKILL if the launcher dies (PR_SET_PDEATHSIG).
 //
+// With max_restarts > 0 a rank that exits non-zero or by a signal is started again (same rank, same
+// store, DTENSOR_RESTART_COUNT=k for its k-th restart, as torchrun's TORCHELASTIC_RESTART_COUNT),
+// up to max_restarts times per rank; the launcher prints "dtensor launch: rank 2 killed by signal 9;
+// restarting it (1 of 3)". An elastic run (dtensor train --elastic) lets the restarted rank rejoin
+// (dtensor/collectives/membership.h). Only a failure with no restart left ends the job as below.
+//
 // When a rank exits non-zero or by a signal, the launcher prints
 //   "dtensor launch: rank 2 exited with code 1"   or   "dtensor launch: rank 2 killed by signal 9"
 // to stderr, lets the other ranks run on for `failure_grace` (so they can report the failure
@@ -44,6 +50,8 @@ struct LaunchOptions {
   std::string tmp_root;
   // Print nothing on stderr (failures are still in the result).
   bool quiet = false;
+  // Restarts of a failed rank's process, per rank (0: a failure ends the job).
+  int max_restarts = 0;
 };
 
 // How one rank ended.
@@ -53,6 +61,7 @@ struct RankExit {
   int exit_code = -1;       // when it exited; -1 when killed by a signal
   int signal = 0;           // the signal that killed it; 0 when it exited
   bool terminated = false;  // the launcher sent it SIGTERM/SIGKILL (after a failure or timeout)
+  int restarts = 0;         // times its process was started again (exit_code, signal: the last one's)
   bool ok() const { return exit_code == 0; }
 };
 
@@ -68,7 +77,7 @@ struct LaunchResult {
 };
 
 // Starts the ranks and waits for all of them; see the file comment. Throws dtensor::Error for
-// nprocs outside 1..kMaxLocalRanks or an empty command, and when the store directory or a process
+// nprocs outside 1..kMaxLocalRanks, a negative max_restarts or an empty command, and when the store directory or a process
 // cannot be created (ranks already started are killed first).
 LaunchResult run_ranks(const LaunchOptions& options);
 

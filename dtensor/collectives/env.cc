@@ -107,6 +107,7 @@ ProcessEnv read_process_env() {
                  &env.local_rank);
   l.optional_int({"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"},
                  &env.local_world_size);
+  l.optional_int({"DTENSOR_RESTART_COUNT"}, &env.restart);
   std::string name;
   if (!l.find({"DTENSOR_STORE"}, &name, &env.store)) {
     env.store = torchrun_default_store(env);
@@ -126,6 +127,9 @@ ProcessEnv read_process_env() {
     }
     if (env.local_rank < 0) {
       l.malformed.push_back(absl::StrCat("local rank ", env.local_rank, " is negative"));
+    }
+    if (env.restart < 0) {
+      l.malformed.push_back(absl::StrCat("restart count ", env.restart, " is negative"));
     }
     if (env.local_world_size < 1) {
       l.malformed.push_back(
@@ -151,7 +155,7 @@ ProcessEnv read_process_env() {
 
 std::shared_ptr<Backend> init_backend_from_env(Timeout timeout) {
   ProcessEnv env = read_process_env();
-  return std::make_shared<GlooBackend>(env.rank, env.world_size, env.store, "", timeout);
+  return std::make_shared<GlooBackend>(env.rank, env.world_size, env.store, "", timeout, env.restart);
 }
 
 }  // namespace dtensor

@@ -16,6 +16,9 @@ struct ProcessEnv {
   int local_rank = 0;        // rank among the processes of this host
   int local_world_size = 1;  // processes of this job on this host
   std::string store;         // "file:/dir" or "redis://host:port"
+  // How many times the launcher started this rank's process before (dtensor launch --max-restarts
+  // sets DTENSOR_RESTART_COUNT): a restarted process joins a world that already started.
+  int restart = 0;
 };
 
 // Reads, first found wins:
@@ -24,6 +27,7 @@ struct ProcessEnv {
 //   local rank:       LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID
 //                     (default 0)
 //   local world size: LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS (default 1)
+//   restart:          DTENSOR_RESTART_COUNT (default 0)
 //   store:            DTENSOR_STORE; when unset in a single-host torchrun job (TORCHELASTIC_RUN_ID,
 //                     MASTER_ADDR and MASTER_PORT set, LOCAL_WORLD_SIZE == WORLD_SIZE):
 //                     file:$TMPDIR/dtensor-store-<run id>-<master port>-<restart count> ($TMPDIR
@@ -38,7 +42,7 @@ ProcessEnv read_process_env();
 // not empty). Reads the environment only; never throws.
 bool launched_as_rank();
 
-// read_process_env(), then a GlooBackend on that store (device address: $DTENSOR_GLOO_HOST, else
+// read_process_env(), then a GlooBackend on that store (a restarted process's: GlooBackend's `restart`) (device address: $DTENSOR_GLOO_HOST, else
 // 127.0.0.1), which waits up to `timeout` for all ranks to start. Throws dtensor::Error for a bad
 // or incomplete environment, dtensor::CommError when a rank does not start within `timeout` (naming
 // it) or the store cannot be reached.

@@ -165,18 +165,11 @@ bool pid_running(int pid) {
   return state != 'Z' && state != 'X' && state != 'x';
 }
 
-// Join check: publishes this rank's "host pid" under alive/<global rank> and waits for every
-// member. Returns the members' host and pid in member order. `what` describes the set joined.
-std::vector<PeerInfo> join(Store& store, const std::vector<int>& members, int me, Timeout timeout,
-                           const std::string& what) {
+// Waits for every member's alive/<global rank> entry and returns their host and pid in member
+// order. `what` describes the set joined.
+std::vector<PeerInfo> read_peers(Store& store, const std::vector<int>& members, int me, Timeout timeout,
+                                 const std::string& what) {
   auto key = [](int r) { return absl::StrCat("alive/", r); };
-  std::string host = this_host();
-  try {
-    store.set(key(me), to_bytes(absl::StrCat(host, " ", getpid())));
-  } catch (const std::exception& e) {
-    throw CommError(absl::StrCat("rank ", me, ": cannot publish itself to the store while joining ",
-                                 what, ": ", e.what()));
-  }
   std::vector<std::string> keys;
   for (int r : members) keys.push_back(key(r));
   try {
@@ -211,12 +204,26 @@ std::vector<PeerInfo> join(Store& store, const std::vector<int>& members, int me
   return peers;
 }
 
+// Join check: publishes this rank's "host pid" under alive/<global rank> and waits for every
+// member (read_peers).
+std::vector<PeerInfo> join(Store& store, const std::vector<int>& members, int me, Timeout timeout,
+                           const std::string& what) {
+  try {
+    store.set(absl::StrCat("alive/", me), to_bytes(absl::StrCat(this_host(), " ", getpid())));
+  } catch (const std::exception& e) {
+    throw CommError(absl::StrCat("rank ", me, ": cannot publish itself to the store while joining ",
+                                 what, ": ", e.what()));
+  }
+  return read_peers(store, members, me, timeout, what);
+}
+
 }  // namespace store_util
 
 namespace {
 
 using store_util::from_bytes;
 using store_util::join;
+using store_util::read_peers;
 using store_util::pid_running;
 using store_util::probe;
 using store_util::ranks_phrase;
@@ -667,7 +674,7 @@ std::shared_ptr<Store> open_store(const std::string& spec) {
 }
 
 GlooBackend::GlooBackend(int rank, int world_size, const std::string& store_spec,
-                         const std::string& host, Timeout timeout)
+                         const std::string& host, Timeout timeout, int restart)
     : rank_(rank), world_size_(world_size), store_spec_(store_spec) {
   DT_CHECK(world_size >= 1, "GlooBackend: world_size ", world_size, " must be >= 1");
   DT_CHECK(rank >= 0 && rank < world_size, "GlooBackend: rank ", rank, " outside [0, ", world_size,
@@ -699,8 +706,15 @@ GlooBackend::GlooBackend(int rank, int world_size, const std::string& store_spec
   std::vector<int> all(world_size);
   for (int r = 0; r < world_size; ++r) all[r] = r;
   gloo::rendezvous::PrefixStore start("world", *store_);
-  peers_ = join(start, all, rank, timeout,
-                absl::StrCat("the world of ", world_size, " ranks (store ", store_spec, ")"));
+  const std::string what = absl::StrCat("the world of ", world_size, " ranks (store ", store_spec, ")");
+  if (restart == 0) {
+    peers_ = join(start, all, rank, timeout, what);
+  } else {
+    // Restarted: the world's entries exist (a key is written once), this rank's being its dead
+    // predecessor's; read them all and put this process in its place.
+    peers_ = read_peers(start, all, rank, timeout, what);
+    peers_[rank] = PeerInfo{this_host(), static_cast<int>(getpid())};
+  }
 }
 
 GlooBackend::~GlooBackend() { close(); }

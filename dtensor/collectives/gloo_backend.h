@@ -74,11 +74,15 @@ class GlooBackend : public Backend {
   //               6379).
   //   host: address the device binds to and advertises to peers; "iface:NAME" binds to network
   //         interface NAME instead. Empty: $DTENSOR_GLOO_HOST, else "127.0.0.1" (one machine).
+  //   restart: 0 for a process of the launch; k > 0 for the k-th restart of this rank's process
+  //         (dtensor launch --max-restarts): the world started already, so it reads the others'
+  //         entries (its own is its predecessor's) instead of publishing one, and an elastic run
+  //         takes it in through dtensor/collectives/membership.h.
   // Throws dtensor::Error on bad arguments (rank outside [0, world_size), malformed store_spec) and
   // dtensor::CommError when the store or device cannot be set up or a rank does not start in time
   // (naming the missing ranks).
   GlooBackend(int rank, int world_size, const std::string& store_spec, const std::string& host = "",
-              Timeout timeout = default_timeout());
+              Timeout timeout = default_timeout(), int restart = 0);
   ~GlooBackend() override;
 
   int rank() const override { return rank_; }

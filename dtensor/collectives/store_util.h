@@ -23,5 +23,8 @@ bool pid_running(int pid);
 // naming the members that did not join `what` in time.
 std::vector<PeerInfo> join(gloo::rendezvous::Store& store, const std::vector<int>& members, int me,
                            Timeout timeout, const std::string& what);
+// The members' host and pid as published (join's second half, without publishing); same errors.
+std::vector<PeerInfo> read_peers(gloo::rendezvous::Store& store, const std::vector<int>& members, int me,
+                                 Timeout timeout, const std::string& what);
 
 }  // namespace dtensor::store_util

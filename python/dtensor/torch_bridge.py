@@ -1816,8 +1816,8 @@ def _histogramdd(func, args, kwargs):
 
 
 def _column_parallel_bag(func, args, kwargs):
-    """_embedding_bag (and _forward_only) and their weight gradients: the embedding dim's Shards of
-    weight (forward) or grad (backward) kept, every other tensor whole (indices, offsets, bags);
+    """_embedding_bag's weight gradients (the forward is a registered op): the embedding dim's Shards of
+    grad kept, every other tensor whole (indices, offsets, bags);
     each rank reduces its columns of every bag. The column-laid outputs: the embeddings and, for
     mode max, the per-column argmax; the bag bookkeeping is replicated. per-sample weights'
     gradient sums over the columns: Partial(sum) over the mesh dims the columns are sharded on."""
@@ -2131,8 +2131,9 @@ _SPECIAL = {
     "amax": _engine("amax", local_func=_identity_on_empty(aten.amax.default, True)),
     "_trilinear": _trilinear,
     **dict.fromkeys(["_histogramdd_bin_edges", "_histogramdd_from_bin_cts", "_histogramdd_from_bin_tensors"], _histogramdd),
-    **dict.fromkeys(["_embedding_bag", "_embedding_bag_forward_only", "_embedding_bag_backward",
-                     "_embedding_bag_dense_backward", "_embedding_bag_per_sample_weights_backward"],
+    # _embedding_bag and _forward_only are a registered op (ops/embedding/bag_defs.cc).
+    **dict.fromkeys(["_embedding_bag_backward", "_embedding_bag_dense_backward",
+                     "_embedding_bag_per_sample_weights_backward"],
                     _column_parallel_bag),
     "isin": _elementwise_in("elements"),
     "searchsorted": _elementwise_in("self", lambda b: b["sorted_sequence"].dim() == 1 and (

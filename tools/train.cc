@@ -204,6 +204,21 @@ void validate_train_options(const TrainOptions& o) {
     DT_CHECK(o.experts == 0, "--mesh ", o.mesh, " --moe ", o.experts,
              ": context parallel with mixture-of-experts blocks is not supported; accepted: a cp dim or --moe");
   }
+  DT_CHECK(o.save_every >= 0 && o.save_every <= kMaxSteps, "--save-every ", o.save_every, ": accepted: 1 to ",
+           kMaxSteps);
+  DT_CHECK(o.save_every == 0 || !o.save.empty(), "--save-every ", o.save_every,
+           " without --save: accepted with --save DIR (the checkpoint directory it writes)");
+  if (o.elastic) {
+    // What tools/train_elastic.h rebuilds: the dense GPT's parameters and AdamW state over dp and tp.
+    DT_CHECK(o.backend == "gloo", "--elastic --backend ", o.backend,
+             ": an elastic run survives a lost process; accepted with --elastic: --backend gloo");
+    DT_CHECK(names.size() == 1 || (names.size() == 2 && names[0] == "dp"), "--elastic --mesh ", o.mesh,
+             ": accepted with --elastic: --mesh tp=N or dp=M,tp=N (no pp, cp or ep dim)");
+    DT_CHECK(o.experts == 0 && o.record.empty() && o.device == "cpu", "--elastic",
+             o.experts > 0 ? " --moe" : "", !o.record.empty() ? " --record" : "",
+             o.device != "cpu" ? " --device " + o.device : std::string(),
+             ": not supported; accepted with --elastic: the dense GPT on --device cpu, without --record");
+  }
   const int64_t tp = sizes.back();
   DT_CHECK(o.heads % tp == 0 && o.dim % tp == 0, "--mesh ", o.mesh, ": tp=", tp, " must divide --heads (",
            o.heads, ") and --dim (", o.dim, ")");
@@ -269,7 +284,11 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   std::vector<int64_t> sizes;
   std::vector<std::string> names;
   parse_mesh(o.mesh, &sizes, &names);
-  if (names[0] == "pp") return train_pipeline_rank(backend, o, log);
+  if (names[0] == "pp") {
+    TrainResult pr = train_pipeline_rank(backend, o, log);
+    pr.lead = backend->rank() == 0;
+    return pr;
+  }
   Shape shape(sizes.begin(), sizes.end());
   DT_CHECK(numel(shape) == backend->world_size(), "dtensor train: mesh ", o.mesh, " needs ", numel(shape),
            " ranks, the world has ", backend->world_size());
@@ -356,6 +375,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   if (context_parallel) data_pl[mesh->dim_index("cp")] = Shard(1);
   const SlowRank slow = slow_rank_from_env();
   TrainResult r;
+  r.lead = lead;
   r.comm_by_dim.resize(mesh->ndim());
   double seconds = 0;
   int64_t bytes = 0;
@@ -395,6 +415,8 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
         trace << (i % (o.seq + 1) == 0 ? (i ? "], [" : "[") : ", ") << ids[i];
       trace << "]]}\n";
     }
+    if (o.save_every > 0 && (s + 1) % o.save_every == 0 && s + 1 < o.steps)
+      nn::save_checkpoint(o.save, state, step + 1);  // collective: every rank
     if (out && (s % o.log_every == 0 || s + 1 == o.steps))
       *out << "step " << std::setw(4) << step + 1 << "  loss " << std::fixed << std::setprecision(4) << l
            << "  tokens/s " << std::setprecision(0) << (s + 1) * o.batch * o.seq / seconds << "  comm "
@@ -455,6 +477,8 @@ double max_relative_loss_difference(const TrainOptions& o, const std::vector<dou
   one.micro_batches = 0;  // the whole batch at once: the pipeline's micro-batch losses average to its loss
   one.virtual_stages = 1;
   one.rank_weights.clear();
+  one.elastic = false;  // the reference is the plain loop on one rank
+  one.save_every = 0;
   one.check = true;  // float64, as the run it is compared with
   one.sample_chars = 0;
   one.save.clear();

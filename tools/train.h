@@ -69,6 +69,13 @@ struct TrainOptions {
   // weighted_range(batch, weights, r) rows, and the placement's weights are those row counts (8 rows
   // by 2,1 -> 5 and 3 rows, S(0)[5:3]). Empty: even.
   std::string rank_weights;
+  // Elastic run (tools/train_elastic.h; Gloo processes, --mesh tp=N or dp=M,tp=N): a rank that dies
+  // or stops ends a generation, the survivors agree on the next one, re-plan the layout, rebuild the
+  // model and optimizer state from the surviving replicas (or the last --save checkpoint) and redo
+  // the failed step.
+  bool elastic = false;
+  // With --save: also write the checkpoint every this many steps (0: only at the end).
+  int save_every = 0;
 };
 
 struct TrainResult {
@@ -86,6 +93,9 @@ struct TrainResult {
   // With a pp dim and --check: the largest difference between the first step's gradients and one
   // rank's (relative to each parameter's largest gradient, over all ranks); -1 otherwise.
   double gradient_difference = -1;
+  // This rank wrote the log and reports the run (--check): rank 0, or in an elastic run the lowest
+  // member of the last generation.
+  bool lead = false;
 };
 
 // "cpu", "cuda" or "cuda:N" (see TrainOptions::device); throws dtensor::Error naming what is

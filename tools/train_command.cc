@@ -18,6 +18,7 @@
 #include "tools/launcher.h"
 #include "tools/subcommands.h"
 #include "tools/train.h"
+#include "tools/train_elastic.h"
 #ifdef DTENSOR_HAVE_NCCL
 #include "dtensor/collectives/nccl_backend.h"
 #include "dtensor/core/cuda/cuda_util.h"
@@ -58,6 +59,8 @@ std::vector<std::string> argv_of(const TrainOptions& o) {
   if (!o.save.empty()) a.insert(a.end(), {"--save", o.save});
   if (!o.load.empty()) a.insert(a.end(), {"--load", o.load});
   if (!o.record.empty()) a.insert(a.end(), {"--record", o.record});
+  if (o.elastic) a.push_back("--elastic");
+  if (o.save_every > 0) a.insert(a.end(), {"--save-every", std::to_string(o.save_every)});
   return a;
 }
 
@@ -134,15 +137,31 @@ void run_train(const TrainOptions& o) {
     // A rank that fails first is often not the one that knows why (a peer that died is seen by the
     // survivors): give them 2 s to report it before they are terminated.
     lo.failure_grace = std::chrono::seconds(2);
+    if (o.elastic) {
+      // The survivors of a lost rank go on: no rank is terminated for another's failure. The job
+      // succeeds when the ranks that were not killed by a signal all exit 0 (and one did).
+      lo.failure_grace = std::chrono::hours(24 * 365);
+      LaunchResult lr = run_ranks(lo);
+      int status = 0, ok = 0;
+      for (const RankExit& x : lr.ranks) {
+        if (x.signal != 0) continue;
+        if (x.exit_code == 0) ++ok;
+        else if (status == 0) status = x.exit_code;
+      }
+      if (lr.timed_out || lr.interrupted) status = lr.status;
+      if (status == 0 && ok == 0) status = 1;
+      if (status != 0) throw CLI::RuntimeError(status);
+      return;
+    }
     int status = launch(lo);
     if (status != 0) throw CLI::RuntimeError(status);
     return;
   }
   // Starting processes can take a while on a loaded machine: the start waits at least 30 s.
   auto backend = init_rank_backend(o, std::max<Timeout>(default_timeout(), std::chrono::seconds(30)));
-  TrainResult r = train_rank(backend, o, &std::cout);
+  TrainResult r = o.elastic ? train_elastic_rank(backend, o, &std::cout) : train_rank(backend, o, &std::cout);
   std::cout.flush();
-  if (o.check && backend->rank() == 0) check_against_one_rank(o, r);
+  if (o.check && r.lead) check_against_one_rank(o, r);
 }
 
 }  // namespace
@@ -183,6 +202,12 @@ void add_train_command(CLI::App& app) {
                   "the batch is sharded S(0)[3:1] so faster ranks take more rows");
   sub->add_option("--save", o->save, "write a sharded checkpoint to this directory at the end");
   sub->add_option("--load", o->load, "start from a checkpoint (saved on any mesh)");
+  sub->add_option("--save-every", o->save_every, "with --save: also write the checkpoint every N steps")
+      ->check(CLI::Range(1, kMaxSteps));
+  sub->add_flag("--elastic", o->elastic,
+                "Gloo processes, --mesh tp=N or dp=M,tp=N: when a rank dies or stops, the survivors agree on a "
+                "new membership, re-plan the mesh, rebuild the state from the surviving replicas (else the last "
+                "--save checkpoint) and redo the failed step (docs/ELASTIC.md)");
   sub->add_option("--record", o->record,
                   "write the initial checkpoint (DIR/init) and each step's batch and loss (DIR/steps.jsonl), "
                   "to replay the run elsewhere (bench/train_vs_torch.py)");

@@ -1,0 +1,448 @@
+#include "tools/train_elastic.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "dtensor/collectives/env.h"
+#include "dtensor/collectives/gloo_backend.h"
+#include "dtensor/collectives/membership.h"
+#include "dtensor/core/compute_threads.h"
+#include "nn/checkpoint.h"
+#include "nn/data.h"
+#include "nn/layers.h"
+#include "nn/optim.h"
+#include "nn/parallel.h"
+
+namespace dtensor::tools {
+
+std::string ElasticLayout::str() const {
+  std::string s = absl::StrCat("dp=", dp, ",tp=", tp);
+  if (dp > 1) absl::StrAppend(&s, ", batch rows ", absl::StrJoin(rows, ","), weighted ? absl::StrCat(" (S(0)[", absl::StrJoin(rows, ":"), "])") : " (S(0))");
+  return s;
+}
+
+ElasticLayout choose_elastic_layout(int64_t ranks, int64_t tp, const TrainOptions& o,
+                                    const std::vector<int64_t>& rank_weights) {
+  DT_CHECK(ranks >= 1 && tp >= 1, "elastic layout: ", ranks, " ranks, tp=", tp);
+  ElasticLayout l;
+  for (int64_t t = std::min(tp, ranks); t >= 1; --t) {
+    if (ranks % t != 0 || o.heads % t != 0 || o.dim % t != 0 || ranks / t > o.batch) continue;
+    l.tp = t;
+    l.dp = ranks / t;
+    break;
+  }
+  DT_CHECK(l.tp * l.dp == ranks, "elastic layout: no tp size divides ", ranks, " ranks, --heads ", o.heads,
+           " and --dim ", o.dim, " with at most --batch ", o.batch, " dp ranks; accepted: a larger --batch");
+  if (l.tp == tp) {
+    l.reason = absl::StrCat("tp=", tp, " divides ", ranks, " ranks: kept");
+  } else {
+    l.reason = absl::StrCat("tp=", tp, " does not divide ", ranks, " ranks (or leaves a dp rank no batch row); tp=", l.tp,
+                            " is the largest below it dividing the ranks, --heads ", o.heads, " and --dim ", o.dim);
+  }
+  std::vector<int64_t> w = rank_weights;
+  if (static_cast<int64_t>(w.size()) != l.dp) w.assign(l.dp, 1);
+  for (int64_t r = 0; r < l.dp; ++r) l.rows.push_back(weighted_range(o.batch, w, r).second);
+  l.weighted = std::any_of(l.rows.begin(), l.rows.end(), [&](int64_t n) { return n != l.rows[0]; }) ||
+               !rank_weights.empty();
+  if (l.dp > 1)
+    absl::StrAppend(&l.reason, l.weighted ? absl::StrCat("; dp=", l.dp, " batch shares by weight ", absl::StrJoin(w, ","))
+                                          : absl::StrCat("; dp=", l.dp, " splits the batch evenly"));
+  return l;
+}
+
+KillAt kill_at_from_env() {
+  const char* env = std::getenv("DTENSOR_TEST_KILL_AT");
+  KillAt k;
+  if (env == nullptr || *env == 0) return k;
+  std::vector<std::string> parts = absl::StrSplit(env, ':');
+  bool ok = parts.size() == 2 && absl::SimpleAtoi(parts[1], &k.step) && k.step >= 0;
+  if (ok) {
+    for (absl::string_view r : absl::StrSplit(parts[0], ',')) {
+      int v = -1;
+      ok = ok && absl::SimpleAtoi(r, &v) && v >= 0;
+      k.ranks.push_back(v);
+    }
+  }
+  DT_CHECK(ok, "$DTENSOR_TEST_KILL_AT='", env, "': accepted: RANK[,RANK...]:STEP (test-only: those launch ranks "
+           "SIGKILL themselves after STEP completed steps)");
+  return k;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A generation's view of the job's backend: every group it creates is named under the generation's
+// prefix ("g1/mesh0/dim1/0-1"), and its meshes are numbered from 0 in each generation.
+class GenerationBackend : public Backend {
+ public:
+  GenerationBackend(std::shared_ptr<Backend> base, std::string prefix)
+      : base_(std::move(base)), prefix_(std::move(prefix)) {}
+  int rank() const override { return base_->rank(); }
+  int world_size() const override { return base_->world_size(); }
+  std::string kind() const override { return base_->kind(); }
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const std::string& name,
+                                          Timeout timeout) override {
+    return base_->new_group(ranks, prefix_ + name, timeout);
+  }
+
+ private:
+  std::shared_ptr<Backend> base_;
+  std::string prefix_;
+};
+
+// One generation's model: the mesh, the GPT and AdamW on it, and the data placement.
+struct Replica {
+  Generation gen;
+  ElasticLayout layout;
+  std::shared_ptr<DeviceMesh> mesh;
+  std::unique_ptr<nn::GPT> model;
+  std::unique_ptr<nn::AdamW> opt;
+  nn::NamedTensors state;  // parameters, then AdamW's exp_avg / exp_avg_sq
+  Placements data_pl;
+};
+
+struct Run {
+  std::shared_ptr<Backend> backend;
+  const TrainOptions& o;
+  nn::GPTConfig cfg;
+  DType dtype;
+  Timeout timeout;
+};
+
+Replica build_replica(const Run& run, const Generation& gen, const ElasticLayout& layout) {
+  Replica r;
+  r.gen = gen;
+  r.layout = layout;
+  auto gb = std::make_shared<GenerationBackend>(run.backend, gen.group_prefix());
+  r.mesh = DeviceMesh::create(gb, {layout.dp, layout.tp}, {"dp", "tp"}, gen.members, run.timeout);
+  r.model = std::make_unique<nn::GPT>(run.cfg);
+  nn::parallelize(*r.model, r.mesh, nn::megatron_plan(run.o.sequence_parallel, run.o.loss_parallel), 1, run.dtype,
+                  cpu());
+  r.opt = std::make_unique<nn::AdamW>(r.model->named_parameters(), nn::AdamWOptions{run.o.lr});
+  r.state = r.model->named_parameters();
+  for (auto& s : r.opt->state()) r.state.push_back(s);
+  r.data_pl = Placements{layout.weighted ? Shard(0, layout.rows) : Shard(0), Replicate()};
+  return r;
+}
+
+// The source of each block of one tensor in the old layout: the lowest-index mesh position holding
+// it whose rank is eligible. `lost` describes the first block without one.
+struct Sources {
+  bool mine = false;  // this rank sends its own block
+  std::string lost;   // "" when every block has a source
+};
+
+Sources block_sources(const DTensor& t, const std::string& name, const std::vector<int>& eligible, int me) {
+  const DeviceMesh& mesh = *t.mesh();
+  const Shape& mshape = mesh.shape();
+  std::map<std::pair<Shape, Shape>, std::vector<int>> holders;  // (offset, shape) -> ranks, mesh order
+  std::vector<std::pair<Shape, Shape>> order;
+  for (int64_t flat = 0; flat < mesh.size(); ++flat) {
+    std::vector<int64_t> coord(mshape.size());
+    int64_t rem = flat;
+    for (int d = static_cast<int>(mshape.size()) - 1; d >= 0; --d) coord[d] = rem % mshape[d], rem /= mshape[d];
+    auto [shape, offset] = t.spec().local_block(coord);
+    auto key = std::make_pair(offset, shape);
+    if (!holders.count(key)) order.push_back(key);
+    holders[key].push_back(mesh.ranks()[flat]);
+  }
+  Sources s;
+  for (const auto& key : order) {
+    const std::vector<int>& h = holders[key];
+    auto src = std::find_if(h.begin(), h.end(), [&](int r) {
+      return std::find(eligible.begin(), eligible.end(), r) != eligible.end();
+    });
+    if (src == h.end()) {
+      if (s.lost.empty() && numel(key.second) > 0) {
+        std::vector<std::string> span;
+        for (size_t d = 0; d < key.first.size(); ++d)
+          span.push_back(absl::StrCat(key.first[d], ":", key.first[d] + key.second[d]));
+        s.lost = absl::StrCat("'", name, "' ", placements_str(t.placements()), " block [", absl::StrJoin(span, ", "),
+                              "], held only by rank(s) ", absl::StrJoin(h, ", "), ", all lost");
+      }
+      continue;
+    }
+    if (*src == me) s.mine = true;
+  }
+  return s;
+}
+
+// The survivors agree on the completed steps: each one's count, over the new generation's group.
+std::vector<int64_t> exchange_steps(ProcessGroup& all, int world, int me, int64_t step, Timeout timeout) {
+  Tensor t = Tensor::zeros({world}, DType::kFloat64);
+  t.data<double>()[me] = static_cast<double>(step + 1);
+  all.all_reduce(t, ReduceOp::kSum, timeout);
+  std::vector<int64_t> out;
+  for (double v : t.to_vector<double>()) out.push_back(static_cast<int64_t>(v) - 1);  // -1: not a member
+  return out;
+}
+
+struct Recovered {
+  Replica replica;
+  int64_t step = 0;
+  bool from_checkpoint = false;
+};
+
+// From `old` (whose generation ended with a CommError on this rank at `step` completed steps) to the
+// next generation's replica. Throws CommError when this rank was left out, Error when the state
+// cannot be rebuilt.
+Recovered recover(const Run& run, Membership& membership, Replica& old, int64_t step, double detect_s,
+                  std::ostream* log) {
+  const TrainOptions& o = run.o;
+  const int me = run.backend->rank();
+  MembershipOptions mo;
+  mo.settle = run.timeout + std::chrono::milliseconds(1000);
+  mo.timeout = std::max<Timeout>(run.timeout, std::chrono::milliseconds(10000));
+  Generation ended = old.gen;
+  for (int attempt = 0;; ++attempt) {
+    const auto t_rdv = Clock::now();
+    Generation g = membership.next(ended, mo);  // throws when this rank was left out
+    try {
+      auto all = run.backend->new_group(g.members, g.group_prefix() + "recover", run.timeout);
+      std::vector<int64_t> steps = exchange_steps(*all, run.backend->world_size(), me, step, run.timeout);
+      int64_t low = -1;
+      for (int m : g.members) low = low < 0 ? steps[m] : std::min(low, steps[m]);
+      std::vector<int> eligible;
+      for (int m : g.members)
+        if (steps[m] == low) eligible.push_back(m);
+      const double rdv_s = since(t_rdv);
+
+      const auto t_plan = Clock::now();
+      ElasticLayout layout = choose_elastic_layout(static_cast<int64_t>(g.members.size()), old.layout.tp, o);
+      const double plan_s = since(t_plan);
+
+      const auto t_reshard = Clock::now();
+      Recovered rec{build_replica(run, g, layout), low, false};
+      std::string lost;
+      std::vector<bool> mine(old.state.size());
+      for (size_t i = 0; i < old.state.size(); ++i) {
+        Sources s = block_sources(*old.state[i].second, old.state[i].first, eligible, me);
+        mine[i] = s.mine;
+        if (lost.empty()) lost = s.lost;
+      }
+      std::string how;
+      if (lost.empty()) {
+        // Every block has one source: the sum over the survivors is the full tensor.
+        int64_t total = 0;
+        for (auto& [name, t] : old.state) total += numel(t->shape());
+        Tensor buf = Tensor::zeros({total}, run.dtype);
+        int64_t at = 0;
+        for (size_t i = 0; i < old.state.size(); ++i) {
+          const DTensor& t = *old.state[i].second;
+          if (mine[i]) {
+            auto [shape, offset] = t.spec().local_block(t.mesh()->coordinate());
+            Tensor dst = buf.narrow(0, at, numel(t.shape())).view(t.shape());
+            for (size_t d = 0; d < shape.size(); ++d) dst = dst.narrow(static_cast<int64_t>(d), offset[d], shape[d]);
+            dst.copy_(t.local_tensor());
+          }
+          at += numel(t.shape());
+        }
+        all->all_reduce(buf, ReduceOp::kSum, run.timeout);
+        at = 0;
+        for (size_t i = 0; i < rec.replica.state.size(); ++i) {
+          auto& [name, t] = rec.replica.state[i];
+          DT_CHECK(name == old.state[i].first && t->shape() == old.state[i].second->shape(),
+                   "elastic: the new model's tensor ", i, " is '", name, "', the old one's '", old.state[i].first, "'");
+          Tensor full = buf.narrow(0, at, numel(t->shape())).view(t->shape());
+          Tensor(t->local_tensor()).copy_(distribute_tensor(full, t->mesh(), t->placements()).local_tensor());
+          at += numel(t->shape());
+        }
+        rec.replica.opt->set_steps(old.opt->steps() - (step - low));
+        how = absl::StrCat("rebuilt from the surviving replicas (", total, " values, no disk read)");
+      } else {
+        const bool have = !o.save.empty() && (std::filesystem::exists(o.save + "/LATEST") ||
+                                              std::filesystem::exists(o.save + "/metadata.json"));
+        DT_CHECK(have, "dtensor train --elastic: generation ", g.number, " (members ", absl::StrJoin(g.members, ","),
+                 ") cannot rebuild the model: no surviving rank holds ", lost,
+                 "; and there is no checkpoint to replay from (give --save DIR --save-every N)");
+        rec.step = nn::load_checkpoint(o.save, rec.replica.state);
+        rec.replica.opt->set_steps(rec.step);
+        rec.from_checkpoint = true;
+        how = absl::StrCat("no surviving rank holds ", lost, ": loaded the last checkpoint ", o.save, " (step ",
+                           rec.step, ") and replaying from step ", rec.step + 1);
+      }
+      const double reshard_s = since(t_reshard);
+      // The largest time of each part over the survivors.
+      Tensor times = Tensor::from_vector(std::vector<double>{detect_s, rdv_s, plan_s, reshard_s}, {4});
+      all->all_reduce(times, ReduceOp::kMax, run.timeout);
+      std::vector<double> tv = times.to_vector<double>();
+      if (log && g.members.front() == me) {
+        std::vector<int> lost_ranks;
+        for (int r : ended.members)
+          if (g.index_of(r) < 0) lost_ranks.push_back(r);
+        *log << "elastic: generation " << g.number << ", members " << absl::StrJoin(g.members, ",") << " (lost "
+             << absl::StrJoin(lost_ranks, ",") << "), redoing step " << rec.step + 1 << "\n"
+             << "elastic: mesh " << layout.str() << ": " << layout.reason << " (a fixed rule; the planner has no "
+             << "builder for this GPT)\n"
+             << "elastic: state " << how << "\n"
+             << absl::StrFormat("elastic: recovery: detection %.3f s, rendezvous %.3f s, re-plan %.4f s, reshard %.3f s\n",
+                                tv[0], tv[1], tv[2], tv[3]);
+        log->flush();
+      }
+      return rec;
+    } catch (const CommError& e) {
+      // A member of g failed during the recovery: g ends too; agree on the next one.
+      if (attempt >= 3) throw;
+      if (log) *log << "elastic: rank " << me << ": generation " << g.number << " failed during recovery (" << e.what()
+                    << "); agreeing on the next\n";
+      ended = g;
+      detect_s = 0;
+    }
+  }
+}
+
+double train_step(const Run& run, Replica& r, const nn::CharDataset& data, int64_t step) {
+  const TrainOptions& o = run.o;
+  Tensor tok = data.batch(o.batch, o.seq, o.seed * 7919 + static_cast<uint64_t>(step));
+  DTensor x = distribute_tensor(tok.narrow(1, 0, o.seq).contiguous(), r.mesh, r.data_pl);
+  DTensor y = distribute_tensor(tok.narrow(1, 1, o.seq).contiguous(), r.mesh, r.data_pl);
+  DTensor loss = nn::GPT::loss((*r.model)(x), y);
+  backward(loss);
+  // The last collective of the step comes before the update: a step that fails leaves this rank's
+  // state as it was before the step.
+  const double l = loss.full_tensor(run.timeout).item();
+  r.opt->step();
+  r.opt->zero_grad();
+  return l;
+}
+
+}  // namespace
+
+TrainResult train_elastic_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, std::ostream* log) {
+  DT_CHECK(backend->kind() == "gloo", "dtensor train --elastic: needs Gloo processes, not ", backend->kind());
+  std::vector<int64_t> sizes;
+  std::vector<std::string> names;
+  parse_mesh(o.mesh, &sizes, &names);
+  int64_t world = 1;
+  for (int64_t s : sizes) world *= s;
+  DT_CHECK(world == backend->world_size(), "dtensor train: mesh ", o.mesh, " needs ", world, " ranks, the world has ",
+           backend->world_size());
+  if (!o.save.empty()) {
+    const std::string why = nn::checkpoint_dir_write_error(o.save);
+    DT_CHECK(why.empty(), "dtensor train: --save ", o.save, ": cannot write: ", why);
+  }
+  const ProcessEnv env = read_process_env();
+  Membership membership(open_store(env.store), backend->rank(), backend->world_size());
+  const KillAt kill = kill_at_from_env();
+  const int me = backend->rank();
+
+  nn::CharDataset data = nn::CharDataset::from_file(o.text, o.seq + 2);
+  Run run{backend, o, {}, o.check ? DType::kFloat64 : DType::kFloat32, default_timeout()};
+  run.cfg.vocab = data.vocab();
+  run.cfg.seq = o.seq;
+  run.cfg.dim = o.dim;
+  run.cfg.heads = o.heads;
+  run.cfg.layers = o.layers;
+  run.cfg.seed = o.seed;
+
+  // Generation 0: the launch mesh (dp=M,tp=N as given; tp=N is dp=1,tp=N).
+  ElasticLayout first;
+  first.tp = sizes.back();
+  first.dp = names.size() == 2 ? sizes[0] : 1;
+  const std::vector<int64_t> w = parse_rank_weights(o.rank_weights, names.size() == 2 ? sizes[0] : 0);
+  {
+    std::vector<int64_t> ww = w.empty() ? std::vector<int64_t>(first.dp, 1) : w;
+    for (int64_t r = 0; r < first.dp; ++r) first.rows.push_back(weighted_range(o.batch, ww, r).second);
+    first.weighted = !w.empty();
+    first.reason = "as given (--mesh)";
+  }
+  Replica rep = build_replica(run, membership.first(), first);
+  int64_t start_step = 0;
+  if (!o.load.empty()) {
+    start_step = nn::load_checkpoint(o.load, rep.state);
+    rep.opt->set_steps(start_step);
+  }
+  std::ostream* out = me == 0 ? log : nullptr;
+  if (out) {
+    *out << "dtensor train --elastic: GPT " << o.layers << " layers, dim " << o.dim << ", " << o.heads
+         << " heads, vocab " << run.cfg.vocab << ", seq " << o.seq << ", batch " << o.batch << ", "
+         << dtype_name(run.dtype) << "; generation 0: mesh " << first.str() << " over " << world
+         << " gloo processes (" << blas_threads() << " compute thread(s) per rank); collective timeout "
+         << absl::StrFormat("%.1f", std::chrono::duration<double>(run.timeout).count()) << " s\n";
+  }
+  TrainResult result;
+  const int64_t end = start_step + o.steps;
+  int64_t step = start_step;
+  double seconds = 0;
+  while (step < end) {
+    if (rep.gen.number == 0 && kill.step == step &&
+        std::find(kill.ranks.begin(), kill.ranks.end(), me) != kill.ranks.end()) {
+      std::cout.flush();
+      raise(SIGKILL);
+    }
+    const auto t0 = Clock::now();
+    try {
+      const double l = train_step(run, rep, data, step);
+      seconds += since(t0);
+      result.losses.resize(step - start_step);
+      result.losses.push_back(l);
+      ++step;
+      if (out && ((step - start_step - 1) % o.log_every == 0 || step == end))
+        *out << "step " << std::setw(4) << step << "  loss " << std::fixed << std::setprecision(4) << l
+             << "  tokens/s " << std::setprecision(0) << (step - start_step) * o.batch * o.seq / seconds
+             << std::defaultfloat << "  (generation " << rep.gen.number << ", mesh dp=" << rep.layout.dp
+             << ",tp=" << rep.layout.tp << ")\n";
+      if (o.save_every > 0 && (step - start_step) % o.save_every == 0 && step < end) {
+        nn::save_checkpoint(o.save, rep.state, step);
+        if (out) *out << "checkpoint (step " << step << ") written to " << o.save << "\n";
+      }
+    } catch (const CommError& e) {
+      const double detect_s = since(t0);
+      if (log) {
+        *log << "elastic: rank " << me << ": generation " << rep.gen.number << " ended at step " << step + 1 << ": "
+             << e.what() << "\n";
+        log->flush();
+      }
+      Recovered rec = recover(run, membership, rep, step, detect_s, log);
+      DT_CHECK(rec.step >= start_step, "dtensor train --elastic: the checkpoint in ", o.save, " is of step ", rec.step,
+               ", before this run's first step ", start_step + 1, "; cannot replay");
+      rep = std::move(rec.replica);
+      step = rec.step;
+      out = rep.gen.members.front() == me ? log : nullptr;
+    }
+  }
+  result.lead = rep.gen.members.front() == me;
+  result.tokens_per_s = seconds > 0 ? o.steps * o.batch * o.seq / seconds : 0;
+  if (out)
+    *out << "done: " << o.steps << " steps, final generation " << rep.gen.number << " (members "
+         << absl::StrJoin(rep.gen.members, ",") << ", mesh " << rep.layout.str() << "), final loss " << std::fixed
+         << std::setprecision(4) << (result.losses.empty() ? 0.0 : result.losses.back()) << std::defaultfloat << "\n";
+  if (!o.save.empty()) {
+    nn::save_checkpoint(o.save, rep.state, step);
+    if (out) *out << "checkpoint written to " << o.save << "\n";
+  }
+  if (o.sample_chars > 0) {
+    NoGradGuard ng;
+    std::vector<int64_t> ctx = data.encode("GNU ");
+    std::mt19937_64 rng(o.seed);
+    Placements rp(2, Replicate());
+    for (int i = 0; i < o.sample_chars; ++i) {
+      int64_t n = std::min<int64_t>(static_cast<int64_t>(ctx.size()), o.seq);
+      std::vector<int64_t> window(ctx.end() - n, ctx.end());
+      DTensor ids = distribute_tensor(Tensor::from_vector(window, {1, n}), rep.mesh, rp);
+      ctx.push_back(sample_token((*rep.model)(ids).full_tensor().select(0, 0).select(0, n - 1).to_vector<double>(), rng));
+    }
+    result.sample = data.decode(ctx);
+    if (out) *out << "sample: " << result.sample << "\n";
+  }
+  return result;
+}
+
+}  // namespace dtensor::tools

@@ -243,8 +243,9 @@ void plan_devices_command(const CommandOptions& o, std::ostream& out, std::ostre
     build = [g](const MeshSpec&) { return *g; };
   }
   PipelineSearch ps{stage_build, 0, global_batch};  // the layers: the whole graph's
+  // Branch and bound: the --top fastest exactly, meshes that cannot be among them pruned.
   DevicesResult r = plan_devices(o.devices, build, hw, po, tokens, recompute_modes(o.recompute, "auto"),
-                                 stage_build && o.pipeline ? &ps : nullptr);
+                                 stage_build && o.pipeline ? &ps : nullptr, o.top);
   r.best.notes.insert(r.best.notes.end(), notes.begin(), notes.end());
   std::string report;
   if (o.format == "json") {

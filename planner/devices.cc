@@ -4,7 +4,9 @@
 #include <chrono>
 #include <atomic>
 #include <cstdio>
+#include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <limits>
 #include <optional>
@@ -120,8 +122,10 @@ DType contraction_dtype(const ModelGraph& g) {
 }
 
 PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw,
-                                const PlanOptions& options, const std::vector<Recompute>& modes, bool per_layer) {
+                                const PlanOptions& options, const std::vector<Recompute>& modes, bool per_layer,
+                                const PlanFn& plan) {
   DT_CHECK(!modes.empty(), "planner: no recomputation mode to plan with");
+  const PlanFn run = plan ? plan : [&](const PlanOptions& o) { return plan_model(g, mesh, hw, o); };
   std::optional<PlanResult> best;
   std::vector<std::string> tried;
   std::string last_error;
@@ -150,7 +154,7 @@ PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const
     }
     PlanResult p;
     try {
-      p = plan_model(g, mesh, hw, o);
+      p = run(o);
     } catch (const Error& e) {
       last_error = e.what();
       tried.push_back(absl::StrCat(recompute_name(mode), ": ", reason(e.what())));
@@ -172,7 +176,7 @@ PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const
       o.recompute = Recompute::kFull;
       o.recompute_layers = k;
       try {
-        PlanResult p = plan_model(g, mesh, hw, o);
+        PlanResult p = run(o);
         if (fits(p)) return p;
       } catch (const Error&) {
       }
@@ -231,6 +235,10 @@ namespace {
 struct Slot {
   DeviceCandidate c;      // mesh, stages, micro-batches; rejected: why not planned
   bool pipeline = false;
+  // plan_devices' keep > 0: the mesh's lower bounds (µs), without tables and, when that one did
+  // not prune it, from its tables' first solves (Planner::lower_bound; NaN: not computed).
+  bool bounded = false;
+  double cheap_bound_us = 0, tables_bound_us = std::numeric_limits<double>::quiet_NaN();
   std::vector<DeviceCandidate> ranked;  // its plans (one, or one per virtual-stage count)
 };
 
@@ -245,9 +253,15 @@ struct Best {
   std::optional<PipelinePlan> pipeline;
 
   int virtual_stages = 1;
+  std::multiset<double> times;  // every ranked plan's step time so far
 
   // Ties go to the earlier slot, so the choice does not depend on the workers' order.
   bool offer(double t, size_t s) { return t < time || (t == time && s < slot); }
+  // The keep-th fastest step time so far (+inf before keep plans are ranked).
+  double kth(int keep) const {
+    return keep > 0 && times.size() >= static_cast<size_t>(keep) ? *std::next(times.begin(), keep - 1)
+                                                                   : std::numeric_limits<double>::infinity();
+  }
 };
 
 std::string over_limit(int64_t peak, double limit) {
@@ -258,8 +272,9 @@ std::string over_limit(int64_t peak, double limit) {
 
 DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const MeshSpec&)>& build,
                            const HardwareProfile& hw, const PlanOptions& options, int64_t tokens_per_step,
-                           const std::vector<Recompute>& modes, const PipelineSearch* pipeline) {
+                           const std::vector<Recompute>& modes, const PipelineSearch* pipeline, int keep) {
   const auto t0 = std::chrono::steady_clock::now();
+  const double limit = options.memory_limit_bytes > 0 ? options.memory_limit_bytes : hw.memory_GB * 1e9;
   DevicesResult r;
   r.devices = devices;
   r.tokens_per_step = tokens_per_step;
@@ -318,7 +333,65 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
     try {
       if (!sl.pipeline) {
         auto graph = std::make_shared<ModelGraph>(build(c.mesh));
-        PlanResult plan = plan_model_recompute(*graph, c.mesh, hw, quick, modes);
+        // keep > 0: each mode's planner built and bounded first (the modes plan_model_recompute
+        // may plan: the first, then those its memory bound admits); the search runs only when the
+        // least bound is within the keep-th fastest so far, reusing the planners.
+        std::map<Recompute, std::unique_ptr<Planner>> planners;
+        if (keep > 0) {
+          std::vector<Recompute> order = modes;
+          std::sort(order.begin(), order.end(), [](Recompute a, Recompute b) { return a > b; });
+          PlanOptions shared = quick;
+          shared.move_times = std::make_shared<CostModel::SharedMoveTimes>();
+          // First the bound without tables (time_lower_bound) over the modes that may be planned.
+          size_t admitted = 0;
+          double cheap = std::numeric_limits<double>::infinity();
+          for (; admitted < order.size(); ++admitted) {
+            const CostModel cm(*graph, c.mesh, hw, quick.shares, order[admitted], quick.activation_copies,
+                               quick.recompute_layers);
+            if (admitted > 0 && options.bound_modes && static_cast<double>(memory_lower_bound(cm)) > limit) break;
+            cheap = std::min(cheap, quick.compare && greedy_may_fit(cm, limit) ? 0.0 : time_lower_bound(cm));
+          }
+          sl.bounded = true;
+          sl.cheap_bound_us = cheap;
+          c.lower_bound_us = cheap;
+          {
+            std::lock_guard<std::mutex> l(best.mu);
+            if (cheap > best.kth(keep)) return;  // pruned: listed after the workers joined
+          }
+          double bound = std::numeric_limits<double>::infinity();
+          for (size_t m = 0; m < admitted; ++m) {
+            PlanOptions o = shared;
+            o.recompute = order[m];
+            try {
+              auto planner = std::make_unique<Planner>(*graph, c.mesh, hw, o);
+              bool feasible = true;
+              // The first mode's plan may not fit at all: then the search, not the bound, says why.
+              bound = std::min(bound, planner->lower_bound(limit, m == 0 ? &feasible : nullptr));
+              if (!feasible) bound = 0;
+              planners.emplace(order[m], std::move(planner));
+              if (!feasible) break;
+            } catch (const Error&) {
+              if (m == 0) bound = 0;  // the search throws the same, with the reason
+              break;
+            }
+          }
+          sl.tables_bound_us = bound;
+          c.lower_bound_us = bound;
+          double kth;
+          {
+            std::lock_guard<std::mutex> l(best.mu);
+            kth = best.kth(keep);
+          }
+          if (bound > kth) return;  // pruned: listed after the workers joined
+        }
+        const PlanFn reuse = [&](const PlanOptions& o) {
+          auto at = planners.find(o.recompute);
+          if (at == planners.end() || o.recompute_layers != -1) return plan_model(*graph, c.mesh, hw, o);
+          const std::unique_ptr<Planner> planner = std::move(at->second);
+          planners.erase(at);
+          return planner->run();
+        };
+        PlanResult plan = plan_model_recompute(*graph, c.mesh, hw, quick, modes, false, reuse);
         c.plan_time_ms = plan.plan_time_ms;
         c.recompute = plan.cost_model->recompute();
         c.step_time_us = plan.eval.step_time_us;
@@ -332,6 +405,7 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
         figures(c);
         sl.ranked.push_back(c);
         std::lock_guard<std::mutex> l(best.mu);
+        best.times.insert(c.step_time_us);
         if (best.offer(c.step_time_us, i)) {
           best.time = c.step_time_us, best.slot = i, best.mesh = c.mesh, best.graph = graph;
           best.plan = std::move(plan);
@@ -359,6 +433,7 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
         figures(cv);
         sl.ranked.push_back(cv);
         std::lock_guard<std::mutex> l(best.mu);
+        best.times.insert(cv.step_time_us);
         if (best.offer(cv.step_time_us, i)) {
           best.time = cv.step_time_us, best.slot = i, best.mesh = c.mesh, best.graph = pv->stage_graph;
           best.plan = pv->stage;
@@ -372,16 +447,33 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
   };
   // Candidates are independent (each its own graph, cost model and tables): planned on worker
   // threads, merged in enumeration order.
+  // With keep > 0 the pipelines first: the fastest plans early give the meshes' bounds a low mark.
+  std::vector<size_t> order;
+  for (int pass = keep > 0 ? 0 : 1; pass < 2; ++pass)
+    for (size_t i = 0; i < slots.size(); ++i)
+      if (keep <= 0 || slots[i].pipeline == (pass == 0)) order.push_back(i);
   std::atomic<size_t> next{0};
   auto worker = [&] {
-    for (size_t i = next++; i < slots.size(); i = next++) plan_slot(i);
+    for (size_t i = next++; i < order.size(); i = next++) plan_slot(order[i]);
   };
   const unsigned workers = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
   std::vector<std::thread> pool;
   for (unsigned w = 1; w < workers; ++w) pool.emplace_back(worker);
   worker();
   for (std::thread& t : pool) t.join();
+  // A mesh whose bound exceeds the final keep-th fastest is pruned whether or not its search was
+  // stopped (the mark it met depended on the workers' order); the keep fastest bound below it.
+  r.keep = keep;
+  r.kth_step_time_us = best.kth(keep);
   for (Slot& sl : slots) {
+    // The tables' bound is computed whenever the first is within the final mark (it was within the
+    // mark of its time, which only falls): the same bound in every run.
+    if (sl.bounded) sl.c.lower_bound_us = sl.cheap_bound_us > r.kth_step_time_us ? sl.cheap_bound_us : sl.tables_bound_us;
+    if (sl.bounded && sl.c.lower_bound_us > r.kth_step_time_us) {
+      sl.c.rejected.clear();
+      r.pruned.push_back(std::move(sl.c));
+      continue;
+    }
     if (!sl.c.rejected.empty()) r.rejected.push_back(std::move(sl.c));
     for (DeviceCandidate& c : sl.ranked) r.ranked.push_back(std::move(c));
   }
@@ -417,8 +509,10 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
 }
 
 std::string devices_table(const DevicesResult& r, int top) {
-  std::string s = absl::StrCat(r.devices, " devices: ", r.ranked.size() + r.rejected.size(), " meshes, ", r.ranked.size(),
-                               " ranked, ", r.rejected.size(), " rejected; model ", r.model_flops / 1e12,
+  std::string s = absl::StrCat(r.devices, " devices: ", r.ranked.size() + r.rejected.size() + r.pruned.size(), " meshes, ",
+                               r.ranked.size(), " ranked, ", r.rejected.size(), " rejected",
+                               r.keep > 0 ? absl::StrCat(", ", r.pruned.size(), " pruned") : "", "; model ",
+                               r.model_flops / 1e12,
                                " TFLOP per step, ", r.tokens_per_step, " tokens per step; search ", r.search_time_ms,
                                " ms\n\n");
   char line[256];
@@ -443,7 +537,14 @@ std::string devices_table(const DevicesResult& r, int top) {
     s += line;
   }
   for (const DeviceCandidate& c : r.rejected) s += absl::StrCat("  ", c.label(), ": ", c.rejected, "\n");
-  if (r.ranked.size() <= static_cast<size_t>(n) && r.rejected.empty()) s += "  (none)\n";
+  for (const DeviceCandidate& c : r.pruned) {
+    std::snprintf(line, sizeof line,
+                  "  %-28s pruned: a plan of it that fits takes at least %.1f ms (a lower bound), more than the %d fastest "
+                  "(at most %.1f ms)\n",
+                  c.label().c_str(), c.lower_bound_us / 1e3, r.keep, r.kth_step_time_us / 1e3);
+    s += line;
+  }
+  if (r.ranked.size() <= static_cast<size_t>(n) && r.rejected.empty() && r.pruned.empty()) s += "  (none)\n";
   return s;
 }
 
@@ -463,6 +564,10 @@ std::string devices_json(const DevicesResult& r) {
                                {"tokens_per_s", c.tokens_per_s}, {"mfu", c.mfu}, {"plan_time_ms", c.plan_time_ms}});
   j["rejected"] = nlohmann::json::array();
   for (const DeviceCandidate& c : r.rejected) j["rejected"].push_back({{"mesh", c.label()}, {"reason", c.rejected}});
+  j["pruned"] = nlohmann::json::array();
+  for (const DeviceCandidate& c : r.pruned) j["pruned"].push_back({{"mesh", c.label()}, {"lower_bound_us", c.lower_bound_us}});
+  j["keep"] = r.keep;
+  if (r.keep > 0) j["kth_step_time_us"] = r.kth_step_time_us;
   return j.dump(2);
 }
 

@@ -48,9 +48,11 @@ DType contraction_dtype(const ModelGraph& g);
 // plan that recomputes only the first k repeated layers for the least k that fits (a bisection:
 // about log2(layers) more plans). Throws dtensor::Error when every mode's planning throws (the last
 // mode's error, with the others' reasons).
+// `plan` plans one mode (default: plan_model on g, mesh, hw).
+using PlanFn = std::function<PlanResult(const PlanOptions&)>;
 PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw,
                                 const PlanOptions& options, const std::vector<Recompute>& modes,
-                                bool per_layer = false);
+                                bool per_layer = false, const PlanFn& plan = nullptr);
 
 struct DeviceCandidate {
   MeshSpec mesh;  // with pipeline stages: the mesh of one stage
@@ -63,6 +65,7 @@ struct DeviceCandidate {
   double tokens_per_s = 0;  // global tokens (or images) per second
   double mfu = 0;           // 0..1
   double plan_time_ms = 0;
+  double lower_bound_us = 0;  // pruned: every plan of it that fits takes at least this
 };
 
 struct DevicesResult {
@@ -72,6 +75,11 @@ struct DevicesResult {
   double peak_flops = 0;        // FLOP/s per device (the contractions' dtype)
   std::vector<DeviceCandidate> ranked;    // fastest first
   std::vector<DeviceCandidate> rejected;  // in enumeration order
+  // keep > 0: meshes whose lower bound exceeds the keep-th fastest's step time (in enumeration
+  // order), and that time (µs).
+  std::vector<DeviceCandidate> pruned;
+  int keep = 0;
+  double kth_step_time_us = 0;
   double search_time_ms = 0;
   // The fastest mesh's full plan, its graph kept alive (the plan's cost model refers to it).
   MeshSpec best_mesh;
@@ -96,16 +104,24 @@ struct PipelineSearch {
 // every mesh), `tokens_per_step` the tokens (or samples) one step processes; each mesh with each
 // recomputation mode of `modes` (plan_model_recompute). Throws dtensor::Error when no mesh is
 // admitted and fits, naming each mesh's reason.
+//
+// Branch and bound, with `keep` > 0: the `keep` fastest candidates (and every candidate within
+// their step times) are exactly those of keep = 0, with the same figures; the pipelines are planned
+// first, then each mesh's search stops, after its edge tables and first solves, when its lower
+// bound (Planner::lower_bound over its recomputation modes) exceeds the keep-th fastest step time
+// found so far. A mesh whose bound exceeds the final keep-th fastest's is listed in `pruned` with
+// its bound, whether or not it was stopped, so that the result does not depend on the threads.
 DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const MeshSpec&)>& build,
                            const HardwareProfile& hw, const PlanOptions& options, int64_t tokens_per_step,
                            const std::vector<Recompute>& modes = {Recompute::kNone},
-                           const PipelineSearch* pipeline = nullptr);
+                           const PipelineSearch* pipeline = nullptr, int keep = 0);
 
 // The ranking as a table (top `top` rows, then why the others lost) and as JSON:
 // {"devices", "tokens_per_step", "model_flops", "peak_flops", "search_time_ms",
 //  "candidates": [{"mesh", "recompute", "step_time_us", "compute_us", "comm_us", "peak_memory_bytes",
 //                  "tokens_per_s", "mfu", "plan_time_ms"}] (fastest first),
-//  "rejected": [{"mesh", "reason"}]}.
+//  "rejected": [{"mesh", "reason"}], "pruned": [{"mesh", "lower_bound_us"}], "keep",
+//  "kth_step_time_us"}.
 std::string devices_table(const DevicesResult& r, int top);
 std::string devices_json(const DevicesResult& r);
 

@@ -758,11 +758,15 @@ Planner::Search Planner::lagrangian(const Constraints* c, double limit) const {
   Search out;
   auto attempt = [&](double lambda) {
     Search::Found f;
-    double cost = 0;
-    f.x = solve(lambda, c, &cost, &f.exact);
-    f.valid = std::isfinite(cost);
-    if (f.valid) f.eval = evaluate(*cm_, choices(f.x), lambda);
-    f.lambda = lambda;
+    if (auto at = c ? solved_.end() : solved_.find(lambda); at != solved_.end()) {
+      f = at->second;  // lower_bound solved it
+    } else {
+      double cost = 0;
+      f.x = solve(lambda, c, &cost, &f.exact);
+      f.valid = std::isfinite(cost);
+      if (f.valid) f.eval = evaluate(*cm_, choices(f.x), lambda);
+      f.lambda = lambda;
+    }
     ++out.solves;
     out.exact &= f.exact;
     return f;
@@ -813,6 +817,38 @@ Planner::Search Planner::lagrangian(const Constraints* c, double limit) const {
   }
   mix_layers(near, limit, &out);
   return out;
+}
+
+double Planner::lower_bound(double limit, bool* feasible) const {
+  check_mesh_dims();
+  auto attempt = [&](double lambda) -> const Search::Found& {
+    auto [it, fresh] = solved_.try_emplace(lambda);
+    if (fresh) {
+      Search::Found& f = it->second;
+      double cost = 0;
+      f.x = solve(lambda, nullptr, &cost, &f.exact);
+      f.valid = std::isfinite(cost);
+      if (f.valid) f.eval = evaluate(*cm_, choices(f.x), lambda);
+      f.lambda = lambda;
+    }
+    return it->second;
+  };
+  // As lagrangian() begins: the memory-free plan, then (when it does not fit) memory alone.
+  const Search::Found& f0 = attempt(kTieBreakLambda);
+  if (feasible) {
+    *feasible = f0.valid && f0.eval.peak_memory_bytes <= limit;
+    if (f0.valid && !*feasible) {
+      const double scale = f0.eval.step_time_us / std::max(1.0, static_cast<double>(f0.eval.peak_memory_bytes));
+      const Search::Found& m = attempt(scale * 1e9);
+      *feasible = m.valid && m.eval.peak_memory_bytes <= limit;
+    }
+  }
+  if (!f0.valid || !f0.exact) return 0;
+  if (options_.compare && greedy_may_fit(*cm_, limit)) return 0;
+  // Every plan P: time(P) + l * bytes(P) >= the exact minimum, time(f0) + l * bytes(f0), at l =
+  // kTieBreakLambda (keeping or moving an input again, P pays at least the objective's cheaper
+  // one); for P within the limit, time(P) >= time(f0) - l * limit. Less a rounding margin.
+  return (f0.eval.step_time_us - kTieBreakLambda * limit) * (1 - 1e-9);
 }
 
 void Planner::mix_layers(const Search::Found& fast, double limit, Search* out) const {
@@ -1053,6 +1089,108 @@ int64_t memory_lower_bound(const CostModel& cm) {
       }
     }
     if (least != std::numeric_limits<int64_t>::max()) total += least;
+  }
+  return total;
+}
+
+bool greedy_may_fit(const CostModel& cm, double limit) {
+  // Replicated is each parameter's and optimizer state's largest choice; the greedy plan needs more.
+  const ModelGraph& g = cm.graph();
+  double replicated = 0;
+  for (int v = 0; v < g.num_vertices(); ++v) {
+    const NodeKind kind = g.node(v).kind;
+    if (kind != NodeKind::kParam && kind != NodeKind::kOptimizer) continue;
+    double most = 0;
+    for (const Choice& c : cm.info(v).choices)
+      most = std::max(most, static_cast<double>(c.param_bytes + c.grad_bytes + c.state_bytes));
+    replicated += most;
+  }
+  return replicated <= limit;
+}
+
+double time_lower_bound(const CostModel& cm) {
+  const ModelGraph& g = cm.graph();
+  const bool train = cm.training();
+  const int n = g.num_vertices();
+  CostModel::MoveTimes cache;
+  // The least cost of a parameter's chain given its consumer's input class i and gradient class j
+  // (row-major, i x j), per (consumer info, input, parameter meta): identical layers share them.
+  std::map<std::tuple<const void*, int, int>, std::vector<double>> chains;
+  std::vector<char> in_chain(n, 0);  // optimizer vertices priced inside a chain
+  auto chain = [&](int v, int k, int param) -> const std::vector<double>& {
+    const VertexInfo& vi = cm.info(v);
+    const TensorMeta& m = g.meta({param, 0});
+    const int meta = cm.meta_id(m);
+    auto [it, fresh] = chains.try_emplace({&vi, k, meta});
+    if (!fresh) return it->second;
+    const auto& ins = vi.in_reps[k];
+    const auto& grads = vi.grad_reps[k];
+    const std::vector<Choice>& store = cm.info(param).choices;
+    const int o = train ? cm.optimizer_of(param) : -1;
+    // E[s][i]: storage s to the consumer's input i (again in backward when it moves data).
+    std::vector<std::vector<double>> e(store.size(), std::vector<double>(ins.size()));
+    for (size_t s = 0; s < store.size(); ++s)
+      for (size_t i = 0; i < ins.size(); ++i) {
+        const CostModel::MoveTime t = cm.move_time(store[s].placement(), ins[i].first, meta, cache, true);
+        e[s][i] = train && t.comm ? 2 * t.us : t.us;
+      }
+    std::vector<double>& out = it->second;
+    out.assign(ins.size() * grads.size(), kInf);
+    if (o < 0) {
+      for (size_t i = 0; i < ins.size(); ++i) {
+        double least = kInf;
+        for (size_t s = 0; s < store.size(); ++s) least = std::min(least, e[s][i]);
+        for (size_t j = 0; j < grads.size(); ++j) out[i * grads.size() + j] = least;
+      }
+      return out;
+    }
+    const std::vector<Choice>& state = cm.info(o).choices;
+    // H[x][i]: optimizer state x, input i: the least over storage of the update's move back and
+    // the forward move; then the gradient's move to x and the update's compute.
+    std::vector<std::vector<double>> h(state.size(), std::vector<double>(ins.size(), kInf));
+    for (size_t x = 0; x < state.size(); ++x)
+      for (size_t s = 0; s < store.size(); ++s) {
+        const double up = cm.move_time(state[x].placement(), store[s].placement(), meta, cache, true).us;
+        for (size_t i = 0; i < ins.size(); ++i) h[x][i] = std::min(h[x][i], up + e[s][i]);
+      }
+    for (size_t j = 0; j < grads.size(); ++j)
+      for (size_t x = 0; x < state.size(); ++x) {
+        const double gx = cm.move_time(grads[j], state[x].placement(), meta, cache, true).us + state[x].opt_us;
+        for (size_t i = 0; i < ins.size(); ++i) {
+          double& c = out[i * grads.size() + j];
+          c = std::min(c, gx + h[x][i]);
+        }
+      }
+    return out;
+  };
+  double total = 0;
+  // Op vertices, with the parameters they alone use.
+  for (int v = 0; v < n; ++v) {
+    if (!takes_tensors(g.node(v).kind)) continue;
+    const VertexInfo& vi = cm.info(v);
+    std::vector<std::pair<int, const std::vector<double>*>> tied;  // (input, its chain)
+    for (int k = 0; k < static_cast<int>(cm.inputs(v).size()); ++k) {
+      const int u = cm.inputs(v)[k].node;
+      if (g.node(u).kind != NodeKind::kParam || cm.param_uses(u).size() != 1) continue;
+      tied.push_back({k, &chain(v, k, u)});
+      if (train && cm.optimizer_of(u) >= 0) in_chain[cm.optimizer_of(u)] = 1;
+    }
+    double least = kInf;
+    for (size_t s = 0; s < vi.choices.size(); ++s) {
+      double t = unary_cost(cm, v, vi.choices[s], 0);
+      for (auto [k, c] : tied)
+        t += (*c)[static_cast<size_t>(vi.in_classes[k]->of[s]) * vi.grad_reps[k].size() + vi.grad_classes[k]->of[s]];
+      least = std::min(least, t);
+    }
+    if (least < kInf) total += least;
+  }
+  // The other vertices: their own least (the optimizer's update of a shared parameter).
+  for (int v = 0; v < n; ++v) {
+    const NodeKind kind = g.node(v).kind;
+    if (kind == NodeKind::kConstant || takes_tensors(kind) || in_chain[v]) continue;
+    double least = kInf;
+    for (const Choice& c : cm.info(v).choices) least = std::min(least, unary_cost(cm, v, c, 0));
+    if (least < kInf) total += least;
   }
   return total;
 }

@@ -28,6 +28,7 @@
 // fit).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,18 @@ struct PlanOptions {
 // evaluate() adds up, less the kept moved inputs, which only add). Planner::run() fails on every
 // memory limit below it.
 int64_t memory_lower_bound(const CostModel& cm);
+
+// Step time (µs) no plan of the cost model's choices can take less than, whatever the memory: per
+// op vertex its least compute (and steps) over its choices, where its input k is a parameter used
+// by that vertex alone taken together with that parameter's storage and optimizer state (the
+// forward move and FSDP's re-gather, the gradient's move to the optimizer state, the update, and
+// the move back to storage: what data parallelism must pay), summed; every other move counted as
+// free. Cheap: no edge tables, no search.
+double time_lower_bound(const CostModel& cm);
+
+// Whether the greedy baseline (every parameter and its optimizer state replicated), whose choices
+// lie outside the search's and so outside the bounds above, might fit `limit` bytes per device.
+bool greedy_may_fit(const CostModel& cm, double limit);
 
 // Allowed choices per vertex (empty vector: all).
 struct Constraints {
@@ -161,6 +174,16 @@ class Planner {
   };
   Search lagrangian(const Constraints* c, double limit) const;
 
+  // Branch and bound (planner/devices.h plan_devices): the memory search's first solves, kept for
+  // run(), which then does not solve them again. Returns a step time (µs) no plan that fits `limit`
+  // takes less than, among the search's and the baselines' (the memory-free plan's time less its
+  // tie-breaking memory price, at most 1e-9 µs per byte of the limit), or 0 when there is none to
+  // give (the solver fell back to its heuristic, or the greedy baseline, whose choices lie outside
+  // the search's, might fit). With `feasible`: whether the search finds a plan that fits (one more
+  // solve when the memory-free plan does not fit; false: run() throws). Throws as run() does for a
+  // mesh dim the model cannot split.
+  double lower_bound(double limit, bool* feasible = nullptr) const;
+
   struct Template;  // a repeated layer (search.cc)
   struct Tables;    // cached factor tables (search.cc)
 
@@ -181,6 +204,8 @@ class Planner {
   std::vector<int> instance_of_;  // per vertex: instance index within its template
   std::unique_ptr<Tables> tables_;
   double build_ms_ = 0;
+  // lagrangian's unconstrained solves by lambda, for lower_bound and run() to share (one thread).
+  mutable std::map<double, Search::Found> solved_;
 };
 
 PlanResult plan_model(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw,

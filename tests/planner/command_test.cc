@@ -130,7 +130,10 @@ TEST(PlanCommand, DevicesRanksEveryMeshAndPrintsTheFastestPlan) {
   o.format = "json";
   const json j = json::parse(run(o));
   ASSERT_TRUE(j.contains("candidates") && j.contains("rejected") && j.contains("best"));
-  EXPECT_EQ(j["candidates"].size() + j["rejected"].size(), 7u);
+  // --top 3: the 3 fastest exactly; meshes whose lower bound exceeds the 3rd's step time pruned.
+  EXPECT_EQ(j["candidates"].size() + j["rejected"].size() + j["pruned"].size(), 7u);
+  EXPECT_EQ(j["keep"], 3);
+  for (const json& p : j["pruned"]) EXPECT_GT(p["lower_bound_us"].get<double>(), j["kth_step_time_us"].get<double>());
   EXPECT_EQ(j["best"]["totals"]["step_time_us"], j["candidates"][0]["step_time_us"]);
   for (size_t i = 1; i < j["candidates"].size(); ++i)
     EXPECT_LE(j["candidates"][i - 1]["step_time_us"].get<double>(), j["candidates"][i]["step_time_us"].get<double>());

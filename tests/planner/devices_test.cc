@@ -263,6 +263,108 @@ TEST(Devices, TheBoundedSearchRanksExactlyAsTheFullOne) {
   }
 }
 
+TEST(Devices, TimeLowerBoundsAreBelowThePlans) {
+  const HardwareProfile& hw = hardware_profile("h100-nvlink");
+  models::ModelOptions mo = small();
+  mo.batch = 64;
+  for (const char* m : {"dp=4", "dp=2,tp=2", "dp=2,fsdp=2,tp=2", "tp=4"}) {
+    const MeshSpec mesh = MeshSpec::parse(m);
+    const ModelGraph g = models::build_model("gpt2", mo, mesh);
+    for (Recompute mode : {Recompute::kNone, Recompute::kFull}) {
+      for (double limit : {1e15, 0.0}) {
+        PlanOptions po;
+        po.recompute = mode;
+        po.memory_limit_bytes = limit;
+        const Planner planner(g, mesh, hw, po);
+        if (limit == 0) {  // a limit that binds: halfway between the least memory and the fastest plan's
+          const Planner::Search s = planner.lagrangian(nullptr, 1e15);
+          po.memory_limit_bytes = 0.5 * (s.least.eval.peak_memory_bytes + s.best.eval.peak_memory_bytes);
+        }
+        PlanResult r;
+        try {
+          r = plan_model(g, mesh, hw, po);
+        } catch (const Error&) {
+          continue;  // nothing fits: nothing to bound
+        }
+        Planner bounded(g, mesh, hw, po);
+        const double tables = bounded.lower_bound(r.memory_limit_bytes);
+        const double cheap = time_lower_bound(CostModel(g, mesh, hw, {}, mode));
+        const std::string what = absl::StrCat(m, " ", recompute_name(mode), " limit ", po.memory_limit_bytes);
+        EXPECT_LE(tables, r.eval.step_time_us) << what;
+        EXPECT_LE(cheap, r.eval.step_time_us) << what;
+        EXPECT_GT(cheap, 0) << what;
+        for (const Baseline& b : r.baselines) {
+          if (!b.valid || !b.fits) continue;
+          EXPECT_LE(tables, b.eval.step_time_us) << what << " " << b.name;
+        }
+        // run() after lower_bound reuses its solves: the same plan as without it.
+        EXPECT_EQ(bounded.run().eval.step_time_us, r.eval.step_time_us) << what;
+      }
+    }
+  }
+}
+
+// Branch and bound (keep > 0) against planning every candidate: the keep fastest and every plan
+// within their times are the same, and each pruned mesh's bound is below what planning it gives.
+TEST(Devices, BranchAndBoundKeepsTheFastestExactly) {
+  const HardwareProfile& hw = hardware_profile("h100-nvlink");
+  models::ModelOptions mo = small();
+  mo.batch = 64;
+  mo.layers = 4;
+  auto build = [mo](const MeshSpec& m) { return models::build_model("gpt2", mo, m); };
+  PipelineSearch ps;
+  ps.build = [mo](const MeshSpec& m, int layers, int64_t batch) {
+    models::ModelOptions so = mo;
+    so.layers = layers;
+    so.batch = batch;
+    return models::build_model("gpt2", so, m);
+  };
+  ps.global_batch = mo.batch;
+  PlanOptions po;
+  po.memory_limit_bytes = 0.3e9;  // on 2 hosts: some meshes only fit recomputing, some not at all
+  po.bound_modes = true;
+  const std::vector<Recompute> all = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  const DevicesResult exact = plan_devices(16, build, hw, po, 64 * 256, all, &ps);
+  for (int keep : {1, 2}) {
+    const DevicesResult bb = plan_devices(16, build, hw, po, 64 * 256, all, &ps, keep);
+    ASSERT_GE(exact.ranked.size(), static_cast<size_t>(keep));
+    const double kth = exact.ranked[keep - 1].step_time_us;
+    EXPECT_EQ(bb.kth_step_time_us, kth);
+    EXPECT_FALSE(bb.pruned.empty()) << "keep " << keep;  // the bound prunes some mesh here
+    // Every plan within the keep-th fastest's time, in the same order with the same figures.
+    size_t within = 0;
+    while (within < exact.ranked.size() && exact.ranked[within].step_time_us <= kth) ++within;
+    ASSERT_GE(bb.ranked.size(), within);
+    for (size_t i = 0; i < within; ++i) {
+      EXPECT_EQ(bb.ranked[i].label(), exact.ranked[i].label());
+      EXPECT_EQ(bb.ranked[i].recompute, exact.ranked[i].recompute);
+      EXPECT_EQ(bb.ranked[i].step_time_us, exact.ranked[i].step_time_us);
+      EXPECT_EQ(bb.ranked[i].peak_memory_bytes, exact.ranked[i].peak_memory_bytes);
+    }
+    // The others ranked are exact's too; the pruned are meshes exact ranks slower, or rejects.
+    for (const DeviceCandidate& c : bb.ranked) {
+      const auto at = std::find_if(exact.ranked.begin(), exact.ranked.end(),
+                                   [&](const DeviceCandidate& e) { return e.label() == c.label(); });
+      ASSERT_NE(at, exact.ranked.end()) << c.label();
+      EXPECT_EQ(at->step_time_us, c.step_time_us) << c.label();
+    }
+    for (const DeviceCandidate& c : bb.pruned) {
+      EXPECT_EQ(c.stages, 1) << c.label();
+      EXPECT_GT(c.lower_bound_us, kth) << c.label();
+      const auto at = std::find_if(exact.ranked.begin(), exact.ranked.end(),
+                                   [&](const DeviceCandidate& e) { return e.label() == c.label(); });
+      if (at != exact.ranked.end()) {
+        EXPECT_LE(c.lower_bound_us, at->step_time_us) << c.label();
+      }
+    }
+    EXPECT_EQ(bb.ranked.size() + bb.rejected.size() + bb.pruned.size(), exact.ranked.size() + exact.rejected.size());
+    EXPECT_EQ(bb.best_mesh.str(), exact.best_mesh.str());
+    EXPECT_EQ(bb.best.eval.step_time_us, exact.best.eval.step_time_us);
+    EXPECT_EQ(bb.best.notes, exact.best.notes);
+    EXPECT_NE(devices_table(bb, keep).find("pruned: a plan of it that fits takes at least"), std::string::npos);
+  }
+}
+
 TEST(Devices, MemoryInfeasibleMeshesAreRejectedWithTheReason) {
   const HardwareProfile& hw = hardware_profile("h100-nvlink");
   PlanOptions po;

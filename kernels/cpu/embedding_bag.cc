@@ -27,7 +27,10 @@ std::array<Tensor, 4> embedding_bag(const Tensor& weight, const Tensor& indices,
   std::vector<int64_t> off = offsets.to(DType::kInt64).contiguous().to_vector<int64_t>();
   const int64_t bags = include_last_offset ? std::max<int64_t>(static_cast<int64_t>(off.size()) - 1, 0)
                                            : static_cast<int64_t>(off.size());
-  if (!include_last_offset || off.empty()) off.push_back(n);
+  // ATen's CPU kernel ends the last bag at n whatever the last offset says (include_last_offset
+  // only drops it): the same here.
+  off.resize(static_cast<size_t>(bags));
+  off.push_back(n);
   DT_CHECK(off.empty() || off[0] == 0, "_embedding_bag: offsets must start at 0, not ", off[0]);
   for (int64_t b = 0; b < bags; ++b)
     DT_CHECK(off[b] <= off[b + 1] && off[b + 1] <= n, "_embedding_bag: offsets [", off[b], ", ", off[b + 1],

@@ -7,8 +7,8 @@
 //   bag_size [B]: non-padding indices per bag for mean and max, zeros for sum,
 //   max_indices: for max [B, D] the row of each maximum (the first on ties; 0 in an empty bag), for
 //     mean equal to bag_size, for sum zeros [B].
-// B = offsets.numel() (minus one with include_last_offset, where the last offset ends the last
-// bag). With [row_start, row_end) narrower than [0, V): `weight` holds only those rows of the table
+// B = offsets.numel() (minus one with include_last_offset; the last bag ends at n whatever the last
+// offset says, as ATen's CPU kernel has it). With [row_start, row_end) narrower than [0, V): `weight` holds only those rows of the table
 // (a vocabulary shard) and the output sums or averages only them (mean still divides by the whole
 // bag's count), so the shards' outputs add up to the whole one; max is refused there. Index and
 // offset dtypes int64 or int32 (the bookkeeping outputs take the indices' dtype). Throws

@@ -118,6 +118,39 @@ struct Replica {
   Placements data_pl;
 };
 
+// What recovery needs of an ended generation's replica: each tensor's layout and this rank's block.
+// Taking it lets the replica (its mesh and process groups) go at once, which closes this rank's
+// connections of the ended generation: a peer still blocked in one of its collectives fails at once
+// ("connection closed") instead of at its timeout.
+struct OldEntry {
+  std::string name;
+  Shape shape;
+  Placements placements;
+  Tensor local;
+};
+struct OldState {
+  Generation gen;
+  ElasticLayout layout;
+  Shape mesh_shape;
+  std::vector<int> ranks;  // of the mesh, row-major
+  std::vector<int64_t> coord;
+  std::vector<OldEntry> entries;
+  int64_t opt_steps = 0;
+};
+
+OldState take_state(Replica& r) {
+  OldState s;
+  s.gen = r.gen;
+  s.layout = r.layout;
+  s.mesh_shape = r.mesh->shape();
+  s.ranks = r.mesh->ranks();
+  s.coord = r.mesh->coordinate();
+  for (auto& [name, t] : r.state) s.entries.push_back({name, t->shape(), t->placements(), t->local_tensor()});
+  s.opt_steps = r.opt->steps();
+  r = Replica{};
+  return s;
+}
+
 struct Run {
   std::shared_ptr<Backend> backend;
   const TrainOptions& o;
@@ -149,19 +182,18 @@ struct Sources {
   std::string lost;   // "" when every block has a source
 };
 
-Sources block_sources(const DTensor& t, const std::string& name, const std::vector<int>& eligible, int me) {
-  const DeviceMesh& mesh = *t.mesh();
-  const Shape& mshape = mesh.shape();
+Sources block_sources(const OldEntry& t, const OldState& old, const std::vector<int>& eligible, int me) {
+  const Shape& mshape = old.mesh_shape;
   std::map<std::pair<Shape, Shape>, std::vector<int>> holders;  // (offset, shape) -> ranks, mesh order
   std::vector<std::pair<Shape, Shape>> order;
-  for (int64_t flat = 0; flat < mesh.size(); ++flat) {
+  for (int64_t flat = 0; flat < numel(mshape); ++flat) {
     std::vector<int64_t> coord(mshape.size());
     int64_t rem = flat;
     for (int d = static_cast<int>(mshape.size()) - 1; d >= 0; --d) coord[d] = rem % mshape[d], rem /= mshape[d];
-    auto [shape, offset] = t.spec().local_block(coord);
+    auto [shape, offset] = local_block(t.shape, t.placements, mshape, coord);
     auto key = std::make_pair(offset, shape);
     if (!holders.count(key)) order.push_back(key);
-    holders[key].push_back(mesh.ranks()[flat]);
+    holders[key].push_back(old.ranks[flat]);
   }
   Sources s;
   for (const auto& key : order) {
@@ -174,7 +206,7 @@ Sources block_sources(const DTensor& t, const std::string& name, const std::vect
         std::vector<std::string> span;
         for (size_t d = 0; d < key.first.size(); ++d)
           span.push_back(absl::StrCat(key.first[d], ":", key.first[d] + key.second[d]));
-        s.lost = absl::StrCat("'", name, "' ", placements_str(t.placements()), " block [", absl::StrJoin(span, ", "),
+        s.lost = absl::StrCat("'", t.name, "' ", placements_str(t.placements), " block [", absl::StrJoin(span, ", "),
                               "], held only by rank(s) ", absl::StrJoin(h, ", "), ", all lost");
       }
       continue;
@@ -203,8 +235,9 @@ struct Recovered {
 // From `old` (whose generation ended with a CommError on this rank at `step` completed steps) to the
 // next generation's replica. Throws CommError when this rank was left out, Error when the state
 // cannot be rebuilt.
-Recovered recover(const Run& run, Membership& membership, Replica& old, int64_t step, double detect_s,
+Recovered recover(const Run& run, Membership& membership, const OldState& old, int64_t step, double detect_s,
                   std::ostream* log) {
+  const auto t_start = Clock::now();
   const TrainOptions& o = run.o;
   const int me = run.backend->rank();
   MembershipOptions mo;
@@ -231,9 +264,9 @@ Recovered recover(const Run& run, Membership& membership, Replica& old, int64_t 
       const auto t_reshard = Clock::now();
       Recovered rec{build_replica(run, g, layout), low, false};
       std::string lost;
-      std::vector<bool> mine(old.state.size());
-      for (size_t i = 0; i < old.state.size(); ++i) {
-        Sources s = block_sources(*old.state[i].second, old.state[i].first, eligible, me);
+      std::vector<bool> mine(old.entries.size());
+      for (size_t i = 0; i < old.entries.size(); ++i) {
+        Sources s = block_sources(old.entries[i], old, eligible, me);
         mine[i] = s.mine;
         if (lost.empty()) lost = s.lost;
       }
@@ -241,30 +274,30 @@ Recovered recover(const Run& run, Membership& membership, Replica& old, int64_t 
       if (lost.empty()) {
         // Every block has one source: the sum over the survivors is the full tensor.
         int64_t total = 0;
-        for (auto& [name, t] : old.state) total += numel(t->shape());
+        for (const OldEntry& t : old.entries) total += numel(t.shape);
         Tensor buf = Tensor::zeros({total}, run.dtype);
         int64_t at = 0;
-        for (size_t i = 0; i < old.state.size(); ++i) {
-          const DTensor& t = *old.state[i].second;
+        for (size_t i = 0; i < old.entries.size(); ++i) {
+          const OldEntry& t = old.entries[i];
           if (mine[i]) {
-            auto [shape, offset] = t.spec().local_block(t.mesh()->coordinate());
-            Tensor dst = buf.narrow(0, at, numel(t.shape())).view(t.shape());
+            auto [shape, offset] = local_block(t.shape, t.placements, old.mesh_shape, old.coord);
+            Tensor dst = buf.narrow(0, at, numel(t.shape)).view(t.shape);
             for (size_t d = 0; d < shape.size(); ++d) dst = dst.narrow(static_cast<int64_t>(d), offset[d], shape[d]);
-            dst.copy_(t.local_tensor());
+            dst.copy_(t.local);
           }
-          at += numel(t.shape());
+          at += numel(t.shape);
         }
         all->all_reduce(buf, ReduceOp::kSum, run.timeout);
         at = 0;
         for (size_t i = 0; i < rec.replica.state.size(); ++i) {
           auto& [name, t] = rec.replica.state[i];
-          DT_CHECK(name == old.state[i].first && t->shape() == old.state[i].second->shape(),
-                   "elastic: the new model's tensor ", i, " is '", name, "', the old one's '", old.state[i].first, "'");
+          DT_CHECK(name == old.entries[i].name && t->shape() == old.entries[i].shape,
+                   "elastic: the new model's tensor ", i, " is '", name, "', the old one's '", old.entries[i].name, "'");
           Tensor full = buf.narrow(0, at, numel(t->shape())).view(t->shape());
           Tensor(t->local_tensor()).copy_(distribute_tensor(full, t->mesh(), t->placements()).local_tensor());
           at += numel(t->shape());
         }
-        rec.replica.opt->set_steps(old.opt->steps() - (step - low));
+        rec.replica.opt->set_steps(old.opt_steps - (step - low));
         how = absl::StrCat("rebuilt from the surviving replicas (", total, " values, no disk read)");
       } else {
         const bool have = !o.save.empty() && (std::filesystem::exists(o.save + "/LATEST") ||
@@ -280,7 +313,8 @@ Recovered recover(const Run& run, Membership& membership, Replica& old, int64_t 
       }
       const double reshard_s = since(t_reshard);
       // The largest time of each part over the survivors.
-      Tensor times = Tensor::from_vector(std::vector<double>{detect_s, rdv_s, plan_s, reshard_s}, {4});
+      const double total_s = detect_s + since(t_start);
+      Tensor times = Tensor::from_vector(std::vector<double>{detect_s, rdv_s, plan_s, reshard_s, total_s}, {5});
       all->all_reduce(times, ReduceOp::kMax, run.timeout);
       std::vector<double> tv = times.to_vector<double>();
       if (log && g.members.front() == me) {
@@ -292,8 +326,9 @@ Recovered recover(const Run& run, Membership& membership, Replica& old, int64_t 
              << "elastic: mesh " << layout.str() << ": " << layout.reason << " (a fixed rule; the planner has no "
              << "builder for this GPT)\n"
              << "elastic: state " << how << "\n"
-             << absl::StrFormat("elastic: recovery: detection %.3f s, rendezvous %.3f s, re-plan %.4f s, reshard %.3f s\n",
-                                tv[0], tv[1], tv[2], tv[3]);
+             << absl::StrFormat("elastic: recovery: detection %.3f s, rendezvous %.3f s, re-plan %.4f s, reshard %.3f s; "
+                                "failed step's start to the new layout %.3f s (each the largest over the survivors)\n",
+                                tv[0], tv[1], tv[2], tv[3], tv[4]);
         log->flush();
       }
       return rec;
@@ -410,7 +445,8 @@ TrainResult train_elastic_rank(std::shared_ptr<Backend> backend, const TrainOpti
              << e.what() << "\n";
         log->flush();
       }
-      Recovered rec = recover(run, membership, rep, step, detect_s, log);
+      OldState old = take_state(rep);  // closes this rank's groups of the ended generation
+      Recovered rec = recover(run, membership, old, step, detect_s, log);
       DT_CHECK(rec.step >= start_step, "dtensor train --elastic: the checkpoint in ", o.save, " is of step ", rec.step,
                ", before this run's first step ", start_step + 1, "; cannot replay");
       rep = std::move(rec.replica);

@@ -29,6 +29,7 @@
 #include "dtensor/collectives/env.h"
 #include "dtensor/collectives/gloo_backend.h"
 #include "gtest/gtest.h"
+#include "tests/testing/rank_worker.h"
 #include "tools/launcher.h"
 
 namespace dtensor {
@@ -45,14 +46,6 @@ constexpr Timeout kFailTimeout = milliseconds(2000);
 
 // ------------------------------------------------------------------------------------------------
 // Worker side.
-
-#define WCHECK(cond, ...)                                                                        \
-  do {                                                                                           \
-    if (!(cond)) {                                                                               \
-      throw std::runtime_error(                                                                  \
-          absl::StrCat(__FILE__, ":", __LINE__, ": check failed: ", #cond, " ", ##__VA_ARGS__)); \
-    }                                                                                            \
-  } while (0)
 
 std::string vec_str(const std::vector<double>& v) {
   return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
@@ -535,17 +528,10 @@ int worker_main(const std::string& scenario) {
 // ------------------------------------------------------------------------------------------------
 // Driver side.
 
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "/proc/self/exe";
-  return std::string(buf, n);
-}
-
 tools::LaunchOptions options_for(const std::string& scenario) {
   tools::LaunchOptions o;
   o.nprocs = kWorld;
-  o.command = {self_exe()};
+  o.command = {rank_worker::self_exe()};
   o.env = {{kScenarioVar, scenario}};
   o.timeout = milliseconds(60000);  // never hang the test
   o.kill_grace = milliseconds(2000);

@@ -23,6 +23,7 @@
 #include "dtensor/collectives/gloo_backend.h"
 #include "dtensor/collectives/membership.h"
 #include "gtest/gtest.h"
+#include "tests/testing/rank_worker.h"
 #include "tools/launcher.h"
 
 namespace dtensor {
@@ -35,14 +36,6 @@ constexpr char kScenarioVar[] = "DTENSOR_MEMBERSHIP_TEST_SCENARIO";
 constexpr int kWorld = 4;
 constexpr Timeout kOkTimeout = milliseconds(30000);
 constexpr Timeout kFailTimeout = milliseconds(2000);  // a collective with a dead or stopped peer
-
-#define WCHECK(cond, ...)                                                                        \
-  do {                                                                                           \
-    if (!(cond)) {                                                                               \
-      throw std::runtime_error(                                                                  \
-          absl::StrCat(__FILE__, ":", __LINE__, ": check failed: ", #cond, " ", ##__VA_ARGS__)); \
-    }                                                                                            \
-  } while (0)
 
 MembershipOptions options() {
   MembershipOptions o;
@@ -208,16 +201,10 @@ int worker_main(const std::string& scenario) {
   }
 }
 
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n <= 0 ? "/proc/self/exe" : std::string(buf, n);
-}
-
 tools::LaunchResult launch(const std::string& scenario, int max_restarts = 0) {
   tools::LaunchOptions o;
   o.nprocs = kWorld;
-  o.command = {self_exe()};
+  o.command = {rank_worker::self_exe()};
   o.env = {{kScenarioVar, scenario}};
   o.timeout = milliseconds(90000);  // never hang the test
   o.failure_grace = milliseconds(60000);  // a killed rank must not end the survivors

@@ -24,6 +24,7 @@
 #include "dtensor/collectives/env.h"
 #include "dtensor/collectives/nccl_backend.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/testing/rank_worker.h"
 #include "tools/launcher.h"
 
 namespace dtensor {
@@ -36,13 +37,6 @@ using std::chrono::milliseconds;
 constexpr char kScenarioVar[] = "DTENSOR_NCCL_TEST_SCENARIO";
 constexpr Timeout kOkTimeout = milliseconds(60000);
 constexpr Timeout kFailTimeout = milliseconds(3000);
-
-#define WCHECK(cond, ...)                                                                        \
-  do {                                                                                           \
-    if (!(cond))                                                                                 \
-      throw std::runtime_error(                                                                  \
-          absl::StrCat(__FILE__, ":", __LINE__, ": check failed: ", #cond, " ", ##__VA_ARGS__)); \
-  } while (0)
 
 Tensor make(const std::vector<double>& v, DType dt) {
   return G(Tensor::from_vector(v, {static_cast<int64_t>(v.size())}).to(dt));
@@ -212,19 +206,13 @@ int worker_main(const std::string& scenario) {
   }
 }
 
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n <= 0 ? std::string("/proc/self/exe") : std::string(buf, n);
-}
-
 void expect_all_pass(const std::string& scenario, int min_ranks) {
   DT_SKIP_WITHOUT_CUDA();
   const int n = std::min(cuda::device_count(), 4);
   if (n < min_ranks) GTEST_SKIP() << "needs " << min_ranks << " CUDA devices, found " << n;
   tools::LaunchOptions o;
   o.nprocs = n;
-  o.command = {self_exe()};
+  o.command = {rank_worker::self_exe()};
   o.env = {{kScenarioVar, scenario}};
   o.timeout = milliseconds(120000);
   o.kill_grace = milliseconds(2000);
@@ -243,7 +231,7 @@ TEST(NcclFailure, SilentPeerTimesOutAndAborts) { expect_all_pass("silent_peer", 
 TEST(Nccl, NeedsADevice) {
   tools::LaunchOptions o;
   o.nprocs = 1;
-  o.command = {self_exe()};
+  o.command = {rank_worker::self_exe()};
   o.env = {{kScenarioVar, "no_device"}, {"CUDA_VISIBLE_DEVICES", ""}};
   o.timeout = milliseconds(60000);
   o.kill_grace = milliseconds(2000);

@@ -30,6 +30,7 @@
 #include "dtensor/collectives/gloo_backend.h"
 #include "dtensor/dtensor.h"
 #include "gtest/gtest.h"
+#include "tests/testing/rank_worker.h"
 #include "tests/dtensor/redistribute_cases.h"
 #include "tools/launcher.h"
 
@@ -53,14 +54,6 @@ constexpr int kCulprit = 3;
 
 // ------------------------------------------------------------------------------------------------
 // Worker side.
-
-#define WCHECK(cond, ...)                                                                        \
-  do {                                                                                           \
-    if (!(cond)) {                                                                               \
-      throw std::runtime_error(                                                                  \
-          absl::StrCat(__FILE__, ":", __LINE__, ": check failed: ", #cond, " ", ##__VA_ARGS__)); \
-    }                                                                                            \
-  } while (0)
 
 // The cases of one mesh; the same on every rank (the seed depends only on the mesh's index).
 std::vector<RedistCase> cases_for(const Shape& mesh, int mesh_index) {
@@ -171,13 +164,6 @@ int worker_main(const std::string& scenario) {
 // ------------------------------------------------------------------------------------------------
 // Driver side.
 
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "/proc/self/exe";
-  return std::string(buf, n);
-}
-
 std::string tmp_root() {
   const char* t = std::getenv("TEST_TMPDIR");
   return t ? t : "/tmp";
@@ -193,7 +179,7 @@ std::string report_dir(const std::string& scenario) {
 tools::LaunchOptions options_for(const std::string& scenario, const std::string& reports) {
   tools::LaunchOptions o;
   o.nprocs = kWorld;
-  o.command = {self_exe()};
+  o.command = {rank_worker::self_exe()};
   o.env = {{kScenarioVar, scenario}, {kReportVar, reports}};
   o.timeout = milliseconds(120000);  // never hang the test
   o.kill_grace = milliseconds(2000);

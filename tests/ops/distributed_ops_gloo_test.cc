@@ -48,6 +48,7 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/partial_split.h"
 #include "gtest/gtest.h"
+#include "tests/testing/rank_worker.h"
 #include "ops/common/defs.h"
 #include "tools/launcher.h"
 #include "tests/ops/simulated_mesh.h"
@@ -69,14 +70,6 @@ constexpr int kPlainRowsPerCase = 3;
 // Generous for a loaded 2-core machine; a desynchronised worker still ends well before the driver's
 // limit.
 constexpr Timeout kTimeout = milliseconds(30000);
-
-#define WCHECK(cond, ...)                                                                        \
-  do {                                                                                           \
-    if (!(cond)) {                                                                               \
-      throw std::runtime_error(                                                                  \
-          absl::StrCat(__FILE__, ":", __LINE__, ": check failed: ", #cond, " ", ##__VA_ARGS__)); \
-    }                                                                                            \
-  } while (0)
 
 // ------------------------------------------------------------------------------------------------
 // The cases.
@@ -407,13 +400,6 @@ int worker_main(const std::string& scenario) {
 // ------------------------------------------------------------------------------------------------
 // Driver side.
 
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "/proc/self/exe";
-  return std::string(buf, n);
-}
-
 std::string tmp_root() {
   const char* t = std::getenv("TEST_TMPDIR");
   return t ? t : "/tmp";
@@ -464,7 +450,7 @@ std::string expect_all_pass(const std::string& scenario) {
   const std::string reports = report_dir();
   tools::LaunchOptions o;
   o.nprocs = kWorld;
-  o.command = {self_exe()};
+  o.command = {rank_worker::self_exe()};
   o.env = {{kScenarioVar, scenario}, {kReportVar, reports}};
   o.timeout = milliseconds(120000);  // never hang the test
   o.failure_grace = milliseconds(1000);

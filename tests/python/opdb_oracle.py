@@ -145,6 +145,8 @@ class Case:
     weights: object = None   # one weight tensor per floating output, for the backward's loss
     skip: str = ""           # why this sample is not compared
     random: bool = False     # draws random numbers: compared with the engine's own one-device draw
+    aten_forward: frozenset = frozenset()   # ATen op packets torch dispatched for the reference's forward
+    aten_backward: frozenset = frozenset()  # ... and for its gradients (that forward and the backward)
     mutated: list = dataclasses.field(default_factory=list)  # flat indices of inputs the op writes
     factory: object = None   # a factory entry: its output's Layout (the op is the engine's factory)
 
@@ -208,7 +210,7 @@ def make_cases(entry, mesh_ndim=2, seed=0):
             case.skip = "sparse layout"
             continue
         try:
-            random_op = _is_random(entry, flat, spec)
+            random_op, case.aten_forward = _dispatched(entry, flat, spec)
         except Exception as e:  # noqa: BLE001
             case.skip = f"torch raised {type(e).__name__} on a second call"
             continue
@@ -229,26 +231,41 @@ def make_cases(entry, mesh_ndim=2, seed=0):
     return cases
 
 
-def _is_random(entry, flat, spec):
-    """Whether the op draws random numbers (an ATen op tagged nondeterministic_seeded runs): its
-    values come from torch's mt19937 stream, not comparable with a DTensor engine's (dtensor draws
-    Philox), so such a case is compared with the engine's own one-device draw (_random_reference).
-    OpInfo's random entries also reseed torch's generator (wrapper_set_seed), which run_entry
-    disables around every engine run."""
-    from torch.utils._python_dispatch import TorchDispatchMode
+class _Recorder:
+    """A TorchDispatchMode recording the ATen op packets dispatched (by name, "aten.mm") and whether
+    one is tagged nondeterministic_seeded. The bridge receives the same ops for the same call on
+    DTensors (both sit below autograd and the CompositeImplicit decompositions)."""
 
-    class Seen(TorchDispatchMode):
-        random = False
+    def __enter__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if torch.Tag.nondeterministic_seeded in func.tags:
-                Seen.random = True
-            return func(*args, **(kwargs or {}))
+        recorder = self
 
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                recorder.ops.add(func._schema.name.replace("::", "."))
+                if torch.Tag.nondeterministic_seeded in func.tags:
+                    recorder.random = True
+                return func(*args, **(kwargs or {}))
+
+        self.ops, self.random, self.mode = set(), False, Mode()
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+
+def _dispatched(entry, flat, spec):
+    """(whether the op draws random numbers, the ATen op packets its forward dispatches). A random
+    op (an ATen op tagged nondeterministic_seeded runs) has values from torch's mt19937 stream, not
+    comparable with a DTensor engine's (dtensor draws Philox), so such a case is compared with the
+    engine's own one-device draw (_random_reference). OpInfo's random entries also reseed torch's
+    generator (wrapper_set_seed), which run_entry disables around every engine run."""
     args, kwargs = tree_unflatten([v.clone() if isinstance(v, torch.Tensor) else v for v in flat], spec)
-    with Seen():
+    with _Recorder() as seen:
         entry.op(*args, **kwargs)
-    return Seen.random
+    return seen.random, frozenset(seen.ops)
 
 
 def _same(a, b):
@@ -260,13 +277,15 @@ def _reference_grads(entry, case):
             v.clone() if isinstance(v, torch.Tensor) else v for i, v in enumerate(case.flat)]
     args, kwargs = tree_unflatten(flat, case.spec)
     try:
-        outs = _flat_outputs(entry.op(*args, **kwargs))
-        loss = _loss(outs, case.weights)
-        if loss is None or not loss.requires_grad:
-            return None
-        grads = torch.autograd.grad(loss, [flat[i] for i in case.grad_inputs], allow_unused=True)
+        with _Recorder() as seen:  # the forward with gradients on (it may dispatch other ops) and the backward
+            outs = _flat_outputs(entry.op(*args, **kwargs))
+            loss = _loss(outs, case.weights)
+            if loss is None or not loss.requires_grad:
+                return None
+            grads = torch.autograd.grad(loss, [flat[i] for i in case.grad_inputs], allow_unused=True)
     except Exception:  # noqa: BLE001 - torch does not differentiate this sample
         return None
+    case.aten_backward = frozenset(seen.ops)
     return [None if g is None else g.detach() for g in grads]
 
 

@@ -16,6 +16,7 @@ import opdb_oracle as oracle  # noqa: E402
 
 FORWARD_AT_LEAST = 635   # 2026-11-29, torch 2.15.0, of 703 entries
 BACKWARD_AT_LEAST = 504  # of the entries whose samples torch differentiates
+CORE_COMPARED_AT_LEAST = 144  # Core ATen packets a passing sample compared with torch, 2026-11-29: 144 of 164
 
 # Errors other than dtensor's refusals, reviewed: entry -> why.
 REVIEWED_ERRORS = {
@@ -99,3 +100,41 @@ def test_reviewed_errors_still_occur(results):
     stale = [n for n, why in REVIEWED_ERRORS.items()
              if not any(why in r[3] for by_mesh in [results.get(n, {})] for rows in by_mesh.values() for r in rows)]
     assert not stale, f"reviewed errors no longer seen (remove them): {stale}"
+
+
+def test_core_aten_packets_compared_with_torch(results, capsys):
+    """Which Core ATen packets (tests/python/core_aten_ops.txt) the oracle compared with torch: the
+    ATen ops torch dispatched for a sample's reference forward (or its gradients) whose bridge run
+    passed on some mesh, random samples left out (those are compared with the bridge's own draw).
+    The bridge receives the same ops for the same call (both below autograd and CompositeImplicit
+    decompositions), so each such op's output reached a compared value. The gradients' set also holds
+    the oracle's own loss and its backward (mul, sum), ops compared elsewhere anyway. A native op
+    that torch's Python API never dispatches (avg_pool1d and adaptive_avg_pool1d decompose above
+    dispatch; copy is reached as copy_) cannot be compared this way."""
+    import pathlib
+
+    from test_core_aten import listed, native_packets
+
+    core = listed()
+    native = native_packets()
+    seen = set()
+    for by_mesh in results.values():
+        for rows in by_mesh.values():
+            for case, fwd, bwd, _ in rows:
+                if case.random:
+                    continue
+                if fwd == "pass":
+                    seen |= {o.split(".", 1)[1] for o in case.aten_forward if o.startswith("aten.")}
+                if bwd == "pass":
+                    seen |= {o.split(".", 1)[1] for o in case.aten_backward if o.startswith("aten.")}
+    compared = [n for n in core if n in seen]
+    native_core = [n for n in core if n in native]
+    native_compared = [n for n in native_core if n in seen]
+    lines = [f"Core ATen packets compared with torch by passing op_db samples: {len(compared)} of {len(core)}; "
+             f"of the {len(native_core)} native ones, {len(native_compared)}",
+             "  native, not compared: " + " ".join(n for n in native_core if n not in seen),
+             "  compared, not native: " + " ".join(n for n in compared if n not in native)]
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+    assert len(compared) >= CORE_COMPARED_AT_LEAST, lines[0]
+    assert pathlib.Path(__file__).with_name("core_aten_ops.txt").exists()

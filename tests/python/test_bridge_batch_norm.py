@@ -113,3 +113,44 @@ def test_evaluation_without_running_statistics_is_refused_as_by_torch():
         return True
 
     assert all(dt.run_threads(2, fn))
+
+
+# Each ATen form the bridge routes to _native_batch_norm_legit_functional, called directly (export
+# and torch._decomp produce the legit ones; nn.BatchNorm reaches native_batch_norm): every output and
+# the running statistics after the call, against the same call on plain tensors.
+FORMS = {
+    "legit_train": lambda a, x, w, b, rm, rv: a._native_batch_norm_legit(x, w, b, rm, rv, True, 0.2, 1e-5),
+    "legit_eval": lambda a, x, w, b, rm, rv: a._native_batch_norm_legit(x, w, b, rm, rv, False, 0.2, 1e-5),
+    "legit_no_stats": lambda a, x, w, b, rm, rv: a._native_batch_norm_legit.no_stats(x, w, b, True, 0.2, 1e-5),
+    "legit_no_training": lambda a, x, w, b, rm, rv: a._native_batch_norm_legit_no_training(x, w, b, rm, rv, 0.2, 1e-5),
+    "native_train": lambda a, x, w, b, rm, rv: a.native_batch_norm(x, w, b, rm, rv, True, 0.2, 1e-5),
+    "with_update": lambda a, x, w, b, rm, rv: a._batch_norm_with_update(x, w, b, rm, rv, 0.2, 1e-5),
+    "no_update": lambda a, x, w, b, rm, rv: a._batch_norm_no_update(x, w, b, rm, rv, 0.2, 1e-5),
+}
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+@pytest.mark.parametrize("layout", ["channels", "batch_and_spatial"])
+def test_every_aten_form_matches_torch(form, layout):
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(6, 4, 5, dtype=torch.float64, generator=g)
+    w, b, rm = (torch.randn(4, dtype=torch.float64, generator=g) for _ in range(3))
+    rv = torch.rand(4, dtype=torch.float64, generator=g) + 0.5
+    rm_ref, rv_ref = rm.clone(), rv.clone()
+    want = FORMS[form](torch.ops.aten, x, w, b, rm_ref, rv_ref)
+    px, pc = LAYOUTS[layout]
+
+    def fn(world):
+        mesh = dt.init_device_mesh("cpu", (2, 2))
+        c = [bridge.distribute(t, mesh, pc) for t in (w, b, rm, rv)]
+        got = FORMS[form](torch.ops.aten, bridge.distribute(x, mesh, px), *c)
+        return [t.full_tensor() if isinstance(t, bridge.DTensor) else t for t in got], \
+            c[2].full_tensor().clone(), c[3].full_tensor().clone()
+
+    for got, rm_got, rv_got in dt.run_threads(4, fn):
+        assert len(got) == len(want)
+        for k, (a, e) in enumerate(zip(got, want)):
+            assert a.shape == e.shape and a.dtype == e.dtype, (k, a.shape, e.shape, a.dtype, e.dtype)
+            torch.testing.assert_close(a, e, rtol=1e-10, atol=1e-12, msg=lambda m: f"{form} output {k}: {m}")
+        torch.testing.assert_close(rm_got, rm_ref, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(rv_got, rv_ref, rtol=1e-12, atol=1e-12)

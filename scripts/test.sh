@@ -103,7 +103,7 @@ if bazel build //python/... >/dev/null 2>&1; then
   add_counts "$(python3 scripts/test_counts.py pytest "$py_log")"
   # The op_db and Core ATen coverage lines (tests/python/test_opdb.py, test_core_aten.py), repeated
   # in the closing summary.
-  mapfile -t coverage_lines < <(grep -E "^(op_db (forward|backward):|Core ATen:)" "$py_log")
+  mapfile -t coverage_lines < <(grep -E "^(op_db (forward|backward):|Core ATen:|Core ATen packets compared)" "$py_log")
   if [ "$py_rc" -ne 0 ]; then
     rc=1
     [ "$failed" -eq "$before" ] && failed=$((failed + 1))

@@ -142,10 +142,11 @@ PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const
     if (best && !fits(*best)) break;
     PlanOptions o = shared;
     o.recompute = mode;
+    std::shared_ptr<CostModel> cm;  // built for the bound: the planner takes it over
     if (options.bound_modes && best) {
       // No plan of this mode fits when its least bytes exceed the limit: plan_model would throw.
-      const CostModel cm(g, mesh, hw, o.shares, mode, o.activation_copies, o.recompute_layers);
-      const int64_t least = memory_lower_bound(cm);
+      cm = std::make_shared<CostModel>(g, mesh, hw, o.shares, mode, o.activation_copies, o.recompute_layers);
+      const int64_t least = memory_lower_bound(*cm);
       if (static_cast<double>(least) > best->memory_limit_bytes) {
         tried.push_back(absl::StrCat(recompute_name(mode), ": no plan fits: needs at least ",
                                      absl::StrFormat("%.1f", least / 1e9), " GB per device", kBoundNote));
@@ -154,7 +155,7 @@ PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const
     }
     PlanResult p;
     try {
-      p = run(o);
+      p = plan || !cm || o.shares.cluster ? run(o) : Planner(g, mesh, hw, o, std::move(cm)).run();
     } catch (const Error& e) {
       last_error = e.what();
       tried.push_back(absl::StrCat(recompute_name(mode), ": ", reason(e.what())));
@@ -345,11 +346,13 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
           // First the bound without tables (time_lower_bound) over the modes that may be planned.
           size_t admitted = 0;
           double cheap = std::numeric_limits<double>::infinity();
+          std::vector<std::shared_ptr<CostModel>> models;  // per admitted mode, for its planner
           for (; admitted < order.size(); ++admitted) {
-            const CostModel cm(*graph, c.mesh, hw, quick.shares, order[admitted], quick.activation_copies,
-                               quick.recompute_layers);
-            if (admitted > 0 && options.bound_modes && static_cast<double>(memory_lower_bound(cm)) > limit) break;
-            cheap = std::min(cheap, quick.compare && greedy_may_fit(cm, limit) ? 0.0 : time_lower_bound(cm));
+            auto cm = std::make_shared<CostModel>(*graph, c.mesh, hw, quick.shares, order[admitted],
+                                                  quick.activation_copies, quick.recompute_layers);
+            if (admitted > 0 && options.bound_modes && static_cast<double>(memory_lower_bound(*cm)) > limit) break;
+            cheap = std::min(cheap, quick.compare && greedy_may_fit(*cm, limit) ? 0.0 : time_lower_bound(*cm));
+            models.push_back(std::move(cm));
           }
           sl.bounded = true;
           sl.cheap_bound_us = cheap;
@@ -363,7 +366,7 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
             PlanOptions o = shared;
             o.recompute = order[m];
             try {
-              auto planner = std::make_unique<Planner>(*graph, c.mesh, hw, o);
+              auto planner = std::make_unique<Planner>(*graph, c.mesh, hw, o, std::move(models[m]));
               bool feasible = true;
               // The first mode's plan may not fit at all: then the search, not the bound, says why.
               bound = std::min(bound, planner->lower_bound(limit, m == 0 ? &feasible : nullptr));

@@ -52,11 +52,20 @@ struct Planner::Tables {
   absl::flat_hash_map<EdgeKey, std::unique_ptr<T>> edge, grad, update;
 };
 
-Planner::Planner(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, PlanOptions options)
+Planner::Planner(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, PlanOptions options,
+                 std::shared_ptr<CostModel> cm)
     : g_(g), mesh_(mesh), hw_(hw), options_(std::move(options)), tables_(std::make_unique<Tables>()) {
   const double t0 = now_ms();
-  cm_ = std::make_shared<CostModel>(g, mesh, hw, options_.shares, options_.recompute, options_.activation_copies,
-                                    options_.recompute_layers);
+  if (cm) {
+    DT_CHECK(&cm->graph() == &g && cm->mesh().shape == mesh.shape && cm->recompute() == options_.recompute &&
+                 cm->activation_copies() == options_.activation_copies &&
+                 cm->recompute_layers() == options_.recompute_layers && !options_.shares.cluster,
+             "planner: internal error: a cost model built for other options");
+    cm_ = std::move(cm);
+  } else {
+    cm_ = std::make_shared<CostModel>(g, mesh, hw, options_.shares, options_.recompute, options_.activation_copies,
+                                      options_.recompute_layers);
+  }
   if (options_.move_times) cm_->share_move_times(options_.move_times);
   template_of_.assign(g.num_vertices(), -1);
   instance_of_.assign(g.num_vertices(), -1);

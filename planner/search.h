@@ -137,7 +137,9 @@ struct ProblemBuilder;
 
 class Planner {
  public:
-  Planner(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, PlanOptions options = {});
+  // `cm`: the cost model already built for these options (one profile, no cluster); null: built here.
+  Planner(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, PlanOptions options = {},
+          std::shared_ptr<CostModel> cm = nullptr);
   ~Planner();
   const CostModel& cost_model() const { return *cm_; }
   const PlanOptions& options() const { return options_; }

@@ -208,6 +208,9 @@ void validate_train_options(const TrainOptions& o) {
            kMaxSteps);
   DT_CHECK(o.save_every == 0 || !o.save.empty(), "--save-every ", o.save_every,
            " without --save: accepted with --save DIR (the checkpoint directory it writes)");
+  DT_CHECK(o.max_restarts >= 0 && o.max_restarts <= 100, "--max-restarts ", o.max_restarts, ": accepted: 0 to 100");
+  DT_CHECK(o.max_restarts == 0 || o.elastic, "--max-restarts ", o.max_restarts,
+           " without --elastic: a restarted rank can only rejoin an elastic run; accepted with --elastic");
   if (o.elastic) {
     // What tools/train_elastic.h rebuilds: the dense GPT's parameters and AdamW state over dp and tp.
     DT_CHECK(o.backend == "gloo", "--elastic --backend ", o.backend,

@@ -76,6 +76,10 @@ struct TrainOptions {
   bool elastic = false;
   // With --save: also write the checkpoint every this many steps (0: only at the end).
   int save_every = 0;
+  // With --elastic: the launcher (dtensor train without RANK) restarts a failed rank's process up to
+  // this many times; the restarted process rejoins at the members' next step boundary, receives its
+  // shards from them (no disk) and the run returns to the launch mesh.
+  int max_restarts = 0;
 };
 
 struct TrainResult {

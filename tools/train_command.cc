@@ -61,6 +61,7 @@ std::vector<std::string> argv_of(const TrainOptions& o) {
   if (!o.record.empty()) a.insert(a.end(), {"--record", o.record});
   if (o.elastic) a.push_back("--elastic");
   if (o.save_every > 0) a.insert(a.end(), {"--save-every", std::to_string(o.save_every)});
+  if (o.max_restarts > 0) a.insert(a.end(), {"--max-restarts", std::to_string(o.max_restarts)});
   return a;
 }
 
@@ -141,6 +142,7 @@ void run_train(const TrainOptions& o) {
       // The survivors of a lost rank go on: no rank is terminated for another's failure. The job
       // succeeds when the ranks that were not killed by a signal all exit 0 (and one did).
       lo.failure_grace = std::chrono::hours(24 * 365);
+      lo.max_restarts = o.max_restarts;
       LaunchResult lr = run_ranks(lo);
       int status = 0, ok = 0;
       for (const RankExit& x : lr.ranks) {
@@ -204,6 +206,10 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--load", o->load, "start from a checkpoint (saved on any mesh)");
   sub->add_option("--save-every", o->save_every, "with --save: also write the checkpoint every N steps")
       ->check(CLI::Range(1, kMaxSteps));
+  sub->add_option("--max-restarts", o->max_restarts,
+                  "with --elastic: restart a failed rank's process up to N times; it rejoins at a step boundary "
+                  "and the run returns to the launch mesh")
+      ->check(CLI::Range(0, 100));
   sub->add_flag("--elastic", o->elastic,
                 "Gloo processes, --mesh tp=N or dp=M,tp=N: when a rank dies or stops, the survivors agree on a "
                 "new membership, re-plan the mesh, rebuild the state from the surviving replicas (else the last "

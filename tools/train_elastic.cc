@@ -12,6 +12,7 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -112,6 +113,7 @@ struct Replica {
   Generation gen;
   ElasticLayout layout;
   std::shared_ptr<DeviceMesh> mesh;
+  std::shared_ptr<ProcessGroup> all;  // every member: the step-boundary agreement on joiners
   std::unique_ptr<nn::GPT> model;
   std::unique_ptr<nn::AdamW> opt;
   nn::NamedTensors state;  // parameters, then AdamW's exp_avg / exp_avg_sq
@@ -165,6 +167,7 @@ Replica build_replica(const Run& run, const Generation& gen, const ElasticLayout
   r.layout = layout;
   auto gb = std::make_shared<GenerationBackend>(run.backend, gen.group_prefix());
   r.mesh = DeviceMesh::create(gb, {layout.dp, layout.tp}, {"dp", "tp"}, gen.members, run.timeout);
+  if (run.o.max_restarts > 0) r.all = gb->new_group(gen.members, "all", run.timeout);
   r.model = std::make_unique<nn::GPT>(run.cfg);
   nn::parallelize(*r.model, r.mesh, nn::megatron_plan(run.o.sequence_parallel, run.o.loss_parallel), 1, run.dtype,
                   cpu());
@@ -216,94 +219,125 @@ Sources block_sources(const OldEntry& t, const OldState& old, const std::vector<
   return s;
 }
 
-// The survivors agree on the completed steps: each one's count, over the new generation's group.
-std::vector<int64_t> exchange_steps(ProcessGroup& all, int world, int me, int64_t step, Timeout timeout) {
-  Tensor t = Tensor::zeros({world}, DType::kFloat64);
+// The members of a new generation agree on each one's completed steps (-1: a rejoining process,
+// which holds no state) and the run's first step: one all_reduce (max) over the generation's group.
+// Returns world + 1 numbers: the steps per launch rank (-1 for ranks outside), then the first step.
+std::vector<int64_t> exchange_steps(ProcessGroup& all, int world, int me, int64_t step, int64_t start_step,
+                                    Timeout timeout) {
+  Tensor t = Tensor::zeros({world + 1}, DType::kFloat64);
   t.data<double>()[me] = static_cast<double>(step + 1);
-  all.all_reduce(t, ReduceOp::kSum, timeout);
+  t.data<double>()[world] = static_cast<double>(start_step + 1);
+  all.all_reduce(t, ReduceOp::kMax, timeout);
   std::vector<int64_t> out;
-  for (double v : t.to_vector<double>()) out.push_back(static_cast<int64_t>(v) - 1);  // -1: not a member
+  for (double v : t.to_vector<double>()) out.push_back(static_cast<int64_t>(v) - 1);
   return out;
 }
 
 struct Recovered {
   Replica replica;
   int64_t step = 0;
+  int64_t start_step = 0;
   bool from_checkpoint = false;
 };
 
-// From `old` (whose generation ended with a CommError on this rank at `step` completed steps) to the
-// next generation's replica. Throws CommError when this rank was left out, Error when the state
-// cannot be rebuilt.
-Recovered recover(const Run& run, Membership& membership, const OldState& old, int64_t step, double detect_s,
-                  std::ostream* log) {
+// From `old` (whose generation ended on this rank at `step` completed steps: a CommError, or joiners
+// waiting at a step boundary) to the next generation's replica; old == null for a restarted process
+// (it rejoins, holds no state and receives all of it). Throws CommError when this rank was left out,
+// Error when the state cannot be rebuilt.
+Recovered recover(const Run& run, Membership& membership, const OldState* old, int64_t step, int64_t start_step,
+                  double detect_s, std::ostream* log) {
   const auto t_start = Clock::now();
   const TrainOptions& o = run.o;
   const int me = run.backend->rank();
+  const int world = run.backend->world_size();
   MembershipOptions mo;
   mo.settle = run.timeout + std::chrono::milliseconds(1000);
   mo.timeout = std::max<Timeout>(run.timeout, std::chrono::milliseconds(10000));
-  Generation ended = old.gen;
+  std::vector<int64_t> sizes;
+  std::vector<std::string> names;
+  parse_mesh(o.mesh, &sizes, &names);
+  Generation ended;
+  if (old != nullptr) ended = old->gen;
   for (int attempt = 0;; ++attempt) {
     const auto t_rdv = Clock::now();
-    Generation g = membership.next(ended, mo);  // throws when this rank was left out
+    // Throws when this rank was left out (or, rejoining, not taken in).
+    Generation g = attempt == 0 && old == nullptr ? membership.rejoin(mo) : membership.next(ended, mo);
     try {
       auto all = run.backend->new_group(g.members, g.group_prefix() + "recover", run.timeout);
-      std::vector<int64_t> steps = exchange_steps(*all, run.backend->world_size(), me, step, run.timeout);
+      std::vector<int64_t> steps =
+          exchange_steps(*all, world, me, old != nullptr ? step : -1, old != nullptr ? start_step : -1, run.timeout);
       int64_t low = -1;
-      for (int m : g.members) low = low < 0 ? steps[m] : std::min(low, steps[m]);
-      std::vector<int> eligible;
       for (int m : g.members)
+        if (steps[m] >= 0) low = low < 0 ? steps[m] : std::min(low, steps[m]);
+      DT_CHECK(low >= 0, "dtensor train --elastic: generation ", g.number, " (members ", absl::StrJoin(g.members, ","),
+               ") has no member that holds the model: all were restarted");
+      std::vector<int> eligible, joined;
+      for (int m : g.members) {
         if (steps[m] == low) eligible.push_back(m);
+        if (steps[m] < 0) joined.push_back(m);
+      }
       const double rdv_s = since(t_rdv);
 
       const auto t_plan = Clock::now();
-      ElasticLayout layout = choose_elastic_layout(static_cast<int64_t>(g.members.size()), old.layout.tp, o);
+      // The launch's tp first: a run that gets its ranks back returns to its mesh.
+      ElasticLayout layout = choose_elastic_layout(static_cast<int64_t>(g.members.size()), sizes.back(), o);
       const double plan_s = since(t_plan);
 
       const auto t_reshard = Clock::now();
-      Recovered rec{build_replica(run, g, layout), low, false};
+      Recovered rec{build_replica(run, g, layout), low, steps[world], false};
       std::string lost;
-      std::vector<bool> mine(old.entries.size());
-      for (size_t i = 0; i < old.entries.size(); ++i) {
-        Sources s = block_sources(old.entries[i], old, eligible, me);
-        mine[i] = s.mine;
-        if (lost.empty()) lost = s.lost;
+      std::vector<bool> mine(rec.replica.state.size());
+      if (old != nullptr) {
+        DT_CHECK(old->entries.size() == rec.replica.state.size(), "elastic: ", old->entries.size(),
+                 " tensors before, ", rec.replica.state.size(), " now");
+        for (size_t i = 0; i < old->entries.size(); ++i) {
+          DT_CHECK(rec.replica.state[i].first == old->entries[i].name &&
+                       rec.replica.state[i].second->shape() == old->entries[i].shape,
+                   "elastic: the new model's tensor ", i, " is '", rec.replica.state[i].first, "', the old one's '",
+                   old->entries[i].name, "'");
+          Sources s = block_sources(old->entries[i], *old, eligible, me);
+          mine[i] = s.mine;
+          if (lost.empty()) lost = s.lost;
+        }
       }
+      // Whether some member found a block no survivor holds (a rejoining process cannot tell).
+      Tensor any_lost = Tensor::full({1}, lost.empty() ? 0.0 : 1.0, DType::kFloat64);
+      all->all_reduce(any_lost, ReduceOp::kMax, run.timeout);
       std::string how;
-      if (lost.empty()) {
-        // Every block has one source: the sum over the survivors is the full tensor.
+      if (any_lost.item() == 0) {
+        // Every block has one source: the sum over the members is the full tensor.
         int64_t total = 0;
-        for (const OldEntry& t : old.entries) total += numel(t.shape);
+        for (auto& [name, t] : rec.replica.state) total += numel(t->shape());
         Tensor buf = Tensor::zeros({total}, run.dtype);
         int64_t at = 0;
-        for (size_t i = 0; i < old.entries.size(); ++i) {
-          const OldEntry& t = old.entries[i];
+        for (size_t i = 0; i < rec.replica.state.size(); ++i) {
+          const Shape& shape_i = rec.replica.state[i].second->shape();
           if (mine[i]) {
-            auto [shape, offset] = local_block(t.shape, t.placements, old.mesh_shape, old.coord);
+            const OldEntry& t = old->entries[i];
+            auto [shape, offset] = local_block(t.shape, t.placements, old->mesh_shape, old->coord);
             Tensor dst = buf.narrow(0, at, numel(t.shape)).view(t.shape);
             for (size_t d = 0; d < shape.size(); ++d) dst = dst.narrow(static_cast<int64_t>(d), offset[d], shape[d]);
             dst.copy_(t.local);
           }
-          at += numel(t.shape);
+          at += numel(shape_i);
         }
         all->all_reduce(buf, ReduceOp::kSum, run.timeout);
         at = 0;
         for (size_t i = 0; i < rec.replica.state.size(); ++i) {
           auto& [name, t] = rec.replica.state[i];
-          DT_CHECK(name == old.entries[i].name && t->shape() == old.entries[i].shape,
-                   "elastic: the new model's tensor ", i, " is '", name, "', the old one's '", old.entries[i].name, "'");
           Tensor full = buf.narrow(0, at, numel(t->shape())).view(t->shape());
           Tensor(t->local_tensor()).copy_(distribute_tensor(full, t->mesh(), t->placements()).local_tensor());
           at += numel(t->shape());
         }
-        rec.replica.opt->set_steps(old.opt_steps - (step - low));
-        how = absl::StrCat("rebuilt from the surviving replicas (", total, " values, no disk read)");
+        rec.replica.opt->set_steps(low);  // AdamW's count is the run's completed steps
+        how = absl::StrCat(joined.empty() ? "rebuilt from the surviving replicas (" : "sent from the members' replicas (",
+                           total, " values, no disk read)");
       } else {
         const bool have = !o.save.empty() && (std::filesystem::exists(o.save + "/LATEST") ||
                                               std::filesystem::exists(o.save + "/metadata.json"));
         DT_CHECK(have, "dtensor train --elastic: generation ", g.number, " (members ", absl::StrJoin(g.members, ","),
-                 ") cannot rebuild the model: no surviving rank holds ", lost,
+                 ") cannot rebuild the model: no surviving rank holds ",
+                 lost.empty() ? std::string("a block (found by another member)") : lost,
                  "; and there is no checkpoint to replay from (give --save DIR --save-every N)");
         rec.step = nn::load_checkpoint(o.save, rec.replica.state);
         rec.replica.opt->set_steps(rec.step);
@@ -312,7 +346,7 @@ Recovered recover(const Run& run, Membership& membership, const OldState& old, i
                            rec.step, ") and replaying from step ", rec.step + 1);
       }
       const double reshard_s = since(t_reshard);
-      // The largest time of each part over the survivors.
+      // The largest time of each part over the members.
       const double total_s = detect_s + since(t_start);
       Tensor times = Tensor::from_vector(std::vector<double>{detect_s, rdv_s, plan_s, reshard_s, total_s}, {5});
       all->all_reduce(times, ReduceOp::kMax, run.timeout);
@@ -321,19 +355,22 @@ Recovered recover(const Run& run, Membership& membership, const OldState& old, i
         std::vector<int> lost_ranks;
         for (int r : ended.members)
           if (g.index_of(r) < 0) lost_ranks.push_back(r);
-        *log << "elastic: generation " << g.number << ", members " << absl::StrJoin(g.members, ",") << " (lost "
-             << absl::StrJoin(lost_ranks, ",") << "), redoing step " << rec.step + 1 << "\n"
+        *log << "elastic: generation " << g.number << ", members " << absl::StrJoin(g.members, ",");
+        if (!lost_ranks.empty()) *log << " (lost " << absl::StrJoin(lost_ranks, ",") << ")";
+        if (!joined.empty()) *log << " (rejoined " << absl::StrJoin(joined, ",") << ")";
+        *log << ", " << (lost_ranks.empty() ? "next step " : "redoing step ") << rec.step + 1 << "\n"
              << "elastic: mesh " << layout.str() << ": " << layout.reason << " (a fixed rule; the planner has no "
              << "builder for this GPT)\n"
              << "elastic: state " << how << "\n"
              << absl::StrFormat("elastic: recovery: detection %.3f s, rendezvous %.3f s, re-plan %.4f s, reshard %.3f s; "
-                                "failed step's start to the new layout %.3f s (each the largest over the survivors)\n",
+                                "failed step's start (a join: the step boundary) to the new layout %.3f s (each the largest over the members)\n",
                                 tv[0], tv[1], tv[2], tv[3], tv[4]);
         log->flush();
       }
       return rec;
     } catch (const CommError& e) {
-      // A member of g failed during the recovery: g ends too; agree on the next one.
+      // A member of g failed during the recovery: g ends too; agree on the next one. (A rejoining
+      // process still holds nothing: old stays null.)
       if (attempt >= 3) throw;
       if (log) *log << "elastic: rank " << me << ": generation " << g.number << " failed during recovery (" << e.what()
                     << "); agreeing on the next\n";
@@ -398,14 +435,36 @@ TrainResult train_elastic_rank(std::shared_ptr<Backend> backend, const TrainOpti
     first.weighted = !w.empty();
     first.reason = "as given (--mesh)";
   }
-  Replica rep = build_replica(run, membership.first(), first);
-  int64_t start_step = 0;
-  if (!o.load.empty()) {
-    start_step = nn::load_checkpoint(o.load, rep.state);
-    rep.opt->set_steps(start_step);
+  Replica rep;
+  int64_t start_step = 0, step = 0;
+  bool joined_late = false;
+  if (env.restart > 0) {
+    // A restarted process: it rejoins, and the members send it the state at their next step boundary.
+    // Test-only: $DTENSOR_TEST_REJOIN_AFTER=G waits until generation G was decided (without it), so
+    // that it joins at a step boundary rather than the survivors' own agreement.
+    if (const char* after = std::getenv("DTENSOR_TEST_REJOIN_AFTER")) {
+      int64_t g = 0;
+      DT_CHECK(absl::SimpleAtoi(after, &g) && g >= 0, "$DTENSOR_TEST_REJOIN_AFTER='", after,
+               "': accepted: a generation number >= 0 (test-only)");
+      const auto until = Clock::now() + std::chrono::seconds(60);
+      while (membership.newest_decided() < g && Clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    Recovered rec = recover(run, membership, nullptr, -1, -1, 0, log);
+    rep = std::move(rec.replica);
+    start_step = rec.start_step;
+    step = rec.step;
+    joined_late = true;
+  } else {
+    rep = build_replica(run, membership.first(), first);
+    if (!o.load.empty()) {
+      start_step = nn::load_checkpoint(o.load, rep.state);
+      rep.opt->set_steps(start_step);
+    }
+    step = start_step;
   }
-  std::ostream* out = me == 0 ? log : nullptr;
-  if (out) {
+  std::ostream* out = rep.gen.members.front() == me ? log : nullptr;
+  if (out && !joined_late) {
     *out << "dtensor train --elastic: GPT " << o.layers << " layers, dim " << o.dim << ", " << o.heads
          << " heads, vocab " << run.cfg.vocab << ", seq " << o.seq << ", batch " << o.batch << ", "
          << dtype_name(run.dtype) << "; generation 0: mesh " << first.str() << " over " << world
@@ -414,8 +473,18 @@ TrainResult train_elastic_rank(std::shared_ptr<Backend> backend, const TrainOpti
   }
   TrainResult result;
   const int64_t end = start_step + o.steps;
-  int64_t step = start_step;
   double seconds = 0;
+  // Ends this rank's replica (after a CommError, or for joiners at a step boundary) and moves to the
+  // next generation's.
+  auto next_generation = [&](double detect_s) {
+    OldState old = take_state(rep);  // closes this rank's groups of the ended generation
+    Recovered rec = recover(run, membership, &old, step, start_step, detect_s, log);
+    DT_CHECK(rec.step >= start_step, "dtensor train --elastic: the checkpoint in ", o.save, " is of step ", rec.step,
+             ", before this run's first step ", start_step + 1, "; cannot replay");
+    rep = std::move(rec.replica);
+    step = rec.step;
+    out = rep.gen.members.front() == me ? log : nullptr;
+  };
   while (step < end) {
     if (rep.gen.number == 0 && kill.step == step &&
         std::find(kill.ranks.begin(), kill.ranks.end(), me) != kill.ranks.end()) {
@@ -423,10 +492,11 @@ TrainResult train_elastic_rank(std::shared_ptr<Backend> backend, const TrainOpti
       raise(SIGKILL);
     }
     const auto t0 = Clock::now();
+    bool grow = false;
     try {
       const double l = train_step(run, rep, data, step);
       seconds += since(t0);
-      result.losses.resize(step - start_step);
+      result.losses.resize(std::max<int64_t>(0, step - start_step));
       result.losses.push_back(l);
       ++step;
       if (out && ((step - start_step - 1) % o.log_every == 0 || step == end))
@@ -438,6 +508,12 @@ TrainResult train_elastic_rank(std::shared_ptr<Backend> backend, const TrainOpti
         nn::save_checkpoint(o.save, rep.state, step);
         if (out) *out << "checkpoint (step " << step << ") written to " << o.save << "\n";
       }
+      if (rep.all != nullptr && step < end) {
+        // A step boundary: take in a restarted rank that asked to join (agreed by every member).
+        Tensor seen = Tensor::full({1}, membership.joiners_waiting(rep.gen) ? 1.0 : 0.0, DType::kFloat64);
+        rep.all->all_reduce(seen, ReduceOp::kMax, run.timeout);
+        grow = seen.item() > 0;
+      }
     } catch (const CommError& e) {
       const double detect_s = since(t0);
       if (log) {
@@ -445,16 +521,14 @@ TrainResult train_elastic_rank(std::shared_ptr<Backend> backend, const TrainOpti
              << e.what() << "\n";
         log->flush();
       }
-      OldState old = take_state(rep);  // closes this rank's groups of the ended generation
-      Recovered rec = recover(run, membership, old, step, detect_s, log);
-      DT_CHECK(rec.step >= start_step, "dtensor train --elastic: the checkpoint in ", o.save, " is of step ", rec.step,
-               ", before this run's first step ", start_step + 1, "; cannot replay");
-      rep = std::move(rec.replica);
-      step = rec.step;
-      out = rep.gen.members.front() == me ? log : nullptr;
+      next_generation(detect_s);
+      continue;
     }
+    if (grow) next_generation(0);
   }
-  result.lead = rep.gen.members.front() == me;
+  // A rank that joined late holds only the later losses: the reporting rank is one that trained from
+  // the start (with --check, the lowest member normally is).
+  result.lead = rep.gen.members.front() == me && !joined_late;
   result.tokens_per_s = seconds > 0 ? o.steps * o.batch * o.seq / seconds : 0;
   if (out)
     *out << "done: " << o.steps << " steps, final generation " << rep.gen.number << " (members "

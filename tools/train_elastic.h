@@ -23,6 +23,13 @@
 // Then it redoes the failed step with the same global batch (the batch of step s is drawn from the
 // seed and s alone), re-split over the new dp shares: no batch is skipped or trained twice.
 //
+// Grow back (--max-restarts N): the launcher restarts a dead rank's process, which asks to join
+// (Membership::rejoin); the members look for joiners at every step boundary (joiners_waiting, agreed
+// by an all_reduce), agree on the generation with it, and recover as above with the joiner holding
+// nothing: the layout rule starts from the launch's tp, so with every rank back the run returns to
+// the launch mesh, and the joiner's blocks come from the members (no disk). A process restarted
+// while the survivors still agree is taken into their generation at once.
+//
 // Each part's time (the largest over the survivors) is printed by the new lead (the lowest member):
 //   "elastic: generation 1, members 0,1,3 (lost 2): mesh dp=3,tp=1 (...); recovery: detection
 //   0.012 s, rendezvous 3.1 s, re-plan 0.000 s, reshard 0.021 s"
@@ -48,8 +55,7 @@ struct ElasticLayout {
   std::string str() const;  // "dp=3,tp=1, batch rows 2,1,1 (S(0)[2:1:1])"
 };
 
-// The rule for `ranks` survivors of a run whose tp size was `tp` (also used for the first
-// generation, with rank_weights from --rank-weights): keep tp when it divides the ranks; else the
+// The rule for a generation of `ranks` members of a run launched with tp size `tp`: keep tp when it divides the ranks; else the
 // largest tp' < tp dividing the ranks, --heads and --dim; dp = ranks / tp'; the batch split evenly
 // over dp when dp divides it, else by equal weights (weighted_range: the first ranks get a row
 // more). Throws dtensor::Error when no tp' leaves every dp rank a batch row.
@@ -64,6 +70,8 @@ struct KillAt {
   int64_t step = -1;
 };
 KillAt kill_at_from_env();
+// Test-only as well: $DTENSOR_TEST_REJOIN_AFTER=G makes a restarted process (--max-restarts) wait,
+// up to 60 s, until generation G was decided before it rejoins.
 
 // Trains o on this Gloo process, elastically (see above). `log`: the lead's progress (may be null).
 TrainResult train_elastic_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, std::ostream* log);

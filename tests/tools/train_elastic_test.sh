@@ -10,6 +10,7 @@
 #     an error naming the tensor and the lost ranks (exit 1, within a bound: never a hang).
 #  3. the same with --save --save-every 2: the survivors load the step-2 checkpoint onto tp=2 and
 #     replay from step 3; final checkpoint equal (1e-9) to an uninterrupted dp=2,tp=2 run's.
+#  4. grow back with --max-restarts 1 (below).
 set -uo pipefail
 bin="$1"
 diff_bin="$2"
@@ -70,10 +71,44 @@ run "$tmp/whole.log" --mesh dp=2,tp=2 --steps 6 --save "$tmp/whole"
 [ "$rc" -eq 0 ] || fail "uninterrupted reference: exit $rc" "$tmp/whole.log"
 same "$tmp/replay" "$tmp/whole"
 
+# 4. Grow back (--max-restarts 1): rank 2 killed after step 3 and restarted by the launcher. (a) At
+#    once: taken into the survivors' own generation 1, which is dp=2,tp=2 again. (b) Held back
+#    (test-only DTENSOR_TEST_REJOIN_AFTER=1) until the survivors run generation 1 on dp=3,tp=1: it
+#    joins at a step boundary, generation 2 returns to dp=2,tp=2. Either way the rejoined rank's
+#    shards and moments come from the members (no disk), and the final state equals an uninterrupted
+#    dp=2,tp=2 run's (1e-9).
+run "$tmp/whole12.log" --mesh dp=2,tp=2 --steps 12 --save "$tmp/whole12"
+[ "$rc" -eq 0 ] || fail "uninterrupted 12-step reference: exit $rc" "$tmp/whole12.log"
+DTENSOR_TEST_KILL_AT=2:3 run "$tmp/grow.log" --elastic --max-restarts 1 --mesh dp=2,tp=2 --steps 12 --timeout 2 \
+  --save "$tmp/grow"
+if [ "$rc" -ne 0 ] || ! grep -q "restarting it (1 of 1)" "$tmp/grow.log" ||
+   ! grep -q "generation [12], members 0,1,2,3 (rejoined 2)" "$tmp/grow.log" ||
+   ! grep -q "state sent from the members' replicas" "$tmp/grow.log" ||
+   ! grep -q "^done: 12 steps, final generation [12] (members 0,1,2,3, mesh dp=2,tp=2" "$tmp/grow.log" ||
+   ! grep -q "^check:.*(ok)" "$tmp/grow.log"; then
+  fail "grow back at once: exit $rc" "$tmp/grow.log"
+else
+  grep "rejoined\|^done" "$tmp/grow.log"
+fi
+same "$tmp/grow" "$tmp/whole12"
+DTENSOR_TEST_REJOIN_AFTER=1 DTENSOR_TEST_KILL_AT=2:3 run "$tmp/grow2.log" --elastic --max-restarts 1 --mesh dp=2,tp=2 \
+  --steps 12 --timeout 2 --save "$tmp/grow2"
+if [ "$rc" -ne 0 ] || ! grep -q "generation 1, members 0,1,3 (lost 2)" "$tmp/grow2.log" ||
+   ! grep -q "(generation 1, mesh dp=3,tp=1)" "$tmp/grow2.log" ||
+   ! grep -q "generation 2, members 0,1,2,3 (rejoined 2)" "$tmp/grow2.log" ||
+   ! grep -q "^done: 12 steps, final generation 2 (members 0,1,2,3, mesh dp=2,tp=2" "$tmp/grow2.log" ||
+   ! grep -q "^check:.*(ok)" "$tmp/grow2.log"; then
+  fail "grow back at a step boundary: exit $rc" "$tmp/grow2.log"
+else
+  grep "rejoined\|^done" "$tmp/grow2.log"
+fi
+same "$tmp/grow2" "$tmp/whole12"
+
 # Flags an elastic run does not take: a usage error (exit 2) naming the flag and what is accepted.
 for bad in "--backend threads --elastic|accepted with --elastic: --backend gloo" \
            "--backend gloo --elastic --mesh pp=2,tp=2|accepted with --elastic: --mesh tp=N or dp=M,tp=N" \
-           "--backend gloo --save-every 2|accepted with --save DIR"; do
+           "--backend gloo --save-every 2|accepted with --save DIR" \
+           "--backend gloo --max-restarts 1|accepted with --elastic"; do
   args=${bad%%|*}; want=${bad#*|}
   out=$("$bin" train $args --steps 1 2>&1); rc=$?
   if [ "$rc" -ne 2 ] || ! echo "$out" | grep -q -- "$want"; then

@@ -69,7 +69,7 @@ __all__ = [
     "GraphImportError", "init_device_mesh", "init_process_group", "is_initialized", "ops", "parallelize_plan",
     "plan", "run_threads", "set_array_library", "to_torch",
     "ones", "zeros", "empty", "full", "rand", "randn", "arange", "linspace", "logspace", "eye", "scalar_tensor",
-    "empty_strided", "empty_permuted", "randint", "tril_indices", "triu_indices",
+    "empty_strided", "empty_permuted", "randint", "randperm", "tril_indices", "triu_indices",
 ]
 
 # Public names print as dtensor.X (as torch's do), not as the private extension module's.
@@ -194,7 +194,7 @@ DTensor.from_local = staticmethod(_from_local)
 
 
 _FACTORIES = ("ones", "zeros", "empty", "full", "rand", "randn", "arange", "linspace", "logspace", "eye",
-              "scalar_tensor", "empty_strided", "empty_permuted", "randint", "tril_indices", "triu_indices")
+              "scalar_tensor", "empty_strided", "empty_permuted", "randint", "randperm", "tril_indices", "triu_indices")
 
 
 def __getattr__(name):

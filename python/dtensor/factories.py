@@ -2,7 +2,7 @@
 # mesh as `placements` (default Replicate on every mesh dim; Shard any dim, uneven included; Partial
 # refused), each rank computing only its block. ones, zeros, empty, full, rand and randn are
 # torch.distributed.tensor's (same names and signatures); arange, linspace, logspace, eye,
-# scalar_tensor, empty_strided, empty_permuted, randint, tril_indices and triu_indices are torch's
+# scalar_tensor, empty_strided, empty_permuted, randint, randperm, tril_indices and triu_indices are torch's
 # factories of those names with `device_mesh` and `placements` added, whose values equal torch's
 # (tests/python/test_bridge_factories.py, and op_db's factory entries in tests/python/test_opdb.py).
 # Errors are DTensorError (UnsupportedOpError for what dtensor does not do) naming the factory.
@@ -276,3 +276,23 @@ def triu_indices(row, col, offset=0, *, dtype=None, layout=torch.strided, device
                  placements=None):
     """torch.triu_indices(row, col, offset) laid out as `placements` (see _triangle_indices)."""
     return _triangle_indices("triu_indices", row, col, offset, dtype, layout, device, device_mesh, placements)
+
+
+def randperm(n, *, generator=None, dtype=torch.int64, layout=torch.strided, device=None, requires_grad=False,
+             device_mesh=None, placements=None):
+    """torch.randperm(n): a random permutation of 0..n-1 laid out as `placements`. The one-device
+    permutation sorts n Philox keys (dtensor's rand, replicated: the same keys on every rank); each
+    rank sorts them all (O(n log n)) and keeps its block, so every layout holds the same permutation.
+    A torch.Generator is refused (the mesh's seed decides, as randint)."""
+    _no_device("randperm", device)
+    if generator is not None:
+        raise UnsupportedOpError("randperm: a torch.Generator; the draw uses the mesh's agreed Philox seed "
+                                 "(accepted: generator=None)")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise DTensorError(f"randperm: n = {n!r}; accepted: a non-negative int")
+    out = _factory("randperm", (n,), _filled(0), dtype, layout, device_mesh, placements, False)
+    keys = rand(n, dtype=torch.float64, device_mesh=device_mesh)  # replicated: every rank holds all n
+    whole = torch.argsort(keys._local, stable=True).to(dtype)
+    spec = out._spec
+    lo, size = spec.local_offset[0], spec.local_shape[0]
+    return DTensor(whole[lo:lo + size].clone(), spec, device_mesh, requires_grad=requires_grad)

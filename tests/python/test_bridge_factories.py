@@ -171,3 +171,26 @@ def test_other_factories_errors_name_the_factory():
         return True
 
     assert all(on_mesh(fn))
+
+
+def test_randperm_is_one_permutation_on_every_layout():
+    def draw(placements, shape):
+        def fn(mesh):
+            torch.manual_seed(4)
+            p = dt.randperm(37, device_mesh=mesh, placements=placements)
+            return p.full_tensor(), tuple(p._local.shape)
+        return on_mesh(fn, shape)
+
+    (want, _), = draw([Replicate()], (1,))
+    assert want.dtype == torch.int64 and torch.equal(torch.sort(want).values, torch.arange(37))
+    for placements in ([Shard(0), Shard(0)], [Replicate(), Shard(0)]):
+        for full, _ in draw(placements, (2, 2)):
+            assert torch.equal(full, want), placements
+    # Uniform over positions: where 0 lands, over many draws (chi-square, 36 degrees of freedom).
+    def many(mesh):
+        torch.manual_seed(9)
+        return torch.stack([dt.randperm(37, device_mesh=mesh).full_tensor() for _ in range(370)])
+    perms, = on_mesh(many, (1,))
+    counts = torch.bincount((perms == 0).nonzero()[:, 1], minlength=37).double()
+    chi2 = float(((counts - 10) ** 2 / 10).sum())
+    assert chi2 < 67.99, f"chi-square {chi2:.1f} over 36 degrees of freedom (p = 0.001 bound 67.99)"

@@ -55,21 +55,73 @@ def test_the_list_is_the_installed_torchs_core_set():
         f"rewrite it with `python3 {pathlib.Path(__file__).name} --write` and review the coverage")
 
 
+# Core ATen packets no registered op serves because no op runs: the size queries and the scalar read
+# are answered by the bridge tensor from its global metadata (checked by
+# test_size_queries_and_scalar_reads_are_global below); the factories have no tensor argument, so
+# torch never dispatches them to a DTensor: dtensor's factories of the same names (python/dtensor/
+# factories.py) make them laid out over a mesh (tests/python/test_bridge_factories.py, and op_db's
+# factory entries through them).
+ANSWERED_BY_THE_TENSOR = ("sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "sym_is_contiguous",
+                          "_local_scalar_dense")
+FACTORIES = ("arange", "empty", "empty_strided", "full", "rand", "randn", "randperm", "scalar_tensor")
+
+
 def test_native_coverage_of_the_core_set(capsys):
+    import dtensor
+
     core = listed()
     native = native_packets()
     have = [n for n in core if n in native]
     missing = [n for n in core if n not in native]
-    decomposable = [n for n in missing if any(
+    answered = [n for n in missing if n in ANSWERED_BY_THE_TENSOR]
+    factories = [n for n in missing if n in FACTORIES and hasattr(dtensor, n)]
+    rest = [n for n in missing if n not in answered and n not in factories]
+    decomposable = [n for n in rest if any(
         getattr(getattr(torch.ops.aten, n), o) in torch._decomp.decomposition_table
         for o in getattr(torch.ops.aten, n).overloads())]
     with capsys.disabled():  # the test command's summary repeats the first line
         print(f"\nCore ATen: {len(have)} of {len(core)} packets native; of the other {len(missing)}, "
-              f"{len(decomposable)} have a torch._decomp decomposition the bridge runs")
+              f"{len(answered)} answered by the bridge tensor itself, {len(factories)} dtensor factories, "
+              f"{len(decomposable)} by a torch._decomp decomposition the bridge runs")
     print("  native:", " ".join(have))
+    print("  answered by the tensor:", " ".join(answered))
+    print("  factories:", " ".join(factories))
     print("  by decomposition:", " ".join(decomposable))
-    print("  neither:", " ".join(n for n in missing if n not in decomposable))
+    print("  the bridge's own handlers or none:", " ".join(n for n in rest if n not in decomposable))
     assert len(have) >= NATIVE_AT_LEAST, f"{len(have)} native Core ATen packets, fewer than {NATIVE_AT_LEAST}"
+    assert set(ANSWERED_BY_THE_TENSOR) <= set(core) and set(FACTORIES) <= set(core), \
+        "a listed query or factory left the Core ATen set: update the lists"
+    assert all(hasattr(dtensor, n) for n in FACTORIES), [n for n in FACTORIES if not hasattr(dtensor, n)]
+
+
+@pytest.mark.parametrize("placements", [("S0", "S1"), ("S0", "S0"), ("R", "S1"), ("P", "R")])
+def test_size_queries_and_scalar_reads_are_global(placements):
+    """The size queries on a bridge tensor give the global tensor's (contiguous) sizes, strides and
+    count, whatever the layout (uneven blocks included); _local_scalar_dense (.item()) of a 0-d
+    tensor gives the global value, a Partial's reduced first."""
+    import math
+
+    import dtensor as dt
+    from dtensor import Partial, Replicate, Shard
+
+    place = {"S0": Shard(0), "S1": Shard(1), "R": Replicate(), "P": Partial()}
+    x = torch.randn(5, 3, dtype=torch.float64)
+    a = torch.ops.aten
+
+    def fn(world):
+        mesh = dt.init_device_mesh("cpu", (2, 2))
+        pl = [place[p] for p in placements]
+        d = bridge.from_local(x / 4, mesh, pl, shape=x.shape) if "P" in placements else bridge.distribute(x, mesh, pl)
+        s = bridge.from_local(torch.tensor(1.25, dtype=torch.float64), mesh, [Partial(), Replicate()]) \
+            if "P" in placements else bridge.distribute(torch.tensor(1.25, dtype=torch.float64), mesh, [Replicate()] * 2)
+        return ([a.sym_size.int(d, k) for k in range(2)], [a.sym_stride.int(d, k) for k in range(2)],
+                a.sym_numel(d), a.sym_storage_offset(d), a.sym_is_contiguous(d), a._local_scalar_dense(s),
+                tuple(d._local.shape))
+
+    for sizes, strides, numel, offset, contiguous, value, block in dt.run_threads(4, fn):
+        assert sizes == [5, 3] and strides == [3, 1] and numel == 15 and offset == 0 and contiguous
+        assert value == (1.25 * 2 if "P" in placements else 1.25)
+        assert math.prod(block) < 15 or placements == ("P", "R")  # a block, not the whole: the answers are global
 
 
 if __name__ == "__main__" and "--write" in sys.argv:

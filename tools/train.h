@@ -128,7 +128,9 @@ int default_micro_batches(const TrainOptions& o);
 // tp | heads and dim), a known --hardware, --context-parallel only with a cp mesh dim and a cp dim
 // not with --moe, with a pp dim: --layers a multiple of pp x --virtual-stages, --micro-batches
 // dividing --batch (and a multiple of pp when interleaved), none of --moe, --save, --load, --record
-// or a device other than cpu; and an estimate of the memory the model needs against the machine's. Throws
+// or a device other than cpu; with --elastic: --backend gloo, --mesh tp=N or dp=M,tp=N, none of --moe,
+// --record or a device other than cpu; --save-every only with --save, --max-restarts only with
+// --elastic; and an estimate of the memory the model needs against the machine's. Throws
 // dtensor::Error naming the flag, its value and what is accepted. Any --seq is accepted with cp:
 // uneven sequence chunks follow torch.chunk (15 over 4: 4,4,4,3), even where a rank gets none.
 void validate_train_options(const TrainOptions& o);

@@ -8,6 +8,11 @@
 
 namespace dtensor::kernels {
 
+bool embedding_bag_offset2bag_is_empty(DType weight, int64_t mode, int64_t padding_idx) {
+  return mode == 0 && padding_idx < 0 &&
+         (weight == DType::kFloat32 || weight == DType::kFloat16 || weight == DType::kBFloat16);
+}
+
 std::array<Tensor, 4> embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& offsets,
                                     int64_t mode, const Tensor& per_sample_weights, bool include_last_offset,
                                     int64_t padding_idx, int64_t num_weights, int64_t row_start, int64_t row_end) {
@@ -77,7 +82,9 @@ std::array<Tensor, 4> embedding_bag(const Tensor& weight, const Tensor& indices,
   auto as_index = [&](const std::vector<int64_t>& v, Shape s) { return Tensor::from_vector(v, s).to(it); };
   Tensor max_indices = mode == 2 ? as_index(argmax, {bags, d})
                                  : as_index(mode == 1 ? bag_size : std::vector<int64_t>(bags, 0), {bags});
-  return {out.to(weight.dtype()), as_index(offset2bag, {n}), as_index(bag_size, {bags}), max_indices};
+  if (embedding_bag_offset2bag_is_empty(weight.dtype(), mode, padding_idx)) offset2bag.clear();
+  return {out.to(weight.dtype()), as_index(offset2bag, {static_cast<int64_t>(offset2bag.size())}),
+          as_index(bag_size, {bags}), max_indices};
 }
 
 }  // namespace dtensor::kernels

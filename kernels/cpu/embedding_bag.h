@@ -3,7 +3,9 @@
 // (mean) or 2 (max, elementwise); indices equal to padding_idx (>= 0) take no part. Returns ATen's
 // four outputs, with ATen's CPU conventions:
 //   output [B, D] (weight's dtype; an empty bag gives zeros),
-//   offset2bag [n]: the bag of each index position (padding ones too),
+//   offset2bag [n]: the bag of each index position (padding ones too); empty [0] for sum over a
+//     float32, float16 or bfloat16 table without padding_idx (ATen's fast path computes none;
+//     embedding_bag_offset2bag_is_empty says when),
 //   bag_size [B]: non-padding indices per bag for mean and max, zeros for sum,
 //   max_indices: for max [B, D] the row of each maximum (the first on ties; 0 in an empty bag), for
 //     mean equal to bag_size, for sum zeros [B].
@@ -23,6 +25,9 @@
 #include "dtensor/core/tensor.h"
 
 namespace dtensor::kernels {
+
+// Whether ATen's CPU kernel returns an empty offset2bag for this call (its fast path for sum).
+bool embedding_bag_offset2bag_is_empty(DType weight, int64_t mode, int64_t padding_idx);
 
 std::array<Tensor, 4> embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& offsets,
                                     int64_t mode, const Tensor& per_sample_weights, bool include_last_offset,

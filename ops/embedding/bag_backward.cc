@@ -21,7 +21,11 @@ void register_embedding_bag_backward(Registry&) {
     const int64_t mode = c.call.get_int("mode"), pad = c.call.get_int("padding_idx");
     const int psw = c.call.tensor_index("per_sample_weights");
     const DTensor g = c.grad(0);
-    const DTensor& offset2bag = c.outputs[1];
+    // ATen's fast path for sum returns no offset2bag: take it from the same bags summed by mean,
+    // which always returns it.
+    const DTensor offset2bag = c.outputs[1].shape() == indices.shape() ? c.outputs[1] : call_op(
+        "_embedding_bag", {w, indices, c.inputs[2], iv(false), iv(int64_t{1}), iv(false), IValue(),
+                           c.call.value("include_last_offset"), c.call.value("padding_idx")})[1];
     const DTensor& bag_size = c.outputs[2];
     Grads r(c.inputs.size());
     const DTensor zeros = full_like(w, 0.0);

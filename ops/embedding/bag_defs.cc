@@ -44,7 +44,8 @@ void define_embedding_bag(Registry& reg) {
       fail(c, absl::StrCat("per_sample_weights ", dtype_name(c.tensor(p).dtype), shape_str(c.tensor(p).shape),
                            " with mode ", mode, "; accepted: [", n, "] of the weight's dtype, with mode 0 (sum)"));
     const DType it = c.tensor(1).dtype;
-    return std::vector<TensorMeta>{{{bags, w.shape[1]}, w.dtype}, {{n}, it}, {{bags}, it},
+    const int64_t o2b = kernels::embedding_bag_offset2bag_is_empty(w.dtype, mode, c.get_int("padding_idx")) ? 0 : n;
+    return std::vector<TensorMeta>{{{bags, w.shape[1]}, w.dtype}, {{o2b}, it}, {{bags}, it},
                                    {mode == 2 ? Shape{bags, w.shape[1]} : Shape{bags}, it}};
   };
   op.kernel = [](const std::vector<Tensor>& in, const OpCall& c, const LocalContext& ctx) {

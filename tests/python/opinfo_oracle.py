@@ -567,6 +567,61 @@ def interpolate(mode):
     return tr
 
 
+def recorded_call(s, fn, ops, op):
+    """The one call of an ATen op in `ops` (names) that fn(sample) dispatches, recorded under a
+    dispatch mode: (its name, its arguments by schema name). Skip (counted under dtensor's `op`)
+    when there is not exactly one."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    seen = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func._schema.name.split("::")[1] in ops:
+                seen.append((func, args, kwargs or {}))
+            return func(*args, **(kwargs or {}))
+
+    with Record():
+        fn(s.input, *s.args, **s.kwargs)
+    if len(seen) != 1:
+        raise Skip(f"{len(seen)} calls of {'/'.join(ops)}", op)
+    func, args, kwargs = seen[0]
+    bound = {a.name: v for a, v in zip(func._schema.arguments, args)}
+    bound.update(kwargs)
+    return func._schema.name.split("::")[1], bound
+
+
+def unfold(s):
+    """F.unfold: ATen's im2col, the call F.unfold makes."""
+    _, b = recorded_call(s, torch.nn.functional.unfold, ["im2col"], "im2col")
+    args = [b["self"], *(ints(b[k], 2) for k in ("kernel_size", "dilation", "padding", "stride"))]
+    return Call("im2col", args, {}, aten("im2col"), partial="all", grad=True)
+
+
+def embedding_bag(s):
+    """F.embedding_bag: ATen's _embedding_bag (or _forward_only, the same op without autograd), the
+    call F.embedding_bag makes; the bookkeeping outputs (offset2bag, bag_size, max_indices) exactly."""
+    _, b = recorded_call(s, torch.nn.functional.embedding_bag, ["_embedding_bag", "_embedding_bag_forward_only"],
+                         "_embedding_bag")
+    args = [b["weight"], b["indices"], b["offsets"], bool(b.get("scale_grad_by_freq", False)), int(b.get("mode", 0)),
+            bool(b.get("sparse", False)), b.get("per_sample_weights"), bool(b.get("include_last_offset", False)),
+            int(b.get("padding_idx", -1) if b.get("padding_idx") is not None else -1)]
+    if args[5]:
+        raise Skip("sparse=True (a sparse gradient)", "_embedding_bag")
+    return Call("_embedding_bag", args, {}, aten("_embedding_bag"), index_outputs=(1, 2, 3), grad=not args[3])
+
+
+def batch_norm(s):
+    """F.batch_norm: its native_batch_norm call as ATen's functional form,
+    _native_batch_norm_legit_functional (the new running statistics as outputs, not written)."""
+    _, b = recorded_call(s, torch.nn.functional.batch_norm, ["native_batch_norm"], "_native_batch_norm_legit_functional")
+    if b.get("running_mean") is None or b.get("running_var") is None:
+        raise Skip("no running statistics (the functional form takes them)", "_native_batch_norm_legit_functional")
+    args = [b["input"], b.get("weight"), b.get("bias"), b["running_mean"], b["running_var"], bool(b["training"]),
+            float(b["momentum"]), float(b["eps"])]
+    return Call("_native_batch_norm_legit_functional", args, {}, aten("_native_batch_norm_legit_functional"),
+                grad=True)
+
+
 CDIST_MODES = {None: None, "use_mm_for_euclid_dist_if_necessary": 0, "use_mm_for_euclid_dist": 1,
                "donot_use_mm_for_euclid_dist": 2}
 
@@ -699,6 +754,9 @@ TRANSLATORS = {
     ("nn.functional.nll_loss", ""): loss("nll_loss"),
     ("nn.functional.cross_entropy", ""): loss("cross_entropy"),
     ("nn.functional.embedding", ""): embedding,
+    ("nn.functional.embedding_bag", ""): embedding_bag,
+    ("nn.functional.unfold", ""): unfold,
+    ("nn.functional.batch_norm", ""): batch_norm,
     ("index_select", ""): index_select,
     ("index_add", ""): index_add,
     ("gather", ""): gather,

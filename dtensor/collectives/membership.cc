@@ -47,10 +47,39 @@ int Generation::index_of(int rank) const {
 }
 
 Membership::Membership(std::shared_ptr<gloo::rendezvous::Store> store, int rank, int world_size, std::string prefix)
-    : store_(std::move(store)), rank_(rank), world_size_(world_size), prefix_(std::move(prefix)) {
+    : store_(std::move(store)),
+      rank_(rank),
+      world_size_(world_size),
+      prefix_(std::move(prefix)),
+      last_seen_(static_cast<size_t>(std::max(world_size, 0))) {
   DT_CHECK(store_ != nullptr, "Membership: no store");
   DT_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "Membership: rank ", rank, " of world size ",
            world_size, "; accepted: 0 <= rank < world size");
+}
+
+void Membership::remember(int64_t n, int r) {
+  try {
+    last_seen_[r] = from_bytes(store_->get(key(n, absl::StrCat("here/", r))));
+  } catch (const std::exception&) {
+    // unreadable: keep what was known
+  }
+}
+
+bool Membership::known_dead(int r) {
+  if (last_seen_[r].empty()) {
+    // Not seen in a generation yet: the world's start entry (GlooBackend's join, "host pid").
+    const std::string world = absl::StrCat("world/alive/", r);
+    if (probe(*store_, world)) {
+      try {
+        last_seen_[r] = from_bytes(store_->get(world));
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  std::vector<std::string> parts = absl::StrSplit(last_seen_[r], ' ');
+  int pid = 0;
+  if (parts.size() != 2 || parts[0] != store_util::this_host() || !absl::SimpleAtoi(parts[1], &pid)) return false;
+  return !store_util::pid_running(pid);
 }
 
 std::string Membership::key(int64_t n, const std::string& what) const {
@@ -102,7 +131,7 @@ std::vector<int> Membership::attempt(int64_t n, const std::vector<int>& before, 
   std::vector<int> missing = expected;
   while (true) {
     missing.erase(std::remove_if(missing.begin(), missing.end(),
-                                 [&](int r) { return probe(*store_, here + std::to_string(r)); }),
+                                 [&](int r) { return probe(*store_, here + std::to_string(r)) || known_dead(r); }),
                   missing.end());
     if (missing.empty() || Clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -111,6 +140,7 @@ std::vector<int> Membership::attempt(int64_t n, const std::vector<int>& before, 
   std::vector<int> view;
   for (int r = 0; r < world_size_; ++r)
     if (r == rank_ || probe(*store_, here + std::to_string(r))) view.push_back(r);
+  for (int r : view) remember(n, r);
   const std::string mine = absl::StrJoin(view, ",");
   store_->set(key(n, absl::StrCat("view/", rank_)), to_bytes(mine));
   bool agree = true;

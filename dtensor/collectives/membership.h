@@ -6,9 +6,11 @@
 // an earlier generation (a Gloo group is unusable after a CommError).
 //
 // The agreement needs no compare-and-set, only keys written once per (generation, rank):
-//   1. each candidate writes elastic/g<n>/here/<rank>, then waits until every member of the previous
-//      generation (and every joiner) has done so, or `settle` has passed (a dead or stopped rank
-//      never does);
+//   1. each candidate writes elastic/g<n>/here/<rank> ("host pid"), then waits until every member of
+//      the previous generation (and every joiner) has done so, or `settle` has passed (a dead or
+//      stopped rank never does); a rank on this host whose last known process is gone (its pid from
+//      its last report, or from the world's start entries) is not waited for, so a killed rank
+//      costs no settle time, while a stopped one does;
 //   2. each writes elastic/g<n>/view/<rank>: the ranks it saw present, and reads the views of those
 //      ranks (each within `timeout`);
 //   3. a rank whose view every rank of its view shares has agreed; the lowest of them writes
@@ -97,10 +99,15 @@ class Membership {
                            bool* evicted);
   std::string key(int64_t n, const std::string& what) const;
 
+  // Whether rank r's last known process ran on this host and is gone (store_util::pid_running).
+  bool known_dead(int r);
+  void remember(int64_t n, int r);  // r's "host pid" from its report in generation n
+
   std::shared_ptr<gloo::rendezvous::Store> store_;
   int rank_;
   int world_size_;
   std::string prefix_;
+  std::vector<std::string> last_seen_;  // per rank: "host pid" of its last report ("" unknown)
 };
 
 }  // namespace dtensor

@@ -102,6 +102,20 @@ void survive(Run& r, const std::vector<int>& dead) {
 }
 
 void scenario_one_lost(Run& r) { survive(r, {2}); }
+
+// A killed rank's process is gone: the survivors do not wait `settle` for it. With a settle far
+// beyond the launcher's limit for this scenario (40 s), waiting for it would end the test there.
+void scenario_dead_not_waited_for(Run& r) {
+  WCHECK(step(r), "the first step failed");
+  r.world->barrier(kOkTimeout);
+  if (r.backend->rank() == 1) raise(SIGKILL);
+  WCHECK(!step(r), "a step with rank 1 dead did not fail");
+  MembershipOptions o = options();
+  o.settle = milliseconds(600000);
+  move_to(r, r.membership.next(r.gen, o));
+  WCHECK(r.gen.members == std::vector<int>({0, 2, 3}), "members ", absl::StrJoin(r.gen.members, ","));
+  WCHECK(step(r), "the step after recovery failed");
+}
 void scenario_two_lost(Run& r) { survive(r, {1, 2}); }
 
 // Rank 3 stops (SIGSTOP) instead of dying; a child continues it 9 s later, after the others have
@@ -179,6 +193,7 @@ int worker_main(const std::string& scenario) {
   try {
     std::map<std::string, std::function<void(Run&)>> scenarios = {
         {"one_lost", scenario_one_lost},
+        {"dead_not_waited_for", scenario_dead_not_waited_for},
         {"two_lost", scenario_two_lost},
         {"stopped", scenario_stopped},
         {"rejoin", scenario_rejoin},
@@ -201,12 +216,13 @@ int worker_main(const std::string& scenario) {
   }
 }
 
-tools::LaunchResult launch(const std::string& scenario, int max_restarts = 0) {
+tools::LaunchResult launch(const std::string& scenario, int max_restarts = 0,
+                           milliseconds limit = milliseconds(90000)) {
   tools::LaunchOptions o;
   o.nprocs = kWorld;
   o.command = {rank_worker::self_exe()};
   o.env = {{kScenarioVar, scenario}};
-  o.timeout = milliseconds(90000);  // never hang the test
+  o.timeout = limit;  // never hang the test
   o.failure_grace = milliseconds(60000);  // a killed rank must not end the survivors
   o.kill_grace = milliseconds(2000);
   o.max_restarts = max_restarts;
@@ -233,6 +249,9 @@ void expect_survivors_pass(const tools::LaunchResult& r, const std::vector<int>&
 }
 
 TEST(Membership, SurvivorsOfOneLostRankAgreeAndStep) { expect_survivors_pass(launch("one_lost"), {2}); }
+TEST(Membership, AKilledRankIsNotWaitedFor) {
+  expect_survivors_pass(launch("dead_not_waited_for", 0, milliseconds(40000)), {1});
+}
 TEST(Membership, SurvivorsOfTwoLostRanksAgreeAndStep) { expect_survivors_pass(launch("two_lost"), {1, 2}); }
 
 TEST(Membership, AStoppedRankIsEvictedAndNotTakenBack) {

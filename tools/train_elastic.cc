@@ -86,6 +86,15 @@ KillAt kill_at_from_env() {
 
 namespace {
 
+void kill_in_recovery_from_env(int me) {
+  const char* env = std::getenv("DTENSOR_TEST_KILL_IN_RECOVERY");
+  if (env == nullptr || *env == 0) return;
+  int r = -1;
+  DT_CHECK(absl::SimpleAtoi(env, &r) && r >= 0, "$DTENSOR_TEST_KILL_IN_RECOVERY='", env,
+           "': accepted: a launch rank (test-only: it SIGKILLs itself as its first recovery's redistribution starts)");
+  if (r == me) raise(SIGKILL);
+}
+
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -321,6 +330,9 @@ Recovered recover(const Run& run, Membership& membership, const OldState* old, i
           }
           at += numel(shape_i);
         }
+        // Test-only: $DTENSOR_TEST_KILL_IN_RECOVERY=R: launch rank R, a survivor, SIGKILLs itself here in
+        // its first recovery, as the redistribution starts (a kill during a redistribution).
+        if (old != nullptr && attempt == 0) kill_in_recovery_from_env(me);
         all->all_reduce(buf, ReduceOp::kSum, run.timeout);
         at = 0;
         for (size_t i = 0; i < rec.replica.state.size(); ++i) {

@@ -71,6 +71,23 @@ run "$tmp/whole.log" --mesh dp=2,tp=2 --steps 6 --save "$tmp/whole"
 [ "$rc" -eq 0 ] || fail "uninterrupted reference: exit $rc" "$tmp/whole.log"
 same "$tmp/replay" "$tmp/whole"
 
+# 5. A kill during the recovery's redistribution: rank 2 killed after step 3, then rank 3 (test-only
+#    DTENSOR_TEST_KILL_IN_RECOVERY=3) as the survivors' rebuild starts: generation 1 fails during its
+#    recovery, the two left agree on generation 2 (dp=1,tp=2, replica 0 whole) and finish; equal to
+#    save at step 3 + load onto tp=2.
+DTENSOR_TEST_KILL_AT=2:3 DTENSOR_TEST_KILL_IN_RECOVERY=3 run "$tmp/during.log" --elastic --mesh dp=2,tp=2 --steps 6 \
+  --timeout 2 --save "$tmp/during"
+if [ "$rc" -ne 0 ] || ! grep -q "generation 1 failed during recovery" "$tmp/during.log" ||
+   ! grep -q "generation 2, members 0,1 (lost 3), redoing step 4" "$tmp/during.log" ||
+   ! grep -q "mesh dp=1,tp=2" "$tmp/during.log" || ! grep -q "^check:.*(ok)" "$tmp/during.log"; then
+  fail "a kill during the recovery: exit $rc" "$tmp/during.log"
+else
+  grep "generation 2\|^check:" "$tmp/during.log"
+fi
+run "$tmp/ref5.log" --mesh dp=1,tp=2 --load "$tmp/ref" --steps 3 --save "$tmp/ref5"
+[ "$rc" -eq 0 ] || fail "reference for a kill during the recovery: exit $rc" "$tmp/ref5.log"
+same "$tmp/during" "$tmp/ref5"
+
 # 4. Grow back (--max-restarts 1): rank 2 killed after step 3 and restarted by the launcher. (a) At
 #    once: taken into the survivors' own generation 1, which is dp=2,tp=2 again. (b) Held back
 #    (test-only DTENSOR_TEST_REJOIN_AFTER=1) until the survivors run generation 1 on dp=3,tp=1: it

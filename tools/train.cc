@@ -47,6 +47,19 @@ std::string human_bytes(double b) {
 
 }  // namespace
 
+nn::GPTConfig gpt_config(const TrainOptions& o, int64_t vocab) {
+  nn::GPTConfig cfg;
+  cfg.vocab = vocab;
+  cfg.seq = o.seq;
+  cfg.dim = o.dim;
+  cfg.heads = o.heads;
+  cfg.layers = o.layers;
+  cfg.seed = o.seed;
+  cfg.experts = o.experts;
+  cfg.top_k = o.top_k;
+  return cfg;
+}
+
 void parse_mesh(const std::string& spec, std::vector<int64_t>* sizes, std::vector<std::string>* names) {
   sizes->clear();
   names->clear();
@@ -311,15 +324,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
   std::ostream* out = lead ? log : nullptr;
 
   nn::CharDataset data = nn::CharDataset::from_file(o.text, o.seq + 2);
-  nn::GPTConfig cfg;
-  cfg.vocab = data.vocab();
-  cfg.seq = o.seq;
-  cfg.dim = o.dim;
-  cfg.heads = o.heads;
-  cfg.layers = o.layers;
-  cfg.seed = o.seed;
-  cfg.experts = o.experts;
-  cfg.top_k = o.top_k;
+  const nn::GPTConfig cfg = gpt_config(o, data.vocab());
   DT_CHECK(o.heads % sizes.back() == 0 && o.dim % sizes.back() == 0, "dtensor train: tp=", sizes.back(),
            " must divide heads (", o.heads, ") and dim (", o.dim, ")");
   nn::GPT model(cfg);

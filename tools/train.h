@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dtensor/collectives/process_group.h"
+#include "nn/layers.h"
 
 namespace dtensor::tools {
 
@@ -113,6 +114,11 @@ void check_device_spelling(const std::string& spec);
 inline constexpr int64_t kMaxTrainRanks = 1024;
 inline constexpr int kMaxSteps = 1 << 30, kMaxBatch = 1 << 20, kMaxSeq = 1 << 20, kMaxDim = 1 << 16,
                      kMaxLayers = 1024, kMaxSample = 1 << 20;
+
+// The model of a run: --seq, --dim, --heads, --layers, --seed, --moe and --top-k, over the text's
+// `vocab` characters (the one place the options become an nn::GPTConfig: the plain, pipeline and
+// elastic runs build the same model).
+nn::GPTConfig gpt_config(const TrainOptions& o, int64_t vocab);
 
 // Parses "dp=2,tp=2" into sizes and names; throws dtensor::Error naming what is accepted (forms:
 // tp=N, dp=M,tp=N, ep=M,tp=N, pp=P,tp=N, pp=P, cp=N, cp=M,tp=N, dp=L,cp=M,tp=N; positive sizes, at

@@ -429,12 +429,7 @@ TrainResult train_elastic_rank(std::shared_ptr<Backend> backend, const TrainOpti
 
   nn::CharDataset data = nn::CharDataset::from_file(o.text, o.seq + 2);
   Run run{backend, o, {}, o.check ? DType::kFloat64 : DType::kFloat32, default_timeout()};
-  run.cfg.vocab = data.vocab();
-  run.cfg.seq = o.seq;
-  run.cfg.dim = o.dim;
-  run.cfg.heads = o.heads;
-  run.cfg.layers = o.layers;
-  run.cfg.seed = o.seed;
+  run.cfg = gpt_config(o, data.vocab());  // --moe is refused with --elastic (validate_train_options)
 
   // Generation 0: the launch mesh (dp=M,tp=N as given; tp=N is dp=1,tp=N).
   ElasticLayout first;

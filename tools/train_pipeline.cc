@@ -188,13 +188,7 @@ TrainResult train_pipeline_rank(std::shared_ptr<Backend> backend, const TrainOpt
   const int v = o.virtual_stages;
   std::ostream* out = backend->rank() == 0 ? log : nullptr;
   nn::CharDataset data = nn::CharDataset::from_file(o.text, o.seq + 2);
-  nn::GPTConfig cfg;
-  cfg.vocab = data.vocab();
-  cfg.seq = o.seq;
-  cfg.dim = o.dim;
-  cfg.heads = o.heads;
-  cfg.layers = o.layers;
-  cfg.seed = o.seed;
+  const nn::GPTConfig cfg = gpt_config(o, data.vocab());  // --moe is refused with pp (validate_train_options)
   const DType dtype = o.check ? DType::kFloat64 : DType::kFloat32;
   const Device device = parse_device(o.device, backend->kind());
   PipelineGPT model(mesh, cfg, o.sequence_parallel, o.loss_parallel, dtype, device, m, v);

@@ -28,6 +28,9 @@
 #include "nn/layers.h"
 #include "nn/optim.h"
 #include "nn/parallel.h"
+#include "planner/models/zoo.h"
+#include "planner/search.h"
+#include "propagation/hardware.h"
 
 namespace dtensor::tools {
 
@@ -63,6 +66,57 @@ ElasticLayout choose_elastic_layout(int64_t ranks, int64_t tp, const TrainOption
   if (l.dp > 1)
     absl::StrAppend(&l.reason, l.weighted ? absl::StrCat("; dp=", l.dp, " batch shares by weight ", absl::StrJoin(w, ","))
                                           : absl::StrCat("; dp=", l.dp, " splits the batch evenly"));
+  return l;
+}
+
+double predicted_step_us(const TrainOptions& o, int64_t vocab, int64_t dp, int64_t tp) {
+  planner::MeshSpec mesh{{dp, tp}, {"dp", "tp"}};
+  planner::models::ModelOptions mo;
+  mo.batch = o.batch;
+  mo.seq = o.seq;
+  mo.layers = o.layers;
+  mo.hidden = o.dim;
+  mo.heads = o.heads;
+  mo.vocab = vocab;
+  const planner::ModelGraph g = planner::models::build_model("char-gpt", mo, mesh);
+  const HardwareProfile& hw = o.hardware.empty() ? default_hardware() : hardware_profile(o.hardware);
+  const planner::PlanResult r = planner::plan_model(g, mesh, hw);
+  for (const planner::Baseline& b : r.baselines)
+    if (b.name == "megatron" && b.valid) return b.eval.step_time_us;
+  DT_FAIL("elastic: the planner has no Megatron-LM plan of this GPT on dp=", dp, ",tp=", tp);
+}
+
+ElasticLayout plan_elastic_layout(int64_t ranks, const std::vector<int64_t>& launch, const TrainOptions& o,
+                                  int64_t vocab) {
+  int64_t launch_ranks = 1;
+  for (int64_t n : launch) launch_ranks *= n;
+  const int64_t launch_tp = launch.back();
+  const auto us_str = [](double us) { return absl::StrFormat("%.1f us", us); };
+  const double launch_us = predicted_step_us(o, vocab, launch_ranks / launch_tp, launch_tp);
+  if (ranks == launch_ranks) {  // every launch rank is back: the launch mesh (the run returns to it)
+    ElasticLayout l = choose_elastic_layout(ranks, launch_tp, o);
+    l.reason = absl::StrCat("every launch rank is a member: the launch mesh (predicted ", us_str(launch_us), " a step)");
+    return l;
+  }
+  int64_t best = 0;
+  double best_us = 0;
+  std::vector<std::string> tried;
+  for (int64_t t = 1; t <= ranks; ++t) {
+    if (ranks % t != 0 || o.heads % t != 0 || o.dim % t != 0 || ranks / t > o.batch) continue;
+    const double us = predicted_step_us(o, vocab, ranks / t, t);
+    tried.push_back(absl::StrCat("dp=", ranks / t, ",tp=", t, " ", us_str(us)));
+    if (best == 0 || us < best_us * (1 - 1e-9) || (us <= best_us * (1 + 1e-9) && t > best)) {
+      best = t;
+      best_us = us;
+    }
+  }
+  DT_CHECK(best > 0, "elastic layout: no tp size divides ", ranks, " ranks, --heads ", o.heads, " and --dim ", o.dim,
+           " with at most --batch ", o.batch, " dp ranks; accepted: a larger --batch");
+  ElasticLayout l = choose_elastic_layout(ranks, best, o);  // tp = best divides: kept; the rows as the rule gives them
+  const std::string rows = l.reason.substr(std::min(l.reason.find(';'), l.reason.size()));
+  l.reason = absl::StrCat("the fastest predicted step (the planner's Megatron-LM plan, the run's own layout) of ",
+                          absl::StrJoin(tried, ", "), "; ties: the larger tp; the launch mesh on ", launch_ranks,
+                          " ranks: ", us_str(launch_us), rows);
   return l;
 }
 
@@ -289,7 +343,7 @@ Recovered recover(const Run& run, Membership& membership, const OldState* old, i
 
       const auto t_plan = Clock::now();
       // The launch's tp first: a run that gets its ranks back returns to its mesh.
-      ElasticLayout layout = choose_elastic_layout(static_cast<int64_t>(g.members.size()), sizes.back(), o);
+      ElasticLayout layout = plan_elastic_layout(static_cast<int64_t>(g.members.size()), sizes, o, run.cfg.vocab);
       const double plan_s = since(t_plan);
 
       const auto t_reshard = Clock::now();
@@ -371,8 +425,7 @@ Recovered recover(const Run& run, Membership& membership, const OldState* old, i
         if (!lost_ranks.empty()) *log << " (lost " << absl::StrJoin(lost_ranks, ",") << ")";
         if (!joined.empty()) *log << " (rejoined " << absl::StrJoin(joined, ",") << ")";
         *log << ", " << (lost_ranks.empty() ? "next step " : "redoing step ") << rec.step + 1 << "\n"
-             << "elastic: mesh " << layout.str() << ": " << layout.reason << " (a fixed rule; the planner has no "
-             << "builder for this GPT)\n"
+             << "elastic: mesh " << layout.str() << ": " << layout.reason << "\n"
              << "elastic: state " << how << "\n"
              << absl::StrFormat("elastic: recovery: detection %.3f s, rendezvous %.3f s, re-plan %.4f s, reshard %.3f s; "
                                 "failed step's start (a join: the step boundary) to the new layout %.3f s (each the largest over the members)\n",

@@ -10,7 +10,7 @@
 //      a collective notices only at its timeout), a group over the new members, and an agreement on
 //      each survivor's completed steps (a rank that finished one more step than another is not used
 //      as a source: the run goes on from the lowest count);
-//   3. re-plan: choose_elastic_layout below (the planner has no builder for this GPT's sizes yet);
+//   3. re-plan: plan_elastic_layout below (the planner's prediction for each candidate mesh);
 //   4. reshard: a new model and AdamW on the new mesh, filled from the old layout's blocks: for each
 //      tensor (parameters, exp_avg, exp_avg_sq) every distinct block of the old layout is taken from
 //      the lowest surviving rank that holds it, the blocks are summed into the full tensor over the
@@ -61,6 +61,21 @@ struct ElasticLayout {
 // more). Throws dtensor::Error when no tp' leaves every dp rank a batch row.
 ElasticLayout choose_elastic_layout(int64_t ranks, int64_t tp, const TrainOptions& o,
                                     const std::vector<int64_t>& rank_weights = {});
+
+// The planner's predicted step time in µs of this run on mesh dp x tp: planner/models/zoo.h's
+// char-gpt at the run's sizes and `vocab`, priced as the planner's "megatron" baseline (linears split
+// column/row on tp, data parallel on dp: the layout dtensor train runs) with --hardware's profile
+// (default h100-nvlink). Throws dtensor::Error when the planner has no such plan.
+double predicted_step_us(const TrainOptions& o, int64_t vocab, int64_t dp, int64_t tp);
+
+// A generation's layout for `ranks` members of a run launched on mesh `launch` ({dp, tp} or {tp}):
+// the launch mesh when every launch rank is a member; else among the meshes dp x tp whose tp divides
+// the ranks, --heads and --dim (each dp rank at least a batch row), the fastest predicted step
+// (predicted_step_us; ties: the larger tp), with the batch rows as choose_elastic_layout gives them.
+// The reason names every candidate's prediction and the launch mesh's. Throws dtensor::Error when no
+// tp fits (as choose_elastic_layout).
+ElasticLayout plan_elastic_layout(int64_t ranks, const std::vector<int64_t>& launch, const TrainOptions& o,
+                                  int64_t vocab);
 
 // Test-only hook: $DTENSOR_TEST_KILL_AT="R[,R...]:S" makes each listed launch rank of an elastic run
 // SIGKILL itself when it has completed S steps (before step S + 1), in generation 0 only. Unset or

@@ -350,6 +350,12 @@ const std::vector<ModelEntry>& zoo() {
        [](const ModelOptions& o) {
          return gpt2("gpt2", with_layers({12, 768, 12, 12, 3072, 50257, 1024, 0, 0, 1e-5}, o), o);
        }},
+      {"char-gpt", {}, "dtensor train's character-level GPT (2 layers, hidden 64, 4 heads, vocab 96 unless given)", 8, 64,
+       [](const ModelOptions& o) {
+         const int64_t h = o.hidden > 0 ? o.hidden : 64, nh = o.heads > 0 ? o.heads : 4;
+         DT_CHECK(h % nh == 0, "model char-gpt: hidden ", h, " is not a multiple of heads ", nh);
+         return gpt2("char-gpt", with_layers({2, h, nh, nh, 4 * h, o.vocab > 0 ? o.vocab : 96, o.seq, 0, 0, 1e-5}, o), o);
+       }},
       {"gpt2-xl", {"gpt2-1.5b"}, "GPT-2 1.5B (48 layers, hidden 1600, 25 heads)", 1, 1024,
        [](const ModelOptions& o) {
          return gpt2("gpt2-xl", with_layers({48, 1600, 25, 25, 6400, 50257, 1024, 0, 0, 1e-5}, o), o);

@@ -4,6 +4,10 @@
 //
 //   gpt2 (124M)      Radford et al. 2019 / HF "gpt2": 12 layers, hidden 768, 12 heads, vocab 50257, 1024 positions
 //   gpt2-xl (1.5B)   HF "gpt2-xl": 48 layers, hidden 1600, 25 heads
+//   char-gpt         dtensor train's character-level GPT (nn/layers.h) at its sizes (ModelOptions'
+//                    layers, hidden, heads, vocab, seq; defaults 2, 64, 4, 96, 64), priced as a GPT-2
+//                    block stack (pre-LN, GELU MLP of 4 x hidden, learned positions, tied head): what
+//                    dtensor train --elastic prices its candidate meshes with
 //   llama3-8b        Meta Llama 3 params.json: 32 layers, dim 4096, 32 heads, 8 KV heads, FFN 14336, vocab 128256
 //   llama3-70b       80 layers, dim 8192, 64 heads, 8 KV heads, FFN 28672, vocab 128256
 //   mixtral-8x7b     Mistral AI: 32 layers, dim 4096, 32 heads, 8 KV heads, 8 experts of FFN 14336, top-2, vocab 32000
@@ -43,6 +47,8 @@ struct ModelOptions {
   int64_t batch = 0;  // global batch (sequences or images); 0: micro_batch x data-parallel ranks
   int64_t seq = 0;    // tokens per sequence; 0: the model's default
   int layers = 0;     // 0: the published depth
+  // Sizes for the models that take them (char-gpt, dtensor train's model); 0: the model's default.
+  int64_t hidden = 0, heads = 0, vocab = 0;
   bool training = true;
   std::string optimizer = "adamw";
 };

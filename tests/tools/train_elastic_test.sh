@@ -8,7 +8,7 @@
 #     dp=2,tp=2 and loaded onto dp=3,tp=1 --rank-weights 1,1,1 for the remaining 3 steps.
 #  2. ranks 1 and 3 killed (both holders of tp shard 1): without a checkpoint the survivors stop with
 #     an error naming the tensor and the lost ranks (exit 1, within a bound: never a hang).
-#  3. the same with --save --save-every 2: the survivors load the step-2 checkpoint onto tp=2 and
+#  3. the same with --save --save-every 2: the survivors load the step-2 checkpoint onto dp=2,tp=1 and
 #     replay from step 3; final checkpoint equal (1e-9) to an uninterrupted dp=2,tp=2 run's.
 #  4. grow back with --max-restarts 1 (below).
 set -uo pipefail
@@ -57,11 +57,12 @@ else
   echo "ok: two ranks lost -> exit $rc after ${elapsed} s: $(grep -m1 -o 'cannot rebuild.*all lost' "$tmp/two.log")"
 fi
 
-# 3. The same with checkpoints every 2 steps: replay from step 2 on tp=2 over ranks 0,2.
+# 3. The same with checkpoints every 2 steps: replay from step 2 on ranks 0,2 (dp=2,tp=1: the planner
+#    predicts it faster than dp=1,tp=2).
 DTENSOR_TEST_KILL_AT=1,3:3 run "$tmp/replay.log" --elastic --mesh dp=2,tp=2 --steps 6 --timeout 2 \
   --save "$tmp/replay" --save-every 2
 if [ "$rc" -ne 0 ] || ! grep -q "loaded the last checkpoint .* (step 2) and replaying from step 3" "$tmp/replay.log" ||
-   ! grep -q "members 0,2 (lost 1,3)" "$tmp/replay.log" || ! grep -q "mesh dp=1,tp=2" "$tmp/replay.log" ||
+   ! grep -q "members 0,2 (lost 1,3)" "$tmp/replay.log" || ! grep -q "mesh dp=2,tp=1" "$tmp/replay.log" ||
    ! grep -q "^check:.*(ok)" "$tmp/replay.log"; then
   fail "two ranks lost with --save-every 2: exit $rc" "$tmp/replay.log"
 else
@@ -73,18 +74,18 @@ same "$tmp/replay" "$tmp/whole"
 
 # 5. A kill during the recovery's redistribution: rank 2 killed after step 3, then rank 3 (test-only
 #    DTENSOR_TEST_KILL_IN_RECOVERY=3) as the survivors' rebuild starts: generation 1 fails during its
-#    recovery, the two left agree on generation 2 (dp=1,tp=2, replica 0 whole) and finish; equal to
-#    save at step 3 + load onto tp=2.
+#    recovery, the two left agree on generation 2 (dp=2,tp=1, the planner's faster; replica 0 whole)
+#    and finish; equal to save at step 3 + load onto dp=2,tp=1.
 DTENSOR_TEST_KILL_AT=2:3 DTENSOR_TEST_KILL_IN_RECOVERY=3 run "$tmp/during.log" --elastic --mesh dp=2,tp=2 --steps 6 \
   --timeout 2 --save "$tmp/during"
 if [ "$rc" -ne 0 ] || ! grep -q "generation 1 failed during recovery" "$tmp/during.log" ||
    ! grep -q "generation 2, members 0,1 (lost 3), redoing step 4" "$tmp/during.log" ||
-   ! grep -q "mesh dp=1,tp=2" "$tmp/during.log" || ! grep -q "^check:.*(ok)" "$tmp/during.log"; then
+   ! grep -q "mesh dp=2,tp=1" "$tmp/during.log" || ! grep -q "^check:.*(ok)" "$tmp/during.log"; then
   fail "a kill during the recovery: exit $rc" "$tmp/during.log"
 else
   grep "generation 2\|^check:" "$tmp/during.log"
 fi
-run "$tmp/ref5.log" --mesh dp=1,tp=2 --load "$tmp/ref" --steps 3 --save "$tmp/ref5"
+run "$tmp/ref5.log" --mesh dp=2,tp=1 --load "$tmp/ref" --steps 3 --save "$tmp/ref5"
 [ "$rc" -eq 0 ] || fail "reference for a kill during the recovery: exit $rc" "$tmp/ref5.log"
 same "$tmp/during" "$tmp/ref5"
 

@@ -47,6 +47,22 @@ std::string human_bytes(double b) {
 
 }  // namespace
 
+std::vector<CommStats> dim_comm_stats(const DeviceMesh& mesh) {
+  std::vector<CommStats> out;
+  for (int d = 0; d < mesh.ndim(); ++d) out.push_back(mesh.group(d).stats());
+  return out;
+}
+
+void add_dim_comm_since(const DeviceMesh& mesh, const std::vector<CommStats>& before, std::vector<CommStats>& sums) {
+  for (int d = 0; d < mesh.ndim(); ++d) {
+    const CommStats& now = mesh.group(d).stats();
+    CommStats& sum = sums[d];
+    sum.calls += now.calls - before[d].calls;
+    sum.bytes_sent += now.bytes_sent - before[d].bytes_sent;
+    for (int k = 0; k < kNumCommKinds; ++k) sum.calls_by_kind[k] += now.calls_by_kind[k] - before[d].calls_by_kind[k];
+  }
+}
+
 nn::GPTConfig gpt_config(const TrainOptions& o, int64_t vocab) {
   nn::GPTConfig cfg;
   cfg.vocab = vocab;
@@ -391,8 +407,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     const int64_t step = start_step + s;
     auto t0 = std::chrono::steady_clock::now();
     CommStats before = mesh->stats();
-    std::vector<CommStats> dim_before;
-    for (int d = 0; d < mesh->ndim(); ++d) dim_before.push_back(mesh->group(d).stats());
+    const std::vector<CommStats> dim_before = dim_comm_stats(*mesh);
     Tensor host_tok = data.batch(o.batch, o.seq, o.seed * 7919 + static_cast<uint64_t>(step));
     Tensor tok = host_tok.to(device);
     DTensor x = distribute_tensor(tok.narrow(1, 0, o.seq).contiguous(), mesh, data_pl);
@@ -408,13 +423,7 @@ TrainResult train_rank(std::shared_ptr<Backend> backend, const TrainOptions& o, 
     CommStats after = mesh->stats();
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     bytes += after.bytes_sent - before.bytes_sent;
-    for (int d = 0; d < mesh->ndim(); ++d) {
-      const CommStats& now = mesh->group(d).stats();
-      CommStats& sum = r.comm_by_dim[d];
-      sum.calls += now.calls - dim_before[d].calls;
-      sum.bytes_sent += now.bytes_sent - dim_before[d].bytes_sent;
-      for (int k = 0; k < kNumCommKinds; ++k) sum.calls_by_kind[k] += now.calls_by_kind[k] - dim_before[d].calls_by_kind[k];
-    }
+    add_dim_comm_since(*mesh, dim_before, r.comm_by_dim);
     r.losses.push_back(l);
     if (trace.is_open()) {  // outside the timed span: recording does not slow the figures down
       std::vector<int64_t> ids = host_tok.to_vector<int64_t>();

@@ -11,6 +11,10 @@
 #include "dtensor/collectives/process_group.h"
 #include "nn/layers.h"
 
+namespace dtensor {
+class DeviceMesh;
+}  // namespace dtensor
+
 namespace dtensor::tools {
 
 struct TrainOptions {
@@ -114,6 +118,12 @@ void check_device_spelling(const std::string& spec);
 inline constexpr int64_t kMaxTrainRanks = 1024;
 inline constexpr int kMaxSteps = 1 << 30, kMaxBatch = 1 << 20, kMaxSeq = 1 << 20, kMaxDim = 1 << 16,
                      kMaxLayers = 1024, kMaxSample = 1 << 20;
+
+// Per mesh dim, the collective statistics of its group now (one CommStats per dim, in mesh order).
+std::vector<CommStats> dim_comm_stats(const DeviceMesh& mesh);
+// Adds to sums[d] (TrainResult::comm_by_dim, one per mesh dim) what mesh dim d's group did since
+// `before` (dim_comm_stats taken at the step's start): calls, bytes sent and calls by kind.
+void add_dim_comm_since(const DeviceMesh& mesh, const std::vector<CommStats>& before, std::vector<CommStats>& sums);
 
 // The model of a run: --seq, --dim, --heads, --layers, --seed, --moe and --top-k, over the text's
 // `vocab` characters (the one place the options become an nn::GPTConfig: the plain, pipeline and

@@ -213,8 +213,7 @@ TrainResult train_pipeline_rank(std::shared_ptr<Backend> backend, const TrainOpt
   for (int s = 0; s < o.steps; ++s) {
     auto t0 = std::chrono::steady_clock::now();
     CommStats before = mesh->stats();
-    std::vector<CommStats> dim_before;
-    for (int d = 0; d < mesh->ndim(); ++d) dim_before.push_back(mesh->group(d).stats());
+    const std::vector<CommStats> dim_before = dim_comm_stats(*mesh);
     Tensor tok = data.batch(o.batch, o.seq, o.seed * 7919 + static_cast<uint64_t>(s)).to(device);
     nn::PipelineStepTimes times;
     const double l = model.forward_backward(tok, &times);
@@ -233,13 +232,7 @@ TrainResult train_pipeline_rank(std::shared_ptr<Backend> backend, const TrainOpt
       pipe_s += times.total_s;
     }
     bytes += mesh->stats().bytes_sent - before.bytes_sent;
-    for (int d = 0; d < mesh->ndim(); ++d) {
-      const CommStats& now = mesh->group(d).stats();
-      CommStats& sum = r.comm_by_dim[d];
-      sum.calls += now.calls - dim_before[d].calls;
-      sum.bytes_sent += now.bytes_sent - dim_before[d].bytes_sent;
-      for (int k = 0; k < kNumCommKinds; ++k) sum.calls_by_kind[k] += now.calls_by_kind[k] - dim_before[d].calls_by_kind[k];
-    }
+    add_dim_comm_since(*mesh, dim_before, r.comm_by_dim);
     r.losses.push_back(l);
     if (out && (s % o.log_every == 0 || s + 1 == o.steps))
       *out << "step " << std::setw(4) << s + 1 << "  loss " << std::fixed << std::setprecision(4) << l

@@ -71,6 +71,27 @@ models::ModelOptions small() {
   return mo;
 }
 
+// The 4-layer gpt2 of small() with a global batch of 64, for one mesh and for the pipeline search
+// (a stage's layers and batch).
+ModelGraph gpt2_4_layers(const MeshSpec& m) {
+  models::ModelOptions mo = small();
+  mo.batch = 64;
+  mo.layers = 4;
+  return models::build_model("gpt2", mo, m);
+}
+
+PipelineSearch gpt2_4_layer_pipelines() {
+  PipelineSearch ps;
+  ps.build = [](const MeshSpec& m, int layers, int64_t batch) {
+    models::ModelOptions mo = small();
+    mo.layers = layers;
+    mo.batch = batch;
+    return models::build_model("gpt2", mo, m);
+  };
+  ps.global_batch = 64;
+  return ps;
+}
+
 TEST(Devices, RankingAgreesWithPlanningEachMeshDirectly) {
   const HardwareProfile& hw = hardware_profile("h100-nvlink");
   PlanOptions po;
@@ -126,10 +147,7 @@ TEST(Devices, RecomputationIsChosenOnlyWhenItIsNeeded) {
 TEST(Devices, RecomputingSomeLayersIsTriedAndTheFastestKept) {
   const HardwareProfile& hw = hardware_profile("h100-nvlink");
   const MeshSpec mesh = MeshSpec::parse("dp=2");
-  models::ModelOptions mo = small();
-  mo.batch = 64;
-  mo.layers = 4;
-  const ModelGraph g = models::build_model("gpt2", mo, mesh);
+  const ModelGraph g = gpt2_4_layers(mesh);
   PlanOptions po;
   po.compare = false;
   // A limit between full recomputation's least memory and no recomputation's: none does not fit.
@@ -220,18 +238,8 @@ TEST(Devices, ModesSkippedByTheirMemoryBoundChangeNoChoice) {
 // figures, each rejection's reason and the chosen plan (its notes included) are the same.
 TEST(Devices, TheBoundedSearchRanksExactlyAsTheFullOne) {
   const HardwareProfile& hw = hardware_profile("h100-nvlink");
-  models::ModelOptions mo = small();
-  mo.batch = 64;
-  mo.layers = 4;
-  auto build = [mo](const MeshSpec& m) { return models::build_model("gpt2", mo, m); };
-  PipelineSearch ps;
-  ps.build = [mo](const MeshSpec& m, int layers, int64_t batch) {
-    models::ModelOptions so = mo;
-    so.layers = layers;
-    so.batch = batch;
-    return models::build_model("gpt2", so, m);
-  };
-  ps.global_batch = mo.batch;
+  const auto build = gpt2_4_layers;
+  PipelineSearch ps = gpt2_4_layer_pipelines();
   PlanOptions po;
   po.memory_limit_bytes = limit_between_full_and_none_bound(build(MeshSpec::parse("dp=2")), MeshSpec::parse("dp=2"), hw);
   const std::vector<Recompute> all = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
@@ -308,18 +316,8 @@ TEST(Devices, TimeLowerBoundsAreBelowThePlans) {
 // within their times are the same, and each pruned mesh's bound is below what planning it gives.
 TEST(Devices, BranchAndBoundKeepsTheFastestExactly) {
   const HardwareProfile& hw = hardware_profile("h100-nvlink");
-  models::ModelOptions mo = small();
-  mo.batch = 64;
-  mo.layers = 4;
-  auto build = [mo](const MeshSpec& m) { return models::build_model("gpt2", mo, m); };
-  PipelineSearch ps;
-  ps.build = [mo](const MeshSpec& m, int layers, int64_t batch) {
-    models::ModelOptions so = mo;
-    so.layers = layers;
-    so.batch = batch;
-    return models::build_model("gpt2", so, m);
-  };
-  ps.global_batch = mo.batch;
+  const auto build = gpt2_4_layers;
+  PipelineSearch ps = gpt2_4_layer_pipelines();
   PlanOptions po;
   po.memory_limit_bytes = 0.3e9;  // on 2 hosts: some meshes only fit recomputing, some not at all
   po.bound_modes = true;

@@ -165,6 +165,16 @@ bool pid_running(int pid) {
   return state != 'Z' && state != 'X' && state != 'x';
 }
 
+PeerInfo parse_peer(const std::string& value) {
+  PeerInfo info;
+  std::vector<std::string> parts = absl::StrSplit(value, ' ');
+  if (parts.size() == 2) {
+    info.host = parts[0];
+    if (!absl::SimpleAtoi(parts[1], &info.pid)) info.pid = 0;
+  }
+  return info;
+}
+
 // Waits for every member's alive/<global rank> entry and returns their host and pid in member
 // order. `what` describes the set joined.
 std::vector<PeerInfo> read_peers(Store& store, const std::vector<int>& members, int me, Timeout timeout,
@@ -189,12 +199,7 @@ std::vector<PeerInfo> read_peers(Store& store, const std::vector<int>& members, 
   for (int r : members) {
     PeerInfo info;
     try {
-      std::string value = from_bytes(store.get(key(r)));
-      std::vector<std::string> parts = absl::StrSplit(value, ' ');
-      if (parts.size() == 2) {
-        info.host = parts[0];
-        if (!absl::SimpleAtoi(parts[1], &info.pid)) info.pid = 0;
-      }
+      info = parse_peer(from_bytes(store.get(key(r))));
     } catch (const std::exception& e) {
       throw CommError(absl::StrCat("rank ", me, ": cannot read rank ", r, "'s entry while joining ",
                                    what, ": ", e.what()));

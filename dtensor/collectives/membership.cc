@@ -76,10 +76,8 @@ bool Membership::known_dead(int r) {
       }
     }
   }
-  std::vector<std::string> parts = absl::StrSplit(last_seen_[r], ' ');
-  int pid = 0;
-  if (parts.size() != 2 || parts[0] != store_util::this_host() || !absl::SimpleAtoi(parts[1], &pid)) return false;
-  return !store_util::pid_running(pid);
+  const PeerInfo peer = store_util::parse_peer(last_seen_[r]);
+  return peer.pid > 0 && peer.host == store_util::this_host() && !store_util::pid_running(peer.pid);
 }
 
 std::string Membership::key(int64_t n, const std::string& what) const {

@@ -18,6 +18,9 @@ std::string this_host();  // gethostname(), or "unknown-host"
 std::string ranks_phrase(const std::vector<int>& ranks);
 // A process on this host is running (not gone, not a zombie); true for pid <= 0 (unknown).
 bool pid_running(int pid);
+// A member's published "host pid" (its alive/<rank> entry, a membership report); an empty host and
+// pid 0 (unknown) when malformed.
+PeerInfo parse_peer(const std::string& value);
 // Join check: publishes this rank's "host pid" under alive/<me> and waits up to `timeout` for
 // every member's entry; returns the members' host and pid in member order. Throws CommError
 // naming the members that did not join `what` in time.

@@ -98,8 +98,8 @@ def _number(fn, name, v):
 
 
 def _by_torch(fn, make):
-    """torch's own factory on the meta device: the global shape and dtype, and torch's argument
-    errors (a DTensorError naming the factory), with no memory allocated."""
+    """make(), a call of torch's own factory (on the meta device where only the global shape and
+    dtype are wanted), with torch's argument errors raised as a DTensorError naming the factory."""
     try:
         return make()
     except (RuntimeError, TypeError, ValueError) as e:
@@ -110,6 +110,11 @@ def _block_range(spec, d):
     """The global indices along dim d of this rank's block (blocks are contiguous ranges)."""
     lo = spec.local_offset[d]
     return torch.arange(lo, lo + spec.local_shape[d], dtype=torch.int64)
+
+
+def _block_of(whole, spec):
+    """This rank's block of `whole` (the global tensor, which every rank computed) under `spec`."""
+    return whole[tuple(slice(o, o + n) for o, n in zip(spec.local_offset, spec.local_shape))].clone()
 
 
 def _no_device(fn, device):
@@ -260,10 +265,8 @@ def _triangle_indices(fn, row, col, offset, dtype, layout, device, device_mesh, 
     _no_device(fn, device)
     whole = _by_torch(fn, lambda: getattr(torch, fn)(row, col, offset, dtype=dtype or torch.int64))
 
-    def block(spec, dt):
-        return whole[tuple(slice(o, o + n) for o, n in zip(spec.local_offset, spec.local_shape))].clone()
-
-    return _factory(fn, tuple(whole.shape), None, whole.dtype, layout, device_mesh, placements, False, block)
+    return _factory(fn, tuple(whole.shape), None, whole.dtype, layout, device_mesh, placements, False,
+                    lambda spec, dt: _block_of(whole, spec))
 
 
 def tril_indices(row, col, offset=0, *, dtype=None, layout=torch.strided, device=None, device_mesh=None,
@@ -293,6 +296,4 @@ def randperm(n, *, generator=None, dtype=torch.int64, layout=torch.strided, devi
     out = _factory("randperm", (n,), _filled(0), dtype, layout, device_mesh, placements, False)
     keys = rand(n, dtype=torch.float64, device_mesh=device_mesh)  # replicated: every rank holds all n
     whole = torch.argsort(keys._local, stable=True).to(dtype)
-    spec = out._spec
-    lo, size = spec.local_offset[0], spec.local_shape[0]
-    return DTensor(whole[lo:lo + size].clone(), spec, device_mesh, requires_grad=requires_grad)
+    return DTensor(_block_of(whole, out._spec), out._spec, device_mesh, requires_grad=requires_grad)

@@ -697,6 +697,24 @@ TEST(Env, FallbacksAndValidation) {
     ScopedEnv env({{"RANK", "zero"}, {"WORLD_SIZE", "4"}, {"DTENSOR_STORE", "file:/tmp/x"}});
     EXPECT_THROW(read_process_env(), Error);
   }
+  // The launcher's restart count: an integer >= 0 (0 when unset), else an error naming it.
+  for (const char* bad : {"-1", "x", "\xff", "99999999999999999999"}) {
+    ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"DTENSOR_STORE", "file:/tmp/x"},
+                   {"DTENSOR_RESTART_COUNT", bad}});
+    try {
+      read_process_env();
+      ADD_FAILURE() << "DTENSOR_RESTART_COUNT='" << bad << "' accepted";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(what.find("DTENSOR_RESTART_COUNT='") != std::string::npos ||
+                  what.find("restart count -1 is negative") != std::string::npos) << what;
+    }
+  }
+  {
+    ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"DTENSOR_STORE", "file:/tmp/x"},
+                   {"DTENSOR_RESTART_COUNT", "2"}});
+    EXPECT_EQ(read_process_env().restart, 2);
+  }
   EXPECT_THROW(open_store("tcp://host:1"), Error);
   EXPECT_THROW(open_store("redis://127.0.0.1:notaport"), Error);
   EXPECT_THROW(open_store("redis://127.0.0.1:1"), CommError);  // nothing listens there

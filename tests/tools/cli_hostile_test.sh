@@ -43,6 +43,9 @@ expect 2 "--timeout"          -- launch --timeout nan -n 1 -- true
 expect 2 "--timeout"          -- launch --timeout 1e-300 -n 1 -- true
 expect 2 "--kill-grace"       -- launch --kill-grace nan -n 1 -- true
 expect 2 "--failure-grace"    -- launch --failure-grace inf -n 1 -- true
+expect 2 "--max-restarts"     -- launch --max-restarts -1 -n 1 -- true
+expect 2 "--max-restarts"     -- launch --max-restarts 99999999999999999999 -n 1 -- true
+expect 2 "--max-restarts"     -- launch --max-restarts abc -n 1 -- true
 expect 2 "mesh: empty"        -- plan --model llama3-8b --mesh ''
 expect 2 "--devices"          -- plan --model gpt2 --devices 0
 expect 2 "--devices"          -- plan --model gpt2 --devices 18446744073709551617

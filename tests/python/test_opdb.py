@@ -15,7 +15,7 @@ pytest.importorskip("expecttest", reason="expecttest is not installed: torch's o
 import opdb_oracle as oracle  # noqa: E402
 
 FORWARD_AT_LEAST = 635   # 2026-11-29, torch 2.15.0, of 703 entries
-BACKWARD_AT_LEAST = 504  # of the entries whose samples torch differentiates
+BACKWARD_AT_LEAST = 504  # 2026-11-29: of the 556 entries torch differentiates (OpInfo supports_autograd)
 CORE_COMPARED_AT_LEAST = 144  # Core ATen packets a passing sample compared with torch, 2026-11-29: 144 of 164
 
 # Errors other than dtensor's refusals, reviewed: entry -> why.
@@ -67,14 +67,23 @@ def test_opdb_table(results, capsys):
         totals["backward " + b] += 1
         lines.append(f"{name:44} {f:13} {b:13} {detail(by_mesh)[:110]}")
     n = len(results)
+    # OpInfo's supports_autograd: the entries torch differentiates (the others have no backward to
+    # compare: comparisons, integer and bitwise ops, random draws, factories).
+    differentiable = {oracle.entry_name(e) for e in oracle.entries() if e.supports_autograd}
+    grads = sum(status(results[name], "backward") == "pass" for name in differentiable if name in results)
     for which in ("forward", "backward"):
         c = {s: totals[f"{which} {s}"] for s in ("pass", "not compared", "error", "mismatch")}
-        lines.append(f"op_db {which}: {c['pass']} of {n} entries passed, {c['not compared']} not compared, "
-                     f"{c['error']} refused or failed, {c['mismatch']} mismatched")
+        of_differentiable = (f" ({grads} of the {len(differentiable)} entries torch differentiates, "
+                             f"{100 * grads / max(1, len(differentiable)):.1f}%)" if which == "backward" else
+                             f" ({100 * c['pass'] / max(1, n):.1f}%)")
+        lines.append(f"op_db {which}: {c['pass']} of {n} entries passed{of_differentiable}, {c['not compared']} not "
+                     f"compared, {c['error']} refused or failed, {c['mismatch']} mismatched")
     with capsys.disabled():
         print("\n" + "\n".join(lines))
     assert totals["forward pass"] >= FORWARD_AT_LEAST, lines[-2]
     assert totals["backward pass"] >= BACKWARD_AT_LEAST, lines[-1]
+    # A backward that passes for an entry torch does not differentiate would be a miscount.
+    assert grads == totals["backward pass"], (grads, totals["backward pass"])
 
 
 def test_no_entry_gives_a_wrong_result(results):

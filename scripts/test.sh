@@ -101,9 +101,9 @@ if bazel build //python/... >/dev/null 2>&1; then
   py_rc=${PIPESTATUS[0]}
   before=$failed
   add_counts "$(python3 scripts/test_counts.py pytest "$py_log")"
-  # The op_db and Core ATen coverage lines (tests/python/test_opdb.py, test_core_aten.py), repeated
+  # The op_db and Core ATen coverage lines (tests/python/test_opdb.py, test_core_aten.py, test_opinfo.py), repeated
   # in the closing summary.
-  mapfile -t coverage_lines < <(grep -E "^(op_db (forward|backward):|Core ATen:|Core ATen packets compared)" "$py_log")
+  mapfile -t coverage_lines < <(grep -E "^(op_db (forward|backward):|Core ATen:|Core ATen packets compared|Core ATen native packets compared)" "$py_log")
   if [ "$py_rc" -ne 0 ]; then
     rc=1
     [ "$failed" -eq "$before" ] && failed=$((failed + 1))

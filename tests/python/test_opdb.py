@@ -143,4 +143,8 @@ def test_core_aten_packets_compared_with_torch(results, capsys):
              "  compared, not native: " + " ".join(n for n in compared if n not in native)]
     with capsys.disabled():
         print("\n" + "\n".join(lines))
+    # The native backward packets have no samples of their own (test_opinfo compares the others):
+    # each must be reached by a gradient compared here.
+    backward_unseen = [n for n in native_core if n.endswith("_backward") and n not in seen]
+    assert not backward_unseen, f"native backward packets no op_db gradient compared with torch: {backward_unseen}"
     assert len(compared) >= CORE_COMPARED_AT_LEAST, lines[0]

@@ -14,6 +14,7 @@ OP_FAMILIES = [
     "grouped_mm",
     "indexing",
     "loss",
+    "masked",
     "matrix",
     "norm",
     "planned",
@@ -21,8 +22,10 @@ OP_FAMILIES = [
     "pooling",
     "random",
     "reduction",
+    "sampler",
     "scan",
     "selection",
+    "strided",
     "view",
 ]
 

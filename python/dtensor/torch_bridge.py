@@ -2006,22 +2006,44 @@ def _convolution_backward(masked):
     return handler
 
 
-def _whole_strided(func, args, kwargs):
-    """as_strided, as_strided_copy, as_strided_scatter: sizes and strides address the tensor's
-    storage, which for a bridge tensor that is not a view is its whole contiguous layout: every
-    input is made Replicate and torch's op runs on the whole blocks. A view is refused: a bridge
-    view does not share its base's storage (its strides and offset are its own contiguous ones),
-    so the numbers would address other elements than torch's."""
-    flat, tree = tree_flatten((args, kwargs))
-    for v in flat:
+def _refuse_strided_view(func, args, kwargs):
+    """A bridge view does not share its base's storage (its strides and offset are its own
+    contiguous ones), so sizes and strides would address other elements than torch's: refused."""
+    for v in tree_flatten((args, kwargs))[0]:
         if isinstance(v, DTensor) and v._is_view():
             raise UnsupportedOpError(f"bridge: {func} of a view {v._spec}: a bridge view does not share its "
                                      f"base's storage, so its strides address other elements; accepted: a "
                                      f"tensor that is not a view (.clone() it first)")
+
+
+def _whole_strided(func, args, kwargs):
+    """as_strided_copy, as_strided_scatter: sizes and strides address the tensor's storage, which
+    for a bridge tensor that is not a view is its whole contiguous layout: every input is made
+    Replicate and torch's op runs on the whole blocks. A view is refused (_refuse_strided_view)."""
+    _refuse_strided_view(func, args, kwargs)
+    flat, tree = tree_flatten((args, kwargs))
     ref = next(v for v in flat if type(v) is DTensor)
     whole = [Replicate()] * len(ref._spec.placements)
     largs, lkwargs = tree_unflatten(_moved_blocks(flat, lambda t: whole), tree)
     return _wrapped_blocks(func(*largs, **lkwargs), ref, whole)
+
+
+def _as_strided(func, args, kwargs):
+    """as_strided: dtensor's op (ops/strided/: the whole tensor, Partial passing), a view refused
+    (_refuse_strided_view)."""
+    _refuse_strided_view(func, args, kwargs)
+    return _engine("as_strided")(func, args, kwargs)
+
+
+def _resize_(func, args, kwargs):
+    """resize_(self, size): dtensor's op (ops/strided/: self's first elements, zeros where it
+    grows), then self becomes the result as an in-place view op does (_in_place_view); a view
+    refused (_refuse_strided_view), a memory format other than contiguous refused."""
+    fmt = _bind(func, args, kwargs).get("memory_format")
+    if fmt not in (None, torch.contiguous_format):
+        raise UnsupportedOpError(f"bridge: {func} with memory_format={fmt}; accepted: None or torch.contiguous_format")
+    _refuse_strided_view(func, args, kwargs)
+    return _in_place_view(aten.resize.default)(func, args[:2], {})
 
 
 def _allclose(func, args, kwargs):
@@ -2141,7 +2163,8 @@ _SPECIAL = {
     "index_reduce": _index_reduce,
     "addbmm": _addbmm,
     "allclose": _allclose,
-    "as_strided": _whole_strided,
+    "as_strided": _as_strided,
+    "resize_": _resize_,
     "as_strided_copy": _whole_strided,
     "as_strided_scatter": _whole_strided,
     # nonzero_static(self, size, fill_value): nonzero's indices padded or cut to a static size: the
@@ -2171,11 +2194,6 @@ _SPECIAL = {
     "index_put": _index_put,
     "put": _put,
     "diagonal_scatter": _diagonal_scatter,
-    # masked_scatter(self, mask, source): the k-th true element of the mask takes source's k-th
-    # element, so each position depends on the whole mask before it (masked_select's gradient):
-    # computed whole on every rank from replicated inputs, as the dynamic_output_shape ops.
-    "masked_scatter": _replicated,
-    "masked_scatter_backward": _replicated,
 }
 
 

@@ -7,6 +7,7 @@ arguments. `run_sample` runs the call (a) on a 1-rank mesh, Replicate (dtensor's
 result: shapes, dtypes, values (NaN positions included) and indices exactly.
 """
 import dataclasses
+import math
 import random
 import warnings
 import zlib
@@ -670,6 +671,48 @@ def full_like(s):
                 partial="all", grad=True)
 
 
+def grid_sample(s):
+    """F.grid_sample on a 4-d input: its grid_sampler_2d call (recorded); linear in the input."""
+    _, b = recorded_call(s, torch.nn.functional.grid_sample, ["grid_sampler_2d"], "grid_sampler_2d")
+    args = [b["input"], b["grid"], int(b["interpolation_mode"]), int(b["padding_mode"]), bool(b["align_corners"])]
+    return Call("grid_sampler_2d", args, {}, aten("grid_sampler_2d"), partial="one", grad=True)
+
+
+def grid_sampler_2d(s):
+    kw = positional(s, ["grid", "interpolation_mode", "padding_mode", "align_corners"])
+    args = [s.input, kw["grid"], int(kw["interpolation_mode"]), int(kw["padding_mode"]), bool(kw["align_corners"])]
+    return Call("grid_sampler_2d", args, {}, aten("grid_sampler_2d"), partial="one", grad=True)
+
+
+def masked_scatter(s):
+    kw = positional(s, ["mask", "source"])
+    return Call("masked_scatter", [s.input, kw["mask"], kw["source"]], {}, aten("masked_scatter"), partial="all",
+                grad=True)
+
+
+def _whole_storage(s, op):
+    """Sizes and strides address the storage: only a tensor that is its whole storage compares."""
+    if not s.input.is_contiguous() or s.input.storage_offset() != 0 or \
+            s.input.untyped_storage().nbytes() != s.input.numel() * s.input.element_size():
+        raise Skip("the input is a view into a larger storage (dtensor's tensors are their own storage)", op)
+
+
+def as_strided(s):
+    _whole_storage(s, "as_strided")
+    kw = positional(s, ["size", "stride", "storage_offset"])
+    kw = {k: (ints(v) if k != "storage_offset" else v) for k, v in kw.items() if v is not None}
+    return Call("as_strided", [s.input], kw, aten("as_strided"), partial="all", grad=True)
+
+
+def resize_(s):
+    _whole_storage(s, "resize_")
+    kw = positional(s, ["size"])
+    size = ints(kw["size"])
+    if math.prod(size) > s.input.numel():
+        raise Skip("resize_ grows the tensor: torch leaves the new elements uninitialized", "resize_")
+    return Call("resize_", [s.input, size], {}, lambda x, size: x.clone().resize_(size), partial="all")
+
+
 # (OpInfo name, variant_test_name) -> translator. dtensor op names come from the Call.
 TRANSLATORS = {
     **{(n, ""): unary(n, grad=True) for n in ROW_UNARY},
@@ -756,6 +799,12 @@ TRANSLATORS = {
     ("nn.functional.embedding", ""): embedding,
     ("nn.functional.embedding_bag", ""): embedding_bag,
     ("nn.functional.unfold", ""): unfold,
+    ("nn.functional.grid_sample", ""): grid_sample,
+    ("grid_sampler_2d", ""): grid_sampler_2d,
+    ("masked_scatter", ""): masked_scatter,
+    ("as_strided", ""): as_strided,
+    ("as_strided", "partial_views"): as_strided,
+    ("resize_", ""): resize_,
     ("nn.functional.batch_norm", ""): batch_norm,
     ("index_select", ""): index_select,
     ("index_add", ""): index_add,

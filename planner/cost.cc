@@ -1,7 +1,10 @@
 #include "planner/cost.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <limits>
+#include <map>
 
 #include "dispatch/dispatch.h"
 #include "dtensor/dtensor_spec.h"
@@ -61,6 +64,121 @@ const Move& no_move() {
 }
 
 }  // namespace
+
+// The steps of the engine's redistribution plans (dtensor/redistribute_plan.cc) between the
+// placements of tensors of one rank on meshes of one number of dims: R, P(sum) and even S(d), one
+// digit each per mesh dim (0: R, 1: P(sum), 2 + d: S(d)). The plan's steps, their order and their
+// collectives follow from the placements alone (mesh and tensor sizes only give each step's
+// bytes), so one plan, made on a small mesh and tensor, serves every mesh and tensor of the rank.
+// An entry, filled on first use (any thread; lock-free), packs up to kMaxSteps collective steps:
+// per step the placements before it (their index), its mesh dim and its collective.
+class MoveSkeletons {
+ public:
+  static constexpr int kMaxSteps = 4;
+  static constexpr int kIndexBits = 11;  // placements a side: at most 2048
+  static constexpr uint64_t kFilled = uint64_t{1} << 63;
+  static constexpr uint64_t kCountShift = 60;     // 3 bits: the number of steps; 7: not packed
+  static constexpr uint64_t kUnpacked = 7;
+  // The collectives a redistribution step can take, as 2-bit codes.
+  static constexpr CommKind kKinds[4] = {CommKind::kAllReduce, CommKind::kAllGather, CommKind::kReduceScatter,
+                                         CommKind::kAllToAll};
+
+  // The table for `ndim` mesh dims and tensors of `rank` dims; null when its placements exceed
+  // kIndexBits.
+  static MoveSkeletons* get(int ndim, int rank) {
+    if (ndim < 1 || ndim > 4 || rank < 0 || rank > 16) return nullptr;
+    static std::mutex mu;
+    static auto* tables = new std::map<std::pair<int, int>, std::unique_ptr<MoveSkeletons>>();
+    std::lock_guard<std::mutex> l(mu);
+    auto& t = (*tables)[{ndim, rank}];
+    if (!t) {
+      int64_t size = 1;
+      for (int i = 0; i < ndim; ++i) size *= rank + 2;
+      if (size > (int64_t{1} << kIndexBits)) return nullptr;
+      t.reset(new MoveSkeletons(ndim, rank, static_cast<int>(size)));
+    }
+    return t.get();
+  }
+
+  int size() const { return size_; }
+  int ndim() const { return ndim_; }
+
+  // The index of p (-1: not among these placements).
+  int index(const Placements& p) const {
+    if (static_cast<int>(p.size()) != ndim_) return -1;
+    int ix = 0;
+    for (int i = ndim_ - 1; i >= 0; --i) {
+      const Placement& x = p[i];
+      int digit;
+      if (x.is_replicate()) digit = 0;
+      else if (x.is_partial()) {
+        if (x.reduce != ReduceOp::kSum) return -1;
+        digit = 1;
+      } else {
+        if (x.weights_id != 0 || x.dim < 0 || x.dim >= rank_) return -1;
+        digit = 2 + x.dim;
+      }
+      ix = ix * base_ + digit;
+    }
+    return ix;
+  }
+  Placements placements(int ix) const {
+    Placements p(ndim_);
+    for (int i = 0; i < ndim_; ++i, ix /= base_) {
+      const int digit = ix % base_;
+      p[i] = digit == 0 ? Replicate() : digit == 1 ? Partial() : Shard(digit - 2);
+    }
+    return p;
+  }
+
+  // The packed steps of a -> b (kFilled set).
+  uint64_t steps(int a, int b) {
+    std::atomic<uint64_t>* row = rows_[a].load(std::memory_order_acquire);
+    if (!row) {
+      auto* fresh = new std::atomic<uint64_t>[size_]();
+      if (rows_[a].compare_exchange_strong(row, fresh, std::memory_order_acq_rel)) row = fresh;
+      else delete[] fresh;  // another thread's row won
+    }
+    uint64_t w = row[b].load(std::memory_order_relaxed);
+    if (w == 0) {
+      w = plan(a, b);
+      row[b].store(w, std::memory_order_relaxed);  // the same value whichever thread stores it
+    }
+    return w;
+  }
+
+ private:
+  MoveSkeletons(int ndim, int rank, int size)
+      : ndim_(ndim), rank_(rank), base_(rank + 2), size_(size), rows_(new std::atomic<std::atomic<uint64_t>*>[size]()) {}
+
+  uint64_t plan(int a, int b) const {
+    const Placements src = placements(a), dst = placements(b);
+    RedistributePlan plan;
+    try {
+      plan = compute_redistribute_plan(Shape(ndim_, 2), src, dst, Shape(rank_, 8), DType::kFloat32);
+    } catch (const Error&) {
+      return kFilled | kUnpacked << kCountShift;  // planned as before, which throws the same
+    }
+    uint64_t w = 0;
+    int count = 0;
+    Placements cur = src;
+    for (const RedistributeStep& st : plan.steps) {
+      if (st.kind != CommKind::kLocal) {
+        const int kind = static_cast<int>(std::find(std::begin(kKinds), std::end(kKinds), st.kind) - std::begin(kKinds));
+        if (count == kMaxSteps || kind == 4) return kFilled | kUnpacked << kCountShift;
+        const uint64_t step = static_cast<uint64_t>(index(cur)) | static_cast<uint64_t>(st.mesh_dim) << kIndexBits |
+                              static_cast<uint64_t>(kind) << (kIndexBits + 2);
+        w |= step << (15 * count++);
+      }
+      cur[st.mesh_dim] = st.to;
+      if (index(cur) < 0) return kFilled | kUnpacked << kCountShift;
+    }
+    return kFilled | static_cast<uint64_t>(count) << kCountShift | w;
+  }
+
+  const int ndim_, rank_, base_, size_;
+  std::unique_ptr<std::atomic<std::atomic<uint64_t>*>[]> rows_;  // per source: its entries, or null
+};
 
 uint64_t placement_key(const Placements& p) {
   uint64_t k = 0;
@@ -207,6 +325,10 @@ CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwarePr
   }
   for (int v = 0; v < n; ++v)
     for (const TensorMeta& m : g.node(v).outputs) intern(m);
+  bool weighted = false;
+  for (uint16_t id : weight_ids_) weighted |= id != 0;
+  for (const TensorMeta& m : metas_)
+    skeletons_.push_back(weighted ? nullptr : MoveSkeletons::get(nd, static_cast<int>(m.shape.size())));
   info_.resize(n);
   calls_.resize(n);
   // Shared infos: ops by (call key, vertex flags), leaves by (kind, meta).
@@ -580,9 +702,43 @@ double bucketed_time(const CollectiveRecord& r, int64_t group, const LinkModel& 
 
 }  // namespace
 
+double CostModel::step_time(int meta, int cur, int dim, int kind, bool bucketed) const {
+  const MoveSkeletons& sk = *skeletons_[meta];
+  const TensorMeta& m = metas_[meta];
+  const CommKind k = MoveSkeletons::kKinds[kind];
+  // As the engine's plan prices the step (dtensor/redistribute_plan.cc, emit) and plan_time_us.
+  const Shape block = local_block(m.shape, sk.placements(cur), mesh_.shape, std::vector<int64_t>(sk.ndim(), 0), dim).first;
+  const int64_t bytes = comm_bytes_sent(k, numel(block) * static_cast<int64_t>(itemsize(m.dtype)), mesh_.shape[dim]);
+  const double dt = collective_time_us(k, bytes, mesh_.shape[dim], links_[dim]);
+  return bucketed ? bucketed_time(CollectiveRecord{k, dim, bytes, dt}, mesh_.shape[dim], links_[dim]) : dt;
+}
+
 CostModel::MoveTime CostModel::move_time(const Placements& src, const Placements& dst, int meta,
                                          MoveTimes& cache, bool bucketed) const {
   if (src == dst) return {};
+  if (MoveSkeletons* sk = const_cast<MoveSkeletons*>(skeletons_.at(meta))) {
+    const int a = sk->index(src), b = a < 0 ? -1 : sk->index(dst);
+    const uint64_t w = b < 0 ? 0 : sk->steps(a, b);
+    const uint64_t count = w >> MoveSkeletons::kCountShift & 7;
+    if (b >= 0 && count != MoveSkeletons::kUnpacked) {
+      if (cache.step_us.size() <= static_cast<size_t>(meta)) cache.step_us.resize(metas_.size());
+      std::vector<double>& times = cache.step_us[meta];
+      const int nd = sk->ndim();
+      if (times.empty()) times.assign(static_cast<size_t>(sk->size()) * nd * 8, std::numeric_limits<double>::quiet_NaN());
+      MoveTime t;
+      for (uint64_t i = 0; i < count; ++i) {
+        const uint64_t step = w >> (15 * i);
+        const int cur = static_cast<int>(step & ((1u << MoveSkeletons::kIndexBits) - 1));
+        const int dim = static_cast<int>(step >> MoveSkeletons::kIndexBits & 3);
+        const int kind = static_cast<int>(step >> (MoveSkeletons::kIndexBits + 2) & 3);
+        double& dt = times[((static_cast<size_t>(cur) * nd + dim) * 4 + kind) * 2 + (bucketed ? 1 : 0)];
+        if (std::isnan(dt)) dt = step_time(meta, cur, dim, kind, bucketed);
+        t.us += dt;
+      }
+      t.comm = count > 0;
+      return t;
+    }
+  }
   const std::tuple<uint64_t, uint64_t, int> key{placement_key(src), placement_key(dst), 2 * meta + (bucketed ? 1 : 0)};
   auto [it, fresh] = cache.map.try_emplace(key);
   if (fresh && shared_times_) {

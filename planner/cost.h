@@ -144,6 +144,8 @@ const char* recompute_name(Recompute r);  // "none", "selective", "full"
 // Throws dtensor::Error naming the accepted values.
 Recompute recompute_from_name(const std::string& name);
 
+class MoveSkeletons;  // cost.cc
+
 class CostModel {
  public:
   // Binds every op vertex on the mesh and prices its choices. Vertices with the same op, arguments
@@ -217,8 +219,18 @@ class CostModel {
   struct MoveTimes {
     absl::flat_hash_map<std::tuple<uint64_t, uint64_t, int>, MoveTime> map;
     absl::flat_hash_map<std::pair<uint64_t, int>, int64_t> local_bytes;  // (placement key, meta)
+    // Per meta: the time of each collective step a move can take (its placements before the step,
+    // mesh dim, collective, bucketed), priced once; NaN until then (see move_time).
+    std::vector<std::vector<double>> step_us;
   };
   int meta_id(const TensorMeta& m) const;  // every tensor of the graph is interned at construction
+  // The same figures as compute_redistribute_plan priced by plan_time_us (bucketed: each record's
+  // latency shared by its bucket), without planning each move: the engine's plan of src -> dst (which
+  // mesh dim moves at each step, in what order, with which collective) depends on the placements
+  // alone, so its steps are planned once per pair of placements for every mesh of that many dims
+  // and every tensor of that rank (process-wide, MoveSkeletons in cost.cc), and each step's
+  // time once per cost model, tensor and placements before the step (MoveTimes::step_us). Weighted
+  // shards, and placements outside R, P(sum) and even S(d), are planned as before.
   MoveTime move_time(const Placements& src, const Placements& dst, int meta, MoveTimes& cache,
                      bool bucketed = false) const;
   // Move times shared by the cost models of one graph on one mesh, hardware and shares (the
@@ -310,6 +322,10 @@ class CostModel {
   int intern(const TensorMeta& m);
   mutable std::mutex mu_;
   std::vector<TensorMeta> metas_;  // interned (shape, dtype), filled by the constructor
+  // Per interned meta: the planned steps of moves between its placements (null: move_time plans each
+  // move; weighted shares, or too many placements).
+  std::vector<const MoveSkeletons*> skeletons_;
+  double step_time(int meta, int cur, int dim, int kind, bool bucketed) const;
   mutable absl::node_hash_map<MoveKey, Move> moves_;
   std::shared_ptr<SharedMoveTimes> shared_times_;  // null: each caller's MoveTimes only
 };

@@ -272,5 +272,51 @@ TEST(Search, TensorUsedBySeveralOpsMovesOnceAndItsGradientsAreSummedFirst) {
   EXPECT_LE(res.search_eval.step_time_us, megatron->eval.step_time_us * 1.01);
 }
 
+// move_time prices a move from its steps planned once per pair of placements for every mesh and
+// tensor (cost.cc, MoveSkeletons), each step's bytes from this mesh and tensor: the same figures as
+// move(), which plans every move with compute_redistribute_plan. Every pair of R, P(sum) and S(d)
+// placements of tensors of rank 1 to 4 whose sizes the mesh dims do not all divide (uneven shards),
+// on 1-, 2- and 3-d meshes, bucketed (a parameter's) or not.
+TEST(Search, MoveTimesFromPlannedStepsEqualEachMovePlanned) {
+  const std::vector<Shape> shapes = {{7}, {6, 5}, {12, 5, 3}, {4, 9, 2, 6}};
+  GraphBuilder b("moves", "tensors of rank 1 to 4");
+  for (size_t i = 0; i < shapes.size(); ++i)
+    b.op1("relu" + std::to_string(i), "relu", {b.input("x" + std::to_string(i), shapes[i], kBf16)});
+  const ModelGraph g = b.finish(true);
+  const HardwareProfile& hw = hardware_profile("h100-nvlink");
+  for (const char* m : {"tp=3", "dp=2,tp=4", "dp=3,fsdp=2,tp=4"}) {
+    const CostModel cm(g, mesh(m), hw);
+    CostModel::MoveTimes cache;
+    const int nd = cm.mesh().ndim();
+    for (const Shape& shape : shapes) {
+      SCOPED_TRACE(std::string(m) + " " + shape_str(shape));
+      const TensorMeta meta{shape, kBf16};
+      const int id = cm.meta_id(meta);
+      const int r = static_cast<int>(shape.size());
+      std::vector<Placements> all;
+      std::vector<int> digit(nd, 0);  // 0: R, 1: P, 2 + d: S(d)
+      while (true) {
+        Placements p(nd);
+        for (int i = 0; i < nd; ++i) p[i] = digit[i] == 0 ? Replicate() : digit[i] == 1 ? Partial() : Shard(digit[i] - 2);
+        all.push_back(p);
+        int i = nd - 1;
+        while (i >= 0 && ++digit[i] == r + 2) digit[i--] = 0;
+        if (i < 0) break;
+      }
+      int moved = 0;
+      for (const Placements& src : all)
+        for (const Placements& dst : all)
+          for (bool bucketed : {false, true}) {
+            const CostModel::MoveTime t = cm.move_time(src, dst, id, cache, bucketed);
+            const Move& want = cm.move(src, dst, meta, bucketed);
+            moved += want.comm;
+            ASSERT_EQ(t.us, want.us) << placements_str(src) << " -> " << placements_str(dst) << " bucketed " << bucketed;
+            ASSERT_EQ(t.comm, want.comm) << placements_str(src) << " -> " << placements_str(dst);
+          }
+      EXPECT_GT(moved, 0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dtensor::planner

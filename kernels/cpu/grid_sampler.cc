@@ -28,7 +28,9 @@ template <typename S> void cubic_weights(S t, S w[4], S dw[4]) {
   dw[0] = dcc2(t + 1), dw[1] = dcc1(t), dw[2] = -dcc1(1 - t), dw[3] = -dcc2(2 - t);
 }
 
-// One spatial dim of size `size`: ATen's coordinate mapping, each step with its derivative.
+// One spatial dim of size `size`: ATen's coordinate mapping as its vectorized CPU kernel computes
+// it (aten/src/ATen/native/cpu/GridSamplerKernel.cpp, ComputeLocation: the same values as
+// GridSampler.h's formulas except far outside [-1, 1] and for NaN), each step with its derivative.
 template <typename S>
 struct Axis {
   int64_t size;
@@ -36,32 +38,28 @@ struct Axis {
   bool align_corners;
 
   S unnormalize(S g, S* d) const {
-    if (align_corners) {
-      *d = S(size - 1) / 2;
-      return (g + 1) / 2 * S(size - 1);
-    }
-    *d = S(size) / 2;
-    return ((g + 1) * S(size) - 1) / 2;
+    *d = align_corners ? S(size - 1) / 2 : S(size) / 2;
+    return align_corners ? (g + 1) * *d : (g + 1) * *d - S(0.5);
   }
-  // clip_coordinates: into [0, size - 1]; the derivative is 0 where it clips (at the ends too).
+  // clip_coordinates: into [0, size - 1], NaN to 0; the derivative is 0 where it clips (at the
+  // ends too).
   S clip(S x, S* d) const {
     const S hi = S(size - 1);
-    if (x <= 0) return *d = 0, S(0);
+    if (!(x > 0)) return *d = 0, S(0);
     if (x >= hi) return *d = 0, hi;
-    if (std::isnan(x)) return *d = 0, hi;  // ATen's min(hi, max(x, 0)) gives hi for NaN
     return *d = 1, x;
   }
-  // reflect_coordinates about twice_low / 2 and twice_high / 2.
-  static S reflect(S x, int64_t twice_low, int64_t twice_high, S* d) {
-    if (twice_low == twice_high) return *d = 0, S(0);
-    const S lo = S(twice_low) / 2, span = S(twice_high - twice_low) / 2;
-    x -= lo;
-    S sign = 1;
-    if (x < 0) sign = -1, x = -x;
-    const S extra = std::fmod(x, span);
-    const int64_t flips = static_cast<int64_t>(std::floor(x / span));
-    if (flips % 2 == 0) return *d = sign, extra + lo;
-    return *d = -sign, span - extra + lo;
+  // reflect_coordinates about low = 0 and size - 1 (align_corners) or -0.5 and size - 0.5: whole
+  // double flips taken off by subtraction (0 for coordinates too large to hold a fraction), then
+  // one more flip where it lands past the middle.
+  S reflect(S x, S* d) const {
+    if (align_corners && size <= 1) return *d = 0, S(0);
+    const S low = align_corners ? S(0) : S(-0.5), twice = align_corners ? S(2 * (size - 1)) : S(2 * size);
+    const S in = x - low, a = std::abs(in);
+    const S extra = a - std::trunc(a / twice) * twice;
+    const bool flip = extra > twice - extra;
+    *d = flip != (in < 0) ? S(-1) : S(1);
+    return (flip ? twice - extra : extra) + low;
   }
   // compute_coordinates: the padding mode applied to a pixel coordinate.
   S pad(S x, S* d) const {
@@ -69,8 +67,7 @@ struct Axis {
     if (padding == kBorder) return clip(x, d);
     if (padding == kReflection) {
       S dr = 1, dc = 1;
-      x = align_corners ? reflect(x, 0, 2 * (size - 1), &dr) : reflect(x, -1, 2 * size - 1, &dr);
-      x = clip(x, &dc);
+      x = clip(reflect(x, &dr), &dc);
       *d = dr * dc;
     }
     return x;
@@ -86,16 +83,25 @@ struct Axis {
   // it lies outside.
   int64_t bounded(int64_t i) const {
     S d;
-    const int64_t k = static_cast<int64_t>(pad(S(i), &d));
-    return k >= 0 && k < size ? k : -1;
+    const S k = pad(S(i), &d);
+    return k >= 0 && k < S(size) ? static_cast<int64_t>(k) : -1;
   }
 };
 
 bool inside(int64_t i, int64_t size) { return i >= 0 && i < size; }
 
+// An integral coordinate as an index: clamped to +-2^62 (a far-off grid value is outside any
+// tensor; casting it unclamped would overflow int64), NaN and infinities far outside.
+template <typename S> int64_t to_index(S v) {
+  const S lim = S(int64_t{1} << 62);
+  return std::isfinite(v) ? static_cast<int64_t>(std::clamp(v, -lim, lim)) : -(int64_t{1} << 62);
+}
+
 // Calls tap(channel-plane offset, weight, d weight / d x, d weight / d y) for every pixel output
 // (n, ho, wo) reads, in pixel units, and returns (dx/dgrid_x, dy/dgrid_y) in *gx, *gy: the one
-// sampling relation the forward and backward share.
+// sampling relation the forward and backward share. A bilinear or bicubic tap outside the image
+// comes with offset -1 (its value is 0): a NaN weight (a NaN or infinite grid value) still makes
+// the output NaN, as ATen's weights times the zeros it gathers there.
 template <typename S, typename F>
 void taps(const Axis<S>& ax, const Axis<S>& ay, int64_t mode, S gxv, S gyv, S* gx, S* gy, F&& tap) {
   const int64_t w = ax.size, h = ay.size;
@@ -105,33 +111,33 @@ void taps(const Axis<S>& ax, const Axis<S>& ay, int64_t mode, S gxv, S gyv, S* g
     S wx[4], dwx[4], wy[4], dwy[4];
     cubic_weights(x - x0, wx, dwx);
     cubic_weights(y - y0, wy, dwy);
-    if (!std::isfinite(x0) || !std::isfinite(y0)) return;
     for (int j = 0; j < 4; ++j) {
-      const int64_t iy = ay.bounded(static_cast<int64_t>(y0) - 1 + j);
+      const int64_t iy = ay.bounded(to_index(y0) - 1 + j);
       for (int i = 0; i < 4; ++i) {
-        const int64_t ix = ax.bounded(static_cast<int64_t>(x0) - 1 + i);
-        if (ix >= 0 && iy >= 0) tap(iy * w + ix, wx[i] * wy[j], dwx[i] * wy[j], wx[i] * dwy[j]);
+        const int64_t ix = ax.bounded(to_index(x0) - 1 + i);
+        tap(ix >= 0 && iy >= 0 ? iy * w + ix : -1, wx[i] * wy[j], dwx[i] * wy[j], wx[i] * dwy[j]);
       }
     }
     return;
   }
   const S x = ax.source(gxv, gx), y = ay.source(gyv, gy);
-  if (!std::isfinite(x) || !std::isfinite(y)) return;  // NaN grid: ATen reads nothing (zero)
-  if (mode == kNearest) {
-    const int64_t ix = static_cast<int64_t>(std::nearbyint(x)), iy = static_cast<int64_t>(std::nearbyint(y));
+  if (mode == kNearest) {  // ATen gathers the pixel or 0, no weight: a NaN coordinate reads 0
+    const int64_t ix = to_index(std::nearbyint(x)), iy = to_index(std::nearbyint(y));
     if (inside(ix, w) && inside(iy, h)) tap(iy * w + ix, S(1), S(0), S(0));
     return;
   }
-  const int64_t x0 = static_cast<int64_t>(std::floor(x)), y0 = static_cast<int64_t>(std::floor(y));
-  const S tx = x - S(x0), ty = y - S(y0);
+  const int64_t x0 = to_index(std::floor(x)), y0 = to_index(std::floor(y));
+  const S tx = x - std::floor(x), ty = y - std::floor(y);
   // (dx, dy, weight, d/dx, d/dy) of the nw, ne, sw, se neighbours.
   const struct { int64_t dx, dy; S wt, wdx, wdy; } corner[4] = {
       {0, 0, (1 - tx) * (1 - ty), -(1 - ty), -(1 - tx)},
       {1, 0, tx * (1 - ty), 1 - ty, -tx},
       {0, 1, (1 - tx) * ty, -ty, 1 - tx},
       {1, 1, tx * ty, ty, tx}};
-  for (const auto& k : corner)
-    if (inside(x0 + k.dx, w) && inside(y0 + k.dy, h)) tap((y0 + k.dy) * w + x0 + k.dx, k.wt, k.wdx, k.wdy);
+  for (const auto& k : corner) {
+    const bool in = inside(x0 + k.dx, w) && inside(y0 + k.dy, h);
+    tap(in ? (y0 + k.dy) * w + x0 + k.dx : -1, k.wt, k.wdx, k.wdy);
+  }
 }
 
 // float for float32 and the 16-bit floats (ATen's opmath), double for float64.
@@ -178,7 +184,7 @@ Tensor grid_sampler_2d(const Tensor& input, const Tensor& grid, int64_t interpol
         const S* gv = gp + (b * outs + p) * 2;
         S dx, dy;
         taps(ax, ay, interpolation_mode, gv[0], gv[1], &dx, &dy, [&](int64_t at, S wt, S, S) {
-          for (int64_t ch = 0; ch < c; ++ch) op[(b * c + ch) * outs + p] += wt * xp[(b * c + ch) * plane + at];
+          for (int64_t ch = 0; ch < c; ++ch) op[(b * c + ch) * outs + p] += wt * (at < 0 ? S(0) : xp[(b * c + ch) * plane + at]);
         });
       }
     return out.to(input.dtype());
@@ -213,6 +219,7 @@ std::pair<Tensor, Tensor> grid_sampler_2d_backward(const Tensor& grad_output, co
         const S* gv = gp + (b * outs + p) * 2;
         S dx = 0, dy = 0, sx = 0, sy = 0;
         taps(ax, ay, interpolation_mode, gv[0], gv[1], &dx, &dy, [&](int64_t at, S wt, S wdx, S wdy) {
+          if (at < 0) return;  // a zero pixel: no gradient either way
           for (int64_t ch = 0; ch < c; ++ch) {
             const S gout = gop[(b * c + ch) * outs + p];
             gip[(b * c + ch) * plane + at] += wt * gout;

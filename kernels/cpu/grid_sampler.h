@@ -1,5 +1,6 @@
 // grid_sampler_2d (torch.nn.functional.grid_sample on 4-d input) and its backward, with ATen's
-// semantics (aten/src/ATen/native/GridSampler.h and GridSampler.cpp):
+// semantics (aten/src/ATen/native/GridSampler.h; where a grid value is far outside [-1, 1] or NaN,
+// as its CPU kernel aten/src/ATen/native/cpu/GridSamplerKernel.cpp computes it):
 //   input [N, C, H, W], grid [N, Ho, Wo, 2] (x then y, normalized to [-1, 1]) -> [N, C, Ho, Wo].
 // A grid value g is unnormalized to a pixel coordinate along a dim of size s as
 //   align_corners: (g + 1) / 2 (s - 1)      otherwise: ((g + 1) s - 1) / 2,

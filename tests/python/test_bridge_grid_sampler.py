@@ -146,3 +146,27 @@ def test_dtensor_kernels_match_aten(mode, padding, align):
         torch.testing.assert_close(torch.from_numpy(gx), want_gx, rtol=1e-10, atol=1e-10)
         torch.testing.assert_close(torch.from_numpy(gg), want_gg, rtol=1e-9, atol=1e-9)
         assert placements[0] == (Shard(3),) and placements[1][0].is_partial(), placements
+
+
+@pytest.mark.parametrize("mode,padding,align", MODES)
+def test_far_off_grid_values_match_aten(mode, padding, align):
+    """Grid values far outside [-1, 1] (1e30, -1e30: coordinates no int64 holds), infinite or NaN
+    give ATen's CPU values: zero, the padded border, or NaN where ATen's weights are NaN."""
+    import numpy as np
+
+    x = torch.randn(2, 3, 4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    inf, nan = float("inf"), float("nan")
+    grid = torch.tensor([[[[1e30, 0.2], [-1e30, 0.1], [1e17, 0.0]], [[0.3, 1e30], [-1e30, -1e30], [1e15, 0.4]]],
+                         [[[nan, 0.2], [0.1, nan], [inf, 0.0]], [[-inf, 0.3], [0.5, -inf], [nan, nan]]]],
+                        dtype=torch.float64)
+    modes = (["bilinear", "nearest", "bicubic"].index(mode), ["zeros", "border", "reflection"].index(padding), align)
+    want = torch.ops.aten.grid_sampler_2d(x, grid, *modes)
+
+    def fn(world):
+        mesh = dt.init_device_mesh("cpu", (1,))
+        out = dt.ops.call("grid_sampler_2d", dt.distribute_tensor(x.numpy(), mesh, [Replicate()]),
+                          dt.distribute_tensor(grid.numpy(), mesh, [Replicate()]), *modes)
+        return np.asarray(out.full_tensor())
+
+    got = torch.from_numpy(dt.run_threads(1, fn)[0])
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10, equal_nan=True)

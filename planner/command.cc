@@ -86,17 +86,46 @@ ModelGraph load_graph_file(const CommandOptions& o, std::vector<std::string>* no
   return g;
 }
 
-// One paragraph on a pipeline plan: its schedule's figures, then the stage's plan follows.
+// A pipeline plan's schedule figures and its stages, then the slowest stage's plan follows.
 std::string pipeline_summary(const PipelinePlan& p) {
-  return absl::StrFormat(
-      "pipeline: %d stages (%d repeated layers on the slowest, with the embedding and head), %d micro-batches, "
-      "%d virtual stages, 1F1B: step %.2f ms = %.4g slots x %.2f ms per micro-batch + %.2f ms optimizer + %.2f ms "
-      "stage-to-stage sends; bubble %.1f%%; stage memory %.2f GB with %d micro-batches in flight. The stage's "
-      "plan for one micro-batch:\n",
-      p.spec.stages, p.layers_per_stage, p.spec.micro_batches, p.spec.virtual_stages, p.step_time_us / 1e3,
-      p.spec.micro_batches + static_cast<double>(p.spec.stages - 1) / p.spec.virtual_stages, p.t_mb_us / 1e3,
-      p.t_once_us / 1e3, 2.0 * (p.spec.stages - 1) * p.spec.virtual_stages * p.t_p2p_us / 1e3,
-      100 * p.bubble_fraction, p.peak_memory_bytes / 1e9, std::min(p.spec.stages, p.spec.micro_batches));
+  const int v = p.spec.virtual_stages;
+  std::string s = absl::StrFormat(
+      "pipeline: %d stages, %d micro-batches, schedule %s%s: step %.2f ms = %d x %.2f ms (the slowest stage's "
+      "micro-batch: forward %.2f + input gradients %.2f + weight gradients %.2f) + %.2f ms bubble (%.1f%%) + %.2f ms "
+      "optimizer + %.2f ms stage-to-stage sends\n",
+      p.spec.stages, p.spec.micro_batches, schedule_name(p.schedule),
+      v > 1 ? absl::StrFormat(" (%d virtual stages)", v) : "", p.step_time_us / 1e3, p.spec.micro_batches,
+      p.t_mb_us / 1e3, p.t.f_us / 1e3, p.t.b_us / 1e3, p.t.w_us / 1e3, p.bubble_us / 1e3, 100 * p.bubble_fraction,
+      p.t_once_us / 1e3, p.sends_us / 1e3);
+  absl::StrAppend(&s, absl::StrFormat("  %-6s %-7s %-15s %-14s %-9s %-9s %-9s %-13s %-10s %-10s %s\n", "stage", "layers",
+                                      "holds", "micro-batch ms", "F ms", "B ms", "W ms", "optimizer ms", "in flight",
+                                      "memory GB", "recompute"));
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    const PipelineStage& st = p.stages[i];
+    const std::string holds = st.embedding && st.head ? "embedding+head" : st.embedding ? "embedding" : st.head ? "head" : "-";
+    absl::StrAppend(&s, absl::StrFormat("  %-6s %-7d %-15s %-14.2f %-9.2f %-9.2f %-9.2f %-13.2f %-10.3g %-10.2f %s\n",
+                                        absl::StrCat(i, static_cast<int>(i) == p.slowest ? "*" : ""), st.layers, holds,
+                                        st.t.total() / 1e3, st.t.f_us / 1e3, st.t.b_us / 1e3, st.t.w_us / 1e3,
+                                        st.once_us / 1e3, st.in_flight, st.memory_bytes / 1e9,
+                                        recompute_name(st.recompute)));
+  }
+  std::vector<int> uniform;
+  for (const PipelineStage& st : p.uniform) uniform.push_back(st.layers);
+  absl::StrAppend(&s, "  (* the slowest) partition ", absl::StrJoin(p.spec.layers, ","),
+                  p.uniform.empty() ? " (given)"
+                  : p.uniform_step_time_us > 0
+                      ? absl::StrFormat(", balanced; equal layers (%s) would take %.2f ms (priced from the probe)",
+                                        absl::StrJoin(uniform, ","), p.uniform_step_time_us / 1e3)
+                      : absl::StrFormat(", balanced; equal layers (%s) would not fit (priced from the probe)",
+                                        absl::StrJoin(uniform, ",")),
+                  "\n");
+  for (const std::string& n : p.notes) absl::StrAppend(&s, "  note: ", n, "\n");
+  const PipelineStage& slow = p.stages.at(p.slowest);
+  absl::StrAppend(&s, "The slowest stage's plan for one micro-batch (stage ", p.slowest, ": ", slow.layers,
+                  slow.layers == 1 ? " layer" : " layers", slow.embedding ? ", the embedding" : "",
+                  slow.head ? ", the head" : "", p.spec.exact ? "" : "; priced from the probe of its repeated layers",
+                  "):\n");
+  return s;
 }
 
 // The report to --output (written atomically) or to `out`.
@@ -131,14 +160,24 @@ StageBuilder stage_builder(const std::string& name, const models::ModelOptions& 
 
 std::vector<Recompute> recompute_modes(const std::string& name, const std::string& fallback);
 
-// A pipeline plan's schedule figures as JSON (its stage's plan is report_json's).
+// A pipeline plan's schedule figures and stages as JSON (its slowest stage's plan is report_json's).
 nlohmann::json pipeline_json(const PipelinePlan& p) {
+  nlohmann::json stages = nlohmann::json::array(), uniform = nlohmann::json::array();
+  for (const PipelineStage& st : p.stages)
+    stages.push_back({{"layers", st.layers}, {"embedding", st.embedding}, {"head", st.head},
+                      {"micro_batch_us", st.t.total()}, {"forward_us", st.t.f_us}, {"backward_input_us", st.t.b_us},
+                      {"backward_weight_us", st.t.w_us}, {"optimizer_us", st.once_us}, {"in_flight", st.in_flight},
+                      {"peak_memory_bytes", st.memory_bytes}, {"recompute", recompute_name(st.recompute)}});
+  for (const PipelineStage& st : p.uniform) uniform.push_back(st.layers);
   return {{"stages", p.spec.stages}, {"micro_batches", p.spec.micro_batches}, {"virtual_stages", p.spec.virtual_stages},
+          {"schedule", schedule_name(p.schedule)}, {"layers", p.spec.layers}, {"slowest_stage", p.slowest},
           {"layers_per_stage", p.layers_per_stage}, {"step_time_us", p.step_time_us}, {"micro_batch_us", p.t_mb_us},
-          {"optimizer_us", p.t_once_us}, {"send_us", p.t_p2p_us}, {"bubble_fraction", p.bubble_fraction},
-          {"peak_memory_bytes", p.peak_memory_bytes}};
+          {"forward_us", p.t.f_us}, {"backward_input_us", p.t.b_us}, {"backward_weight_us", p.t.w_us},
+          {"optimizer_us", p.t_once_us}, {"send_us", p.t_p2p_us}, {"bubble_us", p.bubble_us},
+          {"bubble_fraction", p.bubble_fraction}, {"peak_memory_bytes", p.peak_memory_bytes},
+          {"per_stage", stages}, {"uniform_layers", uniform}, {"uniform_step_time_us", p.uniform_step_time_us},
+          {"exact", p.spec.exact}};
 }
-
 
 // `--mesh pp=P,...`: the layers in P pipeline stages over the rest of the mesh (planner/pipeline.h).
 void plan_pipeline_command(const CommandOptions& o, const MeshSpec& mesh, std::ostream& out, std::ostream& err) {
@@ -164,19 +203,78 @@ void plan_pipeline_command(const CommandOptions& o, const MeshSpec& mesh, std::o
   mo.training = !o.inference;
   mo.optimizer = o.optimizer;
   DT_CHECK(mo.training, "dtensor plan: a pp mesh dim plans a training pipeline; --inference is not accepted with it");
+  DT_CHECK(batch % m == 0, "pipeline: ", m, " micro-batches for a global batch of ", batch,
+           "; accepted: a divisor of the batch");
+  // One micro-batch's model: its layers, and the step's FLOPs (m times its own: the whole batch's
+  // graph may hold tensors beyond the engine's size limit, e.g. attention scores at long sequences).
+  mo.batch = batch / m;
+  const ModelGraph whole = models::build_model(o.model, mo, inner);
   mo.batch = batch;
-  const ModelGraph whole = models::build_model(o.model, mo, inner);  // its layers and FLOPs
   const HardwareProfile& hw = hardware_profile(o.hardware);
-  PipelinePlan p = plan_pipeline(stage_builder(o.model, mo), whole.num_layers(), batch, inner,
-                                 PipelineSpec{stages, m, o.virtual_stages}, hw, plan_options(o),
-                                 recompute_modes(o.recompute, "none"));
-  const double flops = model_flops(whole);
+  // The schedules to plan (--schedule; by default 1F1B, ZB-H1 and interleaved 1F1B with
+  // --virtual-stages chunks, 2 when not given), each partition balanced and every distinct stage
+  // planned; the fastest that fits is reported. ZB-H1 keeps 1F1B's in-flight counts, so it re-prices
+  // 1F1B's stages; interleaving holds more and is planned on its own.
+  const bool chunks_given = o.virtual_stages > 1;
+  std::vector<std::pair<Schedule, int>> schedules;
+  if (o.schedule.empty()) {
+    schedules = {{Schedule::k1F1B, 1}, {Schedule::kZeroBubbleH1, 1},
+                 {Schedule::kInterleaved, chunks_given ? o.virtual_stages : 2}};
+  } else {
+    const Schedule s = schedule_from_name(o.schedule);
+    DT_CHECK(s == Schedule::kInterleaved || !chunks_given, "dtensor plan: --virtual-stages ", o.virtual_stages,
+             " with --schedule ", o.schedule, "; accepted: --virtual-stages with --schedule interleaved");
+    schedules = {{s, s == Schedule::kInterleaved ? (chunks_given ? o.virtual_stages : 2) : 1}};
+  }
+  const int layers = whole.num_layers();
+  const std::vector<Recompute> modes = recompute_modes(o.recompute, "none");
+  std::optional<PipelinePlan> one_f_one_b, best;
+  std::vector<std::string> tried;
+  std::string first_error;
+  for (auto [s, v] : schedules) {
+    std::optional<PipelinePlan> p;
+    try {
+      if (s != Schedule::kInterleaved && one_f_one_b) {
+        p = with_schedule(*one_f_one_b, s, 1);
+      } else {
+        PipelineSpec spec{stages, m, s == Schedule::kInterleaved ? v : 1};
+        spec.exact = true;
+        // Interleaving needs v chunks per device: too few layers, and only the others are planned.
+        if (s == Schedule::kInterleaved && schedules.size() > 1 && static_cast<int64_t>(stages) * v > layers) {
+          tried.push_back(absl::StrCat("interleaved (", v, " virtual stages): ", stages, " x ", v,
+                                       " chunks exceed the ", layers, " layers"));
+          continue;
+        }
+        PipelinePlan planned = plan_pipeline(stage_builder(o.model, mo), layers, batch, inner, spec, hw,
+                                             plan_options(o), modes);
+        if (s == Schedule::k1F1B || s == Schedule::kZeroBubbleH1) one_f_one_b = planned;
+        p = s == Schedule::kZeroBubbleH1 ? with_schedule(planned, s, 1) : std::optional<PipelinePlan>(planned);
+      }
+    } catch (const Error& e) {
+      if (schedules.size() == 1) throw;
+      if (first_error.empty()) first_error = e.what();
+      tried.push_back(absl::StrCat(schedule_name(s), s == Schedule::kInterleaved ? absl::StrCat(" (", v, " virtual stages)") : "",
+                                   ": ", e.what()));
+      continue;
+    }
+    if (!p) continue;
+    tried.push_back(absl::StrFormat("%s%s: %.2f ms, %.2f GB", schedule_name(s),
+                                    s == Schedule::kInterleaved ? absl::StrCat(" (", v, " virtual stages)") : "",
+                                    p->step_time_us / 1e3, p->peak_memory_bytes / 1e9));
+    if (!best || p->step_time_us < best->step_time_us) best = std::move(p);
+  }
+  if (!best) DT_FAIL(first_error, " (schedules tried: ", absl::StrJoin(tried, "; "), ")");
+  PipelinePlan p = std::move(*best);
+  if (schedules.size() > 1)
+    p.notes.push_back(absl::StrCat("schedules planned (the fastest that fits is reported): ", absl::StrJoin(tried, "; ")));
+  const double flops = m * model_flops(whole);
   const double peak = hw.peak_flops_per_us(contraction_dtype(whole)) * 1e6;
   const double mfu = flops / (p.step_time_us * 1e-6 * mesh.size() * peak);
   std::string report;
   if (o.format == "json") {
     nlohmann::json j = nlohmann::json::parse(report_json(*p.stage.cost_model, p.stage, ReportOptions{o.ops, o.ops}));
     j["pipeline"] = pipeline_json(p);
+    j["pipeline"]["notes"] = p.notes;
     j["pipeline"]["model_flops"] = flops;
     j["pipeline"]["mfu"] = mfu;
     j["pipeline"]["batch"] = batch;
@@ -282,9 +380,12 @@ void run_plan_command(const CommandOptions& o, std::ostream& out, std::ostream& 
   DT_CHECK(o.onnx_dims.empty() || !o.onnx_file.empty(), "dtensor plan: --onnx-dim needs --onnx FILE.onnx");
   DT_CHECK(o.format == "table" || o.format == "json", "dtensor plan: --format '", o.format,
            "' is not supported; accepted: table, json");
+  DT_CHECK(o.schedule.empty() || o.devices == 0, "dtensor plan: --schedule with --devices; accepted with a pp mesh "
+           "dim (--mesh pp=P,...): --devices tries the schedules itself");
   if (o.devices > 0) return plan_devices_command(o, out, err);
   MeshSpec mesh = MeshSpec::parse(o.mesh.empty() && !o.dump_graph.empty() ? "1" : o.mesh);
   if (mesh.index_of("pp") >= 0) return plan_pipeline_command(o, mesh, out, err);
+  DT_CHECK(o.schedule.empty(), "dtensor plan: --schedule ", o.schedule, " needs a pp mesh dim (--mesh pp=P,...)");
   std::optional<Cluster> cluster;
   if (!o.cluster.empty()) {
     cluster = Cluster::load(o.cluster);

@@ -13,7 +13,10 @@
 //   dtensor plan --list-models | --list-hardware | --list-ops
 //   dtensor plan --model llama3-70b --devices 512 [--top K]   (planner/devices.h: every mesh the
 //   devices factor into, with pipeline stages too, planned and ranked; the fastest one's plan follows)
-//   dtensor plan --model llama3-405b --mesh pp=16,dp=64,tp=8 --micro-batches 32   (a pipeline)
+//   dtensor plan --model llama3-405b --mesh pp=16,dp=64,tp=8 --micro-batches 32 [--schedule
+//                1f1b|interleaved|zb-h1] [--virtual-stages V]   (a pipeline, planner/pipeline.h: the
+//   layers balanced over the stages, each distinct stage planned; without --schedule the fastest of
+//   1F1B, ZB-H1 and interleaved 1F1B that fits; the stage mesh may have 3 dims: pp=16,dp=8,cp=16,tp=8)
 //
 // Errors are dtensor::Error with a message saying what would be accepted: unknown model, hardware or
 // op, a malformed mesh, a mesh dim nothing can split, a memory limit no plan meets, unreadable files,
@@ -37,6 +40,8 @@ struct CommandOptions {
   // Pipeline parallelism (planner/pipeline.h): a mesh dim named pp splits the layers into stages;
   // micro-batches per step (0: 4 x stages) and virtual stages per device (interleaved 1F1B).
   int micro_batches = 0, virtual_stages = 1;
+  // The pipeline schedule (planner/pipeline.h): 1f1b, interleaved, zb-h1; "": the fastest that fits.
+  std::string schedule;
   bool pipeline = true;  // --devices: pipeline candidates too (zoo models)
   int64_t batch = 0, seq = 0;
   int layers = 0;

@@ -24,14 +24,16 @@ int MeshSpec::index_of(const std::string& name) const {
 }
 
 MeshSpec MeshSpec::parse(const std::string& text) {
-  const std::string usage = "accepted: NAME=SIZE[,NAME=SIZE...] with 1 to 3 mesh dims, e.g. dp=8,tp=8 or tp=8 (or sizes only: 8x8)";
+  const std::string usage =
+      "accepted: NAME=SIZE[,NAME=SIZE...] with 1 to 3 mesh dims (4 when one is pp: pipeline stages over a 3-dim "
+      "stage mesh), e.g. dp=8,tp=8 or tp=8 (or sizes only: 8x8)";
   MeshSpec m;
   std::string t(absl::StripAsciiWhitespace(text));
   DT_CHECK(!t.empty(), "mesh: empty; ", usage);
   std::vector<std::string> parts = absl::StrSplit(t, ',', absl::SkipWhitespace());
   if (parts.size() == 1 && t.find('=') == std::string::npos)
     parts = absl::StrSplit(t, 'x', absl::SkipWhitespace());  // "8x8"
-  DT_CHECK(!parts.empty() && parts.size() <= 3, "mesh '", text, "' has ", parts.size(), " dims; ", usage);
+  DT_CHECK(!parts.empty() && parts.size() <= 4, "mesh '", text, "' has ", parts.size(), " dims; ", usage);
   for (size_t i = 0; i < parts.size(); ++i) {
     std::string p(absl::StripAsciiWhitespace(parts[i]));
     std::string name = absl::StrCat("d", i), size = p;
@@ -53,10 +55,13 @@ MeshSpec MeshSpec::parse(const std::string& text) {
     m.shape.push_back(n);
     m.names.push_back(name);
   }
+  DT_CHECK(m.ndim() <= 3 || m.index_of("pp") >= 0, "mesh '", text, "' has 4 dims and none is pp; ", usage);
   int64_t ranks = 1;
-  for (int64_t n : m.shape) ranks *= n;  // at most 3 dims of at most 2^16: fits in int64
-  DT_CHECK(ranks <= kMaxMeshRanks, "mesh '", text, "' has ", ranks, " ranks; at most ", kMaxMeshRanks,
-           " are accepted");
+  for (int64_t n : m.shape) {
+    ranks *= n;  // at most 2^20 x 2^16 before the check: fits in int64
+    DT_CHECK(ranks <= kMaxMeshRanks, "mesh '", text, "' has more than ", kMaxMeshRanks,
+             " ranks; at most ", kMaxMeshRanks, " are accepted");
+  }
   return m;
 }
 

@@ -20,7 +20,8 @@ void add_plan_command(CLI::App& app) {
   sub->add_option("--graph", o->graph_file, "model graph JSON file (format: planner/graph_json.h)");
   sub->add_option("--onnx", o->onnx_file, "ONNX model file (static shapes; planner/onnx_import.h)");
   sub->add_option("--onnx-dim", o->onnx_dims, "bind a symbolic ONNX input dim, NAME=SIZE (repeatable)");
-  CLI::Option* mesh_opt = sub->add_option("--mesh", o->mesh, "named mesh, 1 to 3 dims, e.g. dp=8,tp=8");
+  CLI::Option* mesh_opt =
+      sub->add_option("--mesh", o->mesh, "named mesh, 1 to 3 dims (4 with pp: pipeline stages), e.g. dp=8,tp=8");
   sub->add_option("--devices", o->devices,
                   "plan every mesh of this many devices (1 to 3 dims, the innermost within a host), ranked by step "
                   "time; the fastest one's plan follows (planner/devices.h)")
@@ -33,10 +34,16 @@ void add_plan_command(CLI::App& app) {
   sub->add_option("--micro-batches", o->micro_batches,
                   "with a pp mesh dim: micro-batches per step (default 4 x the stages)")
       ->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--virtual-stages", o->virtual_stages,
-                  "with a pp mesh dim: model chunks per device, interleaved 1F1B (default 1)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 64));
+  CLI::Option* chunks = sub->add_option("--virtual-stages", o->virtual_stages,
+                                        "with a pp mesh dim: model chunks per device, interleaved 1F1B (default 1; "
+                                        "the interleaved schedule takes 2 when not given)")
+                            ->capture_default_str()
+                            ->check(CLI::Range(1, 64));
+  CLI::Option* schedule =
+      sub->add_option("--schedule", o->schedule,
+                      "with a pp mesh dim: the pipeline schedule, 1f1b, interleaved or zb-h1 (default: the fastest "
+                      "that fits of the three)")
+          ->check(CLI::IsMember({"1f1b", "interleaved", "zb-h1"}));
   sub->add_flag("!--no-pipeline", o->pipeline, "with --devices: no pipeline candidates");
   sub->add_option("--top", o->top, "with --devices: candidates listed")->capture_default_str()->check(CLI::Range(1, 1000));
   CLI::Option* hardware =
@@ -71,14 +78,20 @@ void add_plan_command(CLI::App& app) {
   sub->add_flag("--list-models", o->list_models, "list the model zoo");
   sub->add_flag("--list-hardware", o->list_hardware, "list the hardware profiles");
   sub->add_flag("--list-ops", o->list_ops, "list the ops a graph may use");
-  sub->callback([o, mesh_opt] {
+  sub->callback([o, mesh_opt, chunks, schedule] {
+    bool pipeline = false;
     if (!o->mesh.empty() || mesh_opt->count() > 0) {  // --mesh '' is a usage error too
       try {
-        planner::MeshSpec::parse(o->mesh);
+        pipeline = planner::MeshSpec::parse(o->mesh).index_of("pp") >= 0;
       } catch (const Error& e) {  // a mesh that is not accepted: a usage error (exit 2)
         throw CLI::ValidationError("--mesh", e.what());
       }
     }
+    if (schedule->count() > 0 && !pipeline)
+      throw CLI::ValidationError("--schedule", "accepted with a pp mesh dim (--mesh pp=P,...) only");
+    if (chunks->count() > 0 && o->virtual_stages > 1 && !o->schedule.empty() && o->schedule != "interleaved")
+      throw CLI::ValidationError("--virtual-stages", "model chunks per device are interleaved 1F1B's; accepted "
+                                                     "with --schedule interleaved (or no --schedule), not " + o->schedule);
     for (const std::string& d : o->onnx_dims) {
       std::map<std::string, int64_t> dims;
       try {

@@ -368,12 +368,13 @@ const std::vector<ModelEntry>& zoo() {
        [](const ModelOptions& o) {
          return llama("llama3-70b", "Llama-3 70B", with_layers({80, 8192, 64, 8, 28672, 128256, 8192, 0, 0, 1e-5}, o), o);
        }},
-      // The Llama 3 Herd of Models (2024), Table 3; meta-llama/Llama-3.1-405B's config.json.
+      // The Llama 3 Herd of Models (2024), Table 3; meta-llama/Llama-3.1-405B's config.json (its
+      // max_position_embeddings, 131072: the paper's long-context stage trains at that length).
       {"llama3-405b", {"llama-3-405b", "llama3.1-405b"},
        "Llama-3 405B (126 layers, dim 16384, GQA 128/8 heads, FFN 53248)", 1, 8192,
        [](const ModelOptions& o) {
          return llama("llama3-405b", "Llama-3 405B",
-                      with_layers({126, 16384, 128, 8, 53248, 128256, 8192, 0, 0, 1e-5}, o), o);
+                      with_layers({126, 16384, 128, 8, 53248, 128256, 131072, 0, 0, 1e-5}, o), o);
        }},
       {"mixtral-8x7b", {"mixtral"}, "Mixtral 8x7B (32 layers, dim 4096, 8 experts top-2 of FFN 14336)", 1, 4096,
        [](const ModelOptions& o) {

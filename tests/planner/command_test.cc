@@ -138,6 +138,9 @@ TEST(PlanCommand, DevicesRanksEveryMeshAndPrintsTheFastestPlan) {
   for (size_t i = 1; i < j["candidates"].size(); ++i)
     EXPECT_LE(j["candidates"][i - 1]["step_time_us"].get<double>(), j["candidates"][i]["step_time_us"].get<double>());
   o.format = "table";
+  o.schedule = "zb-h1";  // --devices tries the schedules itself
+  EXPECT_NE(error_of(o).find("--schedule with --devices"), std::string::npos);
+  o.schedule.clear();
   o.pipeline = true;  // pipeline candidates too: pp=2,... rows, ranked or rejected with a reason
   const std::string with_pp = run(o);
   EXPECT_NE(with_pp.find("pp=2,"), std::string::npos) << with_pp;
@@ -152,20 +155,77 @@ TEST(PlanCommand, PipelineMeshPlansStagesAndSaysSo) {
   o.micro_batches = 4;
   o.compare = false;
   const std::string table = run(o);
-  EXPECT_NE(table.find("pipeline: 2 stages (2 repeated layers on the slowest"), std::string::npos) << table;
-  EXPECT_NE(table.find("4 micro-batches"), std::string::npos) << table;
+  EXPECT_NE(table.find("pipeline: 2 stages, 4 micro-batches, schedule "), std::string::npos) << table;
+  // Every schedule planned, the fastest reported: ZB-H1's bubble is 1F1B's less the weight gradients.
+  EXPECT_NE(table.find("schedules planned (the fastest that fits is reported): 1f1b: "), std::string::npos) << table;
+  EXPECT_NE(table.find("; zb-h1: "), std::string::npos) << table;
+  EXPECT_NE(table.find("; interleaved (2 virtual stages): "), std::string::npos) << table;
+  EXPECT_NE(table.find("embedding"), std::string::npos) << table;  // the stage rows
+  EXPECT_NE(table.find("head"), std::string::npos) << table;
   EXPECT_NE(table.find("mesh dp=2,tp=2 (4 devices)"), std::string::npos) << table;  // the stage's mesh
   o.format = "json";
+  o.schedule = "1f1b";
   const json j = json::parse(run(o));
   EXPECT_EQ(j["pipeline"]["stages"], 2);
-  EXPECT_GT(j["pipeline"]["step_time_us"].get<double>(), j["pipeline"]["micro_batch_us"].get<double>() * 5);
+  EXPECT_EQ(j["pipeline"]["schedule"], "1f1b");
+  ASSERT_EQ(j["pipeline"]["per_stage"].size(), 2u);
+  EXPECT_EQ(j["pipeline"]["per_stage"][0]["layers"].get<int>() + j["pipeline"]["per_stage"][1]["layers"].get<int>(), 4);
+  EXPECT_EQ(j["pipeline"]["per_stage"][0]["in_flight"], 2);  // 1F1B: stage 0 holds p micro-batches
+  EXPECT_EQ(j["pipeline"]["per_stage"][1]["in_flight"], 1);
+  EXPECT_TRUE(j["pipeline"]["per_stage"][0]["embedding"].get<bool>());
+  EXPECT_TRUE(j["pipeline"]["per_stage"][1]["head"].get<bool>());
+  // 1F1B: (m + p - 1) micro-batch times, the update and the sends.
+  const double t = j["pipeline"]["micro_batch_us"].get<double>();
+  EXPECT_NEAR(j["pipeline"]["step_time_us"].get<double>(),
+              5 * t + j["pipeline"]["optimizer_us"].get<double>() + 2 * j["pipeline"]["send_us"].get<double>(),
+              1e-9 * t);
+  o.schedule = "zb-h1";
+  const json z = json::parse(run(o));
+  EXPECT_EQ(z["pipeline"]["schedule"], "zb-h1");
+  EXPECT_LT(z["pipeline"]["step_time_us"].get<double>(), j["pipeline"]["step_time_us"].get<double>());
+  EXPECT_EQ(z["pipeline"]["peak_memory_bytes"], j["pipeline"]["peak_memory_bytes"]);
+  o.schedule = "interleaved";
+  EXPECT_EQ(json::parse(run(o))["pipeline"]["virtual_stages"], 2);  // 2 chunks when not given
+  o.schedule = "1f1b";
+  o.virtual_stages = 2;
+  EXPECT_NE(error_of(o).find("--virtual-stages 2 with --schedule 1f1b; accepted: --virtual-stages with --schedule "
+                             "interleaved"),
+            std::string::npos);
+  o.virtual_stages = 1;
+  o.schedule = "gpipe";
+  EXPECT_NE(error_of(o).find("accepted: 1f1b, interleaved, zb-h1"), std::string::npos);
   o.format = "table";
+  o.schedule.clear();
   o.micro_batches = 3;
   EXPECT_NE(error_of(o).find("3 micro-batches for a global batch of 16"), std::string::npos);
+  o = small("gpt2", "dp=2");
+  o.schedule = "1f1b";
+  EXPECT_NE(error_of(o).find("--schedule 1f1b needs a pp mesh dim"), std::string::npos);
   o = small("gpt2", "pp=2,dp=2");
   o.graph_file = "x.json";
   o.model.clear();
   EXPECT_NE(error_of(o).find("needs a zoo model"), std::string::npos);
+}
+
+// pp plus three stage dims (Llama 3's TP, CP, PP, DP): a 4-dim mesh plans when one dim is pp; a
+// 4-dim mesh without pp and a 5-dim mesh are refused saying what is accepted.
+TEST(PlanCommand, PipelineOverAThreeDimStageMesh) {
+  CommandOptions o = small("gpt2", "pp=2,dp=2,cp=2,tp=2");
+  o.layers = 4;
+  o.batch = 8;
+  o.micro_batches = 2;
+  o.compare = false;
+  o.schedule = "1f1b";
+  const std::string table = run(o);
+  EXPECT_NE(table.find("on pp=2,dp=2,cp=2,tp=2 (16 devices)"), std::string::npos) << table;
+  EXPECT_NE(table.find("mesh dp=2,cp=2,tp=2 (8 devices)"), std::string::npos) << table;
+  o.mesh = "dp=2,cp=2,tp=2,ep=2";
+  EXPECT_NE(error_of(o).find("has 4 dims and none is pp"), std::string::npos) << error_of(o);
+  o.mesh = "pp=2,dp=2,cp=2,tp=2,ep=2";
+  EXPECT_NE(error_of(o).find("has 5 dims; accepted: NAME=SIZE[,NAME=SIZE...] with 1 to 3 mesh dims (4 when one is pp"),
+            std::string::npos)
+      << error_of(o);
+  EXPECT_NE(error_of(small("gpt2", "pp=65536,dp=65536,tp=2")).find("more than 1048576 ranks"), std::string::npos);
 }
 
 TEST(PlanCommand, BadGraphJsonNamesTheNode) {

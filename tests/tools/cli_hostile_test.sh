@@ -54,6 +54,11 @@ expect 2 "--micro-batches"    -- plan --model gpt2 --mesh pp=2,dp=2 --micro-batc
 expect 1 "200 stages for 12 layers" -- plan --model gpt2 --mesh pp=200,dp=2
 expect 1 "3 micro-batches for a global batch of 8" -- plan --model gpt2 --mesh pp=2,dp=2 --micro-batches 3 --batch 8
 expect 2 "--recompute"        -- plan --model gpt2 --mesh dp=2 --recompute sometimes
+expect 2 "--schedule: gpipe not in {1f1b,interleaved,zb-h1}" -- plan --model gpt2 --mesh pp=2,dp=2 --schedule gpipe
+expect 2 "--schedule: accepted with a pp mesh dim" -- plan --model gpt2 --mesh dp=2 --schedule 1f1b
+expect 2 "--virtual-stages: model chunks per device" -- plan --model gpt2 --mesh pp=2,dp=2 --schedule zb-h1 --virtual-stages 2
+expect 2 "has 4 dims and none is pp" -- plan --model gpt2 --mesh dp=2,cp=2,tp=2,ep=2
+expect 2 "has 5 dims"         -- plan --model gpt2 --mesh pp=2,dp=2,cp=2,tp=2,ep=2
 expect 2 "--hardware"         -- explain --hardware /nonexistent/profile.json
 expect 1 "is a directory"     -- explain --cases "$tmp"
 expect 1 "longer than"        -- explain --cases /dev/zero

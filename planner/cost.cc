@@ -713,32 +713,44 @@ double CostModel::step_time(int meta, int cur, int dim, int kind, bool bucketed)
   return bucketed ? bucketed_time(CollectiveRecord{k, dim, bytes, dt}, mesh_.shape[dim], links_[dim]) : dt;
 }
 
-CostModel::MoveTime CostModel::move_time(const Placements& src, const Placements& dst, int meta,
-                                         MoveTimes& cache, bool bucketed) const {
-  if (src == dst) return {};
-  if (MoveSkeletons* sk = const_cast<MoveSkeletons*>(skeletons_.at(meta))) {
-    const int a = sk->index(src), b = a < 0 ? -1 : sk->index(dst);
-    const uint64_t w = b < 0 ? 0 : sk->steps(a, b);
-    const uint64_t count = w >> MoveSkeletons::kCountShift & 7;
-    if (b >= 0 && count != MoveSkeletons::kUnpacked) {
-      if (cache.step_us.size() <= static_cast<size_t>(meta)) cache.step_us.resize(metas_.size());
-      std::vector<double>& times = cache.step_us[meta];
-      const int nd = sk->ndim();
-      if (times.empty()) times.assign(static_cast<size_t>(sk->size()) * nd * 8, std::numeric_limits<double>::quiet_NaN());
-      MoveTime t;
-      for (uint64_t i = 0; i < count; ++i) {
-        const uint64_t step = w >> (15 * i);
-        const int cur = static_cast<int>(step & ((1u << MoveSkeletons::kIndexBits) - 1));
-        const int dim = static_cast<int>(step >> MoveSkeletons::kIndexBits & 3);
-        const int kind = static_cast<int>(step >> (MoveSkeletons::kIndexBits + 2) & 3);
-        double& dt = times[((static_cast<size_t>(cur) * nd + dim) * 4 + kind) * 2 + (bucketed ? 1 : 0)];
-        if (std::isnan(dt)) dt = step_time(meta, cur, dim, kind, bucketed);
-        t.us += dt;
-      }
-      t.comm = count > 0;
-      return t;
-    }
+int CostModel::placement_index(const Placements& p, int meta) const {
+  const MoveSkeletons* sk = skeletons_.at(meta);
+  return sk ? sk->index(p) : -1;
+}
+
+bool CostModel::planned_move_time(int a, int b, int meta, MoveTimes& cache, bool bucketed, MoveTime* t) const {
+  MoveSkeletons& sk = *const_cast<MoveSkeletons*>(skeletons_[meta]);
+  const uint64_t w = sk.steps(a, b);
+  const uint64_t count = w >> MoveSkeletons::kCountShift & 7;
+  if (count == MoveSkeletons::kUnpacked) return false;
+  if (cache.step_us.size() <= static_cast<size_t>(meta)) cache.step_us.resize(metas_.size());
+  std::vector<double>& times = cache.step_us[meta];
+  const int nd = sk.ndim();
+  if (times.empty()) times.assign(static_cast<size_t>(sk.size()) * nd * 8, std::numeric_limits<double>::quiet_NaN());
+  *t = {};
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint64_t step = w >> (15 * i);
+    const int cur = static_cast<int>(step & ((1u << MoveSkeletons::kIndexBits) - 1));
+    const int dim = static_cast<int>(step >> MoveSkeletons::kIndexBits & 3);
+    const int kind = static_cast<int>(step >> (MoveSkeletons::kIndexBits + 2) & 3);
+    double& dt = times[((static_cast<size_t>(cur) * nd + dim) * 4 + kind) * 2 + (bucketed ? 1 : 0)];
+    if (std::isnan(dt)) dt = step_time(meta, cur, dim, kind, bucketed);
+    t->us += dt;
   }
+  t->comm = count > 0;
+  return true;
+}
+
+CostModel::MoveTime CostModel::move_time(const Placements& src, const Placements& dst, int meta,
+                                         MoveTimes& cache, bool bucketed, int src_ix, int dst_ix) const {
+  if (src_ix == kNoIndex) src_ix = placement_index(src, meta);
+  if (dst_ix == kNoIndex) dst_ix = src_ix < 0 ? -1 : placement_index(dst, meta);
+  if (src_ix >= 0 && dst_ix >= 0) {
+    if (src_ix == dst_ix) return {};  // the same placements
+    MoveTime t;
+    if (planned_move_time(src_ix, dst_ix, meta, cache, bucketed, &t)) return t;
+  }
+  if (src == dst) return {};
   const std::tuple<uint64_t, uint64_t, int> key{placement_key(src), placement_key(dst), 2 * meta + (bucketed ? 1 : 0)};
   auto [it, fresh] = cache.map.try_emplace(key);
   if (fresh && shared_times_) {
@@ -788,14 +800,14 @@ void CostModel::share_move_times(std::shared_ptr<SharedMoveTimes> s) {
 
 CostModel::EdgeTime CostModel::edge_time(int u, int v, int k, const Placements& src, const Placements& src_grad,
                                          const Placements& in, const Placements& grad, int meta, MoveTimes& cache,
-                                         bool backward_part) const {
+                                         bool backward_part, int from_ix, int to_ix) const {
   EdgeTime e;
   const bool param = g_.node(u).kind == NodeKind::kParam;
   if (backward_part) {
-    if (!param && g_.training && rg_[u]) e.time = move_time(grad, src_grad, meta, cache).us;
+    if (!param && g_.training && rg_[u]) e.time = move_time(grad, src_grad, meta, cache, false, from_ix, to_ix).us;
     return e;
   }
-  const MoveTime fwd = move_time(src, in, meta, cache, param);
+  const MoveTime fwd = move_time(src, in, meta, cache, param, from_ix, to_ix);
   e.time = fwd.us;
   if (g_.training && replayed(v, k)) e.time += fwd.us;  // the recomputed forward moves it again
   if (param) {

@@ -231,8 +231,13 @@ class CostModel {
   // and every tensor of that rank (process-wide, MoveSkeletons in cost.cc), and each step's
   // time once per cost model, tensor and placements before the step (MoveTimes::step_us). Weighted
   // shards, and placements outside R, P(sum) and even S(d), are planned as before.
+  // src_ix, dst_ix: their placement_index when the caller has them (kNoIndex: looked up here).
+  static constexpr int kNoIndex = -2;
   MoveTime move_time(const Placements& src, const Placements& dst, int meta, MoveTimes& cache,
-                     bool bucketed = false) const;
+                     bool bucketed = false, int src_ix = kNoIndex, int dst_ix = kNoIndex) const;
+  // p's index among the placements whose moves are planned once (see move_time), -1 when p is not
+  // among them (its moves are planned each).
+  int placement_index(const Placements& p, int meta) const;
   // Move times shared by the cost models of one graph on one mesh, hardware and shares (the
   // recomputation modes of planner/devices.h plan_model_recompute: recomputation and activation
   // copies change no move's time). A move's time is a pure function of those, so sharing changes
@@ -261,8 +266,11 @@ class CostModel {
     double again = 0;      // the forward move's time, when act_bytes > 0
   };
   // part: false = forward part (forward move, FSDP re-gather, kept bytes), true = backward move only.
+  // from_ix, to_ix: the placement_index of the part's move's ends (src and in; grad and src_grad)
+  // when the caller has them.
   EdgeTime edge_time(int u, int v, int k, const Placements& src, const Placements& src_grad, const Placements& in,
-                     const Placements& grad, int meta, MoveTimes& cache, bool backward_part) const;
+                     const Placements& grad, int meta, MoveTimes& cache, bool backward_part, int from_ix = kNoIndex,
+                     int to_ix = kNoIndex) const;
   // Gradient layout a producer expects for output placement p: P read as R.
   static Placements dual_out(const Placements& p);
   // Gradient layout choice c takes for its output `slot`: Choice::grad_out, else dual_out.
@@ -326,6 +334,8 @@ class CostModel {
   // move; weighted shares, or too many placements).
   std::vector<const MoveSkeletons*> skeletons_;
   double step_time(int meta, int cur, int dim, int kind, bool bucketed) const;
+  // The move between planned placements a -> b (a != b); false: its plan did not pack (plan it).
+  bool planned_move_time(int a, int b, int meta, MoveTimes& cache, bool bucketed, MoveTime* t) const;
   mutable absl::node_hash_map<MoveKey, Move> moves_;
   std::shared_ptr<SharedMoveTimes> shared_times_;  // null: each caller's MoveTimes only
 };

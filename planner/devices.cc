@@ -227,7 +227,7 @@ PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const
 std::string DeviceCandidate::label() const {
   if (stages == 1) return mesh.str();
   return absl::StrCat("pp=", stages, ",", mesh.str(), " m=", micro_batches,
-                      virtual_stages > 1 ? absl::StrCat(" v=", virtual_stages) : "");
+                      virtual_stages > 1 ? absl::StrCat(" v=", virtual_stages) : "", zero_bubble ? " zb-h1" : "");
 }
 
 namespace {
@@ -254,6 +254,7 @@ struct Best {
   std::optional<PipelinePlan> pipeline;
 
   int virtual_stages = 1;
+  bool zero_bubble = false;
   std::multiset<double> times;  // every ranked plan's step time so far
 
   // Ties go to the earlier slot, so the choice does not depend on the workers' order.
@@ -422,11 +423,17 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
         c.rejected = over_limit(pp.peak_memory_bytes, pp.stage.memory_limit_bytes);
         return;
       }
-      for (int v : pipeline->virtual_stages) {
-        std::optional<PipelinePlan> pv = with_virtual_stages(pp, model_layers, v);
+      // Each schedule re-prices the same stages: interleaved with v chunks (v = 1: 1F1B), and ZB-H1.
+      std::vector<std::pair<int, bool>> schedules;
+      for (int v : pipeline->virtual_stages) schedules.push_back({v, false});
+      if (pipeline->zero_bubble) schedules.push_back({1, true});
+      for (auto [v, zb] : schedules) {
+        std::optional<PipelinePlan> pv =
+            zb ? with_schedule(pp, Schedule::kZeroBubbleH1, 1) : with_virtual_stages(pp, model_layers, v);
         if (!pv) continue;
         DeviceCandidate cv = c;
         cv.virtual_stages = v;
+        cv.zero_bubble = zb;
         cv.plan_time_ms = pv->stage.plan_time_ms;
         cv.recompute = pv->stage.cost_model->recompute();
         cv.step_time_us = pv->step_time_us;
@@ -442,6 +449,7 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
           best.plan = pv->stage;
           best.pipeline = std::move(*pv);
           best.virtual_stages = v;
+          best.zero_bubble = zb;
         }
       }
     } catch (const Error& e) {
@@ -494,7 +502,8 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
     const DeviceCandidate& c = slots[best.slot].c;
     const PipelinePlan pp = plan_pipeline(pipeline->build, model_layers, pipeline->global_batch, c.mesh,
                                           PipelineSpec{c.stages, c.micro_batches, 1}, hw, exact, modes);
-    best.pipeline = with_virtual_stages(pp, model_layers, best.virtual_stages);
+    best.pipeline = best.zero_bubble ? with_schedule(pp, Schedule::kZeroBubbleH1, 1)
+                                     : with_virtual_stages(pp, model_layers, best.virtual_stages);
     best.graph = best.pipeline->stage_graph;
     best.plan = best.pipeline->stage;
   }

@@ -57,7 +57,9 @@ PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const
 struct DeviceCandidate {
   MeshSpec mesh;  // with pipeline stages: the mesh of one stage
   int stages = 1, micro_batches = 1, virtual_stages = 1;  // pipeline parallelism (planner/pipeline.h)
-  std::string label() const;  // "dp=64,tp=8", "pp=16,dp=64,tp=8 m=32" or "pp=16,dp=64,tp=8 m=32 v=2"
+  bool zero_bubble = false;  // the ZB-H1 schedule (planner/pipeline_schedule.h)
+  // "dp=64,tp=8", "pp=16,dp=64,tp=8 m=32", "pp=16,dp=64,tp=8 m=32 v=2" or "pp=16,dp=64,tp=8 m=32 zb-h1"
+  std::string label() const;
   Recompute recompute = Recompute::kNone;  // the mode of its plan
   std::string rejected;  // why not ranked (topology, memory, an error planning it); "" when ranked
   double step_time_us = 0, compute_us = 0, comm_us = 0;
@@ -90,14 +92,17 @@ struct DevicesResult {
 
 // Pipeline candidates for plan_devices: stages p >= 2 dividing the devices (at most the model's
 // layers), each inner mesh of devices / p in 1 or 2 dims the topology admits, m = f x p
-// micro-batches for each factor f that divides the global batch, and each virtual-stage count
-// whose slowest stage is the plain schedule's (priced from the same stage plan).
+// micro-batches for each factor f that divides the global batch, the layers balanced over the
+// stages, and each schedule the same stages admit (planner/pipeline.h with_schedule: interleaved
+// with v chunks when every stage holds them and the memory in flight fits, ZB-H1), priced from the
+// same stage plan.
 struct PipelineSearch {
   StageBuilder build;
   int model_layers = 0;  // 0: the whole graph's
   int64_t global_batch = 0;
   std::vector<int> micro_batch_factors = {1, 2, 4};
-  std::vector<int> virtual_stages = {1, 2, 4};  // interleaved 1F1B (a variant needs the same stage)
+  std::vector<int> virtual_stages = {1, 2, 4};  // interleaved 1F1B (each stage holding v chunks)
+  bool zero_bubble = true;                       // ZB-H1 too (1F1B's stages and memory)
 };
 
 // Plans `devices` devices: build(mesh) gives the model graph for a mesh (the same global batch for

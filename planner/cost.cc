@@ -210,6 +210,65 @@ bool CostModel::replayed(int v, int k) const {
   return u.kind != NodeKind::kParam && u.layer == g_.node(v).layer;
 }
 
+CostModel::Keeping CostModel::keeping(Recompute recompute, int recompute_layers) const {
+  const int n = g_.num_vertices();
+  Keeping out;
+  // What backward keeps: per consumer input, and through views back to the tensor's real producer.
+  out.kept.assign(n, 0);
+  out.saves_in.assign(n, 0);
+  const std::vector<int> order = g_.topological_order();
+  for (int v : order) {
+    const Node& nd = g_.node(v);
+    if (nd.kind != NodeKind::kOp || nd.fused) continue;
+    const OpDef& op = Registry::get().find(nd.op);
+    if (saves_output(op)) out.kept[v] = 1;
+    if (!saves_input(op)) continue;
+    for (int k = 0; k < static_cast<int>(inputs_[v].size()); ++k) {
+      const NodeKind uk = g_.node(inputs_[v][k].node).kind;
+      if (takes_tensors(uk) || uk == NodeKind::kInput) out.saves_in[v] |= 1ull << k;
+    }
+  }
+  // Recomputation (Recompute): inside a repeated layer, backward keeps only the tensors that
+  // enter the layer and, selectively, its contractions' outputs; everything else is recomputed.
+  out.recomputed.assign(n, 0);
+  if (recompute != Recompute::kNone && g_.training) {
+    auto contraction = [&](const Node& x) {
+      return x.kind == NodeKind::kOp && Registry::get().find(x.op).cost.cls == CostClass::kContraction;
+    };
+    for (int v = 0; v < n; ++v) {
+      const Node& nd = g_.node(v);
+      if (!takes_tensors(nd.kind) || nd.layer < 0 || (recompute_layers >= 0 && nd.layer >= recompute_layers))
+        continue;
+      const bool keeps_output = recompute == Recompute::kSelective && contraction(nd) && !nd.fused;
+      out.recomputed[v] = !keeps_output;
+      out.kept[v] = keeps_output ? 1 : 0;
+      uint64_t keep = 0;
+      for (int k = 0; k < static_cast<int>(inputs_[v].size()); ++k) {
+        const Node& u = g_.node(inputs_[v][k].node);
+        const bool entering = u.layer != nd.layer && (takes_tensors(u.kind) || u.kind == NodeKind::kInput);
+        const bool saved = recompute == Recompute::kSelective && u.layer == nd.layer && contraction(u);
+        if (entering || (saved && (out.saves_in[v] >> k & 1))) keep |= 1ull << k;
+      }
+      out.saves_in[v] = keep;
+    }
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const int v = *it;
+    const Node& nd = g_.node(v);
+    if (!takes_tensors(nd.kind)) continue;
+    // A redistribution is a view of its input that keeps its moved copy when a consumer saves it.
+    const bool redist = nd.kind == NodeKind::kRedistribute;
+    if (redist && out.kept[v]) out.saves_in[v] = 1;
+    for (int k = 0; k < static_cast<int>(inputs_[v].size()); ++k) {
+      const int u = inputs_[v][k].node;
+      if (!takes_tensors(g_.node(u).kind)) continue;
+      const bool view = redist || is_view_op(Registry::get().find(nd.op));
+      if ((out.saves_in[v] >> k & 1) || (view && out.kept[v])) out.kept[u] = 1;
+    }
+  }
+  return out;
+}
+
 CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, ClusterShares shares,
                      Recompute recompute, int activation_copies, int recompute_layers)
     : g_(g),
@@ -270,59 +329,10 @@ CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwarePr
       if (g.node(u).kind == NodeKind::kParam) param_uses_[u].push_back({v, k});
     }
   }
-  // What backward keeps: per consumer input, and through views back to the tensor's real producer.
-  kept_.assign(n, 0);
-  saves_in_.assign(n, 0);
-  const std::vector<int> order = g.topological_order();
-  for (int v : order) {
-    const Node& nd = g.node(v);
-    if (nd.kind != NodeKind::kOp || nd.fused) continue;
-    const OpDef& op = Registry::get().find(nd.op);
-    if (saves_output(op)) kept_[v] = 1;
-    if (!saves_input(op)) continue;
-    for (int k = 0; k < static_cast<int>(inputs_[v].size()); ++k) {
-      const NodeKind uk = g.node(inputs_[v][k].node).kind;
-      if (takes_tensors(uk) || uk == NodeKind::kInput) saves_in_[v] |= 1ull << k;
-    }
-  }
-  // Recomputation (Recompute): inside a repeated layer, backward keeps only the tensors that
-  // enter the layer and, selectively, its contractions' outputs; everything else is recomputed.
-  recomputed_.assign(n, 0);
-  if (recompute_ != Recompute::kNone && g.training) {
-    auto contraction = [&](const Node& x) {
-      return x.kind == NodeKind::kOp && Registry::get().find(x.op).cost.cls == CostClass::kContraction;
-    };
-    for (int v = 0; v < n; ++v) {
-      const Node& nd = g.node(v);
-      if (!takes_tensors(nd.kind) || nd.layer < 0 || (recompute_layers_ >= 0 && nd.layer >= recompute_layers_))
-        continue;
-      const bool keeps_output = recompute_ == Recompute::kSelective && contraction(nd) && !nd.fused;
-      recomputed_[v] = !keeps_output;
-      kept_[v] = keeps_output ? 1 : 0;
-      uint64_t keep = 0;
-      for (int k = 0; k < static_cast<int>(inputs_[v].size()); ++k) {
-        const Node& u = g.node(inputs_[v][k].node);
-        const bool entering = u.layer != nd.layer && (takes_tensors(u.kind) || u.kind == NodeKind::kInput);
-        const bool saved = recompute_ == Recompute::kSelective && u.layer == nd.layer && contraction(u);
-        if (entering || (saved && (saves_in_[v] >> k & 1))) keep |= 1ull << k;
-      }
-      saves_in_[v] = keep;
-    }
-  }
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    const int v = *it;
-    const Node& nd = g.node(v);
-    if (!takes_tensors(nd.kind)) continue;
-    // A redistribution is a view of its input that keeps its moved copy when a consumer saves it.
-    const bool redist = nd.kind == NodeKind::kRedistribute;
-    if (redist && kept_[v]) saves_in_[v] = 1;
-    for (int k = 0; k < static_cast<int>(inputs_[v].size()); ++k) {
-      const int u = inputs_[v][k].node;
-      if (!takes_tensors(g.node(u).kind)) continue;
-      const bool view = redist || is_view_op(Registry::get().find(nd.op));
-      if ((saves_in_[v] >> k & 1) || (view && kept_[v])) kept_[u] = 1;
-    }
-  }
+  Keeping keep = keeping(recompute_, recompute_layers_);
+  kept_ = std::move(keep.kept);
+  saves_in_ = std::move(keep.saves_in);
+  recomputed_ = std::move(keep.recomputed);
   for (int v = 0; v < n; ++v)
     for (const TensorMeta& m : g.node(v).outputs) intern(m);
   bool weighted = false;
@@ -492,6 +502,7 @@ Choice CostModel::make_op_choice(int v, const OpCall& call, const std::vector<Te
   for (size_t o = 0; o < out_meta.size(); ++o) visit(out_meta[o], s.outputs[o], true);
   for (int t = 0; t < call.num_tensors(); ++t) visit(call.tensor(t), s.inputs[t], false);
   c.work_bytes = *std::max_element(bytes.begin(), bytes.end());
+  c.out_bytes = *std::max_element(out_bytes.begin(), out_bytes.end());
   if (!view) {
     DType dt = !out_meta.empty() && is_floating(out_meta[0].dtype) ? out_meta[0].dtype
                : call.num_tensors() > 0                           ? call.tensor(0).dtype
@@ -506,7 +517,7 @@ Choice CostModel::make_op_choice(int v, const OpCall& call, const std::vector<Te
   }
   if (g_.training && rg_[v]) {
     c.bwd_us = (recomputed_[v] ? 3 : 2) * c.fwd_us;  // a recomputed op runs its forward again
-    if (!view && !nd.fused && kept_[v]) c.act_bytes = copies_ * *std::max_element(out_bytes.begin(), out_bytes.end());
+    if (!view && !nd.fused && kept_[v]) c.act_bytes = copies_ * c.out_bytes;
   }
   if (s.step() != 0) {
     const StepDef& sd = call.op().steps.at(s.step() - 1);

@@ -97,6 +97,7 @@ struct Choice {
   int64_t state_bytes = 0;  // optimizer vertices: optimizer state
   double opt_us = 0;        // optimizer update compute
   int64_t work_bytes = 0;   // op inputs + outputs (inference working set)
+  int64_t out_bytes = 0;    // op vertices: outputs on the largest rank (act_bytes, per copy, when kept)
   std::vector<Placements> grad_in;  // per tensor input: layout of the gradient the backward produces
   // Redistributions: the layout the consumers' gradients are summed in (may hold Partial where the
   // tensor is Replicate). Empty for every other vertex: there it is dual_out of each output.
@@ -180,6 +181,14 @@ class CostModel {
   // The vertex's forward runs again in backward (Recompute); its input k's forward move too when
   // replayed(v, k) (the producer is in the same layer: the layer's input is kept, not moved again).
   bool recomputed(int v) const { return recomputed_[v] != 0; }
+  // What backward keeps under a recomputation mode (this cost model's: kept_, saves_in_,
+  // recomputed_; another's: what a cost model of this graph under it would hold).
+  struct Keeping {
+    std::vector<char> kept;          // per vertex: its output is saved for backward
+    std::vector<uint64_t> saves_in;  // per vertex: bit k = it saves tensor input k
+    std::vector<char> recomputed;    // per vertex: its forward runs again in backward
+  };
+  Keeping keeping(Recompute recompute, int recompute_layers) const;
   bool replayed(int v, int k) const;
   const std::vector<TensorId>& inputs(int v) const { return inputs_[v]; }
   int optimizer_of(int param) const { return opt_of_[param]; }

@@ -142,16 +142,25 @@ PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const
     if (best && !fits(*best)) break;
     PlanOptions o = shared;
     o.recompute = mode;
-    std::shared_ptr<CostModel> cm;  // built for the bound: the planner takes it over
+    std::shared_ptr<CostModel> cm;  // built once the bound admits the mode: the planner takes it over
     if (options.bound_modes && best) {
       // No plan of this mode fits when its least bytes exceed the limit: plan_model would throw.
-      cm = std::make_shared<CostModel>(g, mesh, hw, o.shares, mode, o.activation_copies, o.recompute_layers);
-      const int64_t least = memory_lower_bound(*cm);
+      // The bound from the planned mode's cost model (the same graph, mesh and copies) when it has
+      // one, else from this mode's.
+      const CostModel* base = best->cost_model.get();
+      if (!base || &base->graph() != &g || base->mesh().shape != mesh.shape ||
+          base->activation_copies() != o.activation_copies) {
+        cm = std::make_shared<CostModel>(g, mesh, hw, o.shares, mode, o.activation_copies, o.recompute_layers);
+        base = cm.get();
+      }
+      const int64_t least = memory_lower_bound(*base, mode, o.recompute_layers);
       if (static_cast<double>(least) > best->memory_limit_bytes) {
         tried.push_back(absl::StrCat(recompute_name(mode), ": no plan fits: needs at least ",
                                      absl::StrFormat("%.1f", least / 1e9), " GB per device", kBoundNote));
         break;
       }
+      if (!cm && !plan && !o.shares.cluster)
+        cm = std::make_shared<CostModel>(g, mesh, hw, o.shares, mode, o.activation_copies, o.recompute_layers);
     }
     PlanResult p;
     try {
@@ -349,9 +358,12 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
           double cheap = std::numeric_limits<double>::infinity();
           std::vector<std::shared_ptr<CostModel>> models;  // per admitted mode, for its planner
           for (; admitted < order.size(); ++admitted) {
+            // A later mode's memory bound from the first's cost model (built only when admitted).
+            if (admitted > 0 && options.bound_modes &&
+                static_cast<double>(memory_lower_bound(*models[0], order[admitted], quick.recompute_layers)) > limit)
+              break;
             auto cm = std::make_shared<CostModel>(*graph, c.mesh, hw, quick.shares, order[admitted],
                                                   quick.activation_copies, quick.recompute_layers);
-            if (admitted > 0 && options.bound_modes && static_cast<double>(memory_lower_bound(*cm)) > limit) break;
             cheap = std::min(cheap, quick.compare && greedy_may_fit(*cm, limit) ? 0.0 : time_lower_bound(*cm));
             models.push_back(std::move(cm));
           }

@@ -1108,6 +1108,34 @@ int64_t memory_lower_bound(const CostModel& cm) {
   return total;
 }
 
+int64_t memory_lower_bound(const CostModel& cm, Recompute recompute, int recompute_layers) {
+  if (recompute == cm.recompute() && recompute_layers == cm.recompute_layers()) return memory_lower_bound(cm);
+  const ModelGraph& g = cm.graph();
+  const std::vector<char> kept = cm.keeping(recompute, recompute_layers).kept;
+  int64_t total = 0;
+  for (int v = 0; v < g.num_vertices(); ++v) {
+    const NodeKind kind = g.node(v).kind;
+    if (kind == NodeKind::kConstant) continue;
+    const VertexInfo& info = cm.info(v);
+    // An op keeps its outputs as make_op_choice prices them under that mode; the rest is the mode's
+    // own (parameters, optimizer state, data inputs) or nothing (redistributions).
+    const bool keeps = kind == NodeKind::kOp && g.training && cm.requires_grad(v) && !info.view && !g.node(v).fused && kept[v];
+    int64_t least = std::numeric_limits<int64_t>::max();
+    for (const Choice& c : info.choices) {
+      switch (kind) {
+        case NodeKind::kParam: least = std::min(least, c.param_bytes); break;
+        case NodeKind::kOptimizer: least = std::min(least, c.grad_bytes + c.state_bytes); break;
+        case NodeKind::kInput: least = std::min(least, c.act_bytes); break;
+        case NodeKind::kOp: least = std::min(least, keeps ? cm.activation_copies() * c.out_bytes : 0); break;
+        case NodeKind::kRedistribute: least = std::min(least, c.act_bytes); break;
+        default: least = 0; break;
+      }
+    }
+    if (least != std::numeric_limits<int64_t>::max()) total += least;
+  }
+  return total;
+}
+
 bool greedy_may_fit(const CostModel& cm, double limit) {
   // Replicated is each parameter's and optimizer state's largest choice; the greedy plan needs more.
   const ModelGraph& g = cm.graph();

@@ -63,6 +63,9 @@ struct PlanOptions {
 // evaluate() adds up, less the kept moved inputs, which only add). Planner::run() fails on every
 // memory limit below it.
 int64_t memory_lower_bound(const CostModel& cm);
+// The same bound for the cost model of cm's graph, mesh, hardware, shares and activation copies
+// under another recomputation (what it keeps is all that changes), without building it.
+int64_t memory_lower_bound(const CostModel& cm, Recompute recompute, int recompute_layers);
 
 // Step time (µs) no plan of the cost model's choices can take less than, whatever the memory: per
 // op vertex its least compute (and steps) over its choices, where its input k is a parameter used

@@ -199,6 +199,28 @@ TEST(Devices, MemoryLowerBoundIsBelowEveryPlanAndAboveItNothingFits) {
   }
 }
 
+// The memory bound of another recomputation mode read from one cost model (what it keeps is all that
+// changes) equals the bound of that mode's own cost model: every pair of modes, recomputing every
+// layer or the first one, with 1 and 3 activation copies (a pipeline stage's), on a 2-d mesh.
+TEST(Devices, MemoryLowerBoundOfAnotherModeEqualsItsOwnCostModels) {
+  const HardwareProfile& hw = hardware_profile("h100-nvlink");
+  const MeshSpec mesh = MeshSpec::parse("dp=2,tp=2");
+  models::ModelOptions mo = small();
+  mo.batch = 64;
+  const ModelGraph g = models::build_model("gpt2", mo, mesh);
+  const std::vector<Recompute> all = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  for (int copies : {1, 3})
+    for (int layers : {-1, 1})
+      for (Recompute from : all) {
+        const CostModel base(g, mesh, hw, {}, from, copies, layers);
+        for (Recompute to : all) {
+          const int64_t own = memory_lower_bound(CostModel(g, mesh, hw, {}, to, copies, layers));
+          EXPECT_EQ(memory_lower_bound(base, to, layers), own)
+              << recompute_name(from) << " -> " << recompute_name(to) << ", copies " << copies << ", layers " << layers;
+        }
+      }
+}
+
 // A limit that full recomputation fits and no recomputation's bound exceeds: the bound skips none.
 double limit_between_full_and_none_bound(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw) {
   PlanOptions full;

@@ -51,8 +51,10 @@ void define_strided_ops(Registry& reg) {
     OpDef& op = reg.define("resize_(Tensor self, SymInt[] size) -> Tensor", "strided");
     op.cost = cost(CostClass::kCopy, Keeps::kNothing);
     op.no_backward = "torch refuses resize_ of a tensor that requires grad";
-    // The functional form the bridge's resize_ runs (python/dtensor/torch_bridge.py, _resize_).
-    op.aten.aliases = {{"resize", ""}};
+    // The functional form the bridge's resize_ runs (python/dtensor/torch_bridge.py, _resize_), also
+    // reached from torch's decompositions (resize_as): self and size; its memory_format is dropped
+    // (a dtensor tensor is contiguous, which contiguous_format and preserve_format both give).
+    op.aten.aliases = {{"resize", "keep:2"}};
     // Not for a block's sake: ATen's resize leaves grown elements uninitialized, which would differ
     // between the ranks of a replicated result, so the bridge runs this kernel (zeros there).
     op.aten.layout_dependent = true;

@@ -215,8 +215,8 @@ def test_mlp_tensor_and_data_parallel_training_step(dtype):
 def test_unsupported_op_names_it():
     def fn(mesh):
         x = bridge.distribute(gen(torch.float32, 8, 4), mesh, [Shard(0)])
-        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\.resize\.default"):
-            aten.resize.default(x, [16, 2])
+        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\.multi_margin_loss_backward\.default"):
+            aten.multi_margin_loss_backward.default(x, x, torch.zeros(8, dtype=torch.int64), 1, 1.0)
         with pytest.raises(bridge.UnsupportedOpError, match=r"aten\._fft_r2c"):
             torch.fft.fft(x)
         with pytest.raises(NotImplementedError, match=r"aten\.poisson"):  # also a NotImplementedError
@@ -737,8 +737,9 @@ def test_native_dispatch_errors_name_op_shapes_and_placements():
             torch.add(x, y)  # no broadcast: raised in C++ by the engine
         with pytest.raises(dtensor.DTensorError, match=r"add: argument 'alpha' is a complex; accepted"):
             aten.add.Tensor(x, x, alpha=1j)  # lowering's error names the op and the argument
-        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\.resize\.default"):
-            aten.resize.default(x, [16, 2])  # a Python handler's error, through the native dispatch
+        with pytest.raises(bridge.UnsupportedOpError, match=r"aten\.multi_margin_loss_backward\.default"):
+            # a Python handler's error, through the native dispatch
+            aten.multi_margin_loss_backward.default(x, x, torch.zeros(8, dtype=torch.int64), 1, 1.0)
         return True
 
     assert all(on_mesh((2,), fn))
@@ -957,8 +958,8 @@ def test_ops_without_rules_run_as_torchs_decomposition(place):
             (y * y).sum().backward()
             res[k] = (full(y), full(x.grad))
         with pytest.raises(bridge.UnsupportedOpError,
-                           match=r"aten.resize_as.default, run as torch's decomposition.*aten.resize.default"):
-            aten.resize_as.default(bridge.distribute(X, mesh, [place]), X)
+                           match=r"aten.floor_divide_.Tensor, run as torch's decomposition.*prims.fmod.default"):
+            aten.floor_divide_.Tensor(bridge.distribute(X.clone(), mesh, [place]), bridge.distribute(X + 1, mesh, [place]))
         return res
 
     for res in on_mesh((2,), fn):

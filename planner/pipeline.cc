@@ -469,13 +469,18 @@ PipelinePlan plan_pipeline(const StageBuilder& build, int model_layers, int64_t 
     return out;
   }
   // Exact: each distinct stage of the partition planned on its own graph; the stages' own plans
-  // then price them in the balance, until the partition repeats (the fastest partition planned is
-  // kept). A stage whose plan does not fit caps its layers below the count tried.
+  // then price them in the balance, until the partition repeats; then, for each group of stages
+  // sharing a plan, the partition with a layer less on the stage holding the most micro-batches
+  // (the group's plan holds that stage's: a lighter group may plan faster). The fastest partition
+  // planned is kept. A stage whose plan does not fit caps its layers below the count tried.
   std::map<std::tuple<bool, bool, int, int>, int> planned;  // (embedding, head, layers, copies) -> plan
   std::optional<PipelinePlan> best;
   std::vector<std::vector<int>> seen;
   std::string last_error;
-  for (int round = 0; round < 2 * p + 4; ++round) {
+  auto same_group = [&](const std::vector<int>& n, int i, int j) {
+    return (i == 0) == (j == 0) && (i == p - 1) == (j == p - 1) && n[i] == n[j];
+  };
+  auto try_partition = [&](const std::vector<int>& n) {
     seen.push_back(n);
     std::vector<int> k(p, -1);
     std::vector<std::string> over;
@@ -483,7 +488,7 @@ PipelinePlan plan_pipeline(const StageBuilder& build, int model_layers, int64_t 
       const bool e = i == 0, h = i == p - 1;
       double copies = 0;  // the most of the stages this plan serves
       for (int j = 0; j < p; ++j)
-        if ((j == 0) == e && (j == p - 1) == h && n[j] == n[i]) copies = std::max(copies, in_flight[j]);
+        if (same_group(n, i, j)) copies = std::max(copies, in_flight[j]);
       const auto key = std::make_tuple(e, h, n[i], static_cast<int>(std::ceil(copies - 1e-9)));
       const std::string what = absl::StrCat(e ? "first stage" : h ? "last stage" : "middle stages", ", ", n[i],
                                             n[i] == 1 ? " layer" : " layers");
@@ -500,42 +505,62 @@ PipelinePlan plan_pipeline(const StageBuilder& build, int model_layers, int64_t 
         over.push_back(absl::StrFormat("%s: %.2f GB", what, out.plans[at->second].plan.eval.peak_memory_bytes / 1e9));
       if (!over.empty()) {
         for (int j = 0; j < p; ++j)
-          if ((j == 0) == e && (j == p - 1) == h && n[j] == n[i]) cap[j] = n[i] - 1;
+          if (same_group(n, i, j)) cap[j] = n[i] - 1;
       } else {
         k[i] = at->second;
       }
     }
-    if (over.empty()) {
-      PipelinePlan cand = out;
-      for (int i = 0; i < p; ++i) {
-        const Split own = split_of(k[i]);
-        price_own(cand.stages[i], own);
-        cand.stages[i].plan = k[i];
-        cand.stages[i].recompute = out.plans[k[i]].plan.cost_model->recompute();
-        // The stage's own plan prices it in the next balance.
-        model[i].fixed = own.pre;
-        model[i].fixed.add(own.post, 1);
-        model[i].fixed.add(own.both, 1);
-        model[i].copies = own.copies;
-        model[i].layer = own;
-      }
-      cand.spec.layers = n;
-      reprice(cand);
-      if (!best || cand.step_time_us < best->step_time_us) best = std::move(cand);
-    } else {
+    if (!over.empty()) {
       DT_CHECK(spec.layers.empty(), "pipeline: the stages' layers ", layers_str(n), " do not fit: ",
                absl::StrJoin(over, "; "));
       out.notes.push_back(absl::StrCat("partition ", layers_str(n), " did not fit (", absl::StrJoin(over, "; "),
                                        "): chosen again"));
+      return;
     }
-    if (!spec.layers.empty()) break;
+    PipelinePlan cand = out;
+    for (int i = 0; i < p; ++i) {
+      const Split own = split_of(k[i]);
+      price_own(cand.stages[i], own);
+      cand.stages[i].plan = k[i];
+      cand.stages[i].recompute = out.plans[k[i]].plan.cost_model->recompute();
+      // The stage's own plan prices it in the next balance.
+      model[i].fixed = own.pre;
+      model[i].fixed.add(own.post, 1);
+      model[i].fixed.add(own.both, 1);
+      model[i].copies = own.copies;
+      model[i].layer = own;
+    }
+    cand.spec.layers = n;
+    reprice(cand);
+    if (!best || cand.step_time_us < best->step_time_us) best = std::move(cand);
+  };
+  // The partition balance_layers gives under `bound` (nullopt: none, or one already planned).
+  auto next = [&](const std::vector<int>& bound) -> std::optional<std::vector<int>> {
     try {
-      n = balance_layers(stage_models(cap), L, limit);
-    } catch (const Error& x) {
-      if (best) break;
-      throw;
+      std::vector<int> n = balance_layers(stage_models(bound), L, limit);
+      if (std::find(seen.begin(), seen.end(), n) == seen.end()) return n;
+    } catch (const Error&) {
+      if (!best) throw;
     }
-    if (std::find(seen.begin(), seen.end(), n) != seen.end()) break;
+    return std::nullopt;
+  };
+  try_partition(n);
+  for (int round = 0; spec.layers.empty() && round < 2 * p + 4; ++round) {
+    std::optional<std::vector<int>> again = next(cap);
+    if (!again) break;
+    try_partition(*again);
+  }
+  if (spec.layers.empty() && best) {
+    const std::vector<int> chosen = best->spec.layers;
+    for (int i = 0; i < p; ++i) {
+      int most = i;  // the stage of i's group holding the most micro-batches
+      for (int j = 0; j < p; ++j)
+        if (same_group(chosen, i, j) && in_flight[j] > in_flight[most]) most = j;
+      if (most != i || chosen[i] <= min_layers(i, p, v)) continue;
+      std::vector<int> bound = cap;
+      bound[i] = std::min(bound[i], chosen[i] - 1);
+      if (std::optional<std::vector<int>> lighter = next(bound)) try_partition(*lighter);
+    }
   }
   if (!best)
     DT_FAIL("pipeline: no partition of ", L, " layers over ", p, " stages whose stage plans fit was found",

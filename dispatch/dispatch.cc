@@ -132,6 +132,10 @@ ArgValue lower(const OpArg& a, std::vector<const DTensor*>& tensors) {
   if (const auto* l = std::get_if<std::vector<DTensor>>(&a)) {
     TensorListRef ref;
     for (const DTensor& d : *l) {
+      if (!d.defined()) {  // None, for a Tensor?[] argument (index.Tensor's x[:, i])
+        ref.indices.push_back(TensorListRef::kNoTensor);
+        continue;
+      }
       tensors.push_back(&d);
       ref.indices.push_back(static_cast<int>(tensors.size()) - 1);
     }

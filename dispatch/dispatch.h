@@ -17,7 +17,8 @@ namespace dtensor {
 // Registers every op definition and rule (idempotent, thread-safe). call_op calls it.
 void init_ops();
 
-// An argument of call_op: a DTensor, a list of DTensors (cat, stack) or a plain value.
+// An argument of call_op: a DTensor, a list of DTensors (cat, stack; an undefined DTensor() entry is
+// None, which only a Tensor?[] argument accepts: index.Tensor's {DTensor(), i} is x[:, i]) or a plain value.
 using OpArg = std::variant<DTensor, std::vector<DTensor>, IValue>;
 
 struct CallOptions {

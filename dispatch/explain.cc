@@ -1,5 +1,6 @@
 #include "dispatch/explain.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -95,10 +96,16 @@ ArgValue to_arg(const json& j, Parsed& p) {
   if (j.is_number()) return IValue(j.get<double>());
   if (j.is_string()) return IValue(j.get<std::string>());
   if (j.is_array()) {
-    if (!j.empty() && j[0].is_object()) {
+    auto first = std::find_if(j.begin(), j.end(), [](const json& e) { return !e.is_null(); });
+    if (first != j.end() && first->is_object()) {
       TensorListRef ref;
       for (const auto& e : j) {
-        DT_CHECK(is_tensor(e), "a list of tensors holds ", kind(e), "; every element must be a tensor object");
+        if (e.is_null()) {  // None, for a Tensor?[] argument (index.Tensor's [null, i])
+          ref.indices.push_back(TensorListRef::kNoTensor);
+          continue;
+        }
+        DT_CHECK(is_tensor(e), "a list of tensors holds ", kind(e),
+                 "; every element must be a tensor object (or null, for a Tensor?[] argument)");
         ref.indices.push_back(add_tensor(e, p));
       }
       return ref;

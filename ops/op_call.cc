@@ -28,7 +28,7 @@ bool type_ok(const ArgDef& a, const IValue& v) {
 const char* type_name(ArgDef::Type t) {
   switch (t) {
     case ArgDef::kTensor: return "Tensor";
-    case ArgDef::kTensorList: return "Tensor[]";
+    case ArgDef::kTensorList: return "Tensor[]";  // or Tensor?[] (ArgDef::optional_entries)
     case ArgDef::kInt: return "int";
     case ArgDef::kIntList: return "int[]";
     case ArgDef::kFloat: return "float";
@@ -126,7 +126,11 @@ OpCall OpCall::bind(const OpDef& op, const std::vector<ArgValue>& positional,
       }
     } else if (a.type == ArgDef::kTensorList) {
       const auto* l = std::get_if<TensorListRef>(&v);
-      DT_CHECK(l != nullptr, op.name(), ": argument '", a.name, "' must be a list of tensors");
+      DT_CHECK(l != nullptr, op.name(), ": argument '", a.name, "' must be a list of tensors",
+               a.optional_entries ? " or None" : "", "; the schema is ", sc.text);
+      for (size_t k = 0; k < l->indices.size(); ++k)
+        DT_CHECK(l->indices[k] != TensorListRef::kNoTensor || a.optional_entries, op.name(), ": argument '",
+                 a.name, "' entry ", k, " is None; accepted: a tensor (the schema is ", sc.text, ")");
       c.lists_[i] = l->indices;
     } else {
       const IValue* iv = std::get_if<IValue>(&v);
@@ -150,6 +154,7 @@ OpCall OpCall::bind(const OpDef& op, const std::vector<ArgValue>& positional,
   for (size_t t = 0; t < c.tensors_.size(); ++t)
     h = absl::HashOf(h, c.tensors_[t].shape, c.tensors_[t].dtype, c.placements_[t]);
   for (size_t i = 0; i < n; ++i) {
+    if (sc.args[i].type == ArgDef::kTensorList) h = absl::HashOf(h, c.lists_[i]);  // None entries' places
     if (sc.args[i].type == ArgDef::kTensor || sc.args[i].type == ArgDef::kTensorList) continue;
     h = absl::HashOf(h, std::visit([](const auto& x) -> size_t { return absl::HashOf(x); }, c.values_[i]));
   }
@@ -220,6 +225,13 @@ int OpCall::tensor_index(const std::string& arg) const {
   return static_cast<int>(std::get<int64_t>(v));
 }
 
+const std::vector<int>& OpCall::tensor_list(const std::string& arg) const {
+  const int i = op_->schema.index_of(arg);
+  DT_CHECK(i >= 0 && op_->schema.args[i].type == ArgDef::kTensorList, name(), ": the schema has no tensor list '",
+           arg, "'");
+  return lists_[i];
+}
+
 bool OpCall::same_key(const OpCall& o) const {
   return op_ == o.op_ && mesh_shape_ == o.mesh_shape_ && tensors_ == o.tensors_ &&
          placements_ == o.placements_ && values_ == o.values_ && lists_ == o.lists_;
@@ -232,6 +244,11 @@ std::string OpCall::str() const {
                                  placements_str(placements_[t])));
   const OpSchema& sc = op_->schema;
   for (size_t i = 0; i < sc.args.size(); ++i) {
+    if (sc.args[i].optional_entries) {  // which entries are None: "indices=[None, t1]"
+      std::vector<std::string> e;
+      for (int t : lists_[i]) e.push_back(t < 0 ? "None" : absl::StrCat("t", t));
+      parts.push_back(absl::StrCat(sc.args[i].name, "=[", absl::StrJoin(e, ", "), "]"));
+    }
     if (sc.args[i].type == ArgDef::kTensor || sc.args[i].type == ArgDef::kTensorList) continue;
     if (sc.args[i].has_default && values_[i] == sc.args[i].default_value) continue;
     parts.push_back(absl::StrCat(sc.args[i].name, "=", ivalue_str(values_[i])));

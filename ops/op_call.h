@@ -22,7 +22,9 @@ struct OpDef;
 struct TensorRef {
   int index;
 };
+// A list of tensor inputs; an entry kNoTensor is None (accepted only by a "Tensor?[]" argument).
 struct TensorListRef {
+  static constexpr int kNoTensor = -1;
   std::vector<int> indices;
 };
 using ArgValue = std::variant<IValue, TensorRef, TensorListRef>;
@@ -68,6 +70,8 @@ class OpCall {
   std::string get_str(const std::string& arg) const;
   // Index of the tensor bound to a Tensor argument; -1 when it is None.
   int tensor_index(const std::string& arg) const;
+  // Indices of the tensors bound to a Tensor[] / Tensor?[] argument, in order; -1 for a None entry.
+  const std::vector<int>& tensor_list(const std::string& arg) const;
   const IValue& value(const std::string& arg) const;
 
   // Hash and equality over (op, tensor metas, placements, non-tensor args, mesh shape): the

@@ -94,6 +94,10 @@ OpSchema OpSchema::parse(const std::string& text) {
     size_t lb = type.find('[');
     bool list = lb != std::string::npos;
     std::string base = list ? type.substr(0, lb) : type;
+    if (list && base == "Tensor?") {  // "Tensor?[]": a list of optional tensors
+      base = "Tensor";
+      a.optional_entries = true;
+    }
     if (base == "Tensor") a.type = list ? ArgDef::kTensorList : ArgDef::kTensor;
     else if (base == "int" || base == "SymInt") a.type = list ? ArgDef::kIntList : ArgDef::kInt;
     else if (base == "float") a.type = list ? ArgDef::kFloatList : ArgDef::kFloat;

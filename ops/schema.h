@@ -19,6 +19,8 @@ struct ArgDef {
   std::string name;
   Type type = kTensor;
   bool optional = false;  // "T?": None allowed
+  // "Tensor?[]" (kTensorList): an entry may be None (index.Tensor's indices: x[:, i] is [None, i]).
+  bool optional_entries = false;
   bool has_default = false;
   IValue default_value;
   bool keyword_only = false;  // after "*"

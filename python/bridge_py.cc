@@ -251,15 +251,27 @@ struct Lowering {
     PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(v.ptr()));
     return t == g_bridge_type || t == g_torch_tensor || PyObject_IsInstance(v.ptr(), g_torch_tensor) == 1;
   }
+  // A list or tuple whose first entry that is not None is a tensor (Tensor[], or Tensor?[] as
+  // index.Tensor's [None, i]).
+  static bool is_tensor_list(nb::handle v) {
+    if (!PyList_Check(v.ptr()) && !PyTuple_Check(v.ptr())) return false;
+    for (nb::handle e : nb::borrow<nb::sequence>(v))
+      if (!e.is_none()) return is_tensor(e);
+    return false;
+  }
 
   ArgValue arg(nb::handle v, const ArgName& what) {
     if (PyLong_Check(v.ptr()) || PyFloat_Check(v.ptr()) || v.is_none()) return value_arg(v, op, what);
     if (is_tensor(v)) return TensorRef{tensor(v)};
-    if ((PyList_Check(v.ptr()) || PyTuple_Check(v.ptr())) && nb::len(v) > 0 &&
-        is_tensor(nb::steal(PySequence_GetItem(v.ptr(), 0)))) {
+    if (is_tensor_list(v)) {
       TensorListRef ref;
       for (nb::handle e : nb::borrow<nb::sequence>(v)) {
-        DT_CHECK(is_tensor(e), op, ": ", what.str(), " mixes tensors and other values; accepted: a list of tensors");
+        if (e.is_none()) {  // a Tensor?[] entry (index.Tensor's x[:, i]); OpCall::bind refuses it elsewhere
+          ref.indices.push_back(TensorListRef::kNoTensor);
+          continue;
+        }
+        DT_CHECK(is_tensor(e), op, ": ", what.str(), " mixes tensors and ", nb::type_name(e.type()).c_str(),
+                 "; accepted: a list of tensors (and None entries for a Tensor?[] argument)");
         ref.indices.push_back(tensor(e));
       }
       return ref;
@@ -363,10 +375,9 @@ BridgePlan prepare_call(const std::string& name, const nb::sequence& args, const
 
 nb::object substitute(nb::handle a, const nb::list& moved, size_t& next) {
   if (Lowering::is_tensor(a)) return moved[next++];
-  if ((PyList_Check(a.ptr()) || PyTuple_Check(a.ptr())) && nb::len(a) > 0 &&
-      Lowering::is_tensor(nb::steal(PySequence_GetItem(a.ptr(), 0)))) {
+  if (Lowering::is_tensor_list(a)) {
     nb::list l;
-    for (size_t i = 0, n = nb::len(a); i < n; ++i) l.append(moved[next++]);
+    for (nb::handle e : nb::borrow<nb::sequence>(a)) l.append(e.is_none() ? nb::none() : moved[next++]);
     return l;
   }
   return nb::borrow(a);

@@ -87,16 +87,23 @@ OpArg op_arg(nb::handle v, const std::string& op, const std::string& what) {
     std::vector<int64_t> ints;
     std::vector<double> floats;
     bool all_int = true;
+    size_t nones = 0;
     for (nb::handle e : seq) {
       if (nb::isinstance<DTensor>(e)) {
         tensors.push_back(nb::cast<DTensor>(e));
+      } else if (e.is_none()) {  // a Tensor?[] entry (index.Tensor's x[:, i]): an undefined DTensor
+        tensors.emplace_back();
+        ++nones;
       } else if (!append_number(e, &ints, &floats, &all_int)) {
         DT_FAIL(op, ": ", what, " is a list holding a ", nb::type_name(e.type()).c_str(),
                 "; accepted: a list of DTensors, of ints or of floats");
       }
     }
     DT_CHECK(tensors.empty() || (ints.empty() && floats.empty()), op, ": ", what,
-             " mixes DTensors and numbers; accepted: a list of DTensors, of ints or of floats");
+             " mixes DTensors and numbers; accepted: a list of DTensors (None entries for a Tensor?[]), of ints "
+             "or of floats");
+    DT_CHECK(nones == 0 || nones < tensors.size(), op, ": ", what,
+             " is a list of None only; accepted: a list holding at least one DTensor");
     if (!tensors.empty()) return tensors;
     if (all_int) return IValue(ints);
     return IValue(floats);
@@ -512,14 +519,15 @@ NB_MODULE(_dtensor, m) {
     for (const std::string& name : Registry::get().names()) {
       nb::list args;
       for (const ArgDef& a : Registry::get().find(name).schema.args)
-        args.append(nb::make_tuple(a.name, kTypes[a.type], a.optional, a.has_default, a.keyword_only));
+        args.append(nb::make_tuple(a.name, a.optional_entries ? "Tensor?[]" : kTypes[a.type], a.optional,
+                                   a.has_default, a.keyword_only));
       out[nb::str(name.c_str())] = args;
     }
     return out;
   },
      "Every registered op's arguments (ops/schema.h), the planned family's included (torch.export's "
      "import maps onto them): name -> [(arg, type, optional, has_default, keyword_only)], type one of "
-     "Tensor, Tensor[], int, int[], float, float[], bool, str (also ScalarType), Scalar.");
+     "Tensor, Tensor[], Tensor?[], int, int[], float, float[], bool, str (also ScalarType), Scalar.");
   ops.def("onnx", [] {
     init_ops();
     nb::dict out;

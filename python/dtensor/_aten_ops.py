@@ -187,6 +187,7 @@ _COMPATIBLE = {
     "Tensor": ("Tensor", "Optional[Tensor]"),
     "Tensor[]": ("List[Tensor]",),
     "int": ("int", "Optional[int]", "SymInt", "Optional[SymInt]"),
+    "Tensor?[]": ("List[Optional[Tensor]]",),
     "int[]": ("List[int]", "Optional[List[int]]", "List[SymInt]", "Optional[List[SymInt]]", "int", "SymInt"),
     "float": ("float", "Optional[float]", "number", "Optional[number]"),
     "float[]": ("List[float]", "Optional[List[float]]"),
@@ -223,7 +224,7 @@ def _value(v, typ, optional, w, where):
         if not w._is_tensor(v):
             raise ValueError
         return w._arg(v, where)
-    if typ == "Tensor[]":
+    if typ in ("Tensor[]", "Tensor?[]"):  # the planner's graphs hold no None entry (index.Tensor's x[:, i])
         if not isinstance(v, (list, tuple)) or not all(w._is_tensor(e) for e in v):
             raise ValueError
         return [w._arg(e, where) for e in v]

@@ -830,51 +830,37 @@ def _shard_as(p, dim):
     return Shard(dim, list(p.weights)) if p.weights else Shard(dim)
 
 
-def _index_plan(func, x, indices):
-    """Advanced indexing of DTensor x (aten.index.Tensor, aten.index_put): the index tensors in full
-    (a DTensor gathered; a bool mask expanded to its nonzero positions, one index per masked dim,
-    as torch does), the input dims they index, and the result dim of every other input dim
-    (torch's layout: the broadcast index dims take the indexed dims' place when those are adjacent,
-    else they come first)."""
-    full = []
+def _without_masks(indices):
+    """Advanced indices with each bool (or uint8) mask replaced by its nonzero positions, one int64
+    index per masked dim, as torch does before indexing (a DTensor mask gathered first: its
+    positions depend on every element); other entries as given."""
+    out = []
     for t in indices:
-        if t is None:
-            full.append(None)
-            continue
-        t = t.full_tensor() if type(t) is DTensor else t
-        full.extend(t.nonzero().unbind(1) if t.dtype in (torch.bool, torch.uint8) else [t])
-    if len(full) > x.dim():
-        raise IndexError(f"bridge: {func}: {len(full)} indices for a DTensor {list(x.shape)} "
-                         f"{tuple(x._spec.placements)}; accepted: at most {x.dim()}")
-    full += [None] * (x.dim() - len(full))
-    indexed = [d for d, t in enumerate(full) if t is not None]
-    if not indexed:
-        return full, indexed, {d: d for d in range(x.dim())}
-    n_index = len(torch.broadcast_shapes(*[full[d].shape for d in indexed]))
-    rest = [d for d in range(x.dim()) if full[d] is None]
-    if indexed == list(range(indexed[0], indexed[-1] + 1)):
-        where = {d: d if d < indexed[0] else d - len(indexed) + n_index for d in rest}
-    else:
-        where = {d: n_index + k for k, d in enumerate(rest)}
-    return full, indexed, where
+        if t is not None and t.dtype in (torch.bool, torch.uint8):
+            t = t.full_tensor() if type(t) is DTensor else t
+            out.extend(t.nonzero().unbind(1))
+        else:
+            out.append(t)
+    return out
 
 
 def _index(func, args, kwargs):
-    """aten.index.Tensor (x[i], x[:, i, j], x[mask]) on a DTensor: each result element is one of
-    x's, so x's Shards on the dims left alone move to their result dims and Partials pass; a Shard
-    on an indexed dim is gathered first (the indices may point anywhere along it). Indices that are
-    DTensors are gathered (every rank needs all of them)."""
+    """aten.index.Tensor (x[i], x[:, i, j], x[mask]): the registered op index.Tensor
+    (ops/indexing/advanced_defs.cc: its rules keep x's Shards on the dims left alone, make Partial
+    pieces of a Shard on an indexed dim, pass Partials). The op refuses a bool mask (its positions
+    are data), so this handler only expands masks to their nonzero positions first."""
     bound = _bind(func, args, kwargs)
-    x = bound["self"]
-    full, indexed, where = _index_plan(func, x, bound["indices"])
-    keep = [Replicate() if p.is_shard() and p.dim in indexed else p for p in x._spec.placements]
-    if keep != list(x._spec.placements):
-        x = _moved(x, keep)
-    local = aten.index.Tensor(x._local, full)
-    meta = aten.index.Tensor(torch.empty(x.shape, dtype=local.dtype, device="meta"),
-                             [t if t is None else t.to("meta") for t in full])
-    placements = [_shard_as(p, where[p.dim]) if p.is_shard() else p for p in keep]
-    return DTensor(local, x._spec.with_(placements, list(meta.shape), _dtype_name(local.dtype)), x._mesh)
+    return _index_engine(aten.index.Tensor, (bound["self"], _without_masks(bound["indices"])), {})
+
+
+def _index_put(func, args, kwargs):
+    """aten.index_put (x[i] = v, and index's gradient with accumulate=True; index_put_ reaches it
+    through _in_place): the registered op index_put (ops/indexing/advanced_defs.cc), after masks are
+    expanded to their nonzero positions as for _index. A plain x with a DTensor values counts as
+    replicated over values' mesh (trace's backward writes a sharded gradient into torch's zeros)."""
+    bound = _bind(func, args, kwargs)
+    return _index_put_engine(aten.index_put.default, (bound["self"], _without_masks(bound["indices"]),
+                                                      bound["values"], bound.get("accumulate", False)), {})
 
 
 _batch_norm_engine = None
@@ -915,45 +901,6 @@ def _batch_norm_legit(func, args, kwargs):
 
 
 _batch_norm_legit.registered_op = "_native_batch_norm_legit_functional"
-
-
-def _index_put(func, args, kwargs):
-    """aten.index_put(x, indices, values, accumulate) (x[i] = v, and the gradient of x[i], which
-    scatter-adds into zeros) on a DTensor x: x keeps its Shards on the dims left alone (a Replicate
-    x takes values' shard there for free), a Shard on an indexed dim is gathered first, a Partial x
-    is reduced; values are laid out to match (a broadcast dim replicated, a Partial reduced), so
-    each rank writes its block."""
-    bound = _bind(func, args, kwargs)
-    x, values, accumulate = bound["self"], bound["values"], bound.get("accumulate", False)
-    if type(x) is not DTensor:
-        raise DTensorError(f"bridge: {func}: writing a sharded {tuple(values._spec.placements)} tensor into a plain "
-                           f"{type(x).__name__}; accepted: a DTensor self (bridge.distribute it)")
-    full, indexed, where = _index_plan(func, x, bound["indices"])
-    out_rank = (len(torch.broadcast_shapes(*[full[d].shape for d in indexed])) if indexed else 0) + len(where)
-    v_of = {d: o - (out_rank - values.dim()) for d, o in where.items()}  # x dim -> values dim (or < 0)
-    v_pl = list(values._spec.placements) if type(values) is DTensor else []
-    target = []
-    for i, p in enumerate(x._spec.placements):
-        if p.is_shard() and p.dim not in indexed:
-            target.append(p)
-            continue
-        # Replicate there: take values' Shard of a dim x has too, else stay replicated.
-        vp = v_pl[i] if v_pl else Replicate()
-        d = next((d for d, v in v_of.items() if vp.is_shard() and v == vp.dim), None)
-        target.append(_shard_as(vp, d) if d is not None and values.shape[v_of[d]] == x.shape[d] else Replicate())
-    if target != list(x._spec.placements):
-        x = _moved(x, target)
-    want = [_shard_as(p, v_of[p.dim]) if p.is_shard() and v_of[p.dim] >= 0 and values.shape[v_of[p.dim]] != 1
-            else Replicate() for p in target]
-    if type(values) is DTensor:
-        v_local = (_moved(values, want) if list(values._spec.placements) != want else values)._local
-    elif any(p.is_shard() for p in want):
-        v_local = _b.redistribute(x._spec.with_([Replicate()] * len(want), list(values.shape), _dtype_name(values.dtype)),
-                                  values.contiguous(), want)[1]
-    else:
-        v_local = values
-    local = aten.index_put.default(x._local, full, v_local, accumulate)
-    return DTensor(local, x._spec.with_(target, list(x.shape), _dtype_name(local.dtype)), x._mesh)
 
 
 def _put(func, args, kwargs):
@@ -2120,6 +2067,9 @@ def _diagonal_scatter(func, args, kwargs):
 
 
 _SPECIAL = {
+_index_engine = _engine("index.Tensor")
+_index_put_engine = _engine("index_put")
+
     "detach": _same_layout,
     "alias": _same_layout,
     "clone": _same_layout,
@@ -2187,11 +2137,11 @@ _SPECIAL = {
     "native_layer_norm_backward": _masked_backward("native_layer_norm_backward"),
     "native_group_norm_backward": _masked_backward("native_group_norm_backward"),
     "_local_scalar_dense": _local_scalar_dense,
-    "index": _index,
+    "index": _index,  # bool masks expanded, then the registered index.Tensor
     "mT": _matrix_transpose,
     "mH": _matrix_transpose,
     "adjoint": _matrix_transpose,
-    "index_put": _index_put,
+    "index_put": _index_put,  # bool masks expanded, then the registered index_put
     "put": _put,
     "diagonal_scatter": _diagonal_scatter,
 }

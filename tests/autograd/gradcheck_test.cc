@@ -126,7 +126,7 @@ std::vector<Tensor> dtensor_grads(const Case& c, const Strategy& s) {
       if (auto* r = std::get_if<TensorRef>(&a)) return inputs[r->index];
       if (auto* l = std::get_if<TensorListRef>(&a)) {
         std::vector<DTensor> v;
-        for (int i : l->indices) v.push_back(inputs[i]);
+        for (int i : l->indices) v.push_back(i == TensorListRef::kNoTensor ? DTensor() : inputs[i]);  // None
         return v;
       }
       return std::get<IValue>(a);

@@ -416,6 +416,46 @@ def scatter_add(s):
                 partial="all", grad=True)
 
 
+def _without_masks(indices):
+    """Advanced indices with each bool mask as its nonzero positions, as torch expands it (dtensor's
+    index ops take int indices; the bridge expands masks the same way)."""
+    out = []
+    for t in indices:
+        if isinstance(t, torch.Tensor) and t.dtype in (torch.bool, torch.uint8):
+            out.extend(t.nonzero().unbind(1))
+        else:
+            out.append(t)
+    while out and out[-1] is None:  # a trailing ':' indexes nothing
+        out.pop()
+    return out
+
+
+def index_put(s):
+    kw = positional(s, ["indices", "values"])
+    indices, values = _without_masks(list(kw.pop("indices"))), kw.pop("values")
+    return Call("index_put", [s.input, indices, values], kw, aten("index_put"), partial="all", grad=True)
+
+
+def getitem(s):
+    """x[key] for a key of lists, tensors, ':' and '...' (advanced indexing: index.Tensor); a key with
+    a slice or an int is basic indexing (a view op), skipped."""
+    key = s.args[0] if isinstance(s.args[0], tuple) else (s.args[0],)
+    indices = []
+    for k in key:
+        if k is Ellipsis:
+            indices += [None] * (s.input.dim() - (len(key) - 1))
+        elif isinstance(k, (list, torch.Tensor)):
+            indices.append(torch.as_tensor(k))
+        elif k == slice(None):
+            indices.append(None)
+        else:
+            raise Skip("basic indexing (a slice or an int): a view, not index.Tensor", "index.Tensor")
+    indices = _without_masks(indices)
+    if not any(isinstance(t, torch.Tensor) for t in indices):
+        raise Skip("no index tensor in the key", "index.Tensor")
+    return Call("index.Tensor", [s.input, indices], {}, aten("index"), partial="one", grad=True)
+
+
 def scatter(s):
     # scatter(input, dim, index, src | value, *, reduce=None): scatter.src for a tensor src, scatter.value for a number.
     kw = positional(s, ["dim", "index", "src"])
@@ -811,6 +851,8 @@ TRANSLATORS = {
     ("gather", ""): gather,
     ("scatter_add", ""): scatter_add,
     ("scatter", ""): scatter,
+    ("index_put", ""): index_put,
+    ("__getitem__", ""): getitem,
     **{("scatter_reduce", r): scatter_reduce for r in ("sum", "prod", "mean", "amax", "amin")},
     ("nn.functional.scaled_dot_product_attention", ""): sdpa,
     ("to", ""): to,
@@ -895,12 +937,23 @@ def variants(call, seed):
 
 # ---- running and comparing ----------------------------------------------------------------------------
 
+def _tensor_list(a):
+    """A Tensor[] argument, or a Tensor?[] one (index.Tensor's [None, i])."""
+    return isinstance(a, list) and any(isinstance(e, torch.Tensor) for e in a)
+
+
 def _tensors(args):
     for a in args:
         if isinstance(a, torch.Tensor):
             yield a
-        elif isinstance(a, list) and a and all(isinstance(e, torch.Tensor) for e in a):
-            yield from a
+        elif _tensor_list(a):
+            yield from (e for e in a if isinstance(e, torch.Tensor))
+
+
+def _with_tensors(args, it):
+    """args with each tensor (in lists too; None entries kept) replaced by the next of `it`."""
+    return [next(it) if isinstance(a, torch.Tensor) else
+            [next(it) if isinstance(e, torch.Tensor) else e for e in a] if _tensor_list(a) else a for a in args]
 
 
 def input_tensors(call):
@@ -997,8 +1050,8 @@ def run_dtensor(call, mesh_shape, placements, seed=0, adversarial=None):
         for a in call.args:
             if isinstance(a, torch.Tensor):
                 args.append(dist())
-            elif isinstance(a, list) and a and all(isinstance(e, torch.Tensor) for e in a):
-                args.append([dist() for _ in a])
+            elif _tensor_list(a):
+                args.append([dist() if isinstance(e, torch.Tensor) else e for e in a])
             else:
                 args.append(value(a))
         kwargs = {k: (dist() if k in kw_arrays else value(v)) for k, v in call.kwargs.items()}
@@ -1020,8 +1073,7 @@ def run_dtensor_grads(call, mesh_shape, placements, weight):
         for a, pl in zip(arrays, placements):
             t = dtensor.distribute_tensor(a, mesh, pl)
             ins.append(t.requires_grad_() if np.issubdtype(a.dtype, np.floating) else t)
-        it = iter(ins)
-        args = [next(it) if isinstance(a, torch.Tensor) else a for a in call.args]
+        args = _with_tensors(call.args, iter(ins))
         out = dtensor.ops.call(call.op, *args, **call.kwargs)
         if isinstance(out, (tuple, list)):
             out = out[0]  # (values, indices): the values carry the gradient
@@ -1036,8 +1088,7 @@ def grad_check(call, seed):
     """'' when dtensor's gradients (1 rank, and sharded with seeded Shard/Replicate placements) equal
     torch's autograd on the same loss, else what differs; None when torch has no gradient for it."""
     ins = [t.detach().clone().requires_grad_(t.is_floating_point()) for t in _tensors(call.args)]
-    it = iter(ins)
-    args = [next(it) if isinstance(a, torch.Tensor) else a for a in call.args]
+    args = _with_tensors(call.args, iter(ins))
     try:
         out = call.ref(*args, **call.kwargs)
         if isinstance(out, (tuple, list)):

@@ -21,6 +21,15 @@ double grid(DType dt) { return dt == DType::kBFloat16 || dt == DType::kFloat16 ?
 }  // namespace
 
 Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed) {
+  if (is_complex(dtype)) {  // independent real and imaginary parts, each as for the part's dtype
+    const DType part = real_of_complex(dtype);
+    auto re = random_tensor(shape, part, seed).to_vector<double>();
+    auto im = random_tensor(shape, part, seed ^ 0x9e3779b97f4a7c15ull).to_vector<double>();
+    Tensor c = Tensor::empty(shape, DType::kComplex128);
+    auto* p = c.data<std::complex<double>>();
+    for (size_t i = 0; i < re.size(); ++i) p[i] = {re[i], im[i]};
+    return c.to(dtype);
+  }
   Tensor t = Tensor::empty(shape, DType::kFloat64);
   double* p = t.data<double>();
   for (int64_t i = 0; i < t.numel(); ++i) {
@@ -42,6 +51,25 @@ Tensor adversarial_local_block(const Tensor& global, const Placements& placement
   for (const auto& p : placements) has_partial |= p.is_partial();
   if (!has_partial) return v.contiguous();
   const DType dt = global.dtype();
+  if (is_complex(dt)) {
+    // A complex sum is the sum of the parts: the real and imaginary parts split independently (the
+    // collectives refuse max/min of complex, so only sum and avg reach here).
+    const DType part = real_of_complex(dt);
+    Tensor c = global.to(DType::kComplex128).contiguous();
+    Tensor re = Tensor::empty(global.sizes(), DType::kFloat64), im = Tensor::empty(global.sizes(), DType::kFloat64);
+    const auto* src = c.data<std::complex<double>>();
+    for (int64_t i = 0; i < c.numel(); ++i) {
+      re.data<double>()[i] = src[i].real();
+      im.data<double>()[i] = src[i].imag();
+    }
+    auto r = adversarial_local_block(re.to(part), placements, mesh_shape, coord, seed).to_vector<double>();
+    auto m = adversarial_local_block(im.to(part), placements, mesh_shape, coord, seed ^ 0x9e3779b97f4a7c15ull)
+                 .to_vector<double>();
+    Tensor out = Tensor::empty(shape, DType::kComplex128);
+    auto* o = out.data<std::complex<double>>();
+    for (size_t i = 0; i < r.size(); ++i) o[i] = {r[i], m[i]};
+    return out.to(dt);
+  }
   const bool floating = is_floating(dt), boolean = dt == DType::kBool;
   Tensor w = v.to(DType::kFloat64).clone();
   double* p = w.data<double>();

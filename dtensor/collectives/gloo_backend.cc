@@ -238,11 +238,15 @@ using store_util::to_bytes;
 // Calls f with a value of an unsigned integer type of `size` bytes, for Gloo's typed setters.
 template <typename F>
 void with_element_type(size_t size, F&& f) {
+  struct Bytes16 {  // complex128: Gloo only moves these (reductions go through reduce_pair)
+    uint64_t lo, hi;
+  };
   switch (size) {
     case 1: f(uint8_t{}); break;
     case 2: f(uint16_t{}); break;
     case 4: f(uint32_t{}); break;
     case 8: f(uint64_t{}); break;
+    case 16: f(Bytes16{}); break;
     default: DT_FAIL("gloo backend: unsupported element size ", size);
   }
 }
@@ -514,6 +518,10 @@ class GlooGroup : public ProcessGroup {
   void allreduce_raw(const void* in, void* data, int64_t numel, DType dtype, ReduceOp op, uint32_t seq,
                      Timeout timeout) {
     if (size() == 1 || numel == 0) return;
+    if (is_complex(dtype)) {  // a complex sum is the sum of the real and imaginary parts
+      numel *= 2;
+      dtype = real_of_complex(dtype);
+    }
     gloo::AllreduceOptions opts(ctx_);
     with_element_type(itemsize(dtype), [&](auto zero) {
       using T = decltype(zero);

@@ -34,8 +34,17 @@ std::string nccl_error(ncclResult_t r, ncclComm_t comm) {
   return s;
 }
 
+// NCCL has no complex types: a complex tensor moves and sums as twice as many reals of its part type
+// (counts passed to NCCL are multiplied by parts()); max/min of complex is refused before this
+// (ProcessGroup's front).
+size_t parts(DType t) { return is_complex(t) ? 2 : 1; }
+
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
+    case DType::kComplex64:
+      return ncclFloat32;
+    case DType::kComplex128:
+      return ncclFloat64;
     case DType::kFloat32:
       return ncclFloat32;
     case DType::kFloat64:
@@ -61,7 +70,7 @@ ncclRedOp_t nccl_op(ReduceOp op, DType t) {
     case ReduceOp::kSum:
       return ncclSum;
     case ReduceOp::kAvg:
-      return is_floating(t) ? ncclAvg : ncclSum;
+      return is_floating(t) || is_complex(t) ? ncclAvg : ncclSum;
     case ReduceOp::kMax:
       return ncclMax;
     case ReduceOp::kMin:
@@ -71,7 +80,7 @@ ncclRedOp_t nccl_op(ReduceOp op, DType t) {
 }
 
 bool host_avg(ReduceOp op, DType t) {
-  return op == ReduceOp::kAvg && !is_floating(t) && t != DType::kBool;
+  return op == ReduceOp::kAvg && !is_floating(t) && !is_complex(t) && t != DType::kBool;
 }
 
 bool all_equal(const std::vector<int64_t>& v) {
@@ -130,7 +139,7 @@ class NcclGroup : public ProcessGroup {
     run(
         name, timeout,
         [&] {
-          return ncclAllReduce(in.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+          return ncclAllReduce(in.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()) * parts(t.dtype()),
                                nccl_type(t.dtype()), nccl_op(op, t.dtype()), comm_, stream_);
         },
         t.numel() == 0);
@@ -154,7 +163,7 @@ class NcclGroup : public ProcessGroup {
         name, timeout,
         [&] {
           if (all_equal(counts)) {
-            return ncclAllGather(in.data_ptr(), out.data_ptr(), static_cast<size_t>(counts[0]),
+            return ncclAllGather(in.data_ptr(), out.data_ptr(), static_cast<size_t>(counts[0]) * parts(in.dtype()),
                                  type, comm_, stream_);
           }
           ncclGroupStart();
@@ -162,7 +171,7 @@ class NcclGroup : public ProcessGroup {
           for (int r = 0; r < n; ++r) {
             if (counts[r] > 0) {
               char* dst = static_cast<char*>(out.data_ptr()) + offset * item;
-              ncclBroadcast(r == rank() ? in.data_ptr() : dst, dst, static_cast<size_t>(counts[r]),
+              ncclBroadcast(r == rank() ? in.data_ptr() : dst, dst, static_cast<size_t>(counts[r]) * parts(in.dtype()),
                             type, r, comm_, stream_);
             }
             offset += counts[r];
@@ -183,7 +192,7 @@ class NcclGroup : public ProcessGroup {
         name, timeout,
         [&] {
           if (all_equal(counts)) {
-            return ncclReduceScatter(in.data_ptr(), out.data_ptr(), static_cast<size_t>(counts[0]),
+            return ncclReduceScatter(in.data_ptr(), out.data_ptr(), static_cast<size_t>(counts[0]) * parts(in.dtype()),
                                      type, rop, comm_, stream_);
           }
           ncclGroupStart();
@@ -192,7 +201,7 @@ class NcclGroup : public ProcessGroup {
             if (counts[r] > 0) {
               const char* src = static_cast<const char*>(in.data_ptr()) + offset * item;
               ncclReduce(src, r == rank() ? out.data_ptr() : nullptr,
-                         static_cast<size_t>(counts[r]), type, rop, r, comm_, stream_);
+                         static_cast<size_t>(counts[r]) * parts(in.dtype()), type, rop, r, comm_, stream_);
             }
             offset += counts[r];
           }
@@ -228,9 +237,9 @@ class NcclGroup : public ProcessGroup {
                 cudaMemcpyAsync(dst, src, send_counts[r] * item, cudaMemcpyDeviceToDevice, stream_);
             } else {
               if (send_counts[r] > 0)
-                ncclSend(src, static_cast<size_t>(send_counts[r]), type, r, comm_, stream_);
+                ncclSend(src, static_cast<size_t>(send_counts[r]) * parts(in.dtype()), type, r, comm_, stream_);
               if (recv_counts[r] > 0)
-                ncclRecv(dst, static_cast<size_t>(recv_counts[r]), type, r, comm_, stream_);
+                ncclRecv(dst, static_cast<size_t>(recv_counts[r]) * parts(in.dtype()), type, r, comm_, stream_);
             }
             so += send_counts[r];
             ro += recv_counts[r];
@@ -245,7 +254,7 @@ class NcclGroup : public ProcessGroup {
     run(
         name, timeout,
         [&] {
-          return ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+          return ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()) * parts(t.dtype()),
                                nccl_type(t.dtype()), root, comm_, stream_);
         },
         t.numel() == 0);
@@ -259,7 +268,7 @@ class NcclGroup : public ProcessGroup {
           ncclGroupStart();
           for (const P2POp& p : ops) {
             if (p.tensor.numel() == 0) continue;  // both sides skip empty messages
-            const size_t n = static_cast<size_t>(p.tensor.numel());
+            const size_t n = static_cast<size_t>(p.tensor.numel()) * parts(p.tensor.dtype());
             if (p.kind == P2POp::kSend) {
               ncclSend(p.tensor.data_ptr(), n, nccl_type(p.tensor.dtype()), p.peer, comm_, stream_);
             } else {

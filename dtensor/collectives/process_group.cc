@@ -73,6 +73,13 @@ void ProcessGroup::check_counts(const char* op, const char* which, const std::ve
 
 namespace {
 
+// Complex numbers have no order: max/min of complex is refused before any rank communicates.
+void check_reduce_dtype(const char* op, const std::string& group, const Tensor& in, ReduceOp rop) {
+  DT_CHECK(!is_complex(in.dtype()) || rop == ReduceOp::kSum || rop == ReduceOp::kAvg, op, " on ", group, ": ",
+           reduce_op_name(rop), " of ", dtype_name(in.dtype()), " input ", in.str(),
+           " is not defined (complex numbers have no order); accepted for complex: sum, avg");
+}
+
 void check_same_dtype(const char* op, const std::string& group, const Tensor& in, const Tensor& out) {
   DT_CHECK(in.dtype() == out.dtype(), op, " on ", group, ": input ", in.str(), " and output ", out.str(),
            " differ in dtype; they must match");
@@ -123,6 +130,7 @@ void ProcessGroup::all_reduce(const Tensor& in, Tensor& out, ReduceOp op, Timeou
   check_tensor(name, "input", in);
   check_tensor(name, "output", out);
   check_same_dtype(name, describe(), in, out);
+  check_reduce_dtype(name, describe(), in, op);
   DT_CHECK(in.numel() == out.numel(), name, " on ", describe(), ": input ", in.str(), " and output ", out.str(),
            " differ in element count; they must match");
   count(CommKind::kAllReduce, comm_bytes_sent(CommKind::kAllReduce, static_cast<int64_t>(out.nbytes()), size()));
@@ -147,6 +155,7 @@ void ProcessGroup::reduce_scatter(const Tensor& in, Tensor& out, const std::vect
   check_tensor(name, "input", in);
   check_tensor(name, "output", out);
   check_same_dtype(name, describe(), in, out);
+  check_reduce_dtype(name, describe(), in, op);
   check_counts(name, "counts", counts, in.numel());
   DT_CHECK(out.numel() == counts[rank_], name, " on ", describe(), ": output has ", out.numel(),
            " elements, counts[", rank_, "] = ", counts[rank_]);

@@ -38,6 +38,14 @@ void pair_loop(T* o, const T* a, const T* b, int64_t n) {
 }  // namespace
 
 void reduce_pair(void* out, const void* a, const void* b, int64_t n, DType dtype, ReduceOp op) {
+  if (is_complex(dtype)) {
+    // A complex sum is the sum of its parts: reduce the buffer as twice as many reals. Complex
+    // numbers have no order, and a product of pairs is not a pairwise product: refused.
+    DT_CHECK(op == ReduceOp::kSum || op == ReduceOp::kAvg, "reduce: ", reduce_op_name(op),
+             " of ", dtype_name(dtype), " is not defined (complex numbers have no order); accepted: sum, avg");
+    reduce_pair(out, a, b, 2 * n, real_of_complex(dtype), op);
+    return;
+  }
   DT_DISPATCH_ALL(dtype, {
     scalar_t* o = static_cast<scalar_t*>(out);
     const scalar_t* pa = static_cast<const scalar_t*>(a);
@@ -56,6 +64,7 @@ void reduce_into(void* acc, const void* x, int64_t n, DType dtype, ReduceOp op) 
 }
 
 void finish_avg(void* acc, int64_t n, DType dtype, int count) {
+  if (is_complex(dtype)) return finish_avg(acc, 2 * n, real_of_complex(dtype), count);
   DT_DISPATCH_ALL(dtype, {
     scalar_t* p = static_cast<scalar_t*>(acc);
     if constexpr (std::is_same_v<scalar_t, bool>) {

@@ -7,10 +7,25 @@
 namespace dtensor {
 namespace {
 
+template <typename T> struct IsComplex : std::false_type {};
+template <typename T> struct IsComplex<std::complex<T>> : std::true_type {};
+
 template <typename D, typename S>
 inline D convert(S v) {
   if constexpr (std::is_same_v<D, S>) {
     return v;
+  } else if constexpr (IsComplex<S>::value) {
+    // complex to complex keeps both parts; to a real or bool type, torch's copy_ keeps the real part
+    // (bool: nonzero when either part is).
+    if constexpr (IsComplex<D>::value) {
+      return D(static_cast<typename D::value_type>(v.real()), static_cast<typename D::value_type>(v.imag()));
+    } else if constexpr (std::is_same_v<D, bool>) {
+      return v.real() != 0 || v.imag() != 0;
+    } else {
+      return convert<D>(v.real());
+    }
+  } else if constexpr (IsComplex<D>::value) {  // real to complex: imaginary part 0
+    return D(convert<typename D::value_type>(v), typename D::value_type(0));
   } else if constexpr (std::is_same_v<D, bool>) {
     if constexpr (std::is_same_v<S, BFloat16> || std::is_same_v<S, Float16>) {
       return static_cast<float>(v) != 0.0f;
@@ -84,9 +99,9 @@ void copy_strided(void* dst, const Shape& dst_strides, DType dst_dtype, const vo
     merged.push_back(dm);
   }
   if (merged.empty()) merged.push_back({1, 1, 1});
-  DT_DISPATCH_ALL(dst_dtype, {
+  DT_DISPATCH_ALL_AND_COMPLEX(dst_dtype, {
     using D = scalar_t;
-    DT_DISPATCH_ALL(src_dtype, {
+    DT_DISPATCH_ALL_AND_COMPLEX(src_dtype, {
       copy_loop<D, scalar_t>(static_cast<char*>(dst), static_cast<const char*>(src), merged);
     });
   });

@@ -13,6 +13,8 @@ size_t itemsize(DType t) {
     case DType::kInt64: return 8;
     case DType::kInt32: return 4;
     case DType::kBool: return 1;
+    case DType::kComplex64: return 8;
+    case DType::kComplex128: return 16;
   }
   return 0;
 }
@@ -26,6 +28,8 @@ const char* dtype_name(DType t) {
     case DType::kInt64: return "int64";
     case DType::kInt32: return "int32";
     case DType::kBool: return "bool";
+    case DType::kComplex64: return "complex64";
+    case DType::kComplex128: return "complex128";
   }
   return "?";
 }
@@ -38,8 +42,28 @@ DType dtype_from_name(const std::string& n) {
   if (n == "int64" || n == "long") return DType::kInt64;
   if (n == "int32" || n == "int") return DType::kInt32;
   if (n == "bool") return DType::kBool;
+  if (n == "complex64" || n == "cfloat") return DType::kComplex64;
+  if (n == "complex128" || n == "cdouble") return DType::kComplex128;
   DT_FAIL("unknown dtype '", n,
-          "'; accepted: float32, float64, bfloat16, float16, int64, int32, bool");
+          "'; accepted: float32, float64, bfloat16, float16, int64, int32, bool, complex64, complex128");
+}
+
+bool is_complex(DType t) { return t == DType::kComplex64 || t == DType::kComplex128; }
+
+DType complex_of(DType t) {
+  if (t == DType::kFloat64 || t == DType::kComplex128) return DType::kComplex128;
+  if (is_floating(t) || t == DType::kComplex64) return DType::kComplex64;
+  DT_FAIL("complex_of: ", dtype_name(t), " has no complex counterpart; accepted: floating or complex dtypes");
+}
+
+DType real_of_complex(DType t) {
+  if (t == DType::kComplex64) return DType::kFloat32;
+  if (t == DType::kComplex128) return DType::kFloat64;
+  DT_FAIL("real_of_complex: ", dtype_name(t), " is not complex; accepted: complex64, complex128");
+}
+
+void dispatch_unsupported(const char* where, DType t, const char* accepted) {
+  DT_FAIL(where, ": no kernel for dtype ", dtype_name(t), " (accepted: ", accepted, ")");
 }
 
 bool is_floating(DType t) {

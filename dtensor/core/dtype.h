@@ -1,6 +1,7 @@
 // Element types of dtensor tensors and the 16-bit float formats.
 #pragma once
 
+#include <complex>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -8,16 +9,30 @@
 
 namespace dtensor {
 
-enum class DType : uint8_t { kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32, kBool };
+// kComplex64 / kComplex128: std::complex<float> / std::complex<double> (real part first, as torch,
+// NumPy and DLPack's kDLComplex lay them out). Only ops that declare complex take them (OpDef::complex);
+// every other op and kernel refuses them with an error naming the op and the dtype.
+enum class DType : uint8_t {
+  kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32, kBool, kComplex64, kComplex128
+};
 
 // Size of one element in bytes.
 size_t itemsize(DType t);
-// PyTorch spelling: "float32", "float64", "bfloat16", "float16", "int64", "int32", "bool".
+// PyTorch spelling: "float32", "float64", "bfloat16", "float16", "int64", "int32", "bool",
+// "complex64", "complex128".
 const char* dtype_name(DType t);
-// Inverse of dtype_name; also accepts "float", "double", "half", "long", "int".
+// Inverse of dtype_name; also accepts "float", "double", "half", "long", "int", "cfloat", "cdouble".
 // Throws dtensor::Error naming the accepted spellings.
 DType dtype_from_name(const std::string& name);
-bool is_floating(DType t);
+bool is_floating(DType t);  // real floating types only (complex is not floating, as in torch)
+bool is_complex(DType t);
+// The complex type whose parts are `t` (float32 -> complex64, float64 -> complex128; bfloat16 and
+// float16 -> complex64), and the real type of a complex one's parts; others throw naming the dtype.
+DType complex_of(DType t);
+DType real_of_complex(DType t);
+// Throws dtensor::Error "<where>: no kernel for dtype <t> (accepted: <accepted>)": the default case
+// of the DT_DISPATCH_* macros, so that a switch over a dtype it lacks never silently does nothing.
+[[noreturn]] void dispatch_unsupported(const char* where, DType t, const char* accepted);
 
 // bfloat16: the upper 16 bits of an IEEE float32; conversion rounds to nearest even, NaN stays NaN.
 struct BFloat16 {
@@ -57,10 +72,15 @@ template <> struct DTypeOf<Float16> { static constexpr DType value = DType::kFlo
 template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
 template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
 template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
+template <> struct DTypeOf<std::complex<float>> { static constexpr DType value = DType::kComplex64; };
+template <> struct DTypeOf<std::complex<double>> { static constexpr DType value = DType::kComplex128; };
 
 }  // namespace dtensor
 
-// DT_DISPATCH_ALL(dtype, scalar_t, body): runs body with scalar_t bound to the C++ type of dtype.
+// DT_DISPATCH_ALL(dtype, body): runs body with scalar_t bound to the C++ type of dtype, for the real
+// and bool dtypes; a complex dtype throws naming the enclosing function (dispatch_unsupported).
+// DT_DISPATCH_COMPLEX: the complex dtypes only (std::complex<float> / <double>).
+// DT_DISPATCH_ALL_AND_COMPLEX: all of them.
 #define DT_DISPATCH_CASE(enumv, type, ...) \
   case ::dtensor::DType::enumv: {          \
     using scalar_t = type;                 \
@@ -68,13 +88,36 @@ template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; 
     break;                                 \
   }
 
-#define DT_DISPATCH_ALL(dtype, ...)                                  \
-  switch (dtype) {                                                   \
-    DT_DISPATCH_CASE(kFloat32, float, __VA_ARGS__)                   \
-    DT_DISPATCH_CASE(kFloat64, double, __VA_ARGS__)                  \
-    DT_DISPATCH_CASE(kBFloat16, ::dtensor::BFloat16, __VA_ARGS__)    \
-    DT_DISPATCH_CASE(kFloat16, ::dtensor::Float16, __VA_ARGS__)      \
-    DT_DISPATCH_CASE(kInt64, int64_t, __VA_ARGS__)                   \
-    DT_DISPATCH_CASE(kInt32, int32_t, __VA_ARGS__)                   \
-    DT_DISPATCH_CASE(kBool, bool, __VA_ARGS__)                       \
+#define DT_DISPATCH_REAL_CASES(...)                               \
+  DT_DISPATCH_CASE(kFloat32, float, __VA_ARGS__)                  \
+  DT_DISPATCH_CASE(kFloat64, double, __VA_ARGS__)                 \
+  DT_DISPATCH_CASE(kBFloat16, ::dtensor::BFloat16, __VA_ARGS__)   \
+  DT_DISPATCH_CASE(kFloat16, ::dtensor::Float16, __VA_ARGS__)     \
+  DT_DISPATCH_CASE(kInt64, int64_t, __VA_ARGS__)                  \
+  DT_DISPATCH_CASE(kInt32, int32_t, __VA_ARGS__)                  \
+  DT_DISPATCH_CASE(kBool, bool, __VA_ARGS__)
+
+#define DT_DISPATCH_COMPLEX_CASES(...)                                    \
+  DT_DISPATCH_CASE(kComplex64, std::complex<float>, __VA_ARGS__)          \
+  DT_DISPATCH_CASE(kComplex128, std::complex<double>, __VA_ARGS__)
+
+#define DT_DISPATCH_ALL(dtype, ...)                                                            \
+  switch (dtype) {                                                                             \
+    DT_DISPATCH_REAL_CASES(__VA_ARGS__)                                                        \
+    default:                                                                                   \
+      ::dtensor::dispatch_unsupported(__func__, dtype,                                         \
+                                      "float32, float64, bfloat16, float16, int64, int32, bool"); \
+  }
+
+#define DT_DISPATCH_COMPLEX(dtype, ...)                                                  \
+  switch (dtype) {                                                                       \
+    DT_DISPATCH_COMPLEX_CASES(__VA_ARGS__)                                               \
+    default:                                                                             \
+      ::dtensor::dispatch_unsupported(__func__, dtype, "complex64, complex128");         \
+  }
+
+#define DT_DISPATCH_ALL_AND_COMPLEX(dtype, ...) \
+  switch (dtype) {                              \
+    DT_DISPATCH_REAL_CASES(__VA_ARGS__)         \
+    DT_DISPATCH_COMPLEX_CASES(__VA_ARGS__)      \
   }

@@ -427,10 +427,24 @@ bool equal(const Tensor& a, const Tensor& b) {
   return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
 }
 
+namespace {
+
+// The values of t as doubles; a complex tensor (when either compared one is) as its real and
+// imaginary parts interleaved, so that comparisons see both.
+std::vector<double> parts(const Tensor& t, bool complex) {
+  if (!complex) return t.to_vector<double>();
+  Tensor c = t.to(cpu()).to(DType::kComplex128).contiguous();
+  const double* p = reinterpret_cast<const double*>(c.data_ptr());
+  return std::vector<double>(p, p + 2 * c.numel());
+}
+
+}  // namespace
+
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   DT_CHECK(a.sizes() == b.sizes(), "max_abs_diff: shapes ", shape_str(a.sizes()), " and ",
            shape_str(b.sizes()), " differ");
-  auto va = a.to_vector<double>(), vb = b.to_vector<double>();
+  const bool complex = is_complex(a.dtype()) || is_complex(b.dtype());
+  auto va = parts(a, complex), vb = parts(b, complex);
   double m = 0;
   for (size_t i = 0; i < va.size(); ++i) {
     bool na = std::isnan(va[i]), nb = std::isnan(vb[i]);
@@ -446,7 +460,8 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   if (a.sizes() != b.sizes()) return false;
-  auto va = a.to_vector<double>(), vb = b.to_vector<double>();
+  const bool complex = is_complex(a.dtype()) || is_complex(b.dtype());
+  auto va = parts(a, complex), vb = parts(b, complex);
   for (size_t i = 0; i < va.size(); ++i) {
     bool na = std::isnan(va[i]), nb = std::isnan(vb[i]);
     if (na || nb) {

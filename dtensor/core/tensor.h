@@ -101,9 +101,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 // True when a and b have the same shape, dtype and bit-identical values (NaNs with equal bits match).
 bool equal(const Tensor& a, const Tensor& b);
 // Largest |a - b| over all elements (computed in double); NaN where exactly one side is NaN.
-// Throws if shapes differ.
+// Throws if shapes differ. Complex (either side): over the real and imaginary parts separately.
 double max_abs_diff(const Tensor& a, const Tensor& b);
-// |a - b| <= atol + rtol * |b| everywhere, NaN matching NaN.
+// |a - b| <= atol + rtol * |b| everywhere, NaN matching NaN (complex: per real and imaginary part).
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 
 // ---- Copies that involve a non-cpu device. The device library (//kernels/cuda for kCUDA) installs

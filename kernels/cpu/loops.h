@@ -12,8 +12,10 @@
 namespace dtensor::kernels::detail {
 
 // The type pointwise ops compute in: float for float32/bfloat16/float16, double for float64,
-// int64 for the integer types and bool (results are cast back to the output dtype).
+// int64 for the integer types and bool (results are cast back to the output dtype); complex throws.
 inline DType compute_dtype(DType t) {
+  // Complex would otherwise fall into the integer branch: ops taking complex use their own kernels.
+  if (is_complex(t)) dispatch_unsupported("pointwise kernel (compute_dtype)", t, "real and bool dtypes");
   if (t == DType::kFloat64) return DType::kFloat64;
   return is_floating(t) ? DType::kFloat32 : DType::kInt64;
 }

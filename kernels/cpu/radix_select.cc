@@ -97,6 +97,8 @@ int radix_key_bits(DType t) {
     case DType::kInt32: return 32;
     case DType::kFloat64:
     case DType::kInt64: return 64;
+    case DType::kComplex64:
+    case DType::kComplex128: dispatch_unsupported("radix select", t, "real and bool dtypes (complex has no order)");
   }
   return 64;
 }
@@ -134,6 +136,8 @@ RadixValue radix_decode(uint64_t key, DType t) {
       return {static_cast<double>(i), i};
     }
     case DType::kBool: return {static_cast<double>(key != 0), key != 0};
+    case DType::kComplex64:
+    case DType::kComplex128: dispatch_unsupported("radix_decode", t, "real and bool dtypes (complex has no order)");
   }
   return {};
 }
@@ -168,6 +172,8 @@ Tensor radix_histogram(const Tensor& x, int64_t dim, const std::vector<uint64_t>
     case DType::kInt32: histogram<int32_t>(c, outer, n, inner, prefix, shift, bits, whole, h); break;
     case DType::kInt64: histogram<int64_t>(c, outer, n, inner, prefix, shift, bits, whole, h); break;
     case DType::kBool: histogram<bool>(c, outer, n, inner, prefix, shift, bits, whole, h); break;
+    case DType::kComplex64:
+    case DType::kComplex128: dispatch_unsupported("radix_histogram", c.dtype(), "real and bool dtypes");
   }
   return out;
 }

@@ -30,6 +30,9 @@ __device__ __forceinline__ Acc load_as(const void* base, DType dt, int64_t i) {
       return static_cast<Acc>(static_cast<const int32_t*>(base)[i]);
     case DType::kBool:
       return static_cast<Acc>(static_cast<const bool*>(base)[i] ? 1 : 0);
+    case DType::kComplex64:
+    case DType::kComplex128:
+      __trap();  // no real-valued kernel reads complex (ops refuse it first): fail loudly, never silently
   }
   return Acc(0);
 }
@@ -60,6 +63,9 @@ __device__ __forceinline__ void store_as(void* base, DType dt, int64_t i, Acc v)
     case DType::kBool:
       static_cast<bool*>(base)[i] = v != Acc(0);
       break;
+    case DType::kComplex64:
+    case DType::kComplex128:
+      __trap();  // as in load_as
   }
 }
 

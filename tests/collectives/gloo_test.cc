@@ -14,6 +14,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <complex>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -277,6 +278,82 @@ void scenario_broadcast(Backend& b) {
   check_values(u, {7, -3}, "broadcast int64 from 0");
 }
 
+// A complex tensor [re0, im0, re1, im1, ...] from its interleaved parts, and back.
+Tensor make_complex(const std::vector<double>& parts, DType dtype) {
+  Tensor c = Tensor::empty({static_cast<int64_t>(parts.size() / 2)}, DType::kComplex128);
+  auto* p = c.data<std::complex<double>>();
+  for (size_t i = 0; i + 1 < parts.size(); i += 2) p[i / 2] = {parts[i], parts[i + 1]};
+  return c.to(dtype);
+}
+
+std::vector<double> complex_parts(const Tensor& t) {
+  Tensor c = t.to(DType::kComplex128).contiguous();
+  std::vector<double> out;
+  for (const auto& z : std::vector<std::complex<double>>(c.data<std::complex<double>>(),
+                                                         c.data<std::complex<double>>() + c.numel())) {
+    out.push_back(z.real());
+    out.push_back(z.imag());
+  }
+  return out;
+}
+
+// complex64/complex128: sums and averages as pairs of reals (both parts), moves of 8- and 16-byte
+// elements; max/min refused before any rank communicates, naming the dtype.
+void scenario_complex(Backend& b) {
+  auto world = b.new_group(world_ranks(), "world", kOkTimeout);
+  const int me = b.rank();
+  for (DType dt : {DType::kComplex64, DType::kComplex128}) {
+    const std::string name = dtype_name(dt);
+    // Rank r holds (r + 1) * (1 - 2i, 3 + 0.5i): the sum is 10 times that, the average 2.5 times.
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+      Tensor t = make_complex({(me + 1) * 1.0, (me + 1) * -2.0, (me + 1) * 3.0, (me + 1) * 0.5}, dt);
+      world->all_reduce(t, op, kOkTimeout);
+      const double f = op == ReduceOp::kSum ? 10.0 : 2.5;
+      WCHECK(complex_parts(t) == (std::vector<double>{f, -2 * f, 3 * f, 0.5 * f}), "all_reduce ",
+             reduce_op_name(op), " ", name, ": got ", vec_str(complex_parts(t)));
+    }
+    for (ReduceOp op : {ReduceOp::kMax, ReduceOp::kMin}) {
+      Tensor t = make_complex({1.0, 2.0}, dt);
+      bool refused = false;
+      try {
+        world->all_reduce(t, op, kOkTimeout);
+      } catch (const Error& e) {
+        refused = std::string(e.what()).find(name) != std::string::npos &&
+                  std::string(e.what()).find("accepted for complex: sum, avg") != std::string::npos;
+        WCHECK(refused, "all_reduce ", reduce_op_name(op), " ", name, " refused with: ", e.what());
+      }
+      WCHECK(refused, "all_reduce ", reduce_op_name(op), " ", name, " was not refused");
+    }
+    // all_gather: rank r contributes r + 1 elements (r, -r), (r + 0.25, 1).
+    std::vector<int64_t> counts = {1, 2, 3, 4};
+    std::vector<double> mine, expected;
+    for (int r = 0; r < kWorld; ++r)
+      for (int64_t i = 0; i < counts[r]; ++i) {
+        for (double v : {r + 0.25 * i, -1.0 * r - i}) {
+          expected.push_back(v);
+          if (r == me) mine.push_back(v);
+        }
+      }
+    Tensor out = Tensor::zeros({10}, dt);
+    world->all_gather(make_complex(mine, dt), out, counts, kOkTimeout);
+    WCHECK(complex_parts(out) == expected, "all_gather ", name, ": got ", vec_str(complex_parts(out)));
+    // reduce_scatter sum: element j of every rank is (r + 1) * (j, 1 - j).
+    std::vector<double> in_v;
+    for (int j = 0; j < 10; ++j) in_v.insert(in_v.end(), {(me + 1) * 1.0 * j, (me + 1) * (1.0 - j)});
+    Tensor rs = Tensor::zeros({counts[me]}, dt);
+    world->reduce_scatter(make_complex(in_v, dt), rs, counts, ReduceOp::kSum, kOkTimeout);
+    int64_t off = 0;
+    for (int r = 0; r < me; ++r) off += counts[r];
+    std::vector<double> want;
+    for (int64_t i = 0; i < counts[me]; ++i) want.insert(want.end(), {10.0 * (off + i), 10.0 * (1.0 - (off + i))});
+    WCHECK(complex_parts(rs) == want, "reduce_scatter ", name, ": got ", vec_str(complex_parts(rs)));
+    // broadcast from rank 1.
+    Tensor bc = me == 1 ? make_complex({1.5, -2.5, 3.5, 4.5}, dt) : Tensor::zeros({2}, dt);
+    world->broadcast(bc, 1, kOkTimeout);
+    WCHECK(complex_parts(bc) == (std::vector<double>{1.5, -2.5, 3.5, 4.5}), "broadcast ", name);
+  }
+}
+
 void scenario_send_recv(Backend& b) {
   auto world = b.new_group(world_ranks(), "world", kOkTimeout);
   const int me = b.rank();
@@ -505,6 +582,7 @@ int worker_main(const std::string& scenario) {
         {"reduce_scatter", scenario_reduce_scatter},
         {"all_to_all", scenario_all_to_all},
         {"broadcast", scenario_broadcast},
+        {"complex", scenario_complex},
         {"send_recv", scenario_send_recv},
         {"barrier", scenario_barrier},
         {"subgroups", scenario_subgroups},
@@ -559,6 +637,7 @@ TEST(Gloo, AllGatherUnevenWithEmpty) { expect_all_pass("all_gather"); }
 TEST(Gloo, ReduceScatterUneven) { expect_all_pass("reduce_scatter"); }
 TEST(Gloo, AllToAllUneven) { expect_all_pass("all_to_all"); }
 TEST(Gloo, Broadcast) { expect_all_pass("broadcast"); }
+TEST(Gloo, ComplexSumsAsPairsAndRefusesOrder) { expect_all_pass("complex"); }
 TEST(Gloo, BatchedSendRecvRing) { expect_all_pass("send_recv"); }
 TEST(Gloo, Barrier) { expect_all_pass("barrier"); }
 TEST(Gloo, SubGroups) { expect_all_pass("subgroups"); }

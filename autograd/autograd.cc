@@ -68,12 +68,12 @@ Edge edge_of(const DTensor& t) {
   return {acc, 0};
 }
 
-// Makes `outputs` the outputs of `node` (those of floating dtype require grad).
+// Makes `outputs` the outputs of `node` (those of floating or complex dtype require grad).
 void attach(std::vector<DTensor>& outputs, const std::shared_ptr<Node>& node) {
   node->sequence = ++t_sequence;
   node->num_outputs = static_cast<int>(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
-    if (!is_floating(outputs[i].dtype())) continue;
+    if (!is_floating(outputs[i].dtype()) && !is_complex(outputs[i].dtype())) continue;
     auto m = std::make_shared<AutogradMeta>();
     m->requires_grad = true;
     m->grad_fn = node;
@@ -163,8 +163,9 @@ NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
 
 DTensor& set_requires_grad(DTensor& t, bool on) {
-  DT_CHECK(!on || is_floating(t.dtype()), "set_requires_grad: only floating tensors can require grad, got ",
-           dtype_name(t.dtype()));
+  // Complex too: its gradient is dL/dRe + i dL/dIm of a real loss, torch's convention.
+  DT_CHECK(!on || is_floating(t.dtype()) || is_complex(t.dtype()),
+           "set_requires_grad: only floating or complex tensors can require grad, got ", dtype_name(t.dtype()));
   auto m = t.autograd_meta();
   DT_CHECK(!m || !m->grad_fn, "set_requires_grad: only leaves (tensors not computed by a recorded op)");
   if (!m) {

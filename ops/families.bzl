@@ -8,6 +8,7 @@ load("@rules_cc//cc:defs.bzl", "cc_library")
 
 OP_FAMILIES = [
     "attention",
+    "complex",
     "conv",
     "embedding",
     "flex_attention",
@@ -26,6 +27,7 @@ OP_FAMILIES = [
     "scan",
     "selection",
     "strided",
+    "spectral",
     "view",
 ]
 

@@ -182,6 +182,11 @@ struct OpDef {
   std::string replicate_only;
   std::string no_backward;
   AtenFacts aten;
+  // The op takes and makes complex64/complex128 tensors: its meta, kernel (CPU and device) and rules
+  // handle them. False (the default): a call with a complex tensor input or output fails in meta
+  // (wrapped by ops::define_all_ops) with an error naming the call and the dtype, so that no kernel
+  // written for real types ever sees one.
+  bool complex = false;
   // ONNX operators imported as this op when the node's inputs are the op's required tensor
   // arguments in order and its attributes are at their defaults (planner/onnx_import.cc; operators
   // with attributes are mapped there by code). tests/python/test_onnx_import.py checks each name

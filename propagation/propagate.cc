@@ -184,11 +184,16 @@ std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<Te
   auto lacks_dim = [](const Placement& p, const Shape& s) {
     return p.is_shard() && p.dim >= static_cast<int>(s.size());
   };
+  // Complex numbers have no order: no row may hold a complex tensor as Partial(max/min) (a rule
+  // written for real dtypes, e.g. neg swapping P(max) and P(min), does not apply to them).
+  auto unordered = [](const Placement& p, DType dt) {
+    return is_complex(dt) && p.is_partial() && (p.reduce == ReduceOp::kMax || p.reduce == ReduceOp::kMin);
+  };
   std::erase_if(rules, [&](const Rule& r) {
     for (int o = 0; o < n_out; ++o)
-      if (lacks_dim(r.outputs[o], meta[o].shape)) return true;
+      if (lacks_dim(r.outputs[o], meta[o].shape) || unordered(r.outputs[o], meta[o].dtype)) return true;
     for (int t = 0; t < n_in; ++t)
-      if (lacks_dim(r.inputs[t], call.tensor(t).shape)) return true;
+      if (lacks_dim(r.inputs[t], call.tensor(t).shape) || unordered(r.inputs[t], call.tensor(t).dtype)) return true;
     return false;
   });
   const Shape& mesh = call.mesh_shape();

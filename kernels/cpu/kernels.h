@@ -1,6 +1,7 @@
 // All local CPU reference kernels (namespace dtensor::kernels).
 #pragma once
 
+#include "kernels/cpu/complex.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gather_scatter.h"
 #include "kernels/cpu/loss.h"

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "kernels/cpu/complex.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/tanh_exp.h"
 #include "kernels/cpu/vec_math.h"
@@ -58,6 +59,7 @@ Tensor unary(const Tensor& x, DType out_dtype, F f) {
 // Unary ops of the float family: integer and bool inputs give float32, like torch.
 template <typename F>
 Tensor unary_float(const char* op, const Tensor& x, bool ints_ok, F f) {
+  if (is_complex(x.dtype())) dispatch_unsupported(op, x.dtype(), "real and bool dtypes");
   DT_CHECK(ints_ok || is_floating(x.dtype()), op, ": expected a floating tensor, got ",
            dtype_name(x.dtype()), " ", shape_str(x.sizes()),
            " (accepted: float32, float64, bfloat16, float16)");
@@ -167,7 +169,7 @@ Tensor pow_impl(const Tensor& a, const Tensor& b, DType common) {
   });
 }
 
-int category(DType t) { return t == DType::kBool ? 0 : is_floating(t) ? 2 : 1; }
+int category(DType t) { return t == DType::kBool ? 0 : is_complex(t) ? 3 : is_floating(t) ? 2 : 1; }
 
 // torch's combine_categories: the `higher` priority class (dimensioned tensors) keeps its dtype
 // unless `lower` is of a higher category.
@@ -184,6 +186,10 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
+  if (is_complex(a) || is_complex(b)) {  // torch: the complex type of the promoted parts
+    const DType r = promote_types(is_complex(a) ? real_of_complex(a) : a, is_complex(b) ? real_of_complex(b) : b);
+    return complex_of(is_floating(r) ? r : DType::kFloat32);
+  }
   auto rank = [](DType t) {
     switch (t) {
       case DType::kBool:
@@ -199,6 +205,9 @@ DType promote_types(DType a, DType b) {
         return 4;
       case DType::kFloat64:
         return 5;
+      case DType::kComplex64:
+      case DType::kComplex128:
+        break;  // handled above
     }
     return 0;
   };
@@ -220,35 +229,57 @@ DType result_type(const Tensor& a, const Scalar& b) {
   return combine(a.dtype(), b.is_floating() ? DType::kFloat32 : b.dtype());
 }
 
+namespace {
+
+// Complex operands go to kernels/cpu/complex.h (host only) before the device routing: the device
+// kernels are real-valued.
+bool any_complex(const Tensor& a, const Tensor& b) { return is_complex(a.dtype()) || is_complex(b.dtype()); }
+
+Tensor complex_true_div(const Tensor& a, const Tensor& b, const std::string& rounding_mode) {
+  DT_CHECK(rounding_mode.empty(), "div: rounding_mode '", rounding_mode, "' is not defined for complex (",
+           dtypes_str(a, b), "); accepted for complex: true division (\"\")");
+  return complex_div(a, b);
+}
+
+}  // namespace
+
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  if (any_complex(a, b)) return complex_add(a, b, alpha.to_double());
   DT_KERNEL_ON_DEVICE(add, a, b, alpha);
   return add_impl("add", a, b, result_type(a, b), alpha, false);
 }
 Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  if (is_complex(a.dtype())) return complex_add(a, b.to_tensor(), alpha.to_double());
   DT_KERNEL_ON_DEVICE(add_s, a, b, alpha);
   return add_impl("add", a, b.to_tensor(), result_type(a, b), alpha, false);
 }
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  if (any_complex(a, b)) return complex_add(a, b, -alpha.to_double());
   DT_KERNEL_ON_DEVICE(sub, a, b, alpha);
   return add_impl("sub", a, b, result_type(a, b), alpha, true);
 }
 Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  if (is_complex(a.dtype())) return complex_add(a, b.to_tensor(), -alpha.to_double());
   DT_KERNEL_ON_DEVICE(sub_s, a, b, alpha);
   return add_impl("sub", a, b.to_tensor(), result_type(a, b), alpha, true);
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (any_complex(a, b)) return complex_mul(a, b);
   DT_KERNEL_ON_DEVICE(mul, a, b);
   return mul_impl(a, b, result_type(a, b));
 }
 Tensor mul(const Tensor& a, const Scalar& b) {
+  if (is_complex(a.dtype())) return complex_mul(a, b.to_tensor());
   DT_KERNEL_ON_DEVICE(mul_s, a, b);
   return mul_impl(a, b.to_tensor(), result_type(a, b));
 }
 Tensor div(const Tensor& a, const Tensor& b, const std::string& rounding_mode) {
+  if (any_complex(a, b)) return complex_true_div(a, b, rounding_mode);
   DT_KERNEL_ON_DEVICE(div, a, b, rounding_mode);
   return div_impl(a, b, result_type(a, b), rounding_mode);
 }
 Tensor div(const Tensor& a, const Scalar& b, const std::string& rounding_mode) {
+  if (is_complex(a.dtype())) return complex_true_div(a, b.to_tensor(), rounding_mode);
   DT_KERNEL_ON_DEVICE(div_s, a, b, rounding_mode);
   return div_impl(a, b.to_tensor(), result_type(a, b), rounding_mode);
 }
@@ -322,6 +353,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
 }
 
 Tensor neg(const Tensor& x) {
+  if (is_complex(x.dtype())) return complex_neg(x);
   DT_KERNEL_ON_DEVICE(neg, x);
   DT_CHECK(x.dtype() != DType::kBool, "neg: negating a bool tensor ", shape_str(x.sizes()),
            " is not supported (accepted: numeric dtypes)");

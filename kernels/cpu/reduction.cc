@@ -1,4 +1,6 @@
 #include "kernels/cpu/reduction.h"
+
+#include "kernels/cpu/complex.h"
 #include "kernels/device_dispatch.h"
 
 #include <cmath>
@@ -16,6 +18,8 @@ namespace {
 template <typename T, typename F>
 Tensor reduce(const char* op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim,
               DType out_dtype, F f) {
+  // x.to(c) would drop a complex tensor's imaginary part: complex reductions have their own paths.
+  if (is_complex(x.dtype())) dispatch_unsupported(op, x.dtype(), "real and bool dtypes");
   const DType c = DTypeOf<T>::value;
   const std::vector<bool> mask = detail::reduction_mask(op, x.sizes(), dims);
   std::vector<int64_t> perm;
@@ -45,6 +49,7 @@ Tensor reduce(const char* op, const Tensor& x, const std::vector<int64_t>& dims,
 template <typename F>
 Tensor reduce_any(const char* op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim,
                   DType out_dtype, F f) {
+  if (is_complex(x.dtype())) dispatch_unsupported(op, x.dtype(), "real and bool dtypes");
   if (is_floating(x.dtype())) return reduce<double>(op, x, dims, keepdim, out_dtype, f);
   return reduce<int64_t>(op, x, dims, keepdim, out_dtype, f);
 }
@@ -124,6 +129,16 @@ std::optional<Tensor> sum_leading_dims(const Tensor& x, const std::vector<bool>&
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (is_complex(x.dtype())) {
+    // The sum of the real pairs over the same dims of x (a complex sum is the sum of its parts);
+    // dims are normalized against x, so that -1 and "all" never reach the pairs' dim.
+    if (x.dim() == 0) return x.clone();
+    std::vector<int64_t> d;
+    for (int64_t k : dims) d.push_back(wrap_dim(k, x.dim(), "sum"));
+    if (d.empty())
+      for (int64_t k = 0; k < x.dim(); ++k) d.push_back(k);
+    return view_as_complex(sum(view_as_real(x), d, keepdim).contiguous());
+  }
   DT_KERNEL_ON_DEVICE(sum, x, dims, keepdim);
   if (auto fast = sum_leading_dims(x, detail::reduction_mask("sum", x.sizes(), dims), keepdim)) return *fast;
   return reduce_any("sum", x, dims, keepdim, is_floating(x.dtype()) ? x.dtype() : DType::kInt64,

@@ -4,6 +4,8 @@
 #include "ops/family.h"
 
 #include <cmath>
+
+#include "absl/strings/str_cat.h"
 #include <mutex>
 
 namespace dtensor::ops {
@@ -77,12 +79,29 @@ OpCost contraction_cost(int factor, const char* bias) {
   return c;
 }
 
+void refuse_complex_unless_declared(OpDef& op) {
+  if (op.complex || !op.meta) return;
+  op.meta = [inner = std::move(op.meta)](const OpCall& c) {
+    auto refuse = [&](const char* what, DType t) {
+      fail(c, absl::StrCat("this op takes no complex tensors (", what, " is ", dtype_name(t),
+                           "); accepted dtypes: real and bool (ops taking complex declare OpDef::complex)"));
+    };
+    for (int t = 0; t < c.num_tensors(); ++t)
+      if (is_complex(c.tensor(t).dtype)) refuse(absl::StrCat("tensor input ", t).c_str(), c.tensor(t).dtype);
+    std::vector<TensorMeta> out = inner(c);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (is_complex(out[i].dtype)) refuse(absl::StrCat("output ", i).c_str(), out[i].dtype);
+    return out;
+  };
+}
+
 void define_all_ops() {
   static std::once_flag once;
   std::call_once(once, [] {
     Registry& r = Registry::get();
     run_family_parts(FamilyPart::kDefinitions, r);
     run_family_parts(FamilyPart::kSteps, r);
+    for (const std::string& name : r.names()) refuse_complex_unless_declared(r.mutable_find(name));
   });
 }
 

@@ -62,6 +62,9 @@ Shape attention_shape(const OpCall& c, int qi);
 // The norm ops' normalized_shape argument, checked to be non-empty (torch's rule) and to equal the
 // trailing dims of tensor input `input`; fails naming the call otherwise (ops/norm/defs.cc).
 Shape normalized_shape_arg(const OpCall& c, int input);
+// Wraps op.meta so that a call with a complex tensor input or output fails naming the call and the
+// dtype, unless op.complex (define_all_ops does it to every op once defined).
+void refuse_complex_unless_declared(OpDef& op);
 // Runs the definitions, then the distributed steps, of every linked op family (ops/family.h), once
 // (thread-safe).
 void define_all_ops();

@@ -6,10 +6,20 @@
 namespace dtensor::bw {
 namespace {
 
+// A complex gradient reaching a real input keeps its real part (torch's handle_r_to_c).
+DTensor real_like(const DTensor& g, const DTensor& input) {
+  return is_complex(g.dtype()) && !is_complex(input.dtype()) ? call_op1("real", {g}) : g;
+}
+
 Grads binary(const BackwardCtx& c, const std::function<std::pair<DTensor, DTensor>(const DTensor&)>& f) {
   auto [ga, gb] = f(c.grad(0));
-  return {sum_to(ga, c.inputs[0].shape()), sum_to(gb, c.inputs[1].shape())};
+  return {real_like(sum_to(ga, c.inputs[0].shape()), c.inputs[0]),
+          real_like(sum_to(gb, c.inputs[1].shape()), c.inputs[1])};
 }
+
+// x, conjugated when complex: the derivative formulas of mul and div take the conjugate of the other
+// operand (torch's derivatives.yaml: grad * other.conj(), grad / other.conj(), ...).
+DTensor conj(const DTensor& x) { return is_complex(x.dtype()) ? call_op1("conj_physical", {x}) : x; }
 
 }  // namespace
 
@@ -23,7 +33,9 @@ void register_pointwise_backward(Registry&) {
     return binary(c, [&](const DTensor& g) { return std::pair{g, F::mul(g, -alpha)}; });
   });
   def("mul", [](const BackwardCtx& c) {
-    return binary(c, [&](const DTensor& g) { return std::pair{F::mul(g, c.inputs[1]), F::mul(g, c.inputs[0])}; });
+    return binary(c, [&](const DTensor& g) {
+      return std::pair{F::mul(g, conj(c.inputs[1])), F::mul(g, conj(c.inputs[0]))};
+    });
   });
   def("div", [](const BackwardCtx& c) {
     const DTensor &a = c.inputs[0], &b = c.inputs[1];
@@ -31,7 +43,7 @@ void register_pointwise_backward(Registry&) {
     if (c.call.has("rounding_mode"))
       return binary(c, [&](const DTensor& g) { return std::pair{F::mul(g, 0.0), F::mul(g, 0.0)}; });
     return binary(c, [&](const DTensor& g) {
-      return std::pair{F::div(g, b), F::neg(F::div(F::mul(g, a), F::mul(b, b)))};
+      return std::pair{F::div(g, conj(b)), F::neg(F::div(F::mul(g, conj(a)), conj(F::mul(b, b))))};
     });
   });
   for (auto [name, greater] : {std::pair{"maximum", true}, {"minimum", false}}) {

@@ -36,7 +36,7 @@ DType same(const OpCall& c) { return c.tensor(0).dtype; }
 DType boolean(const OpCall&) { return DType::kBool; }
 DType floating(const OpCall& c) {
   DType d = promoted(c);
-  return is_floating(d) ? d : DType::kFloat32;
+  return is_floating(d) || is_complex(d) ? d : DType::kFloat32;
 }
 
 std::vector<Sample> binary_samples() {
@@ -195,7 +195,7 @@ void define_pointwise_ops(Registry& reg) {
       DType d = c.tensor(0).dtype;
       bool float_scalar = std::holds_alternative<double>(c.value("other"));
       const bool rounding = n == "div.Scalar" && c.has("rounding_mode");
-      if (!is_floating(d) && (float_scalar || (n == "div.Scalar" && !rounding))) d = DType::kFloat32;
+      if (!is_floating(d) && !is_complex(d) && (float_scalar || (n == "div.Scalar" && !rounding))) d = DType::kFloat32;
       return std::vector<TensorMeta>{{c.tensor(0).shape, d}};
     };
     op.kernel = [n](const std::vector<Tensor>& in, const OpCall& c, const LocalContext&) {
@@ -208,8 +208,26 @@ void define_pointwise_ops(Registry& reg) {
     op.samples = [] {
       return std::vector<Sample>{sample({{6, 5}}, {T(0), V(-1.5)}), sample({{4, 7}}, {T(0), V(2.0)})};
     };
+    op.complex = true;  // complex self: kernels/cpu/complex.h (the Scalar is real)
   }
   unary(reg, "neg", kernels::neg, false, cost(CostClass::kElementwise, Keeps::kNothing)).onnx = {"Neg"};
+  // Complex operands: kernels/cpu/complex.h (the kernels route there themselves). Samples with
+  // complex operands (both, and complex with real) so that the validator and gradcheck see them.
+  for (const char* name : {"add", "sub", "mul", "div", "neg"}) {
+    OpDef& op = reg.mutable_find(name);
+    op.complex = true;
+    const bool unary_op = std::string(name) == "neg";
+    op.samples = [base = op.samples, unary_op] {
+      std::vector<Sample> s = base();
+      if (unary_op) {
+        s.push_back(sample({{4, 3}}, {T(0)}, {}, {DType::kComplex64}));
+      } else {
+        s.push_back(sample({{4, 3}, {4, 3}}, {T(0), T(1)}, {}, {DType::kComplex64, DType::kComplex64}));
+        s.push_back(sample({{4, 3}, {3}}, {T(0), T(1)}, {}, {DType::kComplex128, DType::kFloat64}));
+      }
+      return s;
+    };
+  }
   unary(reg, "abs", kernels::abs, false, cost(CostClass::kElementwise)).onnx = {"Abs"};
   unary(reg, "relu", kernels::relu, false, cost(CostClass::kElementwise, Keeps::kOutput)).onnx = {"Relu"};
   unary(reg, "exp", kernels::exp, false, cost(CostClass::kTranscendental, Keeps::kOutput)).onnx = {"Exp"};
@@ -234,6 +252,7 @@ void define_pointwise_ops(Registry& reg) {
   {
     OpDef& op = reg.define("to(Tensor self, ScalarType dtype) -> Tensor", "pointwise");
     op.cost = cost(CostClass::kElementwise, Keeps::kNothing);
+    op.complex = true;  // Tensor::to (copy_strided): complex from real with imaginary part 0, to real keeps the real part
     // ATen's dtype conversions: _to_copy(x, *, dtype, ...) takes the dtype alone (a device or
     // layout change has no rule); to.dtype(self, dtype, non_blocking, copy, memory_format).
     op.aten.aliases = {{"_to_copy", "to_copy"}, {"to.dtype", "keep:2"}, {"to.dtype_layout", "to_copy"}};

@@ -87,12 +87,17 @@ void define_reduction_ops(Registry& reg) {
   define(reg, "sum(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor",
          [](const OpCall& c) {
            DType d = c.tensor(0).dtype;
-           return is_floating(d) ? d : DType::kInt64;
+           return is_floating(d) || is_complex(d) ? d : DType::kInt64;
          },
          [](const Tensor& x, const OpCall&, const LocalContext&, const std::vector<int64_t>& dims, bool keep) {
            return kernels::sum(x, dims, keep);
          },
-         false, Keeps::kNothing);
+         false, Keeps::kNothing).complex = true;  // complex: the sum of the parts (kernels::sum)
+  reg.mutable_find("sum").samples = [base = reg.mutable_find("sum").samples] {
+    std::vector<Sample> s = base();
+    s.push_back(sample({{4, 3}}, {T(0), L({1})}, {}, {DType::kComplex128}));
+    return s;
+  };
   // A block divides its sum by the global count (tests/ops:layout_facts_test): the bridge runs it.
   OpDef& mean = define(reg, "mean(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor", same,
          [](const Tensor& x, const OpCall& c, const LocalContext&, const std::vector<int64_t>& dims, bool keep) {

@@ -67,6 +67,7 @@ void define_slice_select_backward(Registry& reg, bool select) {
   op.cost = cost(CostClass::kCopy, Keeps::kNothing);
   op.aten.layout_dependent = true;  // input_sizes are global: a grad block fills the block of them
   op.no_backward = kNoDoubleBackward;
+  op.complex = true;  // zeros and a copy (slice_backward_block): any dtype
   op.meta = [select](const OpCall& c) {
     SliceArgs a = slice_args(c, select);
     check_shape(c, 0, "grad_output", grad_shape(a));
@@ -87,10 +88,12 @@ void define_slice_select_backward(Registry& reg, bool select) {
     if (select)
       return std::vector<Sample>{sample({{7}}, {T(0), L({7, 5}), I(1), I(-2)}),
                                  sample({{3, 4}}, {T(0), L({3, 5, 4}), I(1), I(2)}),
-                                 sample({{5, 3}}, {T(0), L({5, 3, 2}), I(-1), I(0)})};
+                                 sample({{5, 3}}, {T(0), L({5, 3, 2}), I(-1), I(0)}),
+                                 sample({{3, 4}}, {T(0), L({3, 5, 4}), I(1), I(2)}, {}, {DType::kComplex64})};
     return std::vector<Sample>{sample({{7, 3}}, {T(0), L({7, 9}), I(1), I(1), I(8), I(3)}),
                                sample({{3, 2, 4}}, {T(0), L({3, 5, 4}), I(-2), I(2), I(4), I(1)}),
-                               sample({{3, 5}}, {T(0), L({11, 5}), I(0), I(0), I(11), I(4)})};
+                               sample({{3, 5}}, {T(0), L({11, 5}), I(0), I(0), I(11), I(4)}),
+                               sample({{7, 3}}, {T(0), L({7, 9}), I(1), I(1), I(8), I(3)}, {}, {DType::kComplex128})};
   };
 }
 

@@ -257,6 +257,10 @@ void define_copy_ops(Registry& reg) {
                                    sample({{2, 3, 4}, {3, 1}}, {T(0), T(1)}),
                                    sample({{4, 5}, {4, 5}}, {T(0), T(1)}, {}, {DType::kInt64, DType::kFloat32})};
       });
+  // Copies through copy_strided, which converts complex (to a real dtype: the real part, as torch);
+  // fill and full_like write a real value (imaginary part 0: their Scalar is real here).
+  for (const char* name : {"clone", "alias", "copy", "fill.Scalar", "full_like", "select_scatter", "slice_scatter"})
+    reg.mutable_find(name).complex = true;
 }
 
 DTENSOR_FAMILY_PART("view", kDefinitions, define_copy_ops);

@@ -383,6 +383,10 @@ void define_view_ops(Registry& reg) {
            return one(in[0].select(c.get_int("dim"), c.get_int("index")));
          },
          [] { return std::vector<Sample>{sample({{5, 6, 3}}, {T(0), I(1), I(-2)})}; });
+  // Their kernels only rearrange or copy elements (Tensor views, copy_strided), whatever the dtype.
+  for (const char* name : {"view", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "t", "permute",
+                           "expand", "cat", "split", "split_with_sizes", "slice", "select", "diagonal"})
+    reg.mutable_find(name).complex = true;
 }
 
 DTENSOR_FAMILY_PART("view", kDefinitions, define_view_ops);

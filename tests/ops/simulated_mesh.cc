@@ -54,6 +54,24 @@ RankInputs rank_inputs(const OpCall& call, const Strategy& strategy, const std::
 
 Tensor assemble(const std::vector<Tensor>& blocks, const Placements& placements, const Shape& global,
                 DType dtype, const Shape& mesh_shape, Tensor* scale) {
+  if (is_complex(dtype)) {
+    // The real and imaginary parts assemble on their own (a complex sum is the sum of its parts);
+    // complex numbers have no order, so a Partial(max/min) complex output is no valid layout.
+    for (const Placement& p : placements)
+      DT_CHECK(!p.is_partial() || p.reduce == ReduceOp::kSum || p.reduce == ReduceOp::kAvg,
+               "a Partial(", reduce_op_name(p.reduce), ") ", dtype_name(dtype), " output: complex has no order");
+    std::vector<Tensor> re, im;
+    for (const Tensor& b : blocks) {
+      re.push_back(kernels::real_part(b).contiguous());
+      im.push_back(kernels::imag_part(b).contiguous());
+    }
+    const DType part = real_of_complex(dtype);
+    Tensor sr, si;
+    Tensor r = assemble(re, placements, global, part, mesh_shape, &sr);
+    Tensor i = assemble(im, placements, global, part, mesh_shape, &si);
+    if (scale) *scale = kernels::maximum(sr, si);
+    return kernels::complex_from_parts(r, i);
+  }
   const Placement* partial = nullptr;
   int64_t partial_count = 1;
   for (size_t i = 0; i < placements.size(); ++i)
@@ -144,8 +162,10 @@ std::string compare(const Simulated& sim, const std::vector<Tensor>& want) {
       return absl::StrCat("output ", i, ": ", got[i].str(), " vs ", want[i].str());
     double tol = 0;
     switch (want[i].dtype()) {
-      case DType::kFloat64: tol = 1e-9; break;
-      case DType::kFloat32: tol = 1e-4; break;
+      case DType::kFloat64:
+      case DType::kComplex128: tol = 1e-9; break;
+      case DType::kFloat32:
+      case DType::kComplex64: tol = 1e-4; break;
       case DType::kBFloat16:
       case DType::kFloat16: tol = 1e-2; break;
       default: break;
@@ -154,13 +174,16 @@ std::string compare(const Simulated& sim, const std::vector<Tensor>& want) {
     if (tol == 0) {
       ok = equal(got[i], want[i]);
     } else {
-      auto g = got[i].to_vector<double>(), w = want[i].to_vector<double>();
+      // Complex: both parts, each against the element's scale.
+      const bool cx = is_complex(want[i].dtype());
+      auto g = cx ? kernels::view_as_real(got[i].contiguous()).contiguous().to_vector<double>() : got[i].to_vector<double>();
+      auto w = cx ? kernels::view_as_real(want[i].contiguous()).contiguous().to_vector<double>() : want[i].to_vector<double>();
       auto sc = sim.scales[i].to_vector<double>();
       for (size_t k = 0; k < g.size() && ok; ++k) {
         if (std::isnan(g[k]) || std::isnan(w[k])) {
           ok = std::isnan(g[k]) && std::isnan(w[k]);
         } else if (g[k] != w[k]) {
-          ok = std::abs(g[k] - w[k]) <= tol * (std::abs(w[k]) + sc[k] + 1.0);
+          ok = std::abs(g[k] - w[k]) <= tol * (std::abs(w[k]) + sc[cx ? k / 2 : k] + 1.0);
         }
       }
     }

@@ -42,9 +42,9 @@ def entry_name(entry):
 
 def pick_dtype(entry):
     """float64 where the entry's CPU kernels take it (exact enough to compare tightly), else
-    float32, int64 or bool; None when none of them."""
+    float32, int64, bool, complex128 or complex64 (view_as_real's only); None when none of them."""
     ds = entry.supported_dtypes("cpu")
-    for d in (torch.float64, torch.float32, torch.int64, torch.bool):
+    for d in (torch.float64, torch.float32, torch.int64, torch.bool, torch.complex128, torch.complex64):
         if d in ds:
             return d
     return None
@@ -161,7 +161,8 @@ def _loss(outs, weights):
     for o, w in zip(outs, weights):
         if w is None:
             continue
-        term = (o * w).sum()
+        # A complex output: the loss over its real pairs (real, so that it has a gradient).
+        term = (torch.view_as_real(o) * torch.view_as_real(w)).sum() if o.is_complex() else (o * w).sum()
         total = term if total is None else total + term
     return total
 
@@ -170,7 +171,7 @@ def make_cases(entry, mesh_ndim=2, seed=0):
     """The compared samples of one entry; a Case with `skip` set says why one is not compared."""
     dtype = pick_dtype(entry)
     if dtype is None:
-        return [Case(entry.name, 0, None, [], None, {}, [], skip="no float64/float32/int64/bool CPU kernel")]
+        return [Case(entry.name, 0, None, [], None, {}, [], skip="no float64/float32/int64/bool/complex CPU kernel")]
     torch.manual_seed(seed)
     try:
         samples = list(entry.sample_inputs("cpu", dtype, requires_grad=False))[:MAX_SAMPLES]
@@ -221,11 +222,12 @@ def make_cases(entry, mesh_ndim=2, seed=0):
                 case.skip = "a factory with other than one tensor output"
                 continue
             case.factory = output_layout(outs[0], rng, mesh_ndim)
-        if entry.supports_autograd and dtype.is_floating_point:
-            case.grad_inputs = [i for i in tensors if flat[i].is_floating_point() and i not in case.mutated]
+        if entry.supports_autograd and (dtype.is_floating_point or dtype.is_complex):
+            case.grad_inputs = [i for i in tensors if (flat[i].is_floating_point() or flat[i].is_complex())
+                                and i not in case.mutated]
             wgen = torch.Generator().manual_seed(k + 7)
             case.weights = [torch.rand(o.shape, generator=wgen, dtype=o.dtype) * 4 - 2
-                            if isinstance(o, torch.Tensor) and o.is_floating_point() else None
+                            if isinstance(o, torch.Tensor) and (o.is_floating_point() or o.is_complex()) else None
                             for o in outs[:len(outs) - len(case.mutated)]]
             case.grads = _reference_grads(entry, case)
     return cases
@@ -307,7 +309,7 @@ def close(got, want, values=True):
         return f"dtype {got.dtype} != {want.dtype}"
     if not values:
         return None
-    rtol, atol = {torch.float64: (FLOAT_RTOL, FLOAT_ATOL), torch.float16: (1e-3, 1e-5),
+    rtol, atol = {torch.float64: (FLOAT_RTOL, FLOAT_ATOL), torch.complex128: (FLOAT_RTOL, FLOAT_ATOL), torch.float16: (1e-3, 1e-5),
                   torch.bfloat16: (8e-3, 1e-5)}.get(want.dtype, (1e-4, 1e-5))  # a few units of the dtype's rounding
     try:
         torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True)

@@ -157,6 +157,8 @@ nb::dlpack::dtype dlpack_dtype(DType d) {
     case DType::kBool: return nb::dtype<bool>();
     case DType::kFloat16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
     case DType::kBFloat16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+    case DType::kComplex64: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Complex), 64, 1};
+    case DType::kComplex128: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Complex), 128, 1};
   }
   DT_FAIL("to_local/full_tensor: unknown dtype");
 }

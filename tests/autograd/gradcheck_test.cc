@@ -1,7 +1,10 @@
 // Gradient checks (DESIGN §5): for every op with a backward, on 1-d and 2-d meshes of threads and
 // several input layouts, the DTensor gradients of loss = sum_o <out_o, W_o> equal central finite
-// differences of the single-device op in float64.
+// differences of the single-device op in float64. Complex tensors (complex128 here) take part as
+// their real and imaginary parts: <a, b> = sum Re(a) Re(b) + Im(a) Im(b), and the gradient of a
+// complex input is dL/dRe + i dL/dIm (torch's convention for a real loss).
 #include <cmath>
+#include <complex>
 #include <iostream>
 #include <random>
 
@@ -43,6 +46,25 @@ Tensor smooth(const Shape& s, uint64_t seed, Domain domain = Domain::kReal) {
   return t;
 }
 
+// The tensors the check differentiates: real floating and complex.
+bool differentiable(DType t) { return is_floating(t) || is_complex(t); }
+
+// A complex128 tensor whose parts are smooth(shape, seed) and smooth(shape, seed + 1).
+Tensor smooth_complex(const Shape& s, uint64_t seed) {
+  auto re = smooth(s, seed).to_vector<double>(), im = smooth(s, seed + 1).to_vector<double>();
+  Tensor t = Tensor::empty(s, DType::kComplex128);
+  for (size_t i = 0; i < re.size(); ++i) t.data<std::complex<double>>()[i] = {re[i], im[i]};
+  return t;
+}
+
+// The values of t as doubles, a complex one as its parts interleaved (re, im, re, im, ...).
+std::vector<double> parts(const Tensor& t) {
+  if (!is_complex(t.dtype())) return t.to_vector<double>();
+  Tensor c = t.to(DType::kComplex128).contiguous();
+  const double* p = reinterpret_cast<const double*>(c.data_ptr());
+  return std::vector<double>(p, p + 2 * c.numel());
+}
+
 struct Case {
   Sample sample;
   OpCall call;
@@ -52,14 +74,20 @@ struct Case {
 
 // float32 tensors become float64; inputs get smooth data (positive where the op needs it).
 Case make_case(const OpDef& op, Sample s, const Shape& mesh, uint64_t seed) {
-  for (auto& t : s.tensors)
+  for (auto& t : s.tensors) {
     if (t.dtype == DType::kFloat32) t.dtype = DType::kFloat64;
+    if (t.dtype == DType::kComplex64) t.dtype = DType::kComplex128;
+  }
   std::vector<Placements> pl(s.tensors.size(), Placements(mesh.size(), Replicate()));
   OpCall call = OpCall::bind(op, s.positional, s.keyword, s.tensors, pl, mesh);
   Case c{s, call, {}, {}};
   for (int t = 0; t < call.num_tensors(); ++t) {
     const TensorMeta& m = call.tensor(t);
     Tensor given = op.make_input ? op.make_input(t, call, seed + t) : random_tensor(m.shape, m.dtype, seed + t);
+    if (is_complex(m.dtype)) {
+      c.globals.push_back(smooth_complex(m.shape, seed * 31 + t));
+      continue;
+    }
     if (!is_floating(m.dtype)) {
       c.globals.push_back(given);
       continue;
@@ -68,7 +96,9 @@ Case make_case(const OpDef& op, Sample s, const Shape& mesh, uint64_t seed) {
     c.globals.push_back(smooth(m.shape, seed * 31 + t, domain_of(given.to_vector<double>())));
   }
   for (const auto& m : op.meta(call))
-    c.weights.push_back(is_floating(m.dtype) ? smooth(m.shape, seed * 77 + 5) : Tensor());
+    c.weights.push_back(is_complex(m.dtype)    ? smooth_complex(m.shape, seed * 77 + 5)
+                        : is_floating(m.dtype) ? smooth(m.shape, seed * 77 + 5)
+                                               : Tensor());
   return c;
 }
 
@@ -77,7 +107,7 @@ double single_loss(const Case& c, const std::vector<Tensor>& globals) {
   double l = 0;
   for (size_t o = 0; o < outs.size(); ++o) {
     if (!c.weights[o].defined()) continue;
-    auto a = outs[o].to_vector<double>(), w = c.weights[o].to_vector<double>();
+    auto a = parts(outs[o]), w = parts(c.weights[o]);
     for (size_t i = 0; i < a.size(); ++i) l += a[i] * w[i];
   }
   return l;
@@ -88,20 +118,23 @@ std::vector<Tensor> finite_differences(const Case& c) {
   const double h = 1e-6;
   std::vector<Tensor> g = c.globals;
   for (size_t t = 0; t < g.size(); ++t) {
-    if (!is_floating(g[t].dtype())) {
+    if (!differentiable(g[t].dtype())) {
       grads.emplace_back();
       continue;
     }
+    // A complex128 tensor is perturbed part by part (its buffer as 2n doubles).
     Tensor base = g[t];
-    Tensor d = Tensor::zeros(base.sizes(), DType::kFloat64);
-    for (int64_t i = 0; i < base.numel(); ++i) {
+    const int64_t k = is_complex(base.dtype()) ? 2 : 1;
+    Tensor d = Tensor::zeros(base.sizes(), base.dtype());
+    for (int64_t i = 0; i < k * base.numel(); ++i) {
       Tensor p = base.clone();
-      p.data<double>()[i] += h;
+      double* v = static_cast<double*>(p.data_ptr());
+      v[i] += h;
       g[t] = p;
       double lp = single_loss(c, g);
-      p.data<double>()[i] -= 2 * h;
+      v[i] -= 2 * h;
       double lm = single_loss(c, g);
-      d.data<double>()[i] = (lp - lm) / (2 * h);
+      static_cast<double*>(d.data_ptr())[i] = (lp - lm) / (2 * h);
     }
     g[t] = base;
     grads.push_back(d);
@@ -119,7 +152,7 @@ std::vector<Tensor> dtensor_grads(const Case& c, const Strategy& s) {
       DTensorSpec spec(mesh, s.inputs[t], c.call.tensor(static_cast<int>(t)).shape, c.globals[t].dtype());
       DTensor d(spec, adversarial_local_block(c.globals[t], spec.placements, c.call.mesh_shape(),
                                               mesh->coordinate(), 11 + t));
-      if (is_floating(d.dtype())) set_requires_grad(d);
+      if (differentiable(d.dtype())) set_requires_grad(d);
       inputs.push_back(d);
     }
     auto rebuild = [&](const ArgValue& a) -> OpArg {
@@ -140,7 +173,10 @@ std::vector<Tensor> dtensor_grads(const Case& c, const Strategy& s) {
     for (size_t o = 0; o < outs.size(); ++o) {
       if (!c.weights[o].defined()) continue;
       DTensor w = distribute_tensor(c.weights[o], mesh, Placements(mesh->ndim(), Replicate()));
-      DTensor term = F::sum(F::mul(outs[o], w));
+      // Complex: the sum over the real pairs, so that the loss stays real.
+      DTensor term = is_complex(outs[o].dtype())
+                         ? F::sum(F::mul(call("view_as_real", {outs[o]}, {})[0], call("view_as_real", {w}, {})[0]))
+                         : F::sum(F::mul(outs[o], w));
       loss = loss ? F::add(*loss, term) : term;
     }
     if (!loss || !requires_grad(*loss)) return;
@@ -176,7 +212,7 @@ TEST(GradCheck, EveryOpsBackwardMatchesFiniteDifferences) {
         }
         if (name == "to" && itemsize(op.meta(c.call)[0].dtype) < 4) continue;
         bool any_float = false;
-        for (const auto& g : c.globals) any_float |= is_floating(g.dtype());
+        for (const auto& g : c.globals) any_float |= differentiable(g.dtype());
         bool any_out = false;
         for (const auto& w : c.weights) any_out |= w.defined();
         if (!any_float || !any_out) continue;

@@ -259,8 +259,14 @@ void define_copy_ops(Registry& reg) {
       });
   // Copies through copy_strided, which converts complex (to a real dtype: the real part, as torch);
   // fill and full_like write a real value (imaginary part 0: their Scalar is real here).
-  for (const char* name : {"clone", "alias", "copy", "fill.Scalar", "full_like", "select_scatter", "slice_scatter"})
+  for (const char* name : {"clone", "alias", "copy", "fill.Scalar", "full_like", "select_scatter", "slice_scatter",
+                           "constant_pad_nd"})
     reg.mutable_find(name).complex = true;
+  reg.mutable_find("constant_pad_nd").samples = [base = reg.mutable_find("constant_pad_nd").samples] {
+    std::vector<Sample> s = base();
+    s.push_back(sample({{3, 4, 6}}, {T(0), L({2, -1, 0, 1}), V(1.5)}, {}, {DType::kComplex64}));
+    return s;
+  };
 }
 
 DTENSOR_FAMILY_PART("view", kDefinitions, define_copy_ops);

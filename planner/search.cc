@@ -854,8 +854,33 @@ double Planner::lower_bound(double limit, bool* feasible) const {
     *feasible = f0.valid && f0.eval.peak_memory_bytes <= limit;
     if (f0.valid && !*feasible) {
       const double scale = f0.eval.step_time_us / std::max(1.0, static_cast<double>(f0.eval.peak_memory_bytes));
-      const Search::Found& m = attempt(scale * 1e9);
-      *feasible = m.valid && m.eval.peak_memory_bytes <= limit;
+      const double lambda = scale * 1e9;
+      // The memory-alone plan M minimizes time + lambda * bytes (exactly, as f0 was solved: the
+      // same problem's structure): for any plan P, bytes(M) <= bytes(P) + time(P) / lambda. P = f0
+      // with every parameter and optimizer state in its least-memory layout (no op's choice changes,
+      // so every factor stays finite) proves that M fits without solving for it.
+      bool proven = false;
+      if (f0.exact) {
+        std::vector<int> x = f0.x;
+        for (int v = 0; v < g_.num_vertices(); ++v) {
+          const NodeKind kind = g_.node(v).kind;
+          if (kind != NodeKind::kParam && kind != NodeKind::kOptimizer) continue;
+          const std::vector<Choice>& cs = cm_->info(v).choices;
+          auto bytes = [](const Choice& c) { return c.param_bytes + c.grad_bytes + c.state_bytes; };
+          int least = x[v];
+          for (int i = 0; i < static_cast<int>(cs.size()); ++i)
+            if (bytes(cs[i]) < bytes(cs[least])) least = i;
+          x[v] = least;
+        }
+        const PlanEval e = evaluate(*cm_, choices(x), lambda);
+        proven = static_cast<double>(e.peak_memory_bytes) + e.step_time_us / lambda <= limit * (1 - 1e-9);
+      }
+      if (proven) {
+        *feasible = true;
+      } else {
+        const Search::Found& m = attempt(lambda);
+        *feasible = m.valid && m.eval.peak_memory_bytes <= limit;
+      }
     }
   }
   if (!f0.valid || !f0.exact) return 0;

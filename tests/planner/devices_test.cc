@@ -334,6 +334,41 @@ TEST(Devices, TimeLowerBoundsAreBelowThePlans) {
   }
 }
 
+// lower_bound's feasibility (a plan that fits exists: the memory search finds one) against the
+// memory search itself, on limits between the least memory and the fastest plan's (where the
+// fastest plan with its parameters and optimizer state in their least layouts may prove it), just
+// above the least memory, and just below it (nothing fits).
+TEST(Devices, LowerBoundSaysWhetherThePlanFits) {
+  const HardwareProfile& hw = hardware_profile("h100-nvlink");
+  models::ModelOptions mo = small();
+  mo.batch = 64;
+  int fits = 0, not_fits = 0;
+  for (const char* m : {"dp=4", "dp=2,tp=2", "dp=2,fsdp=2,tp=2"}) {
+    const MeshSpec mesh = MeshSpec::parse(m);
+    const ModelGraph g = models::build_model("gpt2", mo, mesh);
+    for (Recompute mode : {Recompute::kNone, Recompute::kFull}) {
+      PlanOptions po;
+      po.recompute = mode;
+      const Planner planner0(g, mesh, hw, po);
+      const Planner::Search fast = planner0.lagrangian(nullptr, 1e15), small = planner0.lagrangian(nullptr, 0);
+      ASSERT_TRUE(fast.best.valid && small.least.valid);
+      const double least = static_cast<double>(small.least.eval.peak_memory_bytes);
+      const double fastest = static_cast<double>(fast.best.eval.peak_memory_bytes);
+      for (double limit : {0.1 * least + 0.9 * fastest, 0.5 * (least + fastest), least * (1 + 1e-6), least * (1 - 1e-6)}) {
+        const std::string what = absl::StrCat(m, " ", recompute_name(mode), " limit ", limit);
+        const Planner planner(g, mesh, hw, po);
+        bool feasible = false;
+        planner.lower_bound(limit, &feasible);
+        const bool want = Planner(g, mesh, hw, po).lagrangian(nullptr, limit).best.valid;
+        EXPECT_EQ(feasible, want) << what;
+        (want ? fits : not_fits) += 1;
+      }
+    }
+  }
+  EXPECT_GT(fits, 0);
+  EXPECT_GT(not_fits, 0);
+}
+
 // Branch and bound (keep > 0) against planning every candidate: the keep fastest and every plan
 // within their times are the same, and each pruned mesh's bound is below what planning it gives.
 TEST(Devices, BranchAndBoundKeepsTheFastestExactly) {

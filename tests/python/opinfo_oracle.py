@@ -21,8 +21,10 @@ import dtensor
 from dtensor import Partial, Replicate, Shard
 
 DTYPES = (torch.float32, torch.float64, torch.int64)  # dtensor's dtypes checked here
+COMPLEX_DTYPES = (torch.complex64, torch.complex128)  # for entries with no kernel of DTYPES
 MAX_SAMPLES = 24  # per (OpInfo entry, dtype); the pooling entries have hundreds, a seeded subset runs
-TOL = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-10, 1e-12)}  # (rtol, atol); other dtypes: exact
+TOL = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-10, 1e-12),  # (rtol, atol); other dtypes: exact
+       torch.complex64: (1e-5, 1e-5), torch.complex128: (1e-10, 1e-12)}
 
 
 class Skip(Exception):
@@ -496,7 +498,7 @@ def sdpa(s):
 
 DTYPE_NAMES = {torch.float32: "float32", torch.float64: "float64", torch.int64: "int64",
                torch.int32: "int32", torch.bool: "bool", torch.float16: "float16",
-               torch.bfloat16: "bfloat16"}
+               torch.bfloat16: "bfloat16", torch.complex64: "complex64", torch.complex128: "complex128"}
 
 
 def to(s):
@@ -711,6 +713,70 @@ def full_like(s):
                 partial="all", grad=True)
 
 
+def complexified(t):
+    """A real floating sample made complex with a nonzero imaginary part (the reversed values; OpInfo's
+    samples here are real: the oracle runs float32/float64/int64), so both parts are exercised."""
+    if t.is_complex() or not t.is_floating_point():
+        return t
+    return torch.complex(t, t.flip(-1) * 0.5 - 0.25 if t.dim() else -t)
+
+
+FFT_NORM = {None: 0, "backward": 0, "ortho": 1, "forward": 2}  # torch's fft_norm_mode, forward direction
+
+
+def fft_dims(s, kw, ndim, default):
+    """The transformed dims of a torch.fft sample: `dim` as given, else `default` (an int count of
+    trailing dims, or None: all); samples with n / s (padding or trimming) are skipped."""
+    if kw.get("n") is not None or kw.get("s") is not None:
+        raise Skip("n / s pads or trims the input first (other ops)")
+    dim = kw.get("dim")
+    if dim is None:
+        dims = list(range(ndim - default, ndim)) if default is not None else list(range(ndim))
+    else:
+        dims = [d % ndim for d in ints(dim)] if ndim else []
+    if not dims or ndim == 0:
+        raise Skip("a 0-d input or no dims to transform")
+    return dims
+
+
+def fft(kind, default):
+    """torch.fft.<kind> on OpInfo's samples as the ATen op it reaches: fft/fft2/fftn of a real input
+    -> _fft_r2c (two-sided), rfft* -> _fft_r2c (onesided), ifft* of a complex input -> _fft_c2c
+    (inverse), irfft* -> _fft_c2r with last_dim_size 2 (m - 1). norm maps as torch's _fft_norm_mode
+    (the inverse transforms swap 'backward' and 'forward')."""
+    def tr(s):
+        kw = positional(s, ["s" if default != 1 else "n", "dim", "norm"])
+        x = s.input
+        if not x.is_floating_point():
+            raise Skip("an integer input: torch converts it first (another op)")
+        dims = fft_dims(s, kw, x.dim(), default)
+        norm = FFT_NORM[kw.get("norm")]
+        if kind in ("fft", "rfft"):
+            return Call("_fft_r2c", [x, dims, norm, kind == "rfft"], {}, aten("_fft_r2c"), partial="all", grad=True)
+        inverse = {0: 2, 1: 1, 2: 0}[norm]
+        z = complexified(x)
+        if kind == "ifft":
+            return Call("_fft_c2c", [z, dims, inverse, False], {}, aten("_fft_c2c"), partial="all", grad=True)
+        return Call("_fft_c2r", [z, dims, inverse, 2 * (z.shape[dims[-1]] - 1) or 1], {}, aten("_fft_c2r"),
+                    partial="all", grad=True)
+    return tr
+
+
+def complex_op(name, make_complex=True):
+    """view_as_real, real, imag, conj (-> _conj), conj_physical on complexified samples; view_as_complex
+    and complex take OpInfo's real samples. Linear over the reals: Partial(sum/avg) inputs pass."""
+    def tr(s):
+        x = complexified(s.input) if make_complex else s.input
+        args = [x, *s.args]
+        ref = {"_conj": lambda z: torch.conj(z).resolve_conj()}.get(name, aten(name))
+        if name == "view_as_complex" and (x.dim() == 0 or x.shape[-1] != 2 or x.dtype not in (torch.float32, torch.float64)):
+            raise Skip("not a [..., 2] float32/float64 input")
+        if name == "complex" and (x.dtype not in (torch.float32, torch.float64) or args[1].dtype != x.dtype):
+            raise Skip("complex takes two float32 or two float64 tensors")
+        return Call(name, args, dict(s.kwargs), ref, partial="all", grad=True)
+    return tr
+
+
 def grid_sample(s):
     """F.grid_sample on a 4-d input: its grid_sampler_2d call (recorded); linear in the input."""
     _, b = recorded_call(s, torch.nn.functional.grid_sample, ["grid_sampler_2d"], "grid_sampler_2d")
@@ -769,6 +835,15 @@ TRANSLATORS = {
     ("div", "trunc_rounding"): binary("div"),
     ("div", "floor_rounding"): binary("div"),
     **{(n, ""): binary(n) for n in ("maximum", "minimum", "pow", "eq", "ne", "lt", "le", "gt", "ge")},
+    **{(f"fft.{k}{v}", ""): fft(k, d) for k in ("fft", "rfft", "ifft", "irfft")
+       for v, d in (("", 1), ("2", 2), ("n", None))},
+    ("view_as_real", ""): complex_op("view_as_real"),
+    ("view_as_complex", ""): complex_op("view_as_complex", make_complex=False),
+    ("real", ""): complex_op("real"),
+    ("imag", ""): complex_op("imag"),
+    ("conj", ""): complex_op("_conj"),
+    ("conj_physical", ""): complex_op("conj_physical"),
+    ("complex", ""): complex_op("complex", make_complex=False),
     ("where", ""): where,
     ("masked_fill", ""): masked_fill,
     ("sum", ""): reduction("sum", "all"),
@@ -973,7 +1048,9 @@ def random_placements(call, rng, mesh_ndim=2):
     for t in tensors:
         pl = []
         # A tensor's Partial mesh dims share one reduce op (DTensorSpec); avg of ints is not exact.
-        reduce_op = rng.choice(["sum", "avg", "max", "min"] if t.is_floating_point() else ["sum", "max", "min"])
+        # Complex numbers have no order: no Partial(max/min) for them.
+        reduce_op = rng.choice(["sum", "avg"] if t.is_complex() else ["sum", "avg", "max", "min"] if t.is_floating_point()
+                               else ["sum", "max", "min"])
         for _ in range(mesh_ndim):
             dims = [d for d in range(t.dim()) if t.shape[d] >= 1]
             r = rng.random()
@@ -991,7 +1068,7 @@ def random_placements(call, rng, mesh_ndim=2):
 
 
 def _np(t):
-    return np.array(t.detach().numpy(), copy=True, order="C")  # keeps 0-d (ascontiguousarray does not)
+    return np.array(t.detach().resolve_conj().numpy(), copy=True, order="C")  # keeps 0-d (ascontiguousarray does not)
 
 
 def partial_pieces(block, placements, coord, mesh_shape, seed):
@@ -1004,7 +1081,7 @@ def partial_pieces(block, placements, coord, mesh_shape, seed):
     dims = [i for i, p in enumerate(placements) if p.is_partial()]
     op = placements[dims[0]].reduce_op
     n = int(np.prod([mesh_shape[i] for i in dims]))
-    floating = np.issubdtype(block.dtype, np.floating)
+    floating = np.issubdtype(block.dtype, np.inexact)  # complex too (sum/avg only)
     if op in ("max", "min"):
         keep = np.ones(block.shape, dtype=bool)
         for i in dims:
@@ -1012,14 +1089,16 @@ def partial_pieces(block, placements, coord, mesh_shape, seed):
         delta = g.integers(1, 4, block.shape).astype(block.dtype)
         return np.where(keep, block, block - delta if op == "max" else block + delta).astype(block.dtype)
     if op == "avg":
-        local = block.astype(np.float64)
+        local = block.astype(np.complex128 if np.iscomplexobj(block) else np.float64)
     elif floating:
-        local = block.astype(np.float64) / n
+        local = block.astype(np.complex128 if np.iscomplexobj(block) else np.float64) / n
     else:
         local = block * int(all(coord[i] == 0 for i in dims))
     for i in dims:
         m = mesh_shape[i]
         r = g.uniform(-2, 2, block.shape) if floating else g.integers(-5, 6, block.shape)
+        if np.iscomplexobj(block):
+            r = r + 1j * g.uniform(-2, 2, block.shape)
         local = local + ((m - 1) if coord[i] == 0 else -1) * r  # the m pieces' offsets sum to 0
     return np.asarray(local).astype(block.dtype)
 
@@ -1072,12 +1151,14 @@ def run_dtensor_grads(call, mesh_shape, placements, weight):
         ins = []
         for a, pl in zip(arrays, placements):
             t = dtensor.distribute_tensor(a, mesh, pl)
-            ins.append(t.requires_grad_() if np.issubdtype(a.dtype, np.floating) else t)
+            ins.append(t.requires_grad_() if np.issubdtype(a.dtype, np.inexact) else t)
         args = _with_tensors(call.args, iter(ins))
         out = dtensor.ops.call(call.op, *args, **call.kwargs)
         if isinstance(out, (tuple, list)):
             out = out[0]  # (values, indices): the values carry the gradient
         w = dtensor.distribute_tensor(weight, mesh, [Replicate()] * len(mesh_shape))
+        if out.dtype.startswith("complex"):  # the loss over the real pairs stays real
+            out = dtensor.ops.call("view_as_real", out)
         dtensor.ops.call("sum", dtensor.ops.call("mul", out, w)).backward()
         return [t.grad.full_tensor() if t.requires_grad and t.grad is not None else None for t in ins]
 
@@ -1087,12 +1168,13 @@ def run_dtensor_grads(call, mesh_shape, placements, weight):
 def grad_check(call, seed):
     """'' when dtensor's gradients (1 rank, and sharded with seeded Shard/Replicate placements) equal
     torch's autograd on the same loss, else what differs; None when torch has no gradient for it."""
-    ins = [t.detach().clone().requires_grad_(t.is_floating_point()) for t in _tensors(call.args)]
+    ins = [t.detach().clone().requires_grad_(t.is_floating_point() or t.is_complex()) for t in _tensors(call.args)]
     args = _with_tensors(call.args, iter(ins))
     try:
         out = call.ref(*args, **call.kwargs)
         if isinstance(out, (tuple, list)):
             out = out[0]  # (values, indices): the values carry the gradient
+        out = torch.view_as_real(out) if out.is_complex() else out  # complex: the loss over the real pairs
         weight = torch.from_numpy(np.random.default_rng(seed).uniform(-2, 2, tuple(out.shape)))
         (out * weight).sum().backward()
     except (RuntimeError, NotImplementedError):
@@ -1107,7 +1189,7 @@ def grad_check(call, seed):
                 continue
             if g is None:
                 return f"input {k}: no gradient, torch has one (mesh {mesh_shape})"
-            wn = w.numpy()
+            wn = w.resolve_conj().numpy()  # torch's gradient of a conjugating op may carry the conj bit
             if not np.allclose(g, wn, rtol=1e-7, atol=1e-10, equal_nan=True):
                 bad = np.argwhere(~np.isclose(g, wn, rtol=1e-7, atol=1e-10, equal_nan=True))[0].tolist()
                 return (f"input {k} gradient on mesh {mesh_shape} {pl}: {g[tuple(bad)]!r} at {bad}, "
@@ -1146,7 +1228,7 @@ def compare(got, want, call, local=None):
     if len(got) != len(want):
         return f"{len(got)} outputs, torch has {len(want)}"
     for i, ((arr, dt, shape), w) in enumerate(zip(got, want)):
-        wn = w.detach().numpy()
+        wn = w.detach().resolve_conj().numpy()
         if tuple(shape) != tuple(w.shape) or arr.shape != wn.shape:
             return f"output {i}: shape {tuple(shape)}, torch {tuple(w.shape)}"
         if dt != DTYPE_NAMES.get(w.dtype, str(w.dtype)):
@@ -1160,7 +1242,7 @@ def compare(got, want, call, local=None):
             if local is not None and not np.array_equal(arr, local[i][0]):
                 return f"output {i} (indices): differ from the 1-rank result"
             continue
-        if w.is_floating_point():
+        if w.is_floating_point() or w.is_complex():
             rtol, atol = TOL.get(w.dtype, (1e-3, 1e-3))
             nan_a, nan_w = np.isnan(arr), np.isnan(wn)
             if not np.array_equal(nan_a, nan_w):
@@ -1223,7 +1305,8 @@ def run_all():
     """Every translatable OpInfo sample: yields (dtensor op or OpInfo name, Outcome, description)."""
     for opinfo, tr in opinfo_entries():
         supported = opinfo.supported_dtypes("cpu")
-        for dtype in DTYPES:
+        # An entry with complex kernels only (view_as_real, imag) runs on complex samples.
+        for dtype in DTYPES if any(d in supported for d in DTYPES) else COMPLEX_DTYPES:
             entry = f"{opinfo.name}{'/' + opinfo.variant_test_name if opinfo.variant_test_name else ''}"
             if dtype not in supported:
                 continue  # torch has no such kernel: not a dtensor sample
@@ -1236,7 +1319,7 @@ def run_all():
                     continue
                 for tag, c in variants(call, seed):
                     o = run_sample(c, seed)
-                    if c.grad and not tag and dtype == torch.float64 and o.status == "pass":
+                    if c.grad and not tag and dtype in (torch.float64, torch.complex128) and o.status == "pass":
                         diff = grad_check(c, seed)
                         if diff:
                             o = Outcome(c.op, "mismatch-grad", diff)

@@ -10,6 +10,7 @@ _DTYPES = {
     "torch.float32": "float32", "torch.float64": "float64", "torch.float16": "float16",
     "torch.bfloat16": "bfloat16", "torch.int64": "int64", "torch.int32": "int32",
     "torch.int16": "int16", "torch.int8": "int8", "torch.uint8": "uint8", "torch.bool": "bool",
+    "torch.complex64": "complex64", "torch.complex128": "complex128",
 }
 
 # Ops whose output is their input for planning (views of the same data, bookkeeping, identity in

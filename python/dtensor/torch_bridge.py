@@ -433,7 +433,7 @@ def _engine(name, adapt=None, localize=None, local_func=None):
 
 
 def _is_number(v):
-    return isinstance(v, (int, float))  # bool is an int: torch wraps it too
+    return isinstance(v, (int, float, complex))  # bool is an int: torch wraps it too
 
 
 _slots_cache = {}
@@ -466,14 +466,15 @@ def _wrapped_numbers(args, slots):
     ref = next((a for a in args if isinstance(a, torch.Tensor)), None)
 
     def kind(dt):
-        return 2 if dt.is_floating_point else (0 if dt == torch.bool else 1)
+        return 3 if dt.is_complex else 2 if dt.is_floating_point else (0 if dt == torch.bool else 1)
 
-    defaults = {0: torch.bool, 1: torch.int64, 2: torch.get_default_dtype()}  # by kind
+    default_complex = torch.complex128 if torch.get_default_dtype() == torch.float64 else torch.complex64
+    defaults = {0: torch.bool, 1: torch.int64, 2: torch.get_default_dtype(), 3: default_complex}  # by kind
     out = list(args)
     for i in slots:
         if i < len(out) and _is_number(out[i]):
             v = out[i]
-            k = 2 if isinstance(v, float) else (0 if isinstance(v, bool) else 1)
+            k = 3 if isinstance(v, complex) else 2 if isinstance(v, float) else (0 if isinstance(v, bool) else 1)
             dtype = ref.dtype if ref is not None and k <= kind(ref.dtype) else defaults[k]
             out[i] = torch.tensor(v, dtype=dtype)
     return tuple(out)

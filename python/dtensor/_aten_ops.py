@@ -187,8 +187,8 @@ def _declared(schema, arg):
 _COMPATIBLE = {
     "Tensor": ("Tensor", "Optional[Tensor]"),
     "Tensor[]": ("List[Tensor]",),
-    "int": ("int", "Optional[int]", "SymInt", "Optional[SymInt]"),
     "Tensor?[]": ("List[Optional[Tensor]]",),
+    "int": ("int", "Optional[int]", "SymInt", "Optional[SymInt]"),
     "int[]": ("List[int]", "Optional[List[int]]", "List[SymInt]", "Optional[List[SymInt]]", "int", "SymInt"),
     "float": ("float", "Optional[float]", "number", "Optional[number]"),
     "float[]": ("List[float]", "Optional[List[float]]"),

@@ -2067,10 +2067,10 @@ def _diagonal_scatter(func, args, kwargs):
     return out
 
 
-_SPECIAL = {
 _index_engine = _engine("index.Tensor")
 _index_put_engine = _engine("index_put")
 
+_SPECIAL = {
     "detach": _same_layout,
     "alias": _same_layout,
     "clone": _same_layout,

@@ -164,7 +164,7 @@ PlanResult plan_model_recompute(const ModelGraph& g, const MeshSpec& mesh, const
     }
     PlanResult p;
     try {
-      p = plan || !cm || o.shares.cluster ? run(o) : Planner(g, mesh, hw, o, std::move(cm)).run();
+      p = plan || !cm || o.shares.cluster ? run(o) : std::make_shared<Planner>(g, mesh, hw, o, std::move(cm))->run();
     } catch (const Error& e) {
       last_error = e.what();
       tried.push_back(absl::StrCat(recompute_name(mode), ": ", reason(e.what())));
@@ -336,6 +336,7 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
   // Baselines after each search, on the worker's own thread: the workers keep the cores busy.
   PlanOptions quick = options;
   quick.parallel_baselines = false;
+  quick.baselines_to_beat = true;  // the chosen plan's priced in full at the end
   Best best;
   auto plan_slot = [&](size_t i) {
     Slot& sl = slots[i];
@@ -347,7 +348,7 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
         // keep > 0: each mode's planner built and bounded first (the modes plan_model_recompute
         // may plan: the first, then those its memory bound admits); the search runs only when the
         // least bound is within the keep-th fastest so far, reusing the planners.
-        std::map<Recompute, std::unique_ptr<Planner>> planners;
+        std::map<Recompute, std::shared_ptr<Planner>> planners;
         if (keep > 0) {
           std::vector<Recompute> order = modes;
           std::sort(order.begin(), order.end(), [](Recompute a, Recompute b) { return a > b; });
@@ -379,7 +380,7 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
             PlanOptions o = shared;
             o.recompute = order[m];
             try {
-              auto planner = std::make_unique<Planner>(*graph, c.mesh, hw, o, std::move(models[m]));
+              auto planner = std::make_shared<Planner>(*graph, c.mesh, hw, o, std::move(models[m]));
               bool feasible = true;
               // The first mode's plan may not fit at all: then the search, not the bound, says why.
               bound = std::min(bound, planner->lower_bound(limit, m == 0 ? &feasible : nullptr));
@@ -403,7 +404,7 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
         const PlanFn reuse = [&](const PlanOptions& o) {
           auto at = planners.find(o.recompute);
           if (at == planners.end() || o.recompute_layers != -1) return plan_model(*graph, c.mesh, hw, o);
-          const std::unique_ptr<Planner> planner = std::move(at->second);
+          const std::shared_ptr<Planner> planner = std::move(at->second);
           planners.erase(at);
           return planner->run();
         };
@@ -518,6 +519,12 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
                                      : with_virtual_stages(pp, model_layers, best.virtual_stages);
     best.graph = best.pipeline->stage_graph;
     best.plan = best.pipeline->stage;
+  }
+  if (best.plan.full_baselines) {  // the chosen plan's baselines, every one priced
+    const auto t1 = std::chrono::steady_clock::now();
+    best.plan.baselines = best.plan.full_baselines();
+    best.plan.full_baselines = nullptr;
+    best.plan.compare_time_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
   }
   r.best_mesh = best.mesh;
   r.best_graph = best.graph;

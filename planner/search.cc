@@ -769,7 +769,7 @@ void Planner::check_mesh_dims() const {
   }
 }
 
-Planner::Search Planner::lagrangian(const Constraints* c, double limit) const {
+Planner::Search Planner::lagrangian(const Constraints* c, double limit, double stop_above) const {
   Search out;
   auto attempt = [&](double lambda) {
     Search::Found f;
@@ -796,6 +796,12 @@ Planner::Search Planner::lagrangian(const Constraints* c, double limit) const {
   if (!f0.valid) return out;  // the constraints admit nothing
   out.least = f0;
   if (consider(f0)) return out;
+  // As lower_bound(): every plan that fits takes at least the memory-free plan's time less its
+  // price for the limit.
+  if (f0.exact && (f0.eval.step_time_us - kTieBreakLambda * limit) * (1 - 1e-9) >= stop_above) {
+    out.stopped = true;
+    return out;
+  }
   const double scale = f0.eval.step_time_us / std::max(1.0, static_cast<double>(f0.eval.peak_memory_bytes));
   // Memory alone (weights scaled far above time) first: when even that plan does not fit, no price
   // between can, and the escalation below would solve up to 16 times for nothing.
@@ -959,8 +965,10 @@ void Planner::mix_layers(const Search::Found& fast, double limit, Search* out) c
   }
 }
 
-std::vector<Baseline> Planner::compare(double limit) const {
+std::vector<Baseline> Planner::compare(double limit, double beat, bool* cut) const {
   std::vector<Baseline> out;
+  const bool to_beat = beat < std::numeric_limits<double>::infinity();
+  if (cut) *cut = false;
   {
     auto finish = [&](Baseline& b) {
       if (!b.valid) return;
@@ -972,7 +980,13 @@ std::vector<Baseline> Planner::compare(double limit) const {
       Baseline b;
       b.name = name;
       b.note = note;
-      Search bs = lagrangian(&c, limit);
+      Search bs = lagrangian(&c, limit, beat);
+      if (bs.stopped) {
+        b.note = absl::StrCat("not priced: a plan of it that fits takes at least ",
+                              absl::StrFormat("%.1f", bs.least.eval.step_time_us / 1e3), " ms, no faster than the search");
+        if (cut) *cut = true;
+        return b;
+      }
       const Search::Found& f = bs.best.valid ? bs.best : bs.least;
       b.valid = f.valid;
       if (!b.valid && b.note.empty()) b.note = "no plan satisfies its constraints";
@@ -1002,7 +1016,15 @@ std::vector<Baseline> Planner::compare(double limit) const {
       Constraints c = data_parallel_constraints(&note);
       out.push_back(constrained("data-parallel", c, note));
     }
-    out.push_back(greedy());
+    if (to_beat && !greedy_may_fit(*cm_, limit)) {  // replicated parameters and state do not fit
+      Baseline b;
+      b.name = "greedy";
+      b.note = "not priced: every parameter and its optimizer state replicated does not fit";
+      if (cut) *cut = true;
+      out.push_back(std::move(b));
+    } else {
+      out.push_back(greedy());
+    }
     for (Baseline& b : out) finish(b);
     // Megatron: say where a column-split output cannot stay split (heads not divisible by tp, ...).
     for (Baseline& b : out) {
@@ -1081,7 +1103,12 @@ PlanResult Planner::run() {
       r.compare_time_ms = compare_ms;
     } else {
       const double t1 = now_ms();
-      r.baselines = compare(limit);
+      // Baselines priced only to know that they cannot beat the search: later in full, through
+      // this planner (held by a shared_ptr; else priced in full now).
+      std::shared_ptr<const Planner> self = options_.baselines_to_beat ? weak_from_this().lock() : nullptr;
+      bool cut = false;
+      r.baselines = compare(limit, self ? r.eval.step_time_us * (1 - 1e-9) : std::numeric_limits<double>::infinity(), &cut);
+      if (cut) r.full_baselines = [self, limit] { return self->compare(limit); };
       r.compare_time_ms = now_ms() - t1;
     }
     for (Baseline& b : r.baselines) {
@@ -1265,8 +1292,7 @@ double time_lower_bound(const CostModel& cm) {
 
 PlanResult plan_model(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw,
                       const PlanOptions& options) {
-  Planner p(g, mesh, hw, options);
-  return p.run();
+  return std::make_shared<Planner>(g, mesh, hw, options)->run();
 }
 
 }  // namespace dtensor::planner

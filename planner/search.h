@@ -28,6 +28,8 @@
 // fit).
 #pragma once
 
+#include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,6 +52,11 @@ struct PlanOptions {
   // Price the baselines on a second thread while the search runs; false: after the search, and only
   // when it found a plan that fits (plan_devices, whose workers already keep every core busy).
   bool parallel_baselines = true;
+  // With parallel_baselines false: a baseline is priced only as far as it takes to know it cannot
+  // beat the search (its memory-free plan, less its price for the limit, is no faster; the greedy
+  // one cannot fit), else in full; PlanResult::full_baselines then prices every one (plan_devices:
+  // only the chosen plan's baselines are shown, every candidate's figures are the same).
+  bool baselines_to_beat = false;
   // Move times shared with other cost models of the same graph, mesh, hardware and shares (null:
   // none; plan_model_recompute shares one between its modes). Changes no figure.
   std::shared_ptr<CostModel::SharedMoveTimes> move_times;
@@ -117,6 +124,9 @@ struct PlanResult {
   std::vector<const Choice*> search_plan;
   PlanEval search_eval;
   std::vector<Baseline> baselines;
+  // Set when PlanOptions::baselines_to_beat left a baseline unpriced (none of them could beat the
+  // search): every baseline priced in full (it keeps its planner, and so its tables, alive).
+  std::function<std::vector<Baseline>()> full_baselines;
   std::vector<std::string> notes;
 
   // Mixed clusters (planner/cluster_plan.h): the cluster, the weights of the returned plan, and
@@ -138,7 +148,9 @@ struct PlanResult {
 
 struct ProblemBuilder;
 
-class Planner {
+// Held by a shared_ptr (plan_model), run() lets its result price the baselines later
+// (PlanOptions::baselines_to_beat).
+class Planner : public std::enable_shared_from_this<Planner> {
  public:
   // `cm`: the cost model already built for these options (one profile, no cluster); null: built here.
   Planner(const ModelGraph& g, const MeshSpec& mesh, const HardwareProfile& hw, PlanOptions options = {},
@@ -176,8 +188,12 @@ class Planner {
     int solves = 0;
     bool exact = true;
     int mixed = 0;  // layers given the faster (non-fitting) plan's inside by mix_layers
+    bool stopped = false;  // stop_above: no plan that fits can be faster than it (best not valid)
   };
-  Search lagrangian(const Constraints* c, double limit) const;
+  // stop_above: once the memory-free plan (exact) shows that no plan that fits takes less than
+  // stop_above µs, stop (the bound of lower_bound()).
+  Search lagrangian(const Constraints* c, double limit,
+                    double stop_above = std::numeric_limits<double>::infinity()) const;
 
   // Branch and bound (planner/devices.h plan_devices): the memory search's first solves, kept for
   // run(), which then does not solve them again. Returns a step time (µs) no plan that fits `limit`
@@ -198,7 +214,10 @@ class Planner {
   void prefetch_tables();  // fills every edge table, on several threads
   void mix_layers(const Search::Found& fast, double limit, Search* out) const;
   void check_mesh_dims() const;
-  std::vector<Baseline> compare(double limit) const;  // the baselines, priced
+  // The baselines, priced; with `beat` finite, each only until it is known to take at least `beat`
+  // µs when it fits (*cut: some baseline was left unpriced).
+  std::vector<Baseline> compare(double limit, double beat = std::numeric_limits<double>::infinity(),
+                                bool* cut = nullptr) const;
   const ModelGraph& g_;
   MeshSpec mesh_;
   const HardwareProfile& hw_;

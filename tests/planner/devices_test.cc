@@ -369,6 +369,53 @@ TEST(Devices, LowerBoundSaysWhetherThePlanFits) {
   EXPECT_GT(not_fits, 0);
 }
 
+// Baselines priced only until they cannot beat the search (plan_devices' candidates): the same plan
+// and figures as pricing them, and full_baselines() prices them as plan_model does; some are cut
+// (on limits between the least memory and the fastest plan's).
+TEST(Devices, BaselinesPricedOnlyToBeatTheSearchChangeNoFigure) {
+  const HardwareProfile& hw = hardware_profile("h100-nvlink");
+  models::ModelOptions mo = small();
+  mo.batch = 64;
+  int cut = 0;
+  for (const char* m : {"dp=4", "dp=2,tp=2", "dp=2,fsdp=2,tp=2"}) {
+    const MeshSpec mesh = MeshSpec::parse(m);
+    const ModelGraph g = models::build_model("gpt2", mo, mesh);
+    PlanOptions po;
+    po.parallel_baselines = false;
+    const Planner planner0(g, mesh, hw, po);
+    const double least = static_cast<double>(planner0.lagrangian(nullptr, 0).least.eval.peak_memory_bytes);
+    const double fastest = static_cast<double>(planner0.lagrangian(nullptr, 1e15).best.eval.peak_memory_bytes);
+    for (double limit : {1e15, 0.5 * (least + fastest), 0.9 * least + 0.1 * fastest}) {
+      const std::string what = absl::StrCat(m, " limit ", limit);
+      po.memory_limit_bytes = limit;
+      po.baselines_to_beat = false;
+      const PlanResult all = plan_model(g, mesh, hw, po);
+      po.baselines_to_beat = true;
+      PlanResult some = plan_model(g, mesh, hw, po);
+      EXPECT_EQ(some.eval.step_time_us, all.eval.step_time_us) << what;
+      EXPECT_EQ(some.eval.peak_memory_bytes, all.eval.peak_memory_bytes) << what;
+      EXPECT_EQ(some.source, all.source) << what;
+      EXPECT_EQ(some.notes, all.notes) << what;
+      if (!some.full_baselines) {
+        EXPECT_EQ(some.baselines.size(), all.baselines.size()) << what;
+        continue;
+      }
+      ++cut;
+      const std::vector<Baseline> full = some.full_baselines();
+      ASSERT_EQ(full.size(), all.baselines.size()) << what;
+      for (size_t i = 0; i < full.size(); ++i) {
+        EXPECT_EQ(full[i].name, all.baselines[i].name) << what;
+        EXPECT_EQ(full[i].valid, all.baselines[i].valid) << what << " " << full[i].name;
+        EXPECT_EQ(full[i].fits, all.baselines[i].fits) << what << " " << full[i].name;
+        EXPECT_EQ(full[i].note, all.baselines[i].note) << what << " " << full[i].name;
+        EXPECT_EQ(full[i].eval.step_time_us, all.baselines[i].eval.step_time_us) << what << " " << full[i].name;
+        EXPECT_EQ(full[i].eval.peak_memory_bytes, all.baselines[i].eval.peak_memory_bytes) << what << " " << full[i].name;
+      }
+    }
+  }
+  EXPECT_GT(cut, 0);
+}
+
 // Branch and bound (keep > 0) against planning every candidate: the keep fastest and every plan
 // within their times are the same, and each pruned mesh's bound is below what planning it gives.
 TEST(Devices, BranchAndBoundKeepsTheFastestExactly) {

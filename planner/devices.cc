@@ -283,18 +283,21 @@ std::string over_limit(int64_t peak, double limit) {
 
 DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const MeshSpec&)>& build,
                            const HardwareProfile& hw, const PlanOptions& options, int64_t tokens_per_step,
-                           const std::vector<Recompute>& modes, const PipelineSearch* pipeline, int keep) {
+                           const std::vector<Recompute>& modes, const PipelineSearch* pipeline, int keep,
+                           bool one_graph) {
   const auto t0 = std::chrono::steady_clock::now();
   const double limit = options.memory_limit_bytes > 0 ? options.memory_limit_bytes : hw.memory_GB * 1e9;
   DevicesResult r;
   r.devices = devices;
   r.tokens_per_step = tokens_per_step;
   int model_layers = 0;
+  std::shared_ptr<ModelGraph> shared_graph;  // one_graph: every mesh's
   {  // FLOPs, peak and layers from the whole model's graph (the same for every mesh and pipeline)
-    const ModelGraph whole = build(mesh_factorizations(devices).front());
-    r.model_flops = model_flops(whole);
-    r.peak_flops = hw.peak_flops_per_us(contraction_dtype(whole)) * 1e6;
-    model_layers = pipeline && pipeline->model_layers > 0 ? pipeline->model_layers : whole.num_layers();
+    auto whole = std::make_shared<ModelGraph>(build(mesh_factorizations(devices).front()));
+    r.model_flops = model_flops(*whole);
+    r.peak_flops = hw.peak_flops_per_us(contraction_dtype(*whole)) * 1e6;
+    model_layers = pipeline && pipeline->model_layers > 0 ? pipeline->model_layers : whole->num_layers();
+    if (one_graph) shared_graph = std::move(whole);
   }
   // Every candidate, in enumeration order: meshes, then pipelines by stages, inner mesh, micro-batches.
   std::vector<Slot> slots;
@@ -344,7 +347,7 @@ DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const
     if (!c.rejected.empty()) return;
     try {
       if (!sl.pipeline) {
-        auto graph = std::make_shared<ModelGraph>(build(c.mesh));
+        auto graph = shared_graph ? shared_graph : std::make_shared<ModelGraph>(build(c.mesh));
         // keep > 0: each mode's planner built and bounded first (the modes plan_model_recompute
         // may plan: the first, then those its memory bound admits); the search runs only when the
         // least bound is within the keep-th fastest so far, reusing the planners.

@@ -116,10 +116,13 @@ struct PipelineSearch {
 // bound (Planner::lower_bound over its recomputation modes) exceeds the keep-th fastest step time
 // found so far. A mesh whose bound exceeds the final keep-th fastest's is listed in `pruned` with
 // its bound, whether or not it was stopped, so that the result does not depend on the threads.
+//
+// `one_graph`: build gives the same graph for every mesh (a zoo model whose batch is given, a graph
+// file): it is built once and every mesh is planned on it (read-only, by every worker).
 DevicesResult plan_devices(int64_t devices, const std::function<ModelGraph(const MeshSpec&)>& build,
                            const HardwareProfile& hw, const PlanOptions& options, int64_t tokens_per_step,
                            const std::vector<Recompute>& modes = {Recompute::kNone},
-                           const PipelineSearch* pipeline = nullptr, int keep = 0);
+                           const PipelineSearch* pipeline = nullptr, int keep = 0, bool one_graph = false);
 
 // The ranking as a table (top `top` rows, then why the others lost) and as JSON:
 // {"devices", "tokens_per_step", "model_flops", "peak_flops", "search_time_ms",

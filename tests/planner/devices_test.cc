@@ -4,6 +4,7 @@
 // (PlanOptions::bound_modes, shared move times, baselines after the search) against the search
 // without them: the same ranking, rejections and chosen plan.
 #include <algorithm>
+#include <atomic>
 #include <set>
 
 #include "absl/strings/str_join.h"
@@ -291,6 +292,39 @@ TEST(Devices, TheBoundedSearchRanksExactlyAsTheFullOne) {
   if (exact.best_pipeline) {
     EXPECT_EQ(bounded.best_pipeline->step_time_us, exact.best_pipeline->step_time_us);
   }
+}
+
+// one_graph: the model built once and every mesh planned on it (by the workers at once), the same
+// candidates, figures, rejections and bounds as building it per mesh.
+TEST(Devices, OneGraphForEveryMeshRanksAsAGraphPerMesh) {
+  const HardwareProfile& hw = hardware_profile("h100-nvlink");
+  std::atomic<int> builds{0};
+  const auto build = [&](const MeshSpec& m) {
+    ++builds;
+    return gpt2_4_layers(m);
+  };
+  PipelineSearch ps = gpt2_4_layer_pipelines();
+  PlanOptions po;
+  po.memory_limit_bytes = 0.3e9;
+  po.bound_modes = true;
+  const std::vector<Recompute> all = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  const DevicesResult each = plan_devices(16, build, hw, po, 64 * 256, all, &ps, 2);
+  const int per_mesh = builds.exchange(0);
+  const DevicesResult one = plan_devices(16, build, hw, po, 64 * 256, all, &ps, 2, /*one_graph=*/true);
+  EXPECT_EQ(builds.load(), 1);
+  EXPECT_GT(per_mesh, 3);
+  auto rows = [](const DevicesResult& r) {
+    std::vector<std::string> out;
+    for (const auto* list : {&r.ranked, &r.rejected, &r.pruned})
+      for (const DeviceCandidate& c : *list)
+        out.push_back(absl::StrCat(c.label(), " ", recompute_name(c.recompute), " ", c.step_time_us, " ", c.compute_us,
+                                   " ", c.comm_us, " ", c.peak_memory_bytes, " ", c.lower_bound_us, " ", c.rejected));
+    return out;
+  };
+  EXPECT_EQ(rows(one), rows(each));
+  EXPECT_EQ(one.best_mesh.str(), each.best_mesh.str());
+  EXPECT_EQ(one.best.eval.step_time_us, each.best.eval.step_time_us);
+  EXPECT_EQ(one.best.notes, each.best.notes);
 }
 
 TEST(Devices, TimeLowerBoundsAreBelowThePlans) {

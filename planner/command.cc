@@ -342,8 +342,9 @@ void plan_devices_command(const CommandOptions& o, std::ostream& out, std::ostre
   }
   PipelineSearch ps{stage_build, 0, global_batch};  // the layers: the whole graph's
   // Branch and bound: the --top fastest exactly, meshes that cannot be among them pruned.
+  // The batch is given (or the graph read from a file): every mesh's graph is the same, built once.
   DevicesResult r = plan_devices(o.devices, build, hw, po, tokens, recompute_modes(o.recompute, "auto"),
-                                 stage_build && o.pipeline ? &ps : nullptr, o.top);
+                                 stage_build && o.pipeline ? &ps : nullptr, o.top, /*one_graph=*/true);
   r.best.notes.insert(r.best.notes.end(), notes.begin(), notes.end());
   std::string report;
   if (o.format == "json") {

@@ -809,32 +809,40 @@ void CostModel::share_move_times(std::shared_ptr<SharedMoveTimes> s) {
   shared_times_ = std::move(s);
 }
 
-CostModel::EdgeTime CostModel::edge_time(int u, int v, int k, const Placements& src, const Placements& src_grad,
-                                         const Placements& in, const Placements& grad, int meta, MoveTimes& cache,
-                                         bool backward_part, int from_ix, int to_ix) const {
-  EdgeTime e;
+void CostModel::edge_time_row(int u, int v, int k, const Placements& src, int src_ix,
+                              const std::vector<const Placements*>& to, const std::vector<int>& to_ix, int meta,
+                              MoveTimes& cache, bool backward_part, EdgeTime* out) const {
+  const size_t n = to.size();
   const bool param = g_.node(u).kind == NodeKind::kParam;
   if (backward_part) {
-    if (!param && g_.training && rg_[u]) e.time = move_time(grad, src_grad, meta, cache, false, from_ix, to_ix).us;
-    return e;
-  }
-  const MoveTime fwd = move_time(src, in, meta, cache, param, from_ix, to_ix);
-  e.time = fwd.us;
-  if (g_.training && replayed(v, k)) e.time += fwd.us;  // the recomputed forward moves it again
-  if (param) {
-    if (g_.training && fwd.comm) e.time += fwd.us;
-    return e;
-  }
-  if (g_.training && rg_[v] && fwd.comm && (saves_in_[v] >> k & 1)) {
-    auto [it, fresh] = cache.local_bytes.try_emplace({placement_key(in), meta}, 0);
-    if (fresh) {
-      const TensorMeta& m = metas_[meta];
-      it->second = copies_ * local_numel(m.shape, in) * static_cast<int64_t>(itemsize(m.dtype));
+    const bool moves = !param && g_.training && rg_[u];
+    for (size_t i = 0; i < n; ++i) {
+      out[i] = EdgeTime{};
+      if (moves) out[i].time = move_time(*to[i], src, meta, cache, false, to_ix[i], src_ix).us;
     }
-    e.act_bytes = it->second;
-    e.again = fwd.us;
+    return;
   }
-  return e;
+  // What depends on the edge alone, once.
+  const bool replay = g_.training && replayed(v, k);
+  const bool regather = param && g_.training;
+  const bool keeps = !param && g_.training && rg_[v] && (saves_in_[v] >> k & 1);
+  for (size_t i = 0; i < n; ++i) {
+    const MoveTime fwd = move_time(src, *to[i], meta, cache, param, src_ix, to_ix[i]);
+    EdgeTime e;
+    e.time = fwd.us;
+    if (replay) e.time += fwd.us;  // the recomputed forward moves it again
+    if (regather && fwd.comm) e.time += fwd.us;
+    if (keeps && fwd.comm) {
+      auto [it, fresh] = cache.local_bytes.try_emplace({placement_key(*to[i]), meta}, 0);
+      if (fresh) {
+        const TensorMeta& m = metas_[meta];
+        it->second = copies_ * local_numel(m.shape, *to[i]) * static_cast<int64_t>(itemsize(m.dtype));
+      }
+      e.act_bytes = it->second;
+      e.again = fwd.us;
+    }
+    out[i] = e;
+  }
 }
 
 const Move& CostModel::move(const Placements& src, const Placements& dst, const TensorMeta& m,

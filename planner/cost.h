@@ -274,12 +274,14 @@ class CostModel {
     int64_t act_bytes = 0;  // as EdgeCost::act_bytes
     double again = 0;      // the forward move's time, when act_bytes > 0
   };
-  // part: false = forward part (forward move, FSDP re-gather, kept bytes), true = backward move only.
-  // from_ix, to_ix: the placement_index of the part's move's ends (src and in; grad and src_grad)
-  // when the caller has them.
-  EdgeTime edge_time(int u, int v, int k, const Placements& src, const Placements& src_grad, const Placements& in,
-                     const Placements& grad, int meta, MoveTimes& cache, bool backward_part, int from_ix = kNoIndex,
-                     int to_ix = kNoIndex) const;
+  // A row of edge u -> v's (input k) table, the prices edge_cost gives without collective records:
+  // forward part (backward_part false): from the producer's output placement `src` to each consumer
+  // input placement to[i] (the forward move, again when replayed or re-gathered, and the kept bytes);
+  // backward part: from each consumer gradient placement to[i] to the producer's gradient layout
+  // `src`. src_ix, to_ix: their placement_index.
+  void edge_time_row(int u, int v, int k, const Placements& src, int src_ix, const std::vector<const Placements*>& to,
+                     const std::vector<int>& to_ix, int meta, MoveTimes& cache, bool backward_part,
+                     EdgeTime* out) const;
   // Gradient layout a producer expects for output placement p: P read as R.
   static Placements dual_out(const Placements& p);
   // Gradient layout choice c takes for its output `slot`: Choice::grad_out, else dual_out.

@@ -229,26 +229,31 @@ std::unique_ptr<Planner::Tables::T> fill_edge_table(const CostModel& cm, int u, 
   std::vector<std::vector<CostModel::EdgeTime>> fwd;
   std::vector<std::vector<double>> bwd;
   // Each placement's index among those whose moves are planned once (CostModel::move_time).
+  std::vector<const Placements*> ins(in_rep.size()), grads(grad_rep.size());
   std::vector<int> in_pix(in_rep.size()), grad_pix(grad_rep.size());
-  for (size_t i = 0; i < in_rep.size(); ++i) in_pix[i] = cm.placement_index(reps[in_rep[i]].first, meta);
-  for (size_t i = 0; i < grad_rep.size(); ++i) grad_pix[i] = cm.placement_index(reps[grad_rep[i]].second, meta);
+  for (size_t i = 0; i < in_rep.size(); ++i) {
+    ins[i] = &reps[in_rep[i]].first;
+    in_pix[i] = cm.placement_index(*ins[i], meta);
+  }
+  for (size_t i = 0; i < grad_rep.size(); ++i) {
+    grads[i] = &reps[grad_rep[i]].second;
+    grad_pix[i] = cm.placement_index(*grads[i], meta);
+  }
+  std::vector<CostModel::EdgeTime> row(grad_rep.size());
   for (size_t a = 0; a < src_reps.size(); ++a) {
     auto [i1, f1] = src_ix.emplace(placement_key(src_reps[a]), static_cast<int>(fwd.size()));
     if (f1) {
-      const int pix = cm.placement_index(src_reps[a], meta);
       fwd.emplace_back(in_rep.size());
-      for (size_t i = 0; i < in_rep.size(); ++i)
-        fwd.back()[i] = cm.edge_time(u, v, k, src_reps[a], src_grads[a], reps[in_rep[i]].first, reps[in_rep[i]].first,
-                                     meta, cache, false, pix, in_pix[i]);
+      cm.edge_time_row(u, v, k, src_reps[a], cm.placement_index(src_reps[a], meta), ins, in_pix, meta, cache, false,
+                       fwd.back().data());
     }
     src_of[a] = i1->second;
     auto [i2, f2] = sg_ix.emplace(placement_key(src_grads[a]), static_cast<int>(bwd.size()));
     if (f2) {
-      const int pix = cm.placement_index(src_grads[a], meta);
+      cm.edge_time_row(u, v, k, src_grads[a], cm.placement_index(src_grads[a], meta), grads, grad_pix, meta, cache,
+                       true, row.data());
       bwd.emplace_back(grad_rep.size());
-      for (size_t i = 0; i < grad_rep.size(); ++i)
-        bwd.back()[i] = cm.edge_time(u, v, k, src_reps[a], src_grads[a], reps[grad_rep[i]].second,
-                                     reps[grad_rep[i]].second, meta, cache, true, grad_pix[i], pix).time;
+      for (size_t i = 0; i < grad_rep.size(); ++i) bwd.back()[i] = row[i].time;
     }
     sg_of[a] = i2->second;
   }

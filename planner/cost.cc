@@ -350,6 +350,8 @@ CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwarePr
   absl::flat_hash_map<size_t, std::vector<OpEntry>> ops;
   absl::flat_hash_map<std::string, std::shared_ptr<VertexInfo>> leaves;
   absl::flat_hash_map<std::vector<uint64_t>, std::shared_ptr<VertexInfo>> redists;
+  absl::flat_hash_map<std::tuple<const void*, int, Shape>, std::pair<std::vector<Placements>, std::vector<uint64_t>>>
+      placements_of;
   auto empty = std::make_shared<VertexInfo>();
   for (int v = 0; v < n; ++v) {
     const Node& nd = g.node(v);
@@ -360,13 +362,20 @@ CostModel::CostModel(const ModelGraph& g, const MeshSpec& mesh, const HardwarePr
     if (nd.kind == NodeKind::kRedistribute) {
       // Shared by redistributions with the same placements to choose from, whichever op made the
       // tensor (a repeated layer's entering tensor comes from the embedding once, then from layers).
-      std::vector<Placements> xs = redistribute_placements(v);
+      // The placements (and their keys) depend on the tensor's shape, or a fused producer's layouts.
+      const TensorId t = inputs_[v][0];
+      auto& [xs, xkeys] = placements_of[{nd.fused ? info_[t.node].get() : nullptr, nd.fused ? t.output : 0,
+                                         nd.fused ? Shape{} : nd.outputs[0].shape}];
+      if (xkeys.empty()) {
+        xs = redistribute_placements(v);
+        for (const Placements& x : xs) xkeys.push_back(placement_key(x));
+      }
       std::vector<uint64_t> key = {(nd.fused ? 1u : 0u) | (rg_[v] ? 2u : 0u) | (kept_[v] ? 4u : 0u) |
                                        (recomputed_[v] ? 8u : 0u),
                                    static_cast<uint64_t>(intern(nd.outputs[0]))};
-      for (const Placements& x : xs) key.push_back(placement_key(x));
+      key.insert(key.end(), xkeys.begin(), xkeys.end());
       auto& slot = redists[key];
-      if (!slot) slot = build_redistribute(v, std::move(xs));
+      if (!slot) slot = build_redistribute(v, xs);
       info_[v] = slot;
       continue;
     }
@@ -546,6 +555,7 @@ std::shared_ptr<VertexInfo> CostModel::build_op(int v, const OpCall& call) const
   std::vector<TensorMeta> meta = call.op().meta(call);
   std::vector<Strategy> all = expand_strategies(call, meta, true);
   std::vector<Strategy> kept;
+  absl::flat_hash_map<uint64_t, std::vector<size_t>> kept_by_key;  // equal strategies, equal keys
   for (Strategy& s : all) {
     if (non_sum_partial(s)) continue;
     // Matrix products take no Partial factor (their Partial pass-through rows): in these graphs a
@@ -558,9 +568,17 @@ std::shared_ptr<VertexInfo> CostModel::build_op(int v, const OpCall& call) const
         for (const Placement& x : s.inputs[t]) p_in |= x.is_partial();
       if (p_in) continue;
     }
+    uint64_t key = s.steps.size();
+    for (const auto* group : {&s.outputs, &s.inputs})
+      for (const Placements& p : *group) key = key * 0x9E3779B97F4A7C15ull + placement_key(p);
+    for (uint8_t st : s.steps) key = key * 0x9E3779B97F4A7C15ull + st;
+    std::vector<size_t>& same = kept_by_key[key];
     bool dup = false;
-    for (const Strategy& k : kept) dup |= same_strategy(k, s);
-    if (!dup) kept.push_back(std::move(s));
+    for (size_t i : same) dup |= same_strategy(kept[i], s);
+    if (!dup) {
+      same.push_back(kept.size());
+      kept.push_back(std::move(s));
+    }
   }
   for (const Strategy& s : kept)
     if (weights_align(call, meta, s)) info->choices.push_back(make_op_choice(v, call, meta, s));

@@ -37,14 +37,22 @@ def listed():
     return [line.strip() for line in LIST.read_text().splitlines() if line.strip() and not line.startswith("#")]
 
 
-def native_packets():
-    """The packet names the bridge routes to a registered op with a kernel: the op's own name
+def serving_ops():
+    """packet name -> the registered ops (with a kernel) the bridge routes it to: the op's own name
     (torch_bridge._registry), an ATen alias on its definition (torch_bridge._facts), or an ATen op
     whose bridge handler runs a registered op (torch_bridge._routed_to_registered: the batch norm
     forms over _native_batch_norm_legit_functional)."""
     registered = bridge._registry()
-    routed = [n for n, op in bridge._routed_to_registered().items() if op in registered]
-    return {n.partition(".")[0] for n in [*registered, *bridge._facts()[1], *routed]}
+    serving = {}
+    for name, op in [*((n, n) for n in registered), *((n, fact[0]) for n, fact in bridge._facts()[1].items()),
+                     *((n, op) for n, op in bridge._routed_to_registered().items() if op in registered)]:
+        serving.setdefault(name.partition(".")[0], set()).add(op)
+    return serving
+
+
+def native_packets():
+    """The packet names served by a registered op (serving_ops)."""
+    return set(serving_ops())
 
 
 def test_the_list_is_the_installed_torchs_core_set():

@@ -146,19 +146,11 @@ def test_native_core_aten_packets_compared_with_torch(results, capsys):
     result, or the op has its own test against torch (OWN_TORCH_TESTS). Fails naming the packets that
     are neither. The backward packets are reached through autograd, not by samples: test_opdb's
     test_core_aten_packets_compared_with_torch requires each to be compared by op_db's gradients."""
-    from dtensor import bridge
-    from test_core_aten import listed, native_packets
+    from test_core_aten import listed, serving_ops
 
-    serving = collections.defaultdict(set)  # packet -> registered ops serving it
-    for name in bridge._registry():
-        serving[name.partition(".")[0]].add(name)
-    for aten_name, fact in bridge._facts()[1].items():
-        serving[aten_name.partition(".")[0]].add(fact[0])
-    for overload, op in bridge._routed_to_registered().items():
-        serving[overload.partition(".")[0]].add(op)
+    serving = serving_ops()  # packet -> registered ops serving it
     passed = {op for op, outcomes in results.items() if any(o.status in ("pass", "tie") for _, o, _ in outcomes)}
-    native = native_packets()
-    core_native = [n for n in listed() if n in native and not n.endswith("_backward")]
+    core_native = [n for n in listed() if n in serving and not n.endswith("_backward")]
     by_samples = [n for n in core_native if serving[n] & passed]
     by_own = [n for n in core_native if n not in by_samples and serving[n] & set(OWN_TORCH_TESTS)]
     neither = [n for n in core_native if n not in by_samples and n not in by_own]

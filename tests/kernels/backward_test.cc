@@ -17,26 +17,8 @@ using testing::expect_near;
 using testing::rand;
 using testing::T;
 using testing::V;
+using testing::numeric_grad;
 constexpr DType kF64 = DType::kFloat64;
-
-// Central differences of sum(f(x) * w) w.r.t. x (float64).
-std::vector<double> numeric_grad(const Tensor& x, const Tensor& w, const std::function<Tensor(const Tensor&)>& f,
-                                 double h = 1e-6) {
-  std::vector<double> xv = V(x), wv = V(w), g(xv.size());
-  auto loss = [&](const std::vector<double>& v) {
-    std::vector<double> y = V(f(T(v, x.sizes(), kF64)));
-    double s = 0;
-    for (size_t i = 0; i < y.size(); ++i) s += y[i] * wv[i];
-    return s;
-  };
-  for (size_t i = 0; i < xv.size(); ++i) {
-    std::vector<double> p = xv, m = xv;
-    p[i] += h;
-    m[i] -= h;
-    g[i] = (loss(p) - loss(m)) / (2 * h);
-  }
-  return g;
-}
 
 TEST(GeluBackward, MatchesFiniteDifferences) {
   const Tensor x = rand({4, 5}, 1, kF64), w = rand({4, 5}, 2, kF64);

@@ -14,41 +14,12 @@ using testing::expect_near;
 using testing::rand;
 using testing::T;
 using testing::V;
+using testing::I;
+using testing::expect_same;
+using testing::numeric_grad;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr DType kF64 = DType::kFloat64;
-
-std::vector<int64_t> I(const Tensor& t) { return t.to_vector<int64_t>(); }
-
-// Values equal elementwise, NaN matching NaN.
-void expect_same(const std::vector<double>& got, const std::vector<double>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(want[i]))
-      EXPECT_TRUE(std::isnan(got[i])) << "at " << i << ": " << got[i];
-    else
-      EXPECT_EQ(got[i], want[i]) << "at " << i;
-  }
-}
-
-// Central differences of L(x) = sum(f(x) * w), x in float64.
-template <typename F>
-std::vector<double> numeric_grad(const Tensor& x, const Tensor& w, F f, double h = 1e-6) {
-  std::vector<double> xv = V(x), wv = V(w), g(xv.size());
-  auto loss = [&](const std::vector<double>& v) {
-    std::vector<double> y = V(f(T(v, x.sizes(), kF64)));
-    double s = 0;
-    for (size_t i = 0; i < y.size(); ++i) s += y[i] * wv[i];
-    return s;
-  };
-  for (size_t i = 0; i < xv.size(); ++i) {
-    std::vector<double> p = xv, m = xv;
-    p[i] += h;
-    m[i] -= h;
-    g[i] = (loss(p) - loss(m)) / (2 * h);
-  }
-  return g;
-}
 
 TEST(Scan, CumsumCumprodHandValues) {
   Tensor x = T({1, 2, 3, 4, 5, 6}, {2, 3});

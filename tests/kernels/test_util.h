@@ -54,4 +54,37 @@ inline void expect_near(const std::vector<double>& got, const std::vector<double
   }
 }
 
+inline std::vector<int64_t> I(const Tensor& t) { return t.to_vector<int64_t>(); }
+
+// Values equal elementwise, NaN matching NaN.
+inline void expect_same(const std::vector<double>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i]))
+      EXPECT_TRUE(std::isnan(got[i])) << "at " << i << ": " << got[i];
+    else
+      EXPECT_EQ(got[i], want[i]) << "at " << i;
+  }
+}
+
+// Central differences of L(x) = sum(f(x) * w) with respect to x, in float64: the reference the
+// kernels' backward formulas are checked against.
+template <typename F>
+std::vector<double> numeric_grad(const Tensor& x, const Tensor& w, F f, double h = 1e-6) {
+  std::vector<double> xv = V(x), wv = V(w), g(xv.size());
+  auto loss = [&](const std::vector<double>& v) {
+    std::vector<double> y = V(f(T(v, x.sizes(), DType::kFloat64)));
+    double s = 0;
+    for (size_t i = 0; i < y.size(); ++i) s += y[i] * wv[i];
+    return s;
+  };
+  for (size_t i = 0; i < xv.size(); ++i) {
+    std::vector<double> p = xv, m = xv;
+    p[i] += h;
+    m[i] -= h;
+    g[i] = (loss(p) - loss(m)) / (2 * h);
+  }
+  return g;
+}
+
 }  // namespace dtensor::kernels::testing

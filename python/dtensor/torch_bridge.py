@@ -599,6 +599,43 @@ def _nll_loss_backward_adapt(a, k):
     return (grad, x, target), {"reduction": _REDUCTIONS[reduction], "ignore_index": ignore_index}
 
 
+def _margin_loss_backward(func, args, kwargs):
+    """multi_margin_loss_backward(grad_output, self, target, p, margin, weight, reduction) and
+    multilabel_margin_loss_backward(grad_output, self, target, reduction, is_target): each sample's
+    gradient reads only its own row (self, target, is_target) and the whole class weight, so torch's
+    kernel runs on batch blocks (self [N, C]'s dim-0 Shards kept, every other dim and weight whole,
+    grad_output whole unless it is the per-sample [N] of reduction 'none'). 'mean' divides by the
+    global N: a block runs 'sum' with grad_output / N instead (the kernel would divide by its own N).
+    A 1-d self (one sample) or a plain tensor argument: every argument whole on every rank."""
+    b = _bind(func, args, kwargs)
+    b.update({a.name: a.default_value for a in func._schema.arguments if a.name not in b and a.has_default_value()})
+    x = b["self"]
+    batched = {"self", "target", "is_target"} & b.keys() | ({"grad_output"} if b["grad_output"].dim() == 1 else set())
+    whole = [Replicate()] * len(x._spec.placements)
+    split = x.dim() == 2 and all(isinstance(b[k], DTensor) for k in batched)
+    target = _batch_shards(x) if split else whole
+    sharded = any(p.is_shard() for p in target)
+    blocks = {k: (_moved(v, target if k in batched else whole)._local if isinstance(v, DTensor) else v)
+              for k, v in b.items()}
+    if sharded and blocks["reduction"] == 1:
+        blocks["grad_output"] = blocks["grad_output"] / x.shape[0]
+        blocks["reduction"] = 2
+    names = [a.name for a in func._schema.arguments]
+    out = func(*[blocks[n] for n in names if n in blocks])
+    return _wrapped_blocks(out, x, target, lambda block: x.shape)
+
+
+def _multilabel_margin_loss_forward(func, args, kwargs):
+    """torch's decomposition, whose per-sample loss (reduction 'none') of a 1-d input (one sample)
+    is [1] where ATen's kernel gives a 0-d loss: reshaped to ATen's."""
+    from torch._decomp import decomposition_table
+
+    output, is_target = decomposition_table[func](*args, **kwargs)
+    if args[0].dim() == 1 and output.dim() == 1:
+        output = output.reshape([])
+    return output, is_target
+
+
 def _unbiased_adapt(a, k):
     # var.dim/std.dim(self, dim, unbiased=True, keepdim=False) -> var(self, dim, *, correction, keepdim)
     a = list(a) + [None] * (4 - len(a))
@@ -2086,6 +2123,13 @@ _SPECIAL = {
     "new_full": _new_filled,
     "nll_loss_forward": _nll_loss_forward,
     "nll_loss_backward": _nll_loss_backward,
+    "multi_margin_loss_backward": _margin_loss_backward,
+    "multilabel_margin_loss_backward": _margin_loss_backward,
+    "multilabel_margin_loss_forward": _multilabel_margin_loss_forward,
+    # _ctc_loss is computed whole (dynamic_output_shape: log_alpha's length is 2 max(target_lengths) + 1,
+    # read from the data), so its backward's saved inputs arrive replicated: computed whole too (a
+    # batch split would also need each block's offsets into 1-d concatenated targets).
+    "_ctc_loss_backward": _replicated,
     "var_mean": _var_mean,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa_flash_cpu,
     "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_flash_cpu_backward,

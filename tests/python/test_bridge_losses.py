@@ -22,7 +22,7 @@ LAYOUTS = {
     "classes": ([Replicate(), Shard(1)], [Replicate(), Replicate()]),
     "partial_input": ([Partial(), Replicate()], [Replicate(), Shard(0)]),
 }
-N, C = 5, 4  # 5 rows over 2 or 4 ranks: uneven blocks, an empty one on 4
+N, C = 3, 4  # 3 rows over 2 or 4 ranks: uneven blocks, an empty one on 4 (S(0), S(0): 1 -> 1, 0)
 
 
 def inputs(seed, multilabel, n=N):

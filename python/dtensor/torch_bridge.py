@@ -1354,10 +1354,12 @@ def _batched_matrices_on_blocks(func, args, kwargs):
 
 def _batch_dims_of(base):
     """How many leading dims of every tensor argument and output are independent samples for the
-    resampling ops without a dtensor op: N and C (2) for the upsamplings and adaptive max pools,
-    N alone (1) for the grid samplers (grid has no C dim, and grid's gradient sums over C)."""
+    resampling ops without a dtensor op: N and C (2) for the upsamplings, adaptive max pools and
+    fractional max pools (whose random_samples [N, C, dims] place each plane's windows), N alone (1)
+    for the grid samplers (grid has no C dim, and grid's gradient sums over C)."""
     name = base[:-len("_backward")] if base.endswith("_backward") else base
-    if name.lstrip("_").startswith("upsample_") or name in ("adaptive_max_pool2d", "adaptive_max_pool3d"):
+    if name.lstrip("_").startswith("upsample_") or name in (
+            "adaptive_max_pool2d", "adaptive_max_pool3d", "fractional_max_pool2d", "fractional_max_pool3d"):
         return 2
     if name in ("grid_sampler_2d", "grid_sampler_3d"):
         return 1
@@ -1402,6 +1404,25 @@ def _batch_dims_on_blocks(batch_dims, spatial, func, args, kwargs):
             if isinstance(out, (list, tuple)) else out[kept]
     return _wrapped_blocks(out, first, target,
                            lambda block: lead_global + list(block.shape[batch_dims:]) if batched else block.shape)
+
+
+def _fractional_max_pool(spatial):
+    """fractional_max_pool{2,3}d(self, kernel_size, output_size, random_samples [N, C, spatial]):
+    per plane (_batch_dims_on_blocks), each (n, c)'s windows placed by its row of random_samples.
+    A plain random_samples (F.fractional_max_pool2d draws one from each rank's torch generator when
+    not given, and thread ranks share one generator) is rank 0's on every rank (a broadcast of
+    N C spatial numbers: a Partial(sum) of rank 0's and zeros), so every rank pools the same windows."""
+    def handler(func, args, kwargs):
+        b = _bind(func, args, kwargs)
+        x, samples = b["self"], b["random_samples"]
+        if isinstance(x, DTensor) and not isinstance(samples, DTensor):
+            n = len(x._spec.placements)
+            mine = samples.contiguous() if x._mesh.get_coordinate() == [0] * n else torch.zeros_like(samples)
+            spec = x._spec.with_([_dtensor.Partial("sum")] * n, list(samples.shape), _dtype_name(samples.dtype))
+            b["random_samples"] = _moved(DTensor(mine, spec, x._mesh), [Replicate()] * n)
+        return _batch_dims_on_blocks(2, spatial, func, (), b)
+
+    return handler
 
 
 def _unsupported(qualified):
@@ -2130,6 +2151,8 @@ _SPECIAL = {
     # read from the data), so its backward's saved inputs arrive replicated: computed whole too (a
     # batch split would also need each block's offsets into 1-d concatenated targets).
     "_ctc_loss_backward": _replicated,
+    "fractional_max_pool2d": _fractional_max_pool(2),
+    "fractional_max_pool3d": _fractional_max_pool(3),
     "var_mean": _var_mean,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa_flash_cpu,
     "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_flash_cpu_backward,

@@ -341,6 +341,31 @@ def _weight_placements(out, dtensor):
     return [p if p.is_shard() else Replicate() for p in out.placements]
 
 
+@contextlib.contextmanager
+def _own_generator(seed):
+    """Thread ranks share torch's one CPU generator, where each process of an SPMD program has its
+    own, seeded alike: a random draw torch makes with no tensor argument (F.fractional_max_pool2d's
+    torch.rand of its random samples) comes, in this thread, from a generator of its own seeded
+    `seed`, so every rank (and the one-device run) draws the same numbers, as processes would."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    gen = torch.Generator().manual_seed(seed)
+    with_generator = {"default": "generator", "low": "low_generator"}  # aten.rand -> aten.rand.generator
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if torch.Tag.nondeterministic_seeded in func.tags and kwargs.get("generator") is None and not any(
+                    isinstance(v, torch.Tensor) for v in tree_flatten((args, kwargs))[0]):
+                overload = getattr(func.overloadpacket, with_generator.get(func._overloadname, ""), None)
+                if overload is not None:
+                    return overload(*args, **kwargs, generator=gen)
+            return func(*args, **kwargs)
+
+    with Mode():
+        yield
+
+
 class BridgeEngine:
     """dtensor's bridge on a mesh of thread ranks of this process."""
     name = "dtensor"
@@ -364,8 +389,9 @@ class BridgeEngine:
                 return f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}", None
             op = entry.op if case.factory is None else factory_call(
                 getattr(self.dtensor, entry.name), mesh, [self.placement(p) for p in case.factory.placements])
-            return how(entry, case, flat, lambda t: t.full_tensor() if hasattr(t, "full_tensor") else t,
-                       lambda w, o: self.bridge.distribute(w, mesh, _weight_placements(o, self.dtensor)), op)
+            with _own_generator(1) if case.random else contextlib.nullcontext():
+                return how(entry, case, flat, lambda t: t.full_tensor() if hasattr(t, "full_tensor") else t,
+                           lambda w, o: self.bridge.distribute(w, mesh, _weight_placements(o, self.dtensor)), op)
 
         return self.dtensor.run_threads(math.prod(mesh_shape), fn)[0]
 

@@ -1024,6 +1024,23 @@ def _new_filled(func, args, kwargs):
     return DTensor(local, spec, x._mesh)
 
 
+def _new_empty_strided(func, args, kwargs):
+    """new_empty_strided(x, size, stride) (autograd's CopySlices makes the gradient of a tensor
+    written through views with it; torch's decomposition gives a plain tensor): x's layout when
+    `size` is x's shape (as empty_like: the gradient's copy into it stays local), else replicated
+    (new_empty). A bridge tensor is contiguous: other strides are refused."""
+    b = _bind(func, args, kwargs)
+    x, size, stride = b["self"], list(b["size"]), list(b["stride"])
+    if any(n > 1 and s != c for n, s, c in zip(size, stride, _contiguous_strides(tuple(size)))):
+        raise UnsupportedOpError(f"bridge: aten.new_empty_strided: strides {stride} for size {size} of {x._spec}; "
+                                 f"accepted: the contiguous strides {list(_contiguous_strides(tuple(size)))} "
+                                 f"(a bridge tensor's)")
+    options = {k: v for k, v in kwargs.items() if k not in ("size", "stride")}
+    if size == list(x.shape):
+        return _fill_like(aten.empty_like.default, (x,), options)
+    return _new_filled(aten.new_empty.default, (x, size), options)
+
+
 def _copy_(func, args, kwargs):
     """copy_(dst, src): src moved to dst's placements, then copied block to block."""
     dst, src = args[0], args[1]
@@ -2142,6 +2159,7 @@ _SPECIAL = {
     "new_ones": _new_filled,
     "new_empty": _new_filled,
     "new_full": _new_filled,
+    "new_empty_strided": _new_empty_strided,
     "nll_loss_forward": _nll_loss_forward,
     "nll_loss_backward": _nll_loss_backward,
     "multi_margin_loss_backward": _margin_loss_backward,

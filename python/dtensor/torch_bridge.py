@@ -1042,14 +1042,18 @@ def _new_empty_strided(func, args, kwargs):
 
 
 def _copy_(func, args, kwargs):
-    """copy_(dst, src): src moved to dst's placements, then copied block to block."""
+    """copy_(dst, src): src moved to dst's placements, then copied block to block. A plain src is
+    the same on every rank (plain tensors mixed with bridge tensors are replicated; ATen's own
+    kernels make some: linalg_matrix_power(x, 0) copies an eye into a clone of x), broadcast to
+    dst's shape."""
     dst, src = args[0], args[1]
     if type(dst) is not DTensor:
         raise DTensorError(f"bridge: aten.copy_: copying a sharded tensor {src._spec} into a plain "
                            f"{type(dst).__name__}; accepted: dst.copy_(src.full_tensor())")
     if type(src) is not DTensor:
-        raise DTensorError(f"bridge: aten.copy_: copying a plain {type(src).__name__} into a sharded "
-                           f"tensor {dst._spec}; accepted: a sharded source (bridge.distribute it)")
+        whole = src.expand(dst.shape).contiguous()
+        src = DTensor(whole, dst._spec.with_([Replicate()] * len(dst._spec.placements), list(whole.shape),
+                                             _dtype_name(whole.dtype)), dst._mesh)
     if func is not None:  # _in_place checked its own op
         _check_writes_reach_base(func, dst)
     if src._spec.placements != dst._spec.placements:

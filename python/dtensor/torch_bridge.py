@@ -977,40 +977,82 @@ def _fill_like(func, args, kwargs):
     return DTensor(local, spec, x._mesh)
 
 
-def _check_writes_reach_base(func, x):
-    """An in-place op on a view must write the base's memory. A bridge view whose block is not a
-    view of its base's block (the view needed communication: a slice or select of a sharded dim
-    gathers; a Partial base was reduced) would take the write alone and leave the base unchanged, a
-    wrong result with no error (torch's householder_product backward writes into such views):
-    refused, naming the op and both layouts."""
+def _view_apart(x):
+    """Whether x is a bridge view whose block is not a view of its base's block (the view needed
+    communication: a slice or select of a sharded dim gathers; a Partial base was reduced; the
+    diagonal of a sharded matrix is a Partial(sum)), so that a write into its block alone would
+    leave the base unchanged. Every rank decides alike (a rank with an empty block may not see it):
+    one flag all-reduced (max)."""
     if not x._is_view():
-        return
+        return False
     base = x._base
     if type(base) is not DTensor or base._mesh is not x._mesh:
-        return
+        return False
     mine, theirs = x._local.untyped_storage().data_ptr(), base._local.untyped_storage().data_ptr()
     apart = mine != theirs and not (mine == 0 and theirs == 0)  # two empty blocks tell nothing
-    # Every rank must decide alike (a rank with an empty block may not see it): the flag's max.
     spec = x._spec.with_([_dtensor.Partial("max")] * len(x._spec.placements), [], "float64")
     _, flag = _b.redistribute(spec, torch.tensor(float(apart), dtype=torch.float64),
                               [Replicate()] * len(x._spec.placements))
-    if flag.item() > 0:
+    return flag.item() > 0
+
+
+def _write_to_base(func, x):
+    """After an in-place write into a view x apart from its base (_view_apart): x's values written
+    into the base where x's elements live, in the base's own blocks (so the base, and the views that
+    share its blocks, see the write, as torch's views do; torch's householder_product backward
+    writes the diagonal of a sharded matrix). Where they live: torch's view replay (x._view_func)
+    on the base's element positions; the values go in by index_put on the flattened base. Without
+    a replay (a view torch cannot repeat) the write is refused, naming both layouts."""
+    base = x._base
+    n = len(base._spec.placements)
+    keep = [Replicate() if p.is_partial() else p for p in base._spec.placements]
+    positions = DTensor(torch.arange(base.numel(), dtype=torch.int64).reshape(base.shape),
+                        base._spec.with_([Replicate()] * n, list(base.shape), "int64"), base._mesh)
+    try:
+        where = x._view_func(positions if keep == [Replicate()] * n else _moved(positions, keep))
+    except Exception as e:  # noqa: BLE001 - no replay of this view
         raise UnsupportedOpError(
-            f"bridge: aten.{func._schema.name.split('::')[1]}: an in-place write into a view {list(x.shape)} {x._spec.placements} of a sharded "
-            f"tensor {list(base.shape)} {base._spec.placements} whose block is not a view of the tensor's block "
-            f"(the view needed communication), so the tensor would not change; accepted: an out-of-place op, or "
-            f"the tensor redistributed so that the view is local (e.g. replicated along the sliced dim)")
+            f"bridge: aten.{func._schema.name.split('::')[1]}: an in-place write into a view {list(x.shape)} "
+            f"{x._spec.placements} of a sharded tensor {list(base.shape)} {base._spec.placements} whose block is "
+            f"not a view of the tensor's block, and torch cannot replay the view to write the tensor "
+            f"({type(e).__name__}: {e}); accepted: an out-of-place op, or the tensor redistributed so that the "
+            f"view is local (e.g. replicated along the sliced dim)") from e
+    values = x if not x._spec.has_partial else _moved(x, [Replicate() if p.is_partial() else p
+                                                          for p in x._spec.placements])
+    whole = base if not base._spec.has_partial else _moved(base, keep)  # its pieces become the new value's
+    flat = aten.index_put.default(aten.reshape.default(whole, [-1]), [aten.reshape.default(where, [-1])],
+                                  aten.reshape.default(values, [-1]))
+    new = aten.reshape.default(flat, list(base.shape))
+    if list(new._spec.placements) != list(base._spec.placements):
+        new = _moved(new, base._spec.placements)
+    base._local.copy_(new._local)
+
+
+def _wrapper_query(func, args, kwargs):
+    """A query of tensors' metadata (_has_same_storage_numel, which torch's view replay asks):
+    torch's own kernel on the wrappers (global sizes and storage), not on blocks."""
+    with torch.utils._mode_utils.no_dispatch():
+        return func(*args, **kwargs)
 
 
 def _fill_(func, args, kwargs):
     """zero_/fill_ (optimizer.zero_grad(set_to_none=False), initializers): every block filled; a
-    Partial tensor becomes Replicate there (c in every Partial(sum) piece would sum to k*c)."""
+    Partial tensor becomes Replicate there (c in every Partial(sum) piece would sum to k*c). A view
+    of a Partial tensor (its block a view of the tensor's) stays Partial, as its base does: c in
+    the Partial(sum) pieces of coordinate 0 and 0 in the others (every piece c for avg, max, min)."""
     x = args[0]
-    _check_writes_reach_base(func, x)
+    apart = _view_apart(x)
+    if x._spec.has_partial and x._is_view() and not apart:
+        coord = x._mesh.get_coordinate()
+        mine = all(coord[d] == 0 for d, p in enumerate(x._spec.placements) if p == _dtensor.Partial("sum"))
+        func(x._local, *args[1:], **kwargs) if mine else x._local.zero_()
+        return x
     func(x._local, *args[1:], **kwargs)
     if x._spec.has_partial:
         x._spec = x._spec.with_([Replicate() if p.is_partial() else p for p in x._spec.placements],
                                 list(x._spec.shape), x._spec.dtype)
+    if apart:
+        _write_to_base(func, x)
     return x
 
 
@@ -1028,13 +1070,11 @@ def _new_empty_strided(func, args, kwargs):
     """new_empty_strided(x, size, stride) (autograd's CopySlices makes the gradient of a tensor
     written through views with it; torch's decomposition gives a plain tensor): x's layout when
     `size` is x's shape (as empty_like: the gradient's copy into it stays local), else replicated
-    (new_empty). A bridge tensor is contiguous: other strides are refused."""
+    (new_empty). A bridge tensor reports contiguous global strides (docs/PYTHON.md), whatever
+    `stride` asks: its elements are uninitialized, and the strides it reports are the ones its
+    views and as_strided read."""
     b = _bind(func, args, kwargs)
-    x, size, stride = b["self"], list(b["size"]), list(b["stride"])
-    if any(n > 1 and s != c for n, s, c in zip(size, stride, _contiguous_strides(tuple(size)))):
-        raise UnsupportedOpError(f"bridge: aten.new_empty_strided: strides {stride} for size {size} of {x._spec}; "
-                                 f"accepted: the contiguous strides {list(_contiguous_strides(tuple(size)))} "
-                                 f"(a bridge tensor's)")
+    x, size = b["self"], list(b["size"])
     options = {k: v for k, v in kwargs.items() if k not in ("size", "stride")}
     if size == list(x.shape):
         return _fill_like(aten.empty_like.default, (x,), options)
@@ -1054,11 +1094,12 @@ def _copy_(func, args, kwargs):
         whole = src.expand(dst.shape).contiguous()
         src = DTensor(whole, dst._spec.with_([Replicate()] * len(dst._spec.placements), list(whole.shape),
                                              _dtype_name(whole.dtype)), dst._mesh)
-    if func is not None:  # _in_place checked its own op
-        _check_writes_reach_base(func, dst)
+    apart = func is not None and _view_apart(dst)  # _in_place writes its op's result through itself
     if src._spec.placements != dst._spec.placements:
         src = _moved(src, dst._spec.placements)
     dst._local.copy_(src._local, **kwargs)
+    if apart:
+        _write_to_base(func, dst)
     return dst
 
 
@@ -1198,9 +1239,12 @@ def _in_place(out_of_place):
     """x.op_(...) as x's block <- op(...) moved to x's placements (torch's add_ from AccumulateGrad)."""
 
     def handler(func, args, kwargs):
-        _check_writes_reach_base(func, args[0])
+        apart = _view_apart(args[0])
         r = _dispatch_on(out_of_place, args, kwargs)
-        return _copy_(None, (args[0], r), {})
+        _copy_(None, (args[0], r), {})
+        if apart:
+            _write_to_base(func, args[0])
+        return args[0]
 
     return handler
 
@@ -1269,8 +1313,8 @@ def _on_aligned_blocks(otherwise):
                      and all(p.is_replicate() for p in t._spec.placements))
             if not (_aligned_with(t, first) or scale):
                 return otherwise(func, args, kwargs)
-        if func._schema.name.endswith("_"):
-            _check_writes_reach_base(func, first)
+        if func._schema.name.endswith("_") and _view_apart(first):
+            return otherwise(func, args, kwargs)  # _in_place: the write goes on to the base
         out = func(*[_block(v) for v in args], **{k: _block(v) for k, v in kwargs.items()})
         if func._schema.name.endswith("_") or out is first._local:
             return first
@@ -2164,6 +2208,7 @@ _SPECIAL = {
     "new_empty": _new_filled,
     "new_full": _new_filled,
     "new_empty_strided": _new_empty_strided,
+    "_has_same_storage_numel": _wrapper_query,
     "nll_loss_forward": _nll_loss_forward,
     "nll_loss_backward": _nll_loss_backward,
     "multi_margin_loss_backward": _margin_loss_backward,

@@ -77,9 +77,11 @@ def test_new_empty_strided_layouts():
         x = bridge.distribute(torch.zeros(4, 6), mesh, [Shard(0), Shard(1)])
         same = torch.ops.aten.new_empty_strided.default(x, [4, 6], [6, 1])
         other = torch.ops.aten.new_empty_strided.default(x, [3, 2], [2, 1])
-        with pytest.raises(bridge.UnsupportedOpError, match=r"new_empty_strided: strides \[1, 4\].*accepted"):
-            torch.ops.aten.new_empty_strided.default(x, [4, 6], [1, 4])
-        return type(same), tuple(same.placements), tuple(same.shape), type(other), tuple(other.placements)
+        # other strides: a bridge tensor is contiguous, and says so
+        transposed = torch.ops.aten.new_empty_strided.default(x, [4, 6], [1, 4])
+        return (type(same), tuple(same.placements), tuple(same.shape), type(other), tuple(other.placements),
+                type(transposed), tuple(transposed.shape), transposed.stride())
 
     for r in dt.run_threads(4, fn):
-        assert r == (bridge.DTensor, (Shard(0), Shard(1)), (4, 6), bridge.DTensor, (Replicate(), Replicate()))
+        assert r == (bridge.DTensor, (Shard(0), Shard(1)), (4, 6), bridge.DTensor, (Replicate(), Replicate()),
+                     bridge.DTensor, (4, 6), (6, 1))

@@ -30,6 +30,7 @@
 #include "dtensor/collectives/gloo_backend.h"
 #include "dtensor/dtensor.h"
 #include "gtest/gtest.h"
+#include "tests/testing/rank_reports.h"
 #include "tests/testing/rank_worker.h"
 #include "tests/dtensor/redistribute_cases.h"
 #include "tools/launcher.h"
@@ -132,14 +133,6 @@ void scenario_peer_dies(std::shared_ptr<Backend> b) {
   WCHECK(false, "no CommError after rank 3 died");
 }
 
-void report_failure(int rank, const std::string& scenario, const std::string& what) {
-  std::string line = absl::StrCat("rank ", rank, ", scenario ", scenario, ": ", what);
-  std::fprintf(stderr, "%s\n", line.c_str());
-  if (const char* dir = std::getenv(kReportVar)) {
-    std::ofstream(absl::StrCat(dir, "/rank", rank, ".txt")) << line << "\n";
-  }
-}
-
 int worker_main(const std::string& scenario) {
   const int rank = std::atoi(std::getenv("RANK") ? std::getenv("RANK") : "-1");
   try {
@@ -156,7 +149,7 @@ int worker_main(const std::string& scenario) {
     it->second(backend);
     return 0;
   } catch (const std::exception& e) {
-    report_failure(rank, scenario, e.what());
+    rank_worker::report_failure(kReportVar, rank, scenario, e.what());
     return 1;
   }
 }
@@ -164,17 +157,10 @@ int worker_main(const std::string& scenario) {
 // ------------------------------------------------------------------------------------------------
 // Driver side.
 
-std::string tmp_root() {
-  const char* t = std::getenv("TEST_TMPDIR");
-  return t ? t : "/tmp";
-}
-
-// A fresh directory for the workers' failure reports.
-std::string report_dir(const std::string& scenario) {
-  std::string dir = absl::StrCat(tmp_root(), "/redist_gloo_", scenario, "_XXXXXX");
-  if (mkdtemp(dir.data()) == nullptr) return tmp_root();
-  return dir;
-}
+using rank_worker::exits_str;
+using rank_worker::report_dir;
+using rank_worker::reports_str;
+using rank_worker::tmp_root;
 
 tools::LaunchOptions options_for(const std::string& scenario, const std::string& reports) {
   tools::LaunchOptions o;
@@ -187,35 +173,13 @@ tools::LaunchOptions options_for(const std::string& scenario, const std::string&
   return o;
 }
 
-std::string exits_str(const tools::LaunchResult& r) {
-  std::vector<std::string> parts;
-  for (const auto& x : r.ranks) {
-    parts.push_back(absl::StrCat("rank ", x.rank, ": code ", x.exit_code, " signal ", x.signal,
-                                 x.terminated ? " (terminated)" : ""));
-  }
-  return absl::StrJoin(parts, "; ");
-}
-
-// What the workers reported, one line per failed rank.
-std::string reports_str(const std::string& dir) {
-  std::string out;
-  for (int r = 0; r < kWorld; ++r) {
-    std::ifstream f(absl::StrCat(dir, "/rank", r, ".txt"));
-    if (!f) continue;
-    std::stringstream ss;
-    ss << f.rdbuf();
-    absl::StrAppend(&out, "\n  ", ss.str());
-  }
-  return out.empty() ? std::string("\n  (no worker report)") : out;
-}
-
 void expect_all_pass(const std::string& scenario) {
-  const std::string reports = report_dir(scenario);
+  const std::string reports = report_dir(absl::StrCat("redist_gloo_", scenario, "_"));
   auto start = Clock::now();
   tools::LaunchResult r = tools::run_ranks(options_for(scenario, reports));
   auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
   std::fprintf(stderr, "scenario %s: %lld ms\n", scenario.c_str(), static_cast<long long>(took));
-  EXPECT_EQ(r.status, 0) << exits_str(r) << reports_str(reports);
+  EXPECT_EQ(r.status, 0) << exits_str(r) << reports_str(reports, kWorld);
   EXPECT_FALSE(r.timed_out);
   for (const auto& x : r.ranks) EXPECT_TRUE(x.ok()) << "rank " << x.rank << ": " << exits_str(r);
 }
@@ -232,18 +196,18 @@ TEST(RedistributeGloo, CasesAreDeterministic) {
 }
 
 TEST(RedistributeGlooFailure, PeerDiesMidRedistribute) {
-  const std::string reports = report_dir("peer_dies");
+  const std::string reports = report_dir("redist_gloo_peer_dies_");
   tools::LaunchOptions o = options_for("peer_dies", reports);
   o.failure_grace = milliseconds(30000);  // let the survivors report on their own
   auto start = Clock::now();
   tools::LaunchResult r = tools::run_ranks(o);
   auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
-  EXPECT_EQ(r.first_failed, kCulprit) << exits_str(r) << reports_str(reports);
+  EXPECT_EQ(r.first_failed, kCulprit) << exits_str(r) << reports_str(reports, kWorld);
   EXPECT_EQ(r.status, 1) << exits_str(r);
   EXPECT_EQ(r.ranks[kCulprit].exit_code, 1);
   for (int i = 0; i < kWorld; ++i) {
     if (i != kCulprit) {
-      EXPECT_TRUE(r.ranks[i].ok()) << exits_str(r) << reports_str(reports);
+      EXPECT_TRUE(r.ranks[i].ok()) << exits_str(r) << reports_str(reports, kWorld);
       EXPECT_FALSE(r.ranks[i].terminated);
     }
   }

@@ -48,6 +48,7 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/partial_split.h"
 #include "gtest/gtest.h"
+#include "tests/testing/rank_reports.h"
 #include "tests/testing/rank_worker.h"
 #include "ops/common/defs.h"
 #include "tools/launcher.h"
@@ -345,14 +346,6 @@ void run_case(const Case& c, const MeshPtr& mesh, uint64_t seed, Tally& tally) {
   }
 }
 
-void report_failure(int rank, const std::string& scenario, const std::string& what) {
-  std::string line = absl::StrCat("rank ", rank, ", scenario ", scenario, ": ", what);
-  std::fprintf(stderr, "%s\n", line.c_str());
-  if (const char* dir = std::getenv(kReportVar)) {
-    std::ofstream(absl::StrCat(dir, "/rank", rank, ".txt")) << line << "\n";
-  }
-}
-
 // scenario: "<mesh>/<group>", mesh "4" or "2x2".
 int worker_main(const std::string& scenario) {
   const int rank = std::atoi(std::getenv("RANK") ? std::getenv("RANK") : "-1");
@@ -392,7 +385,7 @@ int worker_main(const std::string& scenario) {
     mesh->group(0).barrier(kTimeout);
     return 0;
   } catch (const std::exception& e) {
-    report_failure(rank, scenario, e.what());
+    rank_worker::report_failure(kReportVar, rank, scenario, e.what());
     return 1;
   }
 }
@@ -400,41 +393,11 @@ int worker_main(const std::string& scenario) {
 // ------------------------------------------------------------------------------------------------
 // Driver side.
 
-std::string tmp_root() {
-  const char* t = std::getenv("TEST_TMPDIR");
-  return t ? t : "/tmp";
-}
-
-std::string report_dir() {
-  std::string dir = absl::StrCat(tmp_root(), "/dist_ops_gloo_XXXXXX");
-  if (mkdtemp(dir.data()) == nullptr) return tmp_root();
-  return dir;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return "";
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::string exits_str(const tools::LaunchResult& r) {
-  std::vector<std::string> parts;
-  for (const auto& x : r.ranks)
-    parts.push_back(absl::StrCat("rank ", x.rank, ": code ", x.exit_code, " signal ", x.signal,
-                                 x.terminated ? " (terminated)" : ""));
-  return absl::StrJoin(parts, "; ");
-}
-
-std::string reports_str(const std::string& dir) {
-  std::string out;
-  for (int r = 0; r < kWorld; ++r) {
-    std::string s = read_file(absl::StrCat(dir, "/rank", r, ".txt"));
-    if (!s.empty()) absl::StrAppend(&out, "\n  ", s);
-  }
-  return out.empty() ? std::string("\n  (no worker report)") : out;
-}
+using rank_worker::exits_str;
+using rank_worker::read_file;
+using rank_worker::report_dir;
+using rank_worker::reports_str;
+using rank_worker::tmp_root;
 
 // A summary field ("with_step=12") as a number; -1 when absent.
 int64_t field(const std::string& summary, const std::string& name) {
@@ -447,7 +410,7 @@ int64_t field(const std::string& summary, const std::string& name) {
 
 // Runs a scenario on 4 ranks; every rank must exit 0. Returns rank 0's summary line.
 std::string expect_all_pass(const std::string& scenario) {
-  const std::string reports = report_dir();
+  const std::string reports = report_dir("dist_ops_gloo_");
   tools::LaunchOptions o;
   o.nprocs = kWorld;
   o.command = {rank_worker::self_exe()};
@@ -460,7 +423,7 @@ std::string expect_all_pass(const std::string& scenario) {
   tools::LaunchResult r = tools::run_ranks(o);
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
   std::fprintf(stderr, "scenario %s: %lld ms\n", scenario.c_str(), static_cast<long long>(took));
-  EXPECT_EQ(r.status, 0) << exits_str(r) << reports_str(reports);
+  EXPECT_EQ(r.status, 0) << exits_str(r) << reports_str(reports, kWorld);
   EXPECT_FALSE(r.timed_out);
   for (const auto& x : r.ranks) EXPECT_TRUE(x.ok()) << "rank " << x.rank << ": " << exits_str(r);
   return read_file(reports + "/summary.txt");

@@ -11,6 +11,7 @@ OP_FAMILIES = [
     "complex",
     "conv",
     "embedding",
+    "factory",
     "flex_attention",
     "grouped_mm",
     "indexing",

@@ -105,10 +105,19 @@ std::vector<DTensor> execute_strategy(
       });
   DT_CHECK(outs.size() == out_meta.size(), call.str(), ": internal error: the kernel returned ",
            outs.size(), " outputs, the op has ", out_meta.size());
+  // An op with data-dependent output dims (OpDef::data_dependent): their sizes come from the blocks
+  // just computed, never from the cached decision's bound.
+  std::vector<TensorMeta> settled;
+  if (!call.op().data_dependent.empty()) {
+    std::vector<Shape> local;
+    for (const Tensor& t : outs) local.push_back(t.sizes());
+    settled = settle_output_meta(call, strategy.outputs, out_meta, local);
+  }
+  const std::vector<TensorMeta>& metas = settled.empty() ? out_meta : settled;
   std::vector<DTensor> result;
   result.reserve(outs.size());
   for (size_t o = 0; o < outs.size(); ++o)
-    result.emplace_back(DTensorSpec(mesh, strategy.outputs[o], out_meta[o].shape, out_meta[o].dtype),
+    result.emplace_back(DTensorSpec(mesh, strategy.outputs[o], metas[o].shape, metas[o].dtype),
                         std::move(outs[o]));
   return result;
 }

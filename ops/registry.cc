@@ -40,6 +40,28 @@ bool LocalContext::in_whole_along(const OpCall& call, int i, int64_t dim) const 
   return in_block(call, i).first[dim] == call.tensor(i).shape[dim];
 }
 
+std::vector<TensorMeta> settle_output_meta(const OpCall& call, const std::vector<Placements>& outputs,
+                                           std::vector<TensorMeta> meta, const std::vector<Shape>& local) {
+  for (const DataDependentDim& dd : call.op().data_dependent) {
+    DT_CHECK(dd.output < static_cast<int>(meta.size()) && dd.output < static_cast<int>(local.size()) &&
+                 dd.output < static_cast<int>(outputs.size()),
+             call.str(), ": internal error: data-dependent output ", dd.output, " of ", meta.size(), " outputs");
+    TensorMeta& m = meta[dd.output];
+    const Shape& block = local[dd.output];
+    DT_CHECK(block.size() == m.shape.size() && dd.dim < static_cast<int>(m.shape.size()), call.str(),
+             ": internal error: output ", dd.output, "'s block ", shape_str(block), " for the bound ",
+             shape_str(m.shape), " (data-dependent dim ", dd.dim, ")");
+    for (const Placement& p : outputs[dd.output])
+      DT_CHECK(!p.is_shard(dd.dim), call.str(), ": output ", dd.output, " placed ", placements_str(outputs[dd.output]),
+               " shards dim ", dd.dim, ", whose size only the data gives; accepted: every rank holding that "
+               "dim whole (a rule of this op must not shard it)");
+    DT_CHECK(block[dd.dim] <= m.shape[dd.dim], call.str(), ": internal error: output ", dd.output, " has ",
+             block[dd.dim], " along dim ", dd.dim, ", above meta's bound ", m.shape[dd.dim]);
+    m.shape[dd.dim] = block[dd.dim];
+  }
+  return meta;
+}
+
 const char* cost_class_name(CostClass c) {
   switch (c) {
     case CostClass::kUnset: return "unset";

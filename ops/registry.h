@@ -164,6 +164,13 @@ struct AtenFacts {
   std::string not_aten;  // why no ATen op of this name exists (dtensor's or the planner's own op)
 };
 
+// An output dim whose size depends on the input's values, not only on its shape (nonzero's row
+// count): see OpDef::data_dependent.
+struct DataDependentDim {
+  int output = 0;  // the output's index
+  int dim = 0;     // its dim (>= 0)
+};
+
 struct OpDef {
   OpSchema schema;
   std::string family;  // its op family, the folder ops/<family>/ that defines it (ops/family.h)
@@ -187,6 +194,15 @@ struct OpDef {
   // (wrapped by ops::define_all_ops) with an error naming the call and the dtype, so that no kernel
   // written for real types ever sees one.
   bool complex = false;
+  // Output dims whose size only the data gives (nonzero's row count). `meta` gives each one an upper
+  // bound (nonzero: the input's element count): the rules, the cost model and the offline planner
+  // see and price that bound. The kernel (or the strategy's distributed step) computes the actual
+  // size and the engine builds the output's spec after it runs (settle_output_meta below, called by
+  // dispatch's execute_strategy, the validator's simulation and the Python bridge). So no strategy
+  // may shard such a dim, and every rank must hold its whole extent: the engine takes this rank's
+  // block size as the global size, so the op's step gathers until every rank agrees. The decision
+  // caches (propagation/, python/bridge_py.cc) keep the strategy and the bound, never a size.
+  std::vector<DataDependentDim> data_dependent;
   // ONNX operators imported as this op when the node's inputs are the op's required tensor
   // arguments in order and its attributes are at their defaults (planner/onnx_import.cc; operators
   // with attributes are mapped there by code). tests/python/test_onnx_import.py checks each name
@@ -194,6 +210,14 @@ struct OpDef {
   std::vector<std::string> onnx;
   const std::string& name() const { return schema.name; }
 };
+
+// The global output metadata of `call` run under the output placements `outputs`: `meta` (OpDef::meta's,
+// data-dependent dims at their bound) with each dim of OpDef::data_dependent set to its size in this
+// rank's output block (`local`, per output). `meta` as it is for an op without such dims. Throws
+// dtensor::Error naming the call when a placement shards such a dim (no rule may), a block's rank
+// differs from the output's, or a size exceeds meta's bound.
+std::vector<TensorMeta> settle_output_meta(const OpCall& call, const std::vector<Placements>& outputs,
+                                           std::vector<TensorMeta> meta, const std::vector<Shape>& local);
 
 class Registry {
  public:

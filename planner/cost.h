@@ -20,6 +20,8 @@
 //     and pays for it) and carry no distributed step (DESIGN §6) on a weighted mesh dim; view ops
 //     are free; backward is 2x forward (two matmuls per matmul); attention
 //     internals marked `fused` are compute-only (flash attention). Optimizer: memory-bound update.
+//     An output dim only the data sizes (OpDef::data_dependent: nonzero's row count) is priced at
+//     meta's upper bound (nonzero: every element nonzero), as are the ops that consume it.
 //   - collectives: every redistribution is the engine's plan (dtensor/redistribute.h
 //     plan_redistribute) timed by propagation/cost_model.h plan_time_us on
 //     HardwareProfile::links_for_mesh (Cluster::links_for_mesh on a mixed cluster); a rule's own step (DESIGN §6) is timed like propagate() does.

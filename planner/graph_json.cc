@@ -1,5 +1,6 @@
 #include "planner/graph_json.h"
 
+#include <algorithm>
 #include <type_traits>
 
 #include "absl/container/flat_hash_map.h"
@@ -99,9 +100,11 @@ std::string graph_to_json(const ModelGraph& g) {
 
 namespace {
 
-// An op node's "shapes" (the producer's traced output shapes) against the computed ones.
+// An op node's "shapes" (the producer's traced output shapes) against the computed ones. A
+// data-dependent dim (OpDef::data_dependent: nonzero's row count) is not compared: the planner
+// holds meta's upper bound there (and prices the op at it), the trace one run's size or a symbol.
 void check_traced_shapes(const json& shapes, const std::vector<TensorId>& outs, const GraphBuilder& b,
-                         const std::string& where) {
+                         const OpDef& def, const std::string& where) {
   DT_CHECK(shapes.is_array() && shapes.size() <= outs.size(), where, ": \"shapes\" must be a list of at most ",
            outs.size(), " output shapes (lists of sizes, or null)");
   for (size_t i = 0; i < shapes.size(); ++i) {
@@ -109,8 +112,12 @@ void check_traced_shapes(const json& shapes, const std::vector<TensorId>& outs, 
     DT_CHECK(shapes[i].is_array(), where, ": \"shapes\"[", i, "] must be a list of sizes or null");
     const Shape& computed = b.meta(outs[i]).shape;
     bool same = shapes[i].size() == computed.size();
-    for (size_t d = 0; same && d < computed.size(); ++d)
-      same = shapes[i][d].is_number_integer() && shapes[i][d].get<int64_t>() == computed[d];
+    for (size_t d = 0; same && d < computed.size(); ++d) {
+      const bool data = std::any_of(def.data_dependent.begin(), def.data_dependent.end(), [&](const DataDependentDim& x) {
+        return x.output == static_cast<int>(i) && x.dim == static_cast<int>(d);
+      });
+      same = data || (shapes[i][d].is_number_integer() && shapes[i][d].get<int64_t>() == computed[d]);
+    }
     DT_CHECK(same, where, ": output ", i, " has shape [", absl::StrJoin(computed, ", "), "] by the op's schema, but ",
              "the graph's producer traced ", shapes[i].dump().substr(0, 80),
              " (an argument translated wrongly from the source graph?)");
@@ -263,7 +270,7 @@ ModelGraph graph_from_json(const std::string& text) {
     DT_CHECK(role.empty() || role == "column" || role == "row" || role == "vocab" || role == "expert", where,
              ": \"role\" is '", role, "'; accepted: column, row, vocab, expert (planner/graph.h Node::role), or none");
     tensors[name] = b.op(name, op, pos, kw, role);
-    if (j.contains("shapes")) check_traced_shapes(j["shapes"], tensors[name], b, where);
+    if (j.contains("shapes")) check_traced_shapes(j["shapes"], tensors[name], b, *def, where);
   }
   return b.finish(training, optimizer);
 }

@@ -311,7 +311,9 @@ nb::tuple contiguous_strides(const Shape& shape) {
 
 // The outputs of a decision on one mesh, made once: repeated ops reuse the spec objects and size
 // tuples. Keyed by the decision and the mesh (decisions are shared by meshes of one shape; the
-// entry holds both, so neither address is reused while it lives). Touched under the GIL only.
+// entry holds both, so neither address is reused while it lives). Touched under the GIL only. A
+// data-dependent output dim (OpDef::data_dependent) holds meta's bound here: wrap_outputs replaces
+// these layouts per call (settled_layouts), so no size is reused from an earlier call.
 std::shared_ptr<const OutLayouts> out_layouts(const std::shared_ptr<const ShardingDecision>& decision,
                                               const MeshPtr& mesh) {
   struct Entry {
@@ -423,6 +425,31 @@ bool same_shape(nb::handle size, const Shape& want) {
   return true;
 }
 
+// The output layouts of an op with data-dependent output dims (OpDef::data_dependent) from this
+// call's blocks (`items`, n of them): the cached layouts hold meta's bound for those dims.
+std::shared_ptr<const OutLayouts> settled_layouts(const BridgePlan& p, PyObject** items, size_t n) {
+  const ShardingDecision& d = *p.prep->decision;
+  std::vector<Shape> local;
+  for (size_t o = 0; o < n; ++o) {
+    Shape s;
+    if (nb::handle(items[o]).is_none()) {
+      s = (*p.prep->layouts)[o].local;
+    } else {
+      for (nb::handle x : get(nb::handle(items[o]), g_names.shape)) s.push_back(nb::cast<int64_t>(x));
+    }
+    local.push_back(std::move(s));
+  }
+  const std::vector<TensorMeta> metas = settle_output_meta(p.prep->call, d.strategy.outputs, d.out_meta, local);
+  auto layouts = std::make_shared<OutLayouts>();
+  for (size_t o = 0; o < n; ++o) {
+    DTensorSpec spec(p.prep->out_specs[o].mesh, d.strategy.outputs[o], metas[o].shape, metas[o].dtype);
+    Shape block = spec.local_shape();
+    layouts->push_back({nb::cast(std::move(spec), nb::rv_policy::move), shape_tuple(metas[o].shape),
+                        contiguous_strides(metas[o].shape), std::move(block), metas[o].dtype});
+  }
+  return layouts;
+}
+
 // Wraps torch's output blocks as bridge tensors with the plan's output specs. Checks each block's
 // shape against the engine's (a global-shape argument left unlocalized shows here); torch's dtype
 // wins over the engine's where their promotion rules differ.
@@ -438,7 +465,9 @@ nb::object wrap_outputs(const BridgePlan& p, nb::handle out) {
     items = PySequence_Fast_ITEMS(seq.ptr());
     n = static_cast<size_t>(PySequence_Fast_GET_SIZE(seq.ptr()));
   }
-  const OutLayouts& layouts = *p.prep->layouts;
+  std::shared_ptr<const OutLayouts> settled;  // a data-dependent shape: this call's own layouts
+  if (!p.prep->call.op().data_dependent.empty() && n == p.prep->layouts->size()) settled = settled_layouts(p, items, n);
+  const OutLayouts& layouts = settled ? *settled : *p.prep->layouts;
   DT_CHECK(n == layouts.size(), "bridge: ", p.prep->call.str(), ": torch returned ", n,
            " outputs, dtensor's op has ", layouts.size());
   nb::object first;
@@ -452,14 +481,14 @@ nb::object wrap_outputs(const BridgePlan& p, nb::handle out) {
     const OutLayout& l = layouts[o];
     nb::object shape = get(block, g_names.shape);
     DT_CHECK(same_shape(shape, l.local), "bridge: ", p.prep->call.str(), ": torch's kernel gave a block of shape ",
-             py_str(shape), " where the engine's output ", p.prep->out_specs[o].str(), " has ",
+             py_str(shape), " where the engine's output ", nb::cast<const DTensorSpec&>(l.spec).str(), " has ",
              shape_str(l.local), " on this rank (an argument that depends on the global shape is not "
              "localized for this op)");
     nb::object dtype = get(block, g_names.dtype);
     const DType dt = torch_dtype(dtype);
     nb::object spec = l.spec;
     if (dt != l.dtype) {
-      const DTensorSpec& s = p.prep->out_specs[o];
+      const DTensorSpec& s = nb::cast<const DTensorSpec&>(l.spec);
       spec = nb::cast(DTensorSpec(s.mesh, s.placements, s.shape, dt), nb::rv_policy::move);
     }
     nb::object w = make_wrapper(block, spec, l.shape, l.strides, dtype, p.mesh);

@@ -144,11 +144,16 @@ Simulated simulate(const OpCall& call, const Strategy& strategy,
     DT_CHECK(outs.size() == out_meta.size(), "kernel returned ", outs.size(), " outputs");
     for (size_t o = 0; o < outs.size(); ++o) per_out[o].push_back(outs[o]);
   }
+  // Data-dependent output dims (OpDef::data_dependent) take rank 0's block size, as the engine does;
+  // assemble then checks every other rank's block against it.
+  std::vector<Shape> first;
+  for (const auto& blocks : per_out) first.push_back(blocks.at(0).sizes());
+  const std::vector<TensorMeta> metas = settle_output_meta(call, strategy.outputs, out_meta, first);
   Simulated result;
   for (size_t o = 0; o < out_meta.size(); ++o) {
     Tensor scale;
     result.outputs.push_back(
-        assemble(per_out[o], strategy.outputs[o], out_meta[o].shape, out_meta[o].dtype, mesh, &scale));
+        assemble(per_out[o], strategy.outputs[o], metas[o].shape, metas[o].dtype, mesh, &scale));
     result.scales.push_back(scale);
   }
   return result;

@@ -18,6 +18,7 @@ OP_FAMILIES = [
     "loss",
     "masked",
     "matrix",
+    "metadata",
     "norm",
     "planned",
     "pointwise",

@@ -46,6 +46,7 @@ IValue parse_default(const std::string& text, ArgDef::Type t, const std::string&
     return std::vector<int64_t>{x};  // "int[2] padding=0" broadcasts later
   }
   if (s.size() >= 2 && (s[0] == '"' || s[0] == '\'')) return s.substr(1, s.size() - 2);
+  if (t == ArgDef::kStr && std::isalpha(static_cast<unsigned char>(s[0]))) return s;  // contiguous_format
   int64_t i;
   if (t != ArgDef::kFloat && absl::SimpleAtoi(s, &i)) return i;
   double d;
@@ -102,12 +103,15 @@ OpSchema OpSchema::parse(const std::string& text) {
     else if (base == "int" || base == "SymInt") a.type = list ? ArgDef::kIntList : ArgDef::kInt;
     else if (base == "float") a.type = list ? ArgDef::kFloatList : ArgDef::kFloat;
     else if (base == "bool") a.type = list ? ArgDef::kIntList : ArgDef::kBool;  // bool[3] output_mask: 0/1
-    else if (base == "str" || base == "ScalarType") a.type = ArgDef::kStr;
+    // ScalarType and MemoryFormat by name ("float32", "channels_last"), as the bridge passes them.
+    else if (base == "str" || base == "ScalarType" || base == "MemoryFormat") a.type = ArgDef::kStr;
     else if (base == "Scalar") a.type = ArgDef::kScalar;
     else DT_FAIL("schema '", text, "': unknown argument type '", type, "'");
     if (a.has_default) a.default_value = parse_default(def, a.type, text);
     sc.args.push_back(std::move(a));
   }
+  // Every output is a tensor whatever its declared type: a SymInt, SymBool or Scalar return is a 0-d
+  // tensor holding the value (the size queries and _local_scalar_dense, ops/metadata/defs.cc).
   std::string ret(absl::StripAsciiWhitespace(text.substr(arrow + 2)));
   absl::string_view r(ret);
   absl::ConsumePrefix(&r, "(");

@@ -26,6 +26,7 @@
 #include "autograd/autograd.h"
 #include "autograd/functional.h"
 #include "dispatch/dispatch.h"
+#include "dispatch/factory.h"
 #include "dtensor/collectives/env.h"
 #include "dtensor/collectives/gloo_backend.h"
 #include "dtensor/collectives/threads_backend.h"
@@ -486,6 +487,33 @@ NB_MODULE(_dtensor, m) {
     for (const DTensor& t : out) l.append(nb::cast(t));
     return nb::tuple(l);
   }, "Runs the registered op `name` (an ATen name) on DTensors.");
+  // A factory op (no tensor input: arange, full, rand, ...; dispatch/factory.h) laid out over `mesh`
+  // as `placements`, each rank computing its block; arguments are plain values (a dtype by name).
+  ops.def("call_factory", [](const std::string& name, nb::list args, nb::dict kwargs, const Mesh& mesh,
+                             std::vector<Placement> placements) {
+    auto value = [&](nb::handle v, const std::string& what) {
+      OpArg a = op_arg(v, name, what);
+      DT_CHECK(std::holds_alternative<IValue>(a), name, ": ", what, " is a DTensor; accepted: plain values "
+               "(a factory has no tensor input)");
+      return std::get<IValue>(a);
+    };
+    std::vector<IValue> pos;
+    for (size_t i = 0; i < args.size(); ++i) pos.push_back(value(args[i], "argument " + std::to_string(i)));
+    std::vector<std::pair<std::string, IValue>> kw;
+    for (auto [k, v] : kwargs) {
+      const std::string key = nb::cast<std::string>(k);
+      kw.emplace_back(key, value(v, "argument '" + key + "'"));
+    }
+    std::vector<DTensor> out;
+    {
+      nb::gil_scoped_release release;
+      out = call_factory(name, pos, kw, mesh.mesh, to_placements(placements));
+    }
+    DT_CHECK(out.size() == 1, name, ": returns ", out.size(), " tensors; accepted: one-output factories");
+    return out[0];
+  }, "name"_a, "args"_a, "kwargs"_a, "mesh"_a, "placements"_a,
+     "Runs the registered factory op `name` (no tensor input) with its output laid out over `mesh` as "
+     "`placements`, each rank computing only its block; returns the DTensor.");
   ops.def("names", [](bool planned) {
     init_ops();  // the registry fills on first use
     std::vector<std::string> out;

@@ -1,6 +1,9 @@
 # dtensor's factories: bridge tensors (dtensor.bridge.DTensor) made from nothing, laid out over a
 # mesh as `placements` (default Replicate on every mesh dim; Shard any dim, uneven included; Partial
-# refused), each rank computing only its block. ones, zeros, empty, full, rand and randn are
+# refused), each rank computing only its block. arange, empty, empty_strided, full, rand, randn,
+# randperm and scalar_tensor (the Core ATen factories) are the engine's registered factory ops
+# (ops/factory/, run by dispatch/factory.h's call_factory through dtensor.ops.call_factory); the others
+# are made here in Python. ones, zeros, empty, full, rand and randn are
 # torch.distributed.tensor's (same names and signatures); arange, linspace, logspace, eye,
 # scalar_tensor, empty_strided, empty_permuted, randint, randperm, tril_indices and triu_indices are torch's
 # factories of those names with `device_mesh` and `placements` added, whose values equal torch's
@@ -34,6 +37,40 @@ def _factory(fn, size, fill, dtype, layout, device_mesh, placements, requires_gr
     return DTensor(local, spec, device_mesh, requires_grad=requires_grad)
 
 
+def _engine_factory(fn, op, args, kwargs, dtype, layout, device_mesh, placements, requires_grad):
+    """The registered factory op `op` (ops/factory/: no tensor input) laid out over `device_mesh` as
+    `placements` (default Replicate), each rank computing only its block (dispatch/factory.h's
+    call_factory, which refuses Partial and the Shards the op cannot make, naming what it accepts).
+    Errors are DTensorError naming the factory, then the engine's call."""
+    placements = _placements_or_replicate(device_mesh, placements, fn)
+    if layout not in (None, torch.strided):
+        raise UnsupportedOpError(f"{fn}: layout {layout}; accepted: torch.strided")
+    if dtype is not None:
+        kwargs = {**kwargs, "dtype": _dtype_name(dtype)}
+    try:
+        d = _dtensor.ops.call_factory(op, list(args), kwargs, device_mesh, placements)
+    except DTensorError as e:
+        raise DTensorError(f"{fn}: {e}") from None
+    return DTensor(_b.local_of(d), _b.spec_of(d), device_mesh, requires_grad=requires_grad)
+
+
+def _size(size):
+    """A factory's size: ints, or one sequence of them."""
+    if len(size) == 1 and isinstance(size[0], (list, tuple, torch.Size)):
+        size = size[0]
+    return tuple(size)
+
+
+def _mesh_philox_key(fn, device_mesh):
+    """(seed, offset) of a random factory on `device_mesh`: torch_bridge._philox_key's (the mesh's
+    agreed seed, the per-call offset), so dtensor.rand draws what rand_like of a tensor of that shape
+    on the mesh draws, and the sequence of offsets is the one the bridge's random ops advance."""
+    from .torch_bridge import _philox_key
+    n = len(_placements_or_replicate(device_mesh, None, fn))
+    anchor = _dtensor.ops.call_factory("full", [[1], 0], {}, device_mesh, [Replicate()] * n)
+    return _philox_key(DTensor(_b.local_of(anchor), _b.spec_of(anchor), device_mesh))
+
+
 def _filled(value):
     return lambda shape, dtype: torch.full(shape, value, dtype=dtype)
 
@@ -51,35 +88,43 @@ def zeros(*size, requires_grad=False, dtype=None, layout=torch.strided, device_m
 
 
 def empty(*size, requires_grad=False, dtype=None, layout=torch.strided, device_mesh=None, placements=None):
-    """torch.distributed.tensor.empty: uninitialized blocks (see ones)."""
-    return _factory("empty", size, lambda shape, dt: torch.empty(shape, dtype=dt), dtype, layout, device_mesh,
-                    placements, requires_grad)
+    """torch.distributed.tensor.empty: the registered op empty.memory_format (ops/factory/), whose
+    blocks are zeros (see ones)."""
+    return _engine_factory("empty", "empty.memory_format", [_size(size)], {}, dtype or torch.get_default_dtype(),
+                           layout, device_mesh, placements, requires_grad)
 
 
 def full(size, fill_value, *, requires_grad=False, dtype=None, layout=torch.strided, device_mesh=None,
          placements=None):
-    """torch.distributed.tensor.full: `fill_value` everywhere (see ones)."""
-    return _factory("full", tuple(size), _filled(fill_value), dtype, layout, device_mesh, placements, requires_grad)
+    """torch.distributed.tensor.full: `fill_value` everywhere (the registered op full, ops/factory/);
+    dtype as torch infers it (bool, int64, or the default floating dtype for a float)."""
+    if dtype is None and isinstance(fill_value, float):
+        dtype = torch.get_default_dtype()
+    return _engine_factory("full", "full", [tuple(size), fill_value], {}, dtype, layout, device_mesh, placements,
+                           requires_grad)
 
 
-def _drawn(fn, size, normal, dtype, layout, device_mesh, placements, requires_grad):
-    z = _factory(fn, size, _filled(0), dtype, layout, device_mesh, placements, False)
-    if not z.dtype.is_floating_point:
-        raise DTensorError(f"{fn}: dtype {z.dtype}; accepted: a floating dtype")
-    out = torch.randn_like(z) if normal else torch.rand_like(z)  # dtensor's Philox draw laid out as z
-    return out.detach().requires_grad_(requires_grad)
+def _drawn(fn, size, dtype, layout, device_mesh, placements, requires_grad):
+    """rand / randn: the registered op of that name (ops/factory/) with the mesh's Philox key, each
+    block its slice of the one-device draw (the values rand_like / randn_like give on the mesh)."""
+    dtype = dtype or torch.get_default_dtype()
+    if not dtype.is_floating_point:  # before the key: a refused call advances no offset
+        raise DTensorError(f"{fn}: dtype {dtype}; accepted: a floating dtype")
+    seed, offset = _mesh_philox_key(fn, device_mesh)
+    return _engine_factory(fn, fn, [_size(size)], {"seed": seed, "offset": offset}, dtype, layout, device_mesh,
+                           placements, requires_grad)
 
 
 def rand(*size, requires_grad=False, dtype=None, layout=torch.strided, device_mesh=None, placements=None):
     """torch.distributed.tensor.rand: U[0, 1) of global shape `size`, each block its slice of the
     one-device draw (dtensor's Philox op with the mesh's seed: replicas equal, any layout the same
     values; not torch's CPU generator's values)."""
-    return _drawn("rand", size, False, dtype, layout, device_mesh, placements, requires_grad)
+    return _drawn("rand", size, dtype, layout, device_mesh, placements, requires_grad)
 
 
 def randn(*size, requires_grad=False, dtype=None, layout=torch.strided, device_mesh=None, placements=None):
     """torch.distributed.tensor.randn: N(0, 1), as rand."""
-    return _drawn("randn", size, True, dtype, layout, device_mesh, placements, requires_grad)
+    return _drawn("randn", size, dtype, layout, device_mesh, placements, requires_grad)
 
 
 # ---- torch's other factories, with device_mesh and placements -----------------------------------
@@ -125,23 +170,19 @@ def _no_device(fn, device):
 
 def arange(start, end=None, step=1, *, dtype=None, layout=torch.strided, device=None, requires_grad=False,
            device_mesh=None, placements=None):
-    """torch.arange(start, end, step) laid out as `placements`: element i is start + i * step (in
-    float64 for floating dtypes, int64 for integral ones, then cast: torch's CPU kernel's arithmetic),
-    each rank computing only its block. dtype as torch infers it. Raises DTensorError for torch's
-    argument errors (a zero step, a wrong-signed range) and for bad placements."""
+    """torch.arange(start, end, step) laid out as `placements`: the registered op arange.start_step
+    (ops/factory/): element i is start + i * step (in float64 for floating dtypes, int64 for integral
+    ones, then cast: torch's CPU kernel's arithmetic), each rank computing only its block. dtype as
+    torch infers it (int64 for int bounds, else the default floating dtype). Raises DTensorError for
+    torch's argument errors (a zero step, a wrong-signed range) and for bad placements."""
     _no_device("arange", device)
     if end is None:
         start, end = 0, start
     start, end, step = (_number("arange", n, v) for n, v in (("start", start), ("end", end), ("step", step)))
-    m = _by_torch("arange", lambda: torch.arange(start, end, step, dtype=dtype, device="meta"))
-
-    def block(spec, dt):
-        i = _block_range(spec, 0)
-        if dt.is_floating_point:
-            return (float(start) + float(step) * i.to(torch.float64)).to(dt)
-        return (int(start) + int(step) * i).to(dt)
-
-    return _factory("arange", tuple(m.shape), None, m.dtype, layout, device_mesh, placements, requires_grad, block)
+    if dtype is None and any(isinstance(v, float) for v in (start, end, step)):
+        dtype = torch.get_default_dtype()
+    return _engine_factory("arange", "arange.start_step", [start, end, step], {}, dtype, layout, device_mesh,
+                           placements, requires_grad)
 
 
 def _spaced(fn, start, end, steps, base, dtype, layout, device, requires_grad, device_mesh, placements):
@@ -201,25 +242,22 @@ def eye(n, m=None, *, dtype=None, layout=torch.strided, device=None, requires_gr
 
 def scalar_tensor(s, *, dtype=None, layout=torch.strided, device=None, requires_grad=False, device_mesh=None,
                   placements=None):
-    """torch.scalar_tensor(s): a 0-d tensor, Replicate on every mesh dim (it has no dim to shard)."""
+    """torch.scalar_tensor(s): a 0-d tensor (the registered op scalar_tensor), Replicate on every
+    mesh dim (it has no dim to shard)."""
     _no_device("scalar_tensor", device)
     value = _number("scalar_tensor", "s", s)
-    m = _by_torch("scalar_tensor", lambda: torch.scalar_tensor(value, dtype=dtype, device="meta"))
-    return _factory("scalar_tensor", (), _filled(value), m.dtype, layout, device_mesh, placements, requires_grad)
+    return _engine_factory("scalar_tensor", "scalar_tensor", [value], {}, dtype or torch.get_default_dtype(), layout,
+                           device_mesh, placements, requires_grad)
 
 
 def empty_strided(size, stride, *, dtype=None, layout=torch.strided, device=None, requires_grad=False,
                   pin_memory=False, device_mesh=None, placements=None):
-    """torch.empty_strided: uninitialized, of global shape `size`. Each block is contiguous, as every
-    bridge block is: `stride` is checked (one non-negative int per dim) but describes no block's
-    memory; the DTensor reports contiguous strides."""
+    """torch.empty_strided (the registered op empty_strided): zeros of global shape `size`. Each block
+    is contiguous, as every bridge block is: `stride` is checked (one non-negative int per dim) but
+    describes no block's memory; the DTensor reports contiguous strides."""
     _no_device("empty_strided", device)
-    size, stride = tuple(size), tuple(stride)
-    if len(stride) != len(size) or not all(isinstance(s, int) and s >= 0 for s in stride):
-        raise DTensorError(f"empty_strided: stride {stride} for size {size}; accepted: one non-negative int "
-                           f"per dim")
-    return empty(size, dtype=dtype, layout=layout, requires_grad=requires_grad, device_mesh=device_mesh,
-                 placements=placements)
+    return _engine_factory("empty_strided", "empty_strided", [tuple(size), tuple(stride)], {},
+                           dtype or torch.get_default_dtype(), layout, device_mesh, placements, requires_grad)
 
 
 def empty_permuted(size, physical_layout, *, dtype=None, layout=torch.strided, device=None,
@@ -283,17 +321,17 @@ def triu_indices(row, col, offset=0, *, dtype=None, layout=torch.strided, device
 
 def randperm(n, *, generator=None, dtype=torch.int64, layout=torch.strided, device=None, requires_grad=False,
              device_mesh=None, placements=None):
-    """torch.randperm(n): a random permutation of 0..n-1 laid out as `placements`. The one-device
-    permutation sorts n Philox keys (dtensor's rand, replicated: the same keys on every rank); each
-    rank sorts them all (O(n log n)) and keeps its block, so every layout holds the same permutation.
-    A torch.Generator is refused (the mesh's seed decides, as randint)."""
+    """torch.randperm(n): a random permutation of 0..n-1 laid out as `placements` (the registered op
+    randperm, ops/factory/). The one-device permutation is the stable argsort of n float64 Philox keys
+    (the mesh's seed and offset, as dtensor.rand); each rank sorts them all (O(n log n)) and keeps its
+    block, so every layout holds the same permutation. A torch.Generator is refused (the mesh's seed
+    decides, as randint)."""
     _no_device("randperm", device)
     if generator is not None:
         raise UnsupportedOpError("randperm: a torch.Generator; the draw uses the mesh's agreed Philox seed "
                                  "(accepted: generator=None)")
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise DTensorError(f"randperm: n = {n!r}; accepted: a non-negative int")
-    out = _factory("randperm", (n,), _filled(0), dtype, layout, device_mesh, placements, False)
-    keys = rand(n, dtype=torch.float64, device_mesh=device_mesh)  # replicated: every rank holds all n
-    whole = torch.argsort(keys._local, stable=True).to(dtype)
-    return DTensor(_block_of(whole, out._spec), out._spec, device_mesh, requires_grad=requires_grad)
+    seed, offset = _mesh_philox_key("randperm", device_mesh)
+    return _engine_factory("randperm", "randperm", [n], {"seed": seed, "offset": offset}, dtype, layout, device_mesh,
+                           placements, requires_grad)

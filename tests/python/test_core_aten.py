@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 from dtensor import bridge  # noqa: E402
 
 LIST = pathlib.Path(__file__).with_name("core_aten_ops.txt")
-NATIVE_AT_LEAST = 149  # 2026-11-29, torch 2.15.0: 149 of 164 (the additions by date: docs/OPINFO.md)
+NATIVE_AT_LEAST = 164  # 2026-11-29, torch 2.15.0: 164 of 164 (the additions by date: docs/OPINFO.md)
 
 
 def core_packets():
@@ -63,14 +63,10 @@ def test_the_list_is_the_installed_torchs_core_set():
         f"rewrite it with `python3 {pathlib.Path(__file__).name} --write` and review the coverage")
 
 
-# Core ATen packets no registered op serves because no op runs: the size queries and the scalar read
-# are answered by the bridge tensor from its global metadata (checked by
-# test_size_queries_and_scalar_reads_are_global below); the factories have no tensor argument, so
-# torch never dispatches them to a DTensor: dtensor's factories of the same names (python/dtensor/
-# factories.py) make them laid out over a mesh (tests/python/test_bridge_factories.py, and op_db's
-# factory entries through them).
-ANSWERED_BY_THE_TENSOR = ("sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "sym_is_contiguous",
-                          "_local_scalar_dense")
+# The Core factories (no tensor argument, so torch never dispatches them to a DTensor) are registered
+# ops (ops/factory/, run by dispatch/factory.h's call_factory with the mesh and output placements
+# given), which dtensor's factories of the same names call (python/dtensor/factories.py): native, and
+# reachable from Python (tests/python/test_factory_ops.py compares them with torch).
 FACTORIES = ("arange", "empty", "empty_strided", "full", "rand", "randn", "randperm", "scalar_tensor")
 
 
@@ -81,32 +77,29 @@ def test_native_coverage_of_the_core_set(capsys):
     native = native_packets()
     have = [n for n in core if n in native]
     missing = [n for n in core if n not in native]
-    answered = [n for n in missing if n in ANSWERED_BY_THE_TENSOR]
-    factories = [n for n in missing if n in FACTORIES and hasattr(dtensor, n)]
-    rest = [n for n in missing if n not in answered and n not in factories]
-    decomposable = [n for n in rest if any(
+    decomposable = [n for n in missing if any(
         getattr(getattr(torch.ops.aten, n), o) in torch._decomp.decomposition_table
         for o in getattr(torch.ops.aten, n).overloads())]
     with capsys.disabled():  # the test command's summary repeats the first line
         print(f"\nCore ATen: {len(have)} of {len(core)} packets native; of the other {len(missing)}, "
-              f"{len(answered)} answered by the bridge tensor itself, {len(factories)} dtensor factories, "
               f"{len(decomposable)} by a torch._decomp decomposition the bridge runs")
     print("  native:", " ".join(have))
-    print("  answered by the tensor:", " ".join(answered))
-    print("  factories:", " ".join(factories))
     print("  by decomposition:", " ".join(decomposable))
-    print("  the bridge's own handlers or none:", " ".join(n for n in rest if n not in decomposable))
+    print("  the bridge's own handlers or none:", " ".join(n for n in missing if n not in decomposable))
     assert len(have) >= NATIVE_AT_LEAST, f"{len(have)} native Core ATen packets, fewer than {NATIVE_AT_LEAST}"
-    assert set(ANSWERED_BY_THE_TENSOR) <= set(core) and set(FACTORIES) <= set(core), \
-        "a listed query or factory left the Core ATen set: update the lists"
+    assert set(FACTORIES) <= set(core), "a listed factory left the Core ATen set: update the list"
     assert all(hasattr(dtensor, n) for n in FACTORIES), [n for n in FACTORIES if not hasattr(dtensor, n)]
+    assert set(FACTORIES) <= native, sorted(set(FACTORIES) - native)
 
 
 @pytest.mark.parametrize("placements", [("S0", "S1"), ("S0", "S0"), ("R", "S1"), ("P", "R")])
 def test_size_queries_and_scalar_reads_are_global(placements):
     """The size queries on a bridge tensor give the global tensor's (contiguous) sizes, strides and
     count, whatever the layout (uneven blocks included); _local_scalar_dense (.item()) of a 0-d
-    tensor gives the global value, a Partial's reduced first."""
+    tensor gives the global value, a Partial's reduced first. torch answers the size queries above
+    dispatch (CompositeImplicitAutograd) from the wrapper's global metadata; _local_scalar_dense
+    reaches the bridge and runs the registered op (ops/metadata/), as the size-query ops do when
+    dispatched to (tests/python/test_metadata_ops.py compares those with torch)."""
     import math
 
     import dtensor as dt

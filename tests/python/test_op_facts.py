@@ -75,6 +75,11 @@ _MAPPED_BY_CODE = {
     "philox_rand_like": "ATen's rand_like has no seed or offset",
     "philox_randn_like": "ATen's randn_like has no seed or offset",
     "philox_bernoulli": "ATen's bernoulli.p has a generator, not a seed and offset",
+    # The random factories (ops/factory/) take the Philox key ATen's generator supplies implicitly;
+    # an exported graph's factories have no tensor input, so the import makes them constants.
+    "rand": "ATen's rand has no seed or offset",
+    "randn": "ATen's randn has no seed or offset",
+    "randperm": "ATen's randperm has no seed or offset",
 }
 
 

@@ -404,6 +404,11 @@ def index_select(s):
                 partial="one", grad=True)
 
 
+def nonzero(s):
+    # as_tuple=True is torch.nonzero's Python form (aten.nonzero's columns unbound): the same ATen op.
+    return Call("nonzero", [s.input], {}, aten("nonzero"))
+
+
 def gather(s):
     kw = positional(s, ["dim", "index"])
     if kw.get("sparse_grad"):
@@ -922,6 +927,7 @@ TRANSLATORS = {
     ("resize_", ""): resize_,
     ("nn.functional.batch_norm", ""): batch_norm,
     ("index_select", ""): index_select,
+    ("nonzero", ""): nonzero,
     ("index_add", ""): index_add,
     ("gather", ""): gather,
     ("scatter_add", ""): scatter_add,

@@ -271,6 +271,36 @@ TEST(PlanCommand, TracedShapesAreChecked) {
   EXPECT_NE(error_of(o).find("must be a list of sizes or null"), std::string::npos);
 }
 
+// An op whose output has a data-dependent dim (nonzero's row count, OpDef::data_dependent): the
+// planner prices it at meta's bound (every element nonzero), takes any traced size for that dim (one
+// run's count) and still checks the others.
+TEST(PlanCommand, DataDependentShapeIsPricedAtItsBound) {
+  std::string path = temp_path("nonzero.json");
+  auto write = [&](const std::string& shapes) {
+    std::ofstream(path) << R"({"nodes": [{"name": "x", "kind": "input", "shape": [64, 1024], "dtype": "float32"},
+                                          {"name": "w", "kind": "param", "shape": [1024, 1024], "dtype": "float32"},
+                                          {"name": "h", "op": "linear", "args": ["x", "w"]},
+                                          {"name": "y", "op": "nonzero", "args": ["h"], "shapes": )"
+                        << shapes << "}]}";
+  };
+  CommandOptions o;
+  o.graph_file = path;
+  o.mesh = "tp=4";
+  o.format = "json";
+  write("[[37, 2]]");
+  const json r = json::parse(run(o));
+  bool found = false;
+  for (const json& op : r["ops"]) {
+    if (op["name"] != "y") continue;
+    found = true;
+    EXPECT_EQ(op["placements"]["outputs"], json::array({"[R]"})) << op.dump();
+    EXPECT_GT(op["compute_us"].get<double>(), 0) << op.dump();
+  }
+  EXPECT_TRUE(found);
+  write("[[37, 3]]");
+  EXPECT_NE(error_of(o).find("output 0 has shape [65536, 2] by the op's schema"), std::string::npos) << error_of(o);
+}
+
 // The ops imported graphs lean on (python/dtensor/planning.py): opaque (no rule: replicated) and
 // pad (split along unpadded dims), and what each rejects.
 TEST(PlanCommand, OpaqueAndPadOps) {

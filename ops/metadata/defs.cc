@@ -14,7 +14,8 @@
 // (a size-0 dim counted as 1, as torch does), storage offset 0. The size queries read only that
 // metadata (OpCall::tensor(0)), never the block, so they answer from any placement (rules.cc: R from
 // S(d), R and every Partial) and the engine moves no data for them. MemoryFormat is a name
-// ("contiguous_format", "channels_last", "channels_last_3d"), as ScalarType is.
+// ("contiguous_format", "channels_last", "channels_last_3d"; "preserve_format" reads as
+// contiguous_format, as torch's is_contiguous does), as ScalarType is.
 //
 // _local_scalar_dense needs the whole value on every rank: its only rule is R <- R, so the engine
 // reduces a Partial and gathers a Shard first, the collective .item() needs.
@@ -53,10 +54,13 @@ int64_t dim_arg(const OpCall& c) {
 // format's order (contiguous: last to first; channels_last: C, W, H, N; channels_last_3d: C, W, H, D,
 // N), each dim of size other than 1 has the product of the sizes walked before it as its stride.
 // channels_last needs a 4-d tensor, channels_last_3d a 5-d one (any other rank: false, as torch).
+// Checked against torch's is_contiguous over shapes with size-0 and size-1 dims
+// (tests/python/test_metadata_ops.py).
 bool contiguous_in(const OpCall& c, const Shape& shape, const Shape& st, const std::string& format) {
   const int64_t rank = static_cast<int64_t>(shape.size());
   std::vector<int64_t> order;
-  if (format == "contiguous_format") {
+  if (format == "contiguous_format" || format == "preserve_format") {  // torch reads preserve as contiguous
+    if (numel(shape) == 0) return true;  // torch's: an empty tensor is contiguous (not so in channels_last)
     for (int64_t d = rank - 1; d >= 0; --d) order.push_back(d);
   } else if (format == "channels_last") {
     if (rank != 4) return false;
@@ -66,7 +70,7 @@ bool contiguous_in(const OpCall& c, const Shape& shape, const Shape& st, const s
     order = {1, 4, 3, 2, 0};
   } else {
     fail(c, absl::StrCat("memory_format '", format,
-                         "'; accepted: contiguous_format, channels_last, channels_last_3d"));
+                         "'; accepted: contiguous_format, channels_last, channels_last_3d, preserve_format"));
   }
   int64_t expected = 1;
   for (int64_t d : order) {

@@ -21,7 +21,7 @@ _PASS = {
 }
 # Ops with no value to plan (assertions, shape queries); their users, if any, see static shapes.
 _SKIP = {"_assert_tensor_metadata", "_assert_scalar", "_assert_async", "sym_size", "sym_numel",
-         "sym_stride", "sym_storage_offset", "sym_constrain_range_for_size"}
+         "sym_stride", "sym_storage_offset", "sym_is_contiguous", "sym_constrain_range_for_size"}
 # Creation ops: no tensor input (or one that gives only the shape: the *_like ops and random draws),
 # so always constants.
 _CREATE = {"arange", "zeros", "ones", "full", "empty", "new_ones", "new_zeros", "new_full",
@@ -193,7 +193,7 @@ _COMPATIBLE = {
     "float": ("float", "Optional[float]", "number", "Optional[number]"),
     "float[]": ("List[float]", "Optional[List[float]]"),
     "bool": ("bool", "Optional[bool]"),
-    "str": ("str", "Optional[str]", "ScalarType"),
+    "str": ("str", "Optional[str]", "ScalarType", "MemoryFormat"),
     "Scalar": ("number", "Optional[number]", "int", "float"),
 }
 
@@ -234,6 +234,8 @@ def _value(v, typ, optional, w, where):
     if typ == "str":
         if isinstance(v, torch.dtype) and str(v) in _DTYPES:
             return _DTYPES[str(v)]
+        if isinstance(v, torch.memory_format):  # sym_is_contiguous's, by name: "channels_last"
+            return str(v).replace("torch.", "")
         if not isinstance(v, str):
             raise ValueError
         return v

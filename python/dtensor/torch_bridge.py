@@ -847,20 +847,32 @@ def _same_layout(func, args, kwargs):
     return DTensor(func(x._local, *args[1:], **kwargs), x._spec, x._mesh)
 
 
-def _local_scalar_dense(func, args, kwargs):
-    """Tensor.item() (aten._local_scalar_dense) of a one-element DTensor: the global value on every
-    rank, a Partial reduced and a Shard gathered first (a collective: every rank calls it, as
-    full_tensor). PyTorch DTensor returns the rank's own block's value instead (no sharding rule,
-    "the output is a local scalar"), which for a Partial is this rank's piece. Raises RuntimeError,
-    as torch does, for more or fewer than one element."""
-    x = args[0]
-    n = math.prod(x.shape)
-    if n != 1:
-        raise RuntimeError(f"bridge: aten._local_scalar_dense (Tensor.item()) of a DTensor {list(x.shape)} "
-                           f"{tuple(x._spec.placements)}: a Tensor with {n} elements cannot be converted "
-                           "to Scalar; accepted: one element")
-    _, full = _b.redistribute(x._spec, x._local, [Replicate()] * len(x._spec.placements))
-    return full.item()
+def _answered_by(name, convert):
+    """Handler of an ATen query whose answer is a number, run as the registered op `name`
+    (ops/metadata/): its 0-d Replicate result becomes the Python number torch expects (`convert`:
+    int, bool, or the element's value). _local_scalar_dense (Tensor.item()): the op's only rule is
+    Replicate, so the engine reduces a Partial and gathers a Shard first (a collective: every rank
+    calls it, as full_tensor), and the value is the global one on every rank; PyTorch DTensor returns
+    the rank's own block's value instead (for a Partial, this rank's piece). More or fewer than one
+    element raises RuntimeError, as torch does, with dtensor's message naming the op and shape. The size queries (sym_size.int, ...)
+    answer from self's global metadata where it lies, no data moved; torch reaches them here only
+    when called on this class's dispatch directly: aten.sym_size.int(d, k) and d.size(k) are
+    CompositeImplicitAutograd, answered above dispatch from the wrapper's global sizes and
+    contiguous strides (DTensor.__new__), the same answers."""
+    def handler(func, args, kwargs):
+        fmt = kwargs.get("memory_format", args[1] if name == "sym_is_contiguous" and len(args) > 1 else None)
+        if fmt is not None:  # torch.channels_last -> "channels_last", the op's MemoryFormat by name
+            args, kwargs = args[:1], {"memory_format": str(fmt).replace("torch.", "")}
+        try:
+            (out,) = _b.prepare(name, args, kwargs).run()
+        except DTensorError as e:
+            if name != "_local_scalar_dense":
+                raise
+            raise RuntimeError(str(e)) from e  # torch's type for item() of a non-scalar
+        return convert(out._local)
+
+    handler.registered_op = name
+    return handler
 
 
 def _shard_as(p, dim):
@@ -2271,7 +2283,7 @@ _SPECIAL = {
     "convolution_backward": _convolution_backward(_masked_backward("convolution_backward")),
     "native_layer_norm_backward": _masked_backward("native_layer_norm_backward"),
     "native_group_norm_backward": _masked_backward("native_group_norm_backward"),
-    "_local_scalar_dense": _local_scalar_dense,
+    "_local_scalar_dense": _answered_by("_local_scalar_dense", lambda t: t.item()),
     "index": _index,  # bool masks expanded, then the registered index.Tensor
     "mT": _matrix_transpose,
     "mH": _matrix_transpose,
@@ -2295,6 +2307,11 @@ _OVERLOADS = {
     "scatter.value_reduce": _scatter_reduce_form,
     "bernoulli.default": _bernoulli_tensor,
     "bernoulli.Tensor": _bernoulli_tensor,
+    # The size queries (ops/metadata/): the registered ops' 0-d answers as Python ints and bools.
+    **{overload: _answered_by(op, lambda t: int(t.item())) for overload, op in (
+        ("sym_size.int", "sym_size.int"), ("sym_stride.int", "sym_stride.int"), ("sym_numel.default", "sym_numel"),
+        ("sym_storage_offset.default", "sym_storage_offset"))},
+    "sym_is_contiguous.default": _answered_by("sym_is_contiguous", lambda t: bool(t.item())),
     "max.default": lambda func, args, kwargs: aten.amax.default(args[0], list(range(args[0].dim()))),
     "min.default": lambda func, args, kwargs: aten.amin.default(args[0], list(range(args[0].dim()))),
 }

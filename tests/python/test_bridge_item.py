@@ -1,4 +1,4 @@
-# Tensor.item() on a bridge DTensor (aten._local_scalar_dense, python/dtensor/torch_bridge.py): the
+# Tensor.item() on a bridge DTensor (aten._local_scalar_dense, the registered op of ops/metadata/): the
 # global value on every rank, whatever the placements (PyTorch DTensor returns the rank's own block's
 # value, a Partial's piece); torch's RuntimeError for more than one element, naming the shape and
 # placements.
@@ -43,8 +43,8 @@ def test_item_of_more_than_one_element_raises_as_torch():
         x = bridge.distribute(torch.ones(3, 2), mesh, [Shard(0)])
         with pytest.raises(RuntimeError, match=r"a Tensor with 6 elements cannot be converted to Scalar"):
             x.item()
-        with pytest.raises(RuntimeError, match=r"_local_scalar_dense \(Tensor.item\(\)\) of a DTensor \[3, 2\] "
-                                               r"\(S\(0\),\): a Tensor with 6 elements cannot be converted to Scalar"):
+        with pytest.raises(RuntimeError, match=r"_local_scalar_dense\(float32\[3, 2\] \[S\(0\)\]\) on mesh \[2\]: a tensor \[3, 2\] "
+                                               r"with 6 elements cannot be converted to a Scalar; accepted: exactly one element"):
             torch.ops.aten._local_scalar_dense(x)
 
     dtensor.run_threads(2, fn)

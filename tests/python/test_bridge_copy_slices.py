@@ -58,8 +58,8 @@ def test_circular_pad_matches_torch(dims, layout):
     check(x, LAYOUTS[layout], lambda t: F.pad(t, pad, mode="circular"))
 
 
-# the written dim (1) whole: a write into a slice of a sharded dim is refused (_check_writes_reach_base)
-@pytest.mark.parametrize("layout", ["replicated", "last_dim", "last_dim_both"])
+# a slice of a sharded dim (batch_channels, partial) is written on into y (torch_bridge._write_to_base)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_slice_assignment_gradient_matches_torch(layout):
     x = torch.randn(3, 4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
 

@@ -51,6 +51,12 @@ OWN_TORCH_TESTS = {
     "philox_dropout": "tests/python/test_random_ops.py, test_torch_bridge.py (x * mask / (1 - p), its gradient)",
     "alias": "tests/python/test_copy_ops.py (torch.ops.aten.alias; the block is the input's memory)",
     "copy": "tests/python/test_copy_ops.py (torch.ops.aten.copy: broadcast, cast, sharded self and src)",
+    # ops/metadata/: op_db has no size-query or item entries; each op against torch's answer for the
+    # global tensor on Shard (uneven, empty blocks), Replicate and Partial inputs.
+    **{op: "tests/python/test_metadata_ops.py (torch's size(k), stride(k), numel(), storage_offset(), "
+           "is_contiguous(memory_format), item()); test_core_aten.py::test_size_queries_and_scalar_reads_are_global"
+       for op in ("sym_size.int", "sym_stride.int", "sym_numel", "sym_storage_offset", "sym_is_contiguous",
+                  "_local_scalar_dense")},
     "col2im": "tests/python/test_bridge_fold.py (torch's F.fold; op_db has no fold entry, and the bridge runs "
               "dtensor's col2im kernel: it is layout-dependent)",
     # ops/factory/: no tensor input, so OpInfo's samples (which start from a tensor) never reach them;

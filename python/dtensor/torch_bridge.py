@@ -2419,10 +2419,11 @@ def _without_rule(func, base, qualified):
         spatial = int(re.search(r"(\d)d(_aa)?(_backward)?$", base).group(1))  # upsample_bicubic2d_aa_backward: 2
         return functools.partial(_batch_dims_on_blocks, batch_dims, spatial)
     if torch.Tag.dynamic_output_shape in func.tags:
-        # nonzero, masked_select, unique, bincount, repeat_interleave: the output's size depends on
-        # every element, so no rank can know its block's size without the others: every rank
-        # computes the whole (replicated) result from replicated inputs, the one layout whose
-        # shape all ranks agree on.
+        # masked_select, unique, bincount, repeat_interleave: the output's size depends on every
+        # element, so no rank can know its block's size without the others: every rank computes
+        # the whole (replicated) result from replicated inputs, the one layout whose shape all
+        # ranks agree on. (nonzero is a registered op with a data-dependent shape, OpDef::data_dependent:
+        # it resolves by name before this and gathers its blocks' rows instead.)
         return _replicated
     if (base.lstrip("_").startswith("linalg_") or base in _LEGACY_LINALG) and not any(
             a.name in ("dim", "dims") for a in func._schema.arguments):  # vector_norm(x, dim=0) reduces the batch

@@ -1,5 +1,7 @@
 #include "dispatch/factory.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 

@@ -3,7 +3,7 @@
 // and a Replicate is the same whole tensor on every rank. Called through dispatch/factory.h
 // (call_factory: the caller gives the mesh and the output placements); the rules are in rules.cc.
 //   arange(end), arange.start(start, end), arange.start_step(start, end, step=1)
-//       element i is start + i * step: in int64 for an integral dtype (the bounds truncated, as
+//       element i is start + i * step: in int64 for an integral dtype (start and step truncated, as
 //       ATen's accumulate type does), in float64 then rounded for a floating one; dtype int64 when
 //       every bound is an int (or bool), else float32; size as ATen computes it (RangeUtils)
 //   empty.memory_format(size), empty_strided(size, stride)   zeros (any value is allowed)
@@ -97,10 +97,10 @@ Range range_of(const OpCall& c) {
     fail(c, absl::StrCat("upper bound and lower bound inconsistent with step sign (start ", s, ", end ", e,
                          ", step ", st, "); accepted: end >= start for step > 0, end <= start for step < 0"));
   double size_d;
-  if (r.dtype == DType::kInt64) {
-    // ATen's int64 formula on the truncated bounds: ceil((end - start + step - sign) / step).
+  if (r.dtype == DType::kInt64 && ints) {
+    // ATen's exact int64 formula for int bounds: ceil((end - start + step - sign) / step); any other
+    // call takes the float64 one (torch.arange(0, 2.5, 1, dtype=torch.int64) has 3 elements).
     const int64_t xs = r.start.i, xe = r.end.i, xst = r.step.i;
-    if (xst == 0) fail(c, "step must be nonzero (it truncates to 0 in int64)");
     int64_t num;
     if (__builtin_sub_overflow(xe, xs, &num) || __builtin_add_overflow(num, xst - (xst > 0 ? 1 : -1), &num))
       fail(c, "invalid size, possible overflow: (end - start) does not fit int64");

@@ -21,6 +21,8 @@ LAYOUTS = [((4,), [Shard(0)]), ((4,), [Replicate()]), ((2, 2), [Shard(0), Shard(
 CASES = [("arange", (5,), {}), ("arange", (-4, 9), {}), ("arange", (7, -6, -3), {}), ("arange", (-1, 2, 0.3), {}),
          ("arange", (0.5, 5), {"dtype": torch.int64}), ("arange", (1, 4, 0.25), {"dtype": torch.float64}),
          ("arange", (5, 100, 9), {"dtype": torch.bfloat16}), ("arange", (0, 5, 0.5), {"dtype": torch.int32}),
+         ("arange", (0, 5, 0.5), {"dtype": torch.int64}), ("arange", (0, 2.5, 1), {"dtype": torch.int64}),
+         ("arange", (0.5, 0.7, 1), {"dtype": torch.int64}), ("arange", (2 ** 62, 2 ** 63 - 1, 2 ** 61), {}),
          ("full", ((5, 3), -2.5), {}), ("full", ((5, 3), 7), {}), ("full", ((3, 5), True), {}),
          ("full", ((5, 2), 2 ** 60 + 1), {}), ("full", ((3, 2), 2.5), {"dtype": torch.int64}),
          ("full", ((2, 5), 3), {"dtype": torch.float16}), ("scalar_tensor", (-5,), {}),

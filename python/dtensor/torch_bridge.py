@@ -2367,7 +2367,9 @@ def _resolve(func):
     overload = func._overloadname
     qualified = f"{namespace}.{base}.{overload}"
     if namespace != "aten":  # dtensor's ops are ATen's; prims and custom ops have no rules
-        return _unsupported(qualified)
+        return _other_namespace(func, namespace, qualified)
+    if any(a.is_out for a in func._schema.arguments):
+        return _out_form(func, base, qualified)
     if base in _SPECIAL:
         return _SPECIAL[base]
     if f"{base}.{overload}" in _OVERLOADS:
@@ -2435,6 +2437,54 @@ def _without_rule(func, base, qualified):
         if base.rstrip("_") in _ELEMENTWISE_DECOMPOSED:
             return _on_aligned_blocks(_decomposed(qualified, decomp))
         return _decomposed(qualified, decomp)
+    return _unsupported(qualified)
+
+
+def _out_form(func, base, qualified):
+    """The handler of an out= overload (torch.mm(a, b, out=buf): aten.mm.out), whose rule is its
+    functional overload's (same arguments less the outs, not mutating): that overload's result
+    copied into each out tensor (copy_, which converts the dtype and writes through a bridge view
+    as any copy_ does). Without such an overload, the op goes to _without_rule (torch's
+    decompositions of out= overloads)."""
+    outs = [a.name for a in func._schema.arguments if a.is_out]
+    inputs = [(a.name, str(a.type)) for a in func._schema.arguments if not a.is_out]
+    packet = func.overloadpacket
+    functional = next((getattr(packet, o) for o in packet.overloads()
+                       if not getattr(packet, o)._schema.is_mutable and
+                       [(a.name, str(a.type)) for a in getattr(packet, o)._schema.arguments] == inputs), None)
+    if functional is None:
+        return _without_rule(func, base, qualified)
+
+    def handler(func, args, kwargs):
+        targets = [kwargs[n] for n in outs]
+        result = functional(*args, **{k: v for k, v in kwargs.items() if k not in outs})
+        results = result if isinstance(result, (tuple, list)) else (result,)
+        for name, target, r in zip(outs, targets, results):
+            if tuple(target.shape) != tuple(r.shape):
+                raise UnsupportedOpError(
+                    f"bridge: {qualified}: out argument '{name}' has shape {tuple(target.shape)}, the result "
+                    f"{tuple(r.shape)}; accepted: an out tensor of the result's shape (the bridge does not resize it)")
+            target.copy_(r)
+        return targets[0] if len(targets) == 1 and not isinstance(result, (tuple, list)) else tuple(targets)
+
+    return handler
+
+
+def _other_namespace(func, namespace, qualified):
+    """The handler of an op outside ATen (a custom op): its implementation in other ops, run on the
+    bridge tensors so each op it calls resolves here: a CompositeImplicitAutograd kernel or torch's
+    registered decomposition. Else refused: prims (their kernels are ATen's reference code, below
+    the ops the bridge runs), and a kernel for CompositeExplicitAutograd alone (what
+    torch.library.custom_op registers: torch_nn._linear_cross_entropy_batch_chunked), which may make
+    plain tensors with factories (torch.empty buffers written with out=) that no bridge tensor
+    reaches, so it cannot run on blocks."""
+    from torch._decomp import decomposition_table
+
+    if namespace != "prims":
+        if func._can_decompose():
+            return lambda func, args, kwargs: func.decompose(*args, **kwargs)
+        if func in decomposition_table:
+            return _decomposed(qualified, decomposition_table[func])
     return _unsupported(qualified)
 
 

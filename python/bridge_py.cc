@@ -633,6 +633,10 @@ nb::object torch_dispatch(nb::handle /*cls*/, nb::handle func, nb::handle /*type
     PyObject* v = PySequence_Fast_GET_ITEM(a.ptr(), i);
     if (PyLong_Check(v) || PyFloat_Check(v)) return e.fallback(func, a, kw);
   }
+  // A complex Python number (mul.Scalar(x, 1j)): dtensor's IValue holds no complex (ops/ivalue.h);
+  // the Python handler runs the call as the Tensor overload with a 0-d complex tensor.
+  for (Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(a.ptr()); i < n; ++i)
+    if (PyComplex_Check(PySequence_Fast_GET_ITEM(a.ptr(), i))) return e.fallback(func, a, kw);
   for (const std::string& k : e.python_kwargs) {
     PyObject* v = PyDict_GetItemString(kw.ptr(), k.c_str());  // borrowed
     if (v != nullptr && v != Py_None) return e.fallback(func, a, kw);

@@ -2385,7 +2385,7 @@ def _resolve(func):
     names = _registry()
     dotted = base if overload == "default" else f"{base}.{overload}"
     if dotted in names:
-        return _keywords_ours_lacks(func, dotted, _engine(dotted))
+        return _complex_scalars(func, _keywords_ours_lacks(func, dotted, _engine(dotted)))
     if base in names and _takes_tensors_where_aten_does(func, base):
         return _keywords_ours_lacks(func, base, _engine(base))
     if base.endswith("_") and not base.endswith("__"):
@@ -2486,6 +2486,29 @@ def _other_namespace(func, namespace, qualified):
         if func in decomposition_table:
             return _decomposed(qualified, decomposition_table[func])
     return _unsupported(qualified)
+
+
+def _complex_scalars(func, handler):
+    """`handler` of an overload taking a Scalar (mul.Scalar, add.Scalar, div.Scalar), for calls with
+    real numbers; a complex Python number (polar's and complex ops' derivatives: mul(x, 1j)) runs as
+    the overload packet's Tensor form, where the number is a wrapped 0-d tensor (_wrapped_numbers:
+    torch's dtype promotion): dtensor's IValue holds no complex number (ops/ivalue.h)."""
+    packet = func.overloadpacket
+    scalars = [i for i, a in enumerate(func._schema.arguments) if str(a.type) == "number"]  # Scalar
+    if not scalars or func._overloadname == "Tensor" or "Tensor" not in packet.overloads():
+        return handler
+    tensor_form = packet.Tensor
+
+    def with_complex(func, args, kwargs):
+        if any(isinstance(v, complex) for v in (*args, *kwargs.values())):
+            return tensor_form(*args, **kwargs)
+        return handler(func, args, kwargs)
+
+    with_complex.python_kwargs = getattr(handler, "python_kwargs", [])
+    native = getattr(handler, "native", None)
+    if native is not None:
+        with_complex.native = native[:6] + (with_complex,)
+    return with_complex
 
 
 def _keywords_ours_lacks(func, name, handler):

@@ -57,6 +57,25 @@ Tensor complex_neg(const Tensor& x) {
   return out;
 }
 
+namespace {
+template <typename F>
+Tensor complex_unary(const Tensor& x, F f) {
+  Tensor out = Tensor::empty(x.sizes(), x.dtype());
+  DT_DISPATCH_COMPLEX(x.dtype(), { detail::map<scalar_t, scalar_t>(out, std::array<Tensor, 1>{x}, f); });
+  return out;
+}
+}  // namespace
+
+Tensor complex_sigmoid(const Tensor& x) {
+  DT_KERNEL_HOST_ONLY(complex_sigmoid, x);
+  return complex_unary(x, [](auto v) { return decltype(v)(1) / (decltype(v)(1) + std::exp(-v)); });
+}
+
+Tensor complex_silu(const Tensor& x) {
+  DT_KERNEL_HOST_ONLY(complex_silu, x);
+  return complex_unary(x, [](auto v) { return v / (decltype(v)(1) + std::exp(-v)); });
+}
+
 Tensor conj_physical(const Tensor& x) {
   DT_KERNEL_HOST_ONLY(conj_physical, x);
   if (!is_complex(x.dtype())) return x.clone();

@@ -15,6 +15,10 @@ Tensor complex_add(const Tensor& a, const Tensor& b, double alpha);
 Tensor complex_mul(const Tensor& a, const Tensor& b);
 Tensor complex_div(const Tensor& a, const Tensor& b);
 Tensor complex_neg(const Tensor& x);
+// torch.sigmoid and silu of complex x: 1 / (1 + exp(-x)) and x / (1 + exp(-x)) in complex
+// arithmetic (torch's CPU kernels' formulas); same dtype out. Infinite and NaN where 1 + exp(-x) is 0.
+Tensor complex_sigmoid(const Tensor& x);
+Tensor complex_silu(const Tensor& x);
 
 // The complex conjugate as a new tensor (torch's conj_physical; a real tensor is copied).
 Tensor conj_physical(const Tensor& x);

@@ -4,6 +4,7 @@
 #include <cblas.h>
 
 #include <climits>
+#include <complex>
 
 #include "kernels/cpu/loops.h"
 
@@ -18,6 +19,15 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b) {
   DT_CHECK(a.dtype() == b.dtype() && is_floating(a.dtype()), op, ": operands ", desc(a), " and ",
            desc(b),
            " must share one floating dtype (accepted: float32, float64, bfloat16, float16)");
+}
+
+// mm and bmm also take complex (OpDef::complex): BLAS's cgemm/zgemm.
+void check_operands_or_complex(const char* op, const Tensor& a, const Tensor& b) {
+  if (a.dtype() == b.dtype() && is_complex(a.dtype())) return;
+  DT_CHECK(a.dtype() == b.dtype() && is_floating(a.dtype()), op, ": operands ", desc(a), " and ",
+           desc(b),
+           " must share one floating or complex dtype (accepted: float32, float64, bfloat16, float16, "
+           "complex64, complex128)");
 }
 
 // How a [rows, cols] matrix with strides (rs, cs) is passed to row-major BLAS without a copy.
@@ -52,6 +62,28 @@ void gemm(const double* a, Layout la, const double* b, Layout lb, double* c, int
               static_cast<int>(lb.ld), beta, c, std::max(m, 1));
 }
 
+// Complex (std::complex<T> is layout-compatible with T[2], BLAS's complex element).
+void gemm(const std::complex<float>* a, Layout la, const std::complex<float>* b, Layout lb,
+          std::complex<float>* c, int n, int m, int k, double alpha, double beta) {
+  const std::complex<float> al(static_cast<float>(alpha)), be(static_cast<float>(beta));
+  cblas_cgemm(CblasRowMajor, la.trans, lb.trans, n, m, k, &al, a, static_cast<int>(la.ld), b,
+              static_cast<int>(lb.ld), &be, c, std::max(m, 1));
+}
+void gemm(const std::complex<double>* a, Layout la, const std::complex<double>* b, Layout lb,
+          std::complex<double>* c, int n, int m, int k, double alpha, double beta) {
+  const std::complex<double> al(alpha), be(beta);
+  cblas_zgemm(CblasRowMajor, la.trans, lb.trans, n, m, k, &al, a, static_cast<int>(la.ld), b,
+              static_cast<int>(lb.ld), &be, c, std::max(m, 1));
+}
+
+// dispatch_float, and complex64 / complex128 as std::complex.
+template <typename F>
+void dispatch_gemm(DType c, F&& f) {
+  if (c == DType::kComplex64) return f(detail::Tag<std::complex<float>>{});
+  if (c == DType::kComplex128) return f(detail::Tag<std::complex<double>>{});
+  detail::dispatch_float(c, f);
+}
+
 // out[*batch, n, m] = alpha * a @ b + beta * out, where a [*ba, n, k] and b [*bb, k, m] broadcast
 // over `batch` and out is contiguous [*batch, n, m] in the compute dtype. Returns out in `dtype`.
 Tensor gemm_batched(const char* op, const Tensor& a0, const Tensor& b0, const Shape& batch,
@@ -62,7 +94,7 @@ Tensor gemm_batched(const char* op, const Tensor& a0, const Tensor& b0, const Sh
     DT_CHECK(v < INT_MAX, op, ": ", desc(a0), " @ ", desc(b0), " exceeds BLAS's 32-bit sizes");
   if (out.numel() == 0) return out.to(dtype);
   if (k == 0) {  // an empty sum: out = beta * out
-    detail::dispatch_float(c, [&](auto tag) {
+    dispatch_gemm(c, [&](auto tag) {
       using T = typename decltype(tag)::type;
       T* p = out.data<T>();
       for (int64_t i = 0; i < out.numel(); ++i)
@@ -80,7 +112,7 @@ Tensor gemm_batched(const char* op, const Tensor& a0, const Tensor& b0, const Sh
   const Layout lb = *blas_layout(k, m, b.stride(-2), b.stride(-1));
   Shape a_bst(a.strides().begin(), a.strides().end() - 2);
   Shape b_bst(b.strides().begin(), b.strides().end() - 2);
-  detail::dispatch_float(c, [&](auto tag) {
+  dispatch_gemm(c, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* ap = a.data<T>();
     const T* bp = b.data<T>();
@@ -98,23 +130,29 @@ Tensor gemm_batched(const char* op, const Tensor& a0, const Tensor& b0, const Sh
 Tensor product(const char* op, const Tensor& a, const Tensor& b, const Shape& batch) {
   Shape out_shape = batch;
   out_shape.insert(out_shape.end(), {a.size(-2), b.size(-1)});
-  DType c = detail::compute_dtype(a.dtype());
+  DType c = is_complex(a.dtype()) ? a.dtype() : detail::compute_dtype(a.dtype());
   return gemm_batched(op, a, b, batch, Tensor::empty(out_shape, c), 1, 0, a.dtype());
 }
 
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
-  DT_KERNEL_ON_DEVICE(mm, a, b);
-  check_operands("mm", a, b);
+  if (is_complex(a.dtype()))
+    DT_KERNEL_HOST_ONLY(mm, a, b);  // the device kernels are real
+  else
+    DT_KERNEL_ON_DEVICE(mm, a, b);
+  check_operands_or_complex("mm", a, b);
   DT_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), "mm: cannot multiply ",
            shape_str(a.sizes()), " by ", shape_str(b.sizes()), " (accepted: [n, k] @ [k, m])");
   return product("mm", a, b, {});
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
-  DT_KERNEL_ON_DEVICE(bmm, a, b);
-  check_operands("bmm", a, b);
+  if (is_complex(a.dtype()))
+    DT_KERNEL_HOST_ONLY(bmm, a, b);  // the device kernels are real
+  else
+    DT_KERNEL_ON_DEVICE(bmm, a, b);
+  check_operands_or_complex("bmm", a, b);
   DT_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) && a.size(2) == b.size(1),
            "bmm: cannot multiply ", shape_str(a.sizes()), " by ", shape_str(b.sizes()),
            " (accepted: [B, n, k] @ [B, k, m])");

@@ -405,10 +405,12 @@ Tensor tanh(const Tensor& x) {
   return unary_float("tanh", x, true, [](auto v) { return std::tanh(v); });
 }
 Tensor sigmoid(const Tensor& x) {
+  if (is_complex(x.dtype())) return complex_sigmoid(x);
   DT_KERNEL_ON_DEVICE(sigmoid, x);
   return unary_float("sigmoid", x, true, [](auto v) { return 1 / (1 + std::exp(-v)); });
 }
 Tensor silu(const Tensor& x) {
+  if (is_complex(x.dtype())) return complex_silu(x);
   DT_KERNEL_ON_DEVICE(silu, x);
   return unary_float("silu", x, false, [](auto v) { return v / (1 + std::exp(-v)); });
 }

@@ -5,16 +5,18 @@
 namespace dtensor::bw {
 namespace {
 DTensor t(const DTensor& x) { return F::transpose(x, -1, -2); }
+// The adjoint for complex x (torch's mm derivative: grad @ other^H), the transpose for real.
+DTensor h(const DTensor& x) { return is_complex(x.dtype()) ? call_op1("conj_physical", {t(x)}) : t(x); }
 }  // namespace
 
 void register_matrix_backward(Registry&) {
   def("mm", [](const BackwardCtx& c) {
     DTensor g = c.grad(0);
-    return Grads{F::mm(g, t(c.inputs[1])), F::mm(t(c.inputs[0]), g)};
+    return Grads{F::mm(g, h(c.inputs[1])), F::mm(h(c.inputs[0]), g)};
   });
   def("bmm", [](const BackwardCtx& c) {
     DTensor g = c.grad(0);
-    return Grads{F::bmm(g, t(c.inputs[1])), F::bmm(t(c.inputs[0]), g)};
+    return Grads{F::bmm(g, h(c.inputs[1])), F::bmm(h(c.inputs[0]), g)};
   });
   def("addmm", [](const BackwardCtx& c) {
     DTensor g = c.grad(0);

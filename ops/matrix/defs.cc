@@ -14,6 +14,19 @@ void check_float(const OpCall& c) {
                            "; accepted: float32, float64, bfloat16, float16"));
 }
 
+// mm and bmm (OpDef::complex): floating, or both operands of one complex dtype (torch's mm takes
+// no mixed dtypes).
+void check_float_or_complex(const OpCall& c) {
+  const DType a = c.tensor(0).dtype, b = c.tensor(1).dtype;
+  if (is_complex(a) || is_complex(b)) {
+    if (a != b)
+      fail(c, absl::StrCat("operands ", dtype_name(a), " and ", dtype_name(b),
+                           "; accepted: two tensors of one complex dtype, or floating ones"));
+    return;
+  }
+  check_float(c);
+}
+
 DType promoted(const OpCall& c) {
   DType d = c.tensor(0).dtype;
   for (int t = 1; t < c.num_tensors(); ++t) d = kernels::promote_types(d, c.tensor(t).dtype);
@@ -45,7 +58,7 @@ void define_matrix_ops(Registry& reg) {
     OpDef& op = reg.define("mm(Tensor self, Tensor mat2) -> Tensor", "matrix");
     op.cost = contraction_cost(0);
     op.meta = [](const OpCall& c) {
-      check_float(c);
+      check_float_or_complex(c);
       const Shape &a = c.tensor(0).shape, &b = c.tensor(1).shape;
       if (a.size() != 2 || b.size() != 2 || a[1] != b[0])
         fail(c, "accepted: self[n, k] @ mat2[k, m] (2-d, equal contraction dims)");
@@ -56,14 +69,16 @@ void define_matrix_ops(Registry& reg) {
     };
     op.samples = [] {
       return std::vector<Sample>{sample({{6, 5}, {5, 7}}, {T(0), T(1)}),
-                                 sample({{3, 9}, {9, 4}}, {T(0), T(1)}, {}, {DType::kFloat64, DType::kFloat64})};
+                                 sample({{3, 9}, {9, 4}}, {T(0), T(1)}, {}, {DType::kFloat64, DType::kFloat64}),
+                                 sample({{4, 6}, {6, 3}}, {T(0), T(1)}, {}, {DType::kComplex64, DType::kComplex64})};
     };
+    op.complex = true;  // cgemm/zgemm (kernels/cpu/matrix.cc); the rules are linear in each operand
   }
   {
     OpDef& op = reg.define("bmm(Tensor self, Tensor mat2) -> Tensor", "matrix");
     op.cost = contraction_cost(0);
     op.meta = [](const OpCall& c) {
-      check_float(c);
+      check_float_or_complex(c);
       const Shape &a = c.tensor(0).shape, &b = c.tensor(1).shape;
       if (a.size() != 3 || b.size() != 3 || a[0] != b[0] || a[2] != b[1])
         fail(c, "accepted: self[b, n, k] @ mat2[b, k, m]");
@@ -72,7 +87,11 @@ void define_matrix_ops(Registry& reg) {
     op.kernel = [](const std::vector<Tensor>& in, const OpCall&, const LocalContext&) {
       return one(kernels::bmm(in[0], in[1]));
     };
-    op.samples = [] { return std::vector<Sample>{sample({{5, 3, 4}, {5, 4, 6}}, {T(0), T(1)})}; };
+    op.samples = [] {
+      return std::vector<Sample>{sample({{5, 3, 4}, {5, 4, 6}}, {T(0), T(1)}),
+                                 sample({{4, 3, 2}, {4, 2, 5}}, {T(0), T(1)}, {}, {DType::kComplex128, DType::kComplex128})};
+    };
+    op.complex = true;  // as mm's
   }
   {
     OpDef& op = reg.define(

@@ -108,7 +108,7 @@ void register_pointwise_backward(Registry&) {
   });
   def("sigmoid", [](const BackwardCtx& c) {
     const DTensor& o = c.outputs[0];
-    return Grads{F::mul(c.grad(0), F::mul(o, F::add(F::neg(o), 1.0)))};
+    return Grads{F::mul(c.grad(0), conj(F::mul(o, F::add(F::neg(o), 1.0))))};
   });
   def("relu", [](const BackwardCtx& c) {
     const DTensor& x = c.inputs[0];
@@ -118,7 +118,7 @@ void register_pointwise_backward(Registry&) {
     const DTensor& x = c.inputs[0];
     DTensor s = F::sigmoid(x);
     DTensor d = F::mul(s, F::add(F::mul(x, F::add(F::neg(s), 1.0)), 1.0));  // s (1 + x (1 - s))
-    return Grads{F::mul(c.grad(0), d)};
+    return Grads{F::mul(c.grad(0), conj(d))};  // complex: grad * conj(f'(x)), derivatives.yaml's rule
   });
   def("gelu", [](const BackwardCtx& c) {
     return Grads{call_op1("gelu_backward", {c.grad(0), c.inputs[0]},

@@ -237,6 +237,17 @@ void define_pointwise_ops(Registry& reg) {
   unary(reg, "tanh", kernels::tanh, false, cost(CostClass::kTranscendental, Keeps::kOutput)).onnx = {"Tanh"};
   unary(reg, "sigmoid", kernels::sigmoid, false, cost(CostClass::kTranscendental, Keeps::kOutput)).onnx = {"Sigmoid"};
   unary(reg, "silu", kernels::silu, false, cost(CostClass::kTranscendental));
+  // Complex x: kernels/cpu/complex.h (torch's formulas in complex arithmetic); the backward takes
+  // the conjugate of the derivative (ops/pointwise/backward.cc).
+  for (const char* name : {"sigmoid", "silu"}) {
+    OpDef& op = reg.mutable_find(name);
+    op.complex = true;
+    op.samples = [base = op.samples] {
+      std::vector<Sample> s = base();
+      s.push_back(sample({{4, 3}}, {T(0)}, {}, {DType::kComplex64}));
+      return s;
+    };
+  }
   {
     OpDef& op = reg.define("gelu(Tensor self, *, str approximate='none') -> Tensor", "pointwise");
     op.cost = cost(CostClass::kTranscendental);

@@ -2089,11 +2089,29 @@ def _convolution_backward(masked):
     return handler
 
 
+def _storage_order_view(v):
+    """Whether bridge view v holds its base's elements in the base's order (unsqueeze, view or
+    reshape of the whole base: ATen's stft unsqueezes a 1-d signal before as_strided): then torch's
+    view is contiguous at offset 0 over the base's storage, and sizes and strides address the same
+    elements in the view's own contiguous layout. Decided by torch's view replay (v._view_func) on
+    the base's element positions, a plain tensor: every rank decides alike without communication."""
+    base = v._base
+    if base is None or base.numel() != v.numel():
+        return False
+    try:
+        where = v._view_func(torch.arange(base.numel(), dtype=torch.int64).reshape(base.shape))
+    except Exception:  # noqa: BLE001 - no replay of this view: not known to be in order
+        return False
+    return tuple(where.shape) == tuple(v.shape) and bool(
+        torch.equal(where.reshape(-1), torch.arange(v.numel(), dtype=torch.int64)))
+
+
 def _refuse_strided_view(func, args, kwargs):
     """A bridge view does not share its base's storage (its strides and offset are its own
-    contiguous ones), so sizes and strides would address other elements than torch's: refused."""
+    contiguous ones), so sizes and strides would address other elements than torch's: refused,
+    unless the view holds the base's elements in storage order (_storage_order_view)."""
     for v in tree_flatten((args, kwargs))[0]:
-        if isinstance(v, DTensor) and v._is_view():
+        if isinstance(v, DTensor) and v._is_view() and not _storage_order_view(v):
             raise UnsupportedOpError(f"bridge: {func} of a view {v._spec}: a bridge view does not share its "
                                      f"base's storage, so its strides address other elements; accepted: a "
                                      f"tensor that is not a view (.clone() it first)")
@@ -2390,6 +2408,10 @@ def _resolve(func):
         return _keywords_ours_lacks(func, base, _engine(base))
     if base.endswith("_") and not base.endswith("__"):
         packet = getattr(aten, base[:-1], None)
+        if packet is not None and overload not in packet.overloads() and torch.Tag.inplace_view in func.tags:
+            # transpose_.default's out-of-place form is transpose.int: the overload of the same arguments
+            overload = next((o for o in packet.overloads() if [(a.name, str(a.type)) for a in getattr(
+                packet, o)._schema.arguments] == [(a.name, str(a.type)) for a in func._schema.arguments]), overload)
         if packet is not None and overload in packet.overloads():
             if torch.Tag.inplace_view in func.tags:
                 return _in_place_view(getattr(packet, overload))

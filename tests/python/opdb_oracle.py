@@ -82,6 +82,14 @@ FACTORIES = ("ones", "zeros", "empty", "full", "rand", "randn", "arange", "linsp
              "scalar_tensor", "empty_strided", "empty_permuted", "randint", "tril_indices", "triu_indices")
 
 
+# Tensor arguments torch reads on the host before dispatch, given as plain tensors (as a user gives
+# them): entry -> positions in the flattened (input, *args) of the sample. tensor_split's
+# tensor_indices_or_sections must be a CPU int64 tensor and ATen's CompositeImplicit kernel reads its
+# data pointer before any op reaches dispatch, which no wrapper subclass (the bridge's or PyTorch
+# DTensor's) has (tests/python/test_bridge_tensor_split.py).
+HOST_TENSORS = {"tensor_split": (1,)}
+
+
 def output_layout(t, rng, mesh_ndim):
     """A factory output's layout: Replicate or Shard(d) per mesh dim (a factory makes no Partial)."""
     kinds = [("R",)] + [("S", d) for d in range(t.dim()) if t.shape[d] >= 1]
@@ -183,7 +191,8 @@ def make_cases(entry, mesh_ndim=2, seed=0):
         flat, spec = tree_flatten(((s.input, *s.args), dict(s.kwargs)))
         case = Case(entry.name, k, dtype, flat, spec, {}, [])
         cases.append(case)
-        tensors = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
+        tensors = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)
+                   and i not in HOST_TENSORS.get(entry.name, ())]
         if not tensors and entry.name not in FACTORIES:
             case.skip = "no tensor argument"
             continue

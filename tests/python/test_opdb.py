@@ -14,16 +14,14 @@ pytest.importorskip("expecttest", reason="expecttest is not installed: torch's o
 
 import opdb_oracle as oracle  # noqa: E402
 
-FORWARD_AT_LEAST = 668   # 2026-11-29, torch 2.15.0, of 703 entries
-BACKWARD_AT_LEAST = 539  # 2026-11-29: of the 556 entries torch differentiates (OpInfo supports_autograd)
+FORWARD_AT_LEAST = 669   # 2026-11-29, torch 2.15.0, of 703 entries
+BACKWARD_AT_LEAST = 540  # 2026-11-29: of the 556 entries torch differentiates (OpInfo supports_autograd)
 CORE_COMPARED_AT_LEAST = 147  # Core ATen packets a passing sample compared with torch, 2026-11-29: 147 of 164
 
 # Errors other than dtensor's refusals, reviewed: entry -> why.
-REVIEWED_ERRORS = {
-    # torch's tensor_split reads an indices tensor's data in C++ before dispatch: a wrapper subclass
-    # (bridge or PyTorch DTensor) has none.
-    "tensor_split": "The tensor has a non-zero number of elements, but its data is not allocated yet",
-}
+# (tensor_split's, torch reading an indices tensor's data before dispatch, is gone: op_db's indices
+# are passed as the host tensors they are, opdb_oracle.HOST_TENSORS.)
+REVIEWED_ERRORS = {}
 CLEAR = ("UnsupportedOpError", "DTensorError")
 MESHES = [(1,), (2, 2)]
 

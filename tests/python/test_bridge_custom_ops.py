@@ -1,9 +1,10 @@
 # Ops outside ATen (custom ops) and out= overloads through the bridge (python/dtensor/torch_bridge.py:
 # _other_namespace, _out_form), against torch on one device on a [2, 2] thread mesh: a custom op with
 # a registered decomposition runs as it (values); one with a CompositeImplicitAutograd kernel works
-# too (torch's dispatcher expands it above the bridge: values and gradients); one with a
-# CompositeExplicitAutograd kernel alone is refused naming the op; torch.mm and torch.amax with out=
-# write the functional overload's result into a bridge tensor, a wrong-shaped out is refused.
+# too (torch's dispatcher expands it above the bridge: values and gradients; below autograd the
+# bridge runs the kernel itself: values); one with a CompositeExplicitAutograd kernel alone is
+# refused naming the op; torch.mm and torch.amax with out= write the functional overload's result
+# into a bridge tensor, a wrong-shaped out is refused.
 import pytest
 
 import dtensor as dt
@@ -49,11 +50,16 @@ def test_composite_implicit_custom_op_matches_torch():
         xi = bridge.distribute(x, mesh, [Shard(0), Shard(1)]).requires_grad_()
         out = OPS.scaled_tanh(xi, bridge.distribute(w, mesh, [Shard(0), Replicate()]))
         out.sum().backward()
-        return out.full_tensor(), xi.grad.full_tensor()
+        # Below autograd (as inside another op's handler) the op itself reaches the bridge, which
+        # runs its CompositeImplicitAutograd kernel (_other_namespace).
+        with torch._C._AutoDispatchBelowAutograd():
+            below = OPS.scaled_tanh(xi.detach(), bridge.distribute(w, mesh, [Replicate(), Shard(1)]))
+        return out.full_tensor(), xi.grad.full_tensor(), below.full_tensor()
 
-    for out, gx in _on_mesh(fn):
+    for out, gx, below in _on_mesh(fn):
         torch.testing.assert_close(out, want.detach(), rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(gx, xr.grad, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(below, want.detach(), rtol=1e-12, atol=1e-12)
 
 
 def test_decomposed_custom_op_matches_torch():

@@ -172,7 +172,7 @@ TEST(Matmul, DtypeErrors) {
       [] {
         mm(rand({2, 2}, 1), rand({2, 2}, 1, DType::kFloat64));
       },
-      {"mm", "float32 [2, 2]", "float64 [2, 2]", "one floating dtype"});
+      {"mm", "float32 [2, 2]", "float64 [2, 2]", "one floating or complex dtype"});
   expect_error(
       [] {
         mm(T({1}, {1, 1}, DType::kInt64), T({1}, {1, 1}, DType::kInt64));

@@ -208,6 +208,10 @@ def run(side, ranks, steps, warmup, dropout, dtype, tmp, params=False):
     out = os.path.join(tmp, f"{side}.json")
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     env["PYTHONPATH"] = os.path.join(ROOT, "python")
+    # A store of this run's own: torchrun's default id for a --master-port job is "none", so the
+    # default store (dtensor/collectives/env.h) of an earlier job that drew the same port would be
+    # found and refused ("File already exists").
+    env["DTENSOR_STORE"] = "file:" + os.path.join(tempfile.mkdtemp(prefix=f"{side}-", dir=tmp), "store")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "--master-port",
            str(free_port()), __file__, "--worker", "--side", side, "--steps", str(steps), "--warmup", str(warmup),
            "--dtype", dtype, "--out", out] + (["--dropout"] if dropout else []) + \

@@ -21,7 +21,8 @@ for i in $(seq 1 "$runs"); do
   for ending in plain exit_process; do
     dir="$out/$ending-$i"
     mkdir -p "$dir"
-    if (cd "$dir" && timeout 300 torchrun --nproc_per_node 4 --master_port $((29500 + i % 400)) "$ranks" "$ending" \
+    # DTENSOR_STORE: a store per run (both endings of a run share its master port).
+    if (cd "$dir" && DTENSOR_STORE="file:$dir/store" timeout 300 torchrun --nproc_per_node 4 --master_port $((29500 + i % 400)) "$ranks" "$ending" \
           >log.txt 2>&1); then
       rm -rf "$dir"
     else

@@ -1,5 +1,7 @@
 #include "dtensor/collectives/env.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <vector>
 
@@ -81,8 +83,13 @@ std::string torchrun_default_store(const ProcessEnv& env) {
       env.local_world_size != env.world_size) {
     return "";
   }
-  std::string id = absl::StrCat(getenv_or_empty("TORCHELASTIC_RUN_ID"), "-", getenv_or_empty("MASTER_PORT"),
-                                "-", getenv_or_empty("TORCHELASTIC_RESTART_COUNT"));
+  std::string run_id = getenv_or_empty("TORCHELASTIC_RUN_ID");
+  // torchrun's id for a job started with --master-port (static rendezvous) is always "none": the
+  // agent's pid (every local rank's parent) tells such jobs apart, so a store left by an earlier job
+  // that drew the same port is not found and refused.
+  if (run_id == "none") absl::StrAppend(&run_id, "-", getppid());
+  std::string id = absl::StrCat(run_id, "-", getenv_or_empty("MASTER_PORT"), "-",
+                                getenv_or_empty("TORCHELASTIC_RESTART_COUNT"));
   for (char& c : id) {  // --rdzv-id is free text: keep it one path component
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
   }

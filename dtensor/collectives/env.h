@@ -32,8 +32,10 @@ struct ProcessEnv {
 //                     MASTER_ADDR and MASTER_PORT set, LOCAL_WORLD_SIZE == WORLD_SIZE):
 //                     file:$TMPDIR/dtensor-store-<run id>-<master port>-<restart count> ($TMPDIR
 //                     defaults to /tmp; characters other than [A-Za-z0-9._-] become '_'). A store
-//                     must be fresh per job: torchrun --standalone draws a new run id, and a fixed
-//                     --rdzv-id must differ between jobs that reuse a master port.
+//                     must be fresh per job: torchrun --standalone draws a new run id; a job
+//                     started with --master-port has the id "none", to which the torchrun agent's
+//                     pid (the ranks' parent) is added ("none-<pid>"); a fixed --rdzv-id must
+//                     differ between jobs that reuse a master port.
 // Throws dtensor::Error listing every missing variable (with its alternatives) and every malformed
 // one (not an integer, rank outside [0, world_size), negative local rank).
 ProcessEnv read_process_env();

@@ -730,6 +730,11 @@ TEST(Env, TorchrunOnOneHostDefaultsToAFileStore) {
                  {"TMPDIR", "/scratch"}});
   EXPECT_EQ(read_process_env().store, "file:/scratch/dtensor-store-run_1_x-29511-2");
   {
+    // --master-port jobs all have the run id "none": the agent's pid (this process's parent) is added.
+    ScopedEnv static_rdzv(Vars{{"TORCHELASTIC_RUN_ID", "none"}});
+    EXPECT_EQ(read_process_env().store, absl::StrCat("file:/scratch/dtensor-store-none-", getppid(), "-29511-2"));
+  }
+  {
     ScopedEnv explicit_store(Vars{{"DTENSOR_STORE", "redis://h:1"}});
     EXPECT_EQ(read_process_env().store, "redis://h:1");
   }

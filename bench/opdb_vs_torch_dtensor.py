@@ -63,10 +63,13 @@ def torch_rank(args):
 def run_torch_side(limit, stall_s=90):
     """PyTorch DTensor over the entries on 4 Gloo processes. An entry with no result after stall_s
     (its collectives wait forever: ranks that issue different collectives) is recorded as a hang;
-    the ranks are killed and restarted after it."""
+    the ranks are killed and restarted after it. An entry whose result is a Gloo transport error (a
+    peer's connection reset: a rank died or left the collectives of an earlier entry, and every
+    later entry of that run would fail the same way) is not PyTorch DTensor's answer: the ranks are
+    restarted and it is run again once, on fresh connections; only a second transport error counts."""
     import opdb_oracle as oracle
     names = [oracle.entry_name(e) for e in oracle.entries()][:limit]
-    results = {}
+    results, retried = {}, set()
     with tempfile.TemporaryDirectory() as tmp:
         result = os.path.join(tmp, "torch.jsonl")
         while len(results) < len(names):
@@ -79,12 +82,18 @@ def run_torch_side(limit, stall_s=90):
                 cmd += ["--entries", str(limit)]
             procs = [subprocess.Popen(cmd + ["--rank", str(r)], env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for r in range(4)]
-            seen, last = 0, time.time()
-            while True:
+            seen, last, broken = 0, time.time(), False
+            while not broken:
                 time.sleep(1)
                 lines = open(result).read().splitlines()
                 for line in lines[seen:]:
                     name, res = json.loads(line)
+                    if _transport_error(res["detail"]) and name not in retried:
+                        retried.add(name)
+                        broken = True
+                        print(f"PyTorch DTensor: {name}: {res['detail'][:80]}...; restarting the ranks and "
+                              f"running it again", file=sys.stderr)
+                        break
                     results[name] = res
                 if len(lines) > seen:
                     seen, last = len(lines), time.time()
@@ -94,12 +103,19 @@ def run_torch_side(limit, stall_s=90):
             for p in procs:
                 p.kill()
                 p.wait()
+            if broken:
+                continue
             if len(results) < len(names) and (not done or seen == 0 or any(p.returncode for p in procs)):
                 stuck = names[len(results)]
                 results[stuck] = {"forward": "error", "backward": "error",
                                   "detail": f"error: hang: no result after {stall_s} s (the ranks were killed)"}
                 print(f"PyTorch DTensor: {stuck} hung; restarting the ranks after it", file=sys.stderr)
     return results
+
+
+def _transport_error(detail):
+    """True for Gloo's errors about the connection itself (not about the op)."""
+    return "gloo/transport" in detail or "Connection reset by peer" in detail or "Connection closed by peer" in detail
 
 
 def free_port():

@@ -11,9 +11,10 @@
 //
 // A DTensor has no global storage: its global tensor is described as torch describes the bridge
 // tensor (python/dtensor/torch_bridge.py, DTensor.__new__): the global shape with contiguous strides
-// (a size-0 dim counted as 1, as torch does), storage offset 0. The size queries read only that
-// metadata (OpCall::tensor(0)), never the block, so they answer from any placement (rules.cc: R from
-// S(d), R and every Partial) and the engine moves no data for them. MemoryFormat is a name
+// (dtensor/core/shape.h's contiguous_strides: a size-0 dim strides as a size-1 one, as torch's),
+// storage offset 0. The size queries read only that metadata (OpCall::tensor(0)), never the block,
+// so they answer from any placement (rules.cc: R from S(d), R and every Partial) and the engine
+// moves no data for them. MemoryFormat is a name
 // ("contiguous_format", "channels_last", "channels_last_3d"; "preserve_format" reads as
 // contiguous_format, as torch's is_contiguous does), as ScalarType is.
 //
@@ -27,17 +28,6 @@ namespace dtensor::ops {
 namespace {
 
 constexpr char kSizeNoBackward[] = "a size query: its integer answer has no gradient";
-
-// The global tensor's contiguous strides (torch's: a size-0 dim strides as a size-1 one).
-Shape contiguous_strides(const Shape& shape) {
-  Shape strides(shape.size());
-  int64_t acc = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    strides[i] = acc;
-    acc *= std::max<int64_t>(shape[i], 1);
-  }
-  return strides;
-}
 
 // `dim` of input 0 in [0, rank), a negative one counted from the end; fails naming the call.
 int64_t dim_arg(const OpCall& c) {

@@ -19,11 +19,8 @@ def _factory(fn, size, fill, dtype, layout, device_mesh, placements, requires_gr
     """A bridge tensor of global `size` laid out as `placements`, each rank allocating only its block
     (fill(block shape, dtype) makes it; or block(spec, dtype), given the layout with the block's
     global offset), as torch.distributed.tensor's factories do."""
-    placements = _placements_or_replicate(device_mesh, placements, fn)
-    if layout not in (None, torch.strided):
-        raise UnsupportedOpError(f"{fn}: layout {layout}; accepted: torch.strided")
-    if len(size) == 1 and isinstance(size[0], (list, tuple, torch.Size)):
-        size = tuple(size[0])
+    placements = _strided_placements(fn, device_mesh, placements, layout)
+    size = _size(size)
     if not all(isinstance(n, int) and n >= 0 for n in size):
         raise DTensorError(f"{fn}: size {tuple(size)}; accepted: non-negative ints")
     if any(p.is_partial() for p in placements):
@@ -42,9 +39,7 @@ def _engine_factory(fn, op, args, kwargs, dtype, layout, device_mesh, placements
     `placements` (default Replicate), each rank computing only its block (dispatch/factory.h's
     call_factory, which refuses Partial and the Shards the op cannot make, naming what it accepts).
     Errors are DTensorError naming the factory, then the engine's call."""
-    placements = _placements_or_replicate(device_mesh, placements, fn)
-    if layout not in (None, torch.strided):
-        raise UnsupportedOpError(f"{fn}: layout {layout}; accepted: torch.strided")
+    placements = _strided_placements(fn, device_mesh, placements, layout)
     if dtype is not None:
         kwargs = {**kwargs, "dtype": _dtype_name(dtype)}
     try:
@@ -52,6 +47,14 @@ def _engine_factory(fn, op, args, kwargs, dtype, layout, device_mesh, placements
     except DTensorError as e:
         raise DTensorError(f"{fn}: {e}") from None
     return DTensor(_b.local_of(d), _b.spec_of(d), device_mesh, requires_grad=requires_grad)
+
+
+def _strided_placements(fn, device_mesh, placements, layout):
+    """`placements` (default Replicate) checked against `device_mesh`; a layout other than strided refused."""
+    placements = _placements_or_replicate(device_mesh, placements, fn)
+    if layout not in (None, torch.strided):
+        raise UnsupportedOpError(f"{fn}: layout {layout}; accepted: torch.strided")
+    return placements
 
 
 def _size(size):

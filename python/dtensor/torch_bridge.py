@@ -2410,8 +2410,7 @@ def _resolve(func):
         packet = getattr(aten, base[:-1], None)
         if packet is not None and overload not in packet.overloads() and torch.Tag.inplace_view in func.tags:
             # transpose_.default's out-of-place form is transpose.int: the overload of the same arguments
-            overload = next((o for o in packet.overloads() if [(a.name, str(a.type)) for a in getattr(
-                packet, o)._schema.arguments] == [(a.name, str(a.type)) for a in func._schema.arguments]), overload)
+            overload = _overload_taking(packet, _arguments(func._schema.arguments)) or overload
         if packet is not None and overload in packet.overloads():
             if torch.Tag.inplace_view in func.tags:
                 return _in_place_view(getattr(packet, overload))
@@ -2462,6 +2461,18 @@ def _without_rule(func, base, qualified):
     return _unsupported(qualified)
 
 
+def _arguments(arguments):
+    """A schema's arguments as (name, type) pairs: what tells two overloads' calls apart."""
+    return [(a.name, str(a.type)) for a in arguments]
+
+
+def _overload_taking(packet, arguments, functional=False):
+    """The name of `packet`'s overload whose arguments are `arguments` (_arguments' pairs), not
+    mutating any when `functional`; None when there is none."""
+    return next((o for o in packet.overloads() if _arguments(getattr(packet, o)._schema.arguments) == arguments
+                 and not (functional and getattr(packet, o)._schema.is_mutable)), None)
+
+
 def _out_form(func, base, qualified):
     """The handler of an out= overload (torch.mm(a, b, out=buf): aten.mm.out), whose rule is its
     functional overload's (same arguments less the outs, not mutating): that overload's result
@@ -2469,13 +2480,12 @@ def _out_form(func, base, qualified):
     as any copy_ does). Without such an overload, the op goes to _without_rule (torch's
     decompositions of out= overloads)."""
     outs = [a.name for a in func._schema.arguments if a.is_out]
-    inputs = [(a.name, str(a.type)) for a in func._schema.arguments if not a.is_out]
     packet = func.overloadpacket
-    functional = next((getattr(packet, o) for o in packet.overloads()
-                       if not getattr(packet, o)._schema.is_mutable and
-                       [(a.name, str(a.type)) for a in getattr(packet, o)._schema.arguments] == inputs), None)
+    functional = _overload_taking(packet, _arguments(a for a in func._schema.arguments if not a.is_out),
+                                  functional=True)
     if functional is None:
         return _without_rule(func, base, qualified)
+    functional = getattr(packet, functional)
 
     def handler(func, args, kwargs):
         targets = [kwargs[n] for n in outs]

@@ -90,6 +90,12 @@ std::vector<DTensor> execute_strategy(
     }
     locals.push_back(redistribute_local(x.local_tensor(), x.spec(), *plan, timeout));
   }
+  return run_strategy(call, strategy, out_meta, mesh, std::move(locals), timeout);
+}
+
+std::vector<DTensor> run_strategy(const OpCall& call, const Strategy& strategy, const std::vector<TensorMeta>& out_meta,
+                                  const MeshPtr& mesh, std::vector<Tensor> locals, Timeout timeout) {
+  check_runnable(call);
   LocalContext ctx;
   ctx.strategy = &strategy;
   ctx.out_meta = out_meta;

@@ -65,6 +65,15 @@ std::vector<DTensor> execute_strategy(
     const std::vector<DTensor>& inputs, Timeout timeout,
     const std::vector<std::shared_ptr<const RedistributePlan>>* plans = nullptr);
 
+// execute_strategy's second half, on this rank's blocks already laid out as strategy.inputs
+// (`locals`, one per tensor input; none for a factory, dispatch/factory.h): the kernel or the
+// strategy's own step on `mesh`, the outputs wrapped with strategy.outputs and `out_meta` (a
+// data-dependent dim, OpDef::data_dependent, settled from the blocks). Throws dtensor::Error for an
+// op with no kernel (the planned family) or locals on different devices; dtensor::CommError from a
+// step's collectives.
+std::vector<DTensor> run_strategy(const OpCall& call, const Strategy& strategy, const std::vector<TensorMeta>& out_meta,
+                                  const MeshPtr& mesh, std::vector<Tensor> locals, Timeout timeout);
+
 // The single-device op on whole tensors: the reference every strategy is checked against.
 std::vector<Tensor> run_single_device(const OpCall& call, const std::vector<Tensor>& inputs);
 

@@ -63,7 +63,6 @@ std::vector<DTensor> call_factory(const std::string& name, const std::vector<IVa
                                   const Placements& placements) {
   DT_CHECK(mesh != nullptr, name, ": no mesh; accepted: the DeviceMesh to lay the output out on");
   const OpCall call = bind_factory(name, args, kwargs, mesh->shape());
-  DT_CHECK(call.op().kernel, call.str(), ": ", call.op().name(), " has no kernel (the planned family); nothing runs it");
   const std::vector<TensorMeta> meta = call.op().meta(call);
   const Strategy strategy = factory_strategy(call, meta, placements);
   std::vector<DTensor> result;
@@ -74,21 +73,11 @@ std::vector<DTensor> call_factory(const std::string& name, const std::vector<IVa
     }
     return result;
   }
-  LocalContext ctx;
-  ctx.strategy = &strategy;
-  ctx.out_meta = meta;
-  ctx.mesh_shape = mesh->shape();
-  ctx.coord = mesh->coordinate();
-  std::vector<Tensor> outs = call.op().kernel({}, call, ctx);
-  DT_CHECK(outs.size() == meta.size(), call.str(), ": internal error: the kernel returned ", outs.size(),
-           " outputs, the op has ", meta.size());
-  for (size_t o = 0; o < outs.size(); ++o) {
-    DTensorSpec spec(mesh, strategy.outputs[o], meta[o].shape, meta[o].dtype);
-    DT_CHECK(outs[o].sizes() == spec.local_shape() && outs[o].dtype() == meta[o].dtype, call.str(),
-             ": internal error: the kernel's block ", outs[o].str(), " is not the layout's ",
-             dtype_name(meta[o].dtype), shape_str(spec.local_shape()), " under ", spec.str());
-    result.emplace_back(std::move(spec), std::move(outs[o]));
-  }
+  result = run_strategy(call, strategy, meta, mesh, {}, default_timeout());  // no collective runs
+  for (const DTensor& d : result)
+    DT_CHECK(d.local_tensor().sizes() == d.spec().local_shape() && d.local_tensor().dtype() == d.dtype(), call.str(),
+             ": internal error: the kernel's block ", d.local_tensor().str(), " is not the layout's ",
+             dtype_name(d.dtype()), shape_str(d.spec().local_shape()), " under ", d.spec().str());
   return result;
 }
 

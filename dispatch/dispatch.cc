@@ -51,16 +51,16 @@ std::vector<Tensor> run_on_device(const OpCall& call, std::vector<Tensor> locals
   return outs;
 }
 
-// True when every step of `plan` runs on a mesh dim of size 1: each collective over one rank (and a
-// local narrow to the one chunk) leaves the block as it is, so the input goes to the kernel as is,
-// strides included, instead of through redistribute_local's contiguous copy (at tp=1 that copied
-// every transposed matmul operand).
 // The planned family's ops have rules and a cost but no kernel: they are planned, never run.
 void check_runnable(const OpCall& call) {
   DT_CHECK(call.op().kernel, call.str(), ": ", call.op().name(), " has no kernel (the planned family, "
            "ops/planned/); accepted: `dtensor plan` and explain without \"run\" take it, nothing runs it");
 }
 
+// True when every step of `plan` runs on a mesh dim of size 1: each collective over one rank (and a
+// local narrow to the one chunk) leaves the block as it is, so the input goes to the kernel as is,
+// strides included, instead of through redistribute_local's contiguous copy (at tp=1 that copied
+// every transposed matmul operand).
 bool is_identity_plan(const RedistributePlan& plan, const Shape& mesh_shape) {
   for (const RedistributeStep& s : plan.steps)
     if (mesh_shape[s.mesh_dim] != 1) return false;

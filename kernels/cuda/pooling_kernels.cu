@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/pooling_tiles.h"
 
 namespace dtensor::kernels::cuda::detail {
 namespace {
@@ -275,6 +276,86 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- Tiled 1-d / 2-d kernels (pooling_tiles.h): stage a tile's window, barrier, compute.
+
+namespace tl = ::dtensor::kernels::cuda::tiles;
+
+// Loads and stores of the storage type S as the compute type T, for pooling_tiles.h's functions.
+struct DeviceIo {
+  template <typename T, typename S, typename I>
+  __device__ __forceinline__ static T ld(const S* __restrict__ p, I i) {
+    return from_storage<T>(p[i]);
+  }
+  template <typename S, typename I, typename T>
+  __device__ __forceinline__ static void st(S* __restrict__ p, I i, T v) {
+    p[i] = to_storage<S>(v);
+  }
+};
+
+extern __shared__ __align__(16) unsigned char tile_smem[];
+
+template <typename T, typename S, typename I>
+__global__ void __launch_bounds__(tl::kTileThreads)
+    avg_pool_tiled_kernel(tl::TileGeo g, tl::TilePlan tp, const S* __restrict__ in,
+                          S* __restrict__ out) {
+  T* stage = reinterpret_cast<T*>(tile_smem);
+  for (int64_t t = blockIdx.x; t < tp.tiles; t += gridDim.x) {
+    const tl::Tile<I> tile = tl::tile_at<I>(tp, t);
+    tl::stage_forward<T, S, I, DeviceIo>(g, tp, tile, threadIdx.x, in, stage);
+    __syncthreads();
+    tl::compute_avg_forward<T, S, I, DeviceIo>(g, tp, tile, threadIdx.x, stage, out);
+    __syncthreads();  // the next tile's staging overwrites this one's window
+  }
+}
+
+template <typename T, typename S, typename I>
+__global__ void __launch_bounds__(tl::kTileThreads)
+    max_pool_tiled_kernel(tl::TileGeo g, tl::TilePlan tp, const S* __restrict__ in,
+                          S* __restrict__ out, int64_t* __restrict__ indices) {
+  T* stage = reinterpret_cast<T*>(tile_smem);
+  for (int64_t t = blockIdx.x; t < tp.tiles; t += gridDim.x) {
+    const tl::Tile<I> tile = tl::tile_at<I>(tp, t);
+    tl::stage_forward<T, S, I, DeviceIo>(g, tp, tile, threadIdx.x, in, stage);
+    __syncthreads();
+    tl::compute_max_forward<T, S, I, DeviceIo>(g, tp, tile, threadIdx.x, stage, out, indices);
+    __syncthreads();
+  }
+}
+
+template <typename T, typename S, typename I>
+__global__ void __launch_bounds__(tl::kTileThreads)
+    avg_pool_backward_tiled_kernel(tl::TileGeo g, tl::TilePlan tp, Div<I> by_sH, Div<I> by_sW,
+                                   const S* __restrict__ grad_out, S* __restrict__ grad_in) {
+  T* stage = reinterpret_cast<T*>(tile_smem);
+  I* ranges = reinterpret_cast<I*>(tile_smem + (tp.smem_bytes - 2 * (tp.th + (1 << tp.tw_log2)) *
+                                                                    int64_t(sizeof(I))));
+  for (int64_t t = blockIdx.x; t < tp.tiles; t += gridDim.x) {
+    const tl::Tile<I> tile = tl::tile_at<I>(tp, t);
+    tl::stage_avg_backward_ranges<T, S, I, DeviceIo>(g, tp, tile, threadIdx.x, by_sH, by_sW,
+                                                     ranges);
+    __syncthreads();
+    tl::stage_avg_backward_values<T, S, I, DeviceIo>(g, tp, tile, threadIdx.x, ranges, grad_out,
+                                                     stage);
+    __syncthreads();
+    tl::compute_avg_backward<T, S, I, DeviceIo>(g, tp, tile, threadIdx.x, ranges, stage, grad_in);
+    __syncthreads();
+  }
+}
+
+// Pool2d's 2-d part (D = OD = 1) as the tiles' geometry.
+tl::TileGeo tile_geo(const Pool2d& p) {
+  tl::TileGeo g;
+  g.planes = p.planes, g.H = p.H, g.W = p.W, g.OH = p.OH, g.OW = p.OW;
+  g.kH = p.kH, g.kW = p.kW, g.sH = p.sH, g.sW = p.sW, g.pH = p.pH, g.pW = p.pW;
+  g.dH = p.dH, g.dW = p.dW;
+  g.count_include_pad = p.count_include_pad;
+  g.divisor_override = p.divisor_override;
+  return g;
+}
+
+// Blocks for a loop over tiles (one tile a block at a time).
+unsigned grid_for_tiles(int64_t tiles) { return grid_for(tiles, 1); }
+
 // Whether the depth dim is real (3-d pooling): otherwise the kernels' 2-d instantiation, whose
 // index arithmetic is the 2-d kernels' (a runtime depth of 1 cost 1.3-1.5x on an H200).
 bool has_depth(const Pool2d& p) { return p.D != 1 || p.OD != 1 || p.kD != 1; }
@@ -326,8 +407,12 @@ void launch_avg_pool2d(const Pool2d& p, Compute c, const void* in, DType dtype, 
       using I = decltype(itag);
       const S* x = static_cast<const S*>(in);
       S* y = static_cast<S*>(out);
+      tl::TilePlan tp;
       if (has_depth(p))
         avg_pool_kernel<T, S, I, true><<<grid, kThreads, 0, stream>>>(geo_of<I>(p), I(total), x, y);
+      else if (tl::plan_forward(tile_geo(p), sizeof(T), &tp))
+        avg_pool_tiled_kernel<T, S, I><<<grid_for_tiles(tp.tiles), tl::kTileThreads,
+                                         tp.smem_bytes, stream>>>(tile_geo(p), tp, x, y);
       else
         avg_pool_kernel<T, S, I, false>
             <<<grid, kThreads, 0, stream>>>(geo_of<I>(p), I(total), x, y);
@@ -347,9 +432,14 @@ void launch_avg_pool2d_backward(const Pool2d& p, Compute c, const void* grad_out
       using I = decltype(itag);
       const S* g = static_cast<const S*>(grad_out);
       S* gi = static_cast<S*>(grad_in);
+      tl::TilePlan tp;
       if (has_depth(p))
         avg_pool_backward_kernel<T, S, I, true>
             <<<grid, kThreads, 0, stream>>>(geo_of<I>(p), I(total), g, gi);
+      else if (tl::plan_avg_backward(tile_geo(p), sizeof(T), sizeof(I), &tp))
+        avg_pool_backward_tiled_kernel<T, S, I>
+            <<<grid_for_tiles(tp.tiles), tl::kTileThreads, tp.smem_bytes, stream>>>(
+                tile_geo(p), tp, Div<I>(p.sH), Div<I>(p.sW), g, gi);
       else
         avg_pool_backward_kernel<T, S, I, false>
             <<<grid, kThreads, 0, stream>>>(geo_of<I>(p), I(total), g, gi);
@@ -369,9 +459,13 @@ void launch_max_pool2d(const Pool2d& p, Compute c, const void* in, DType dtype, 
       using I = decltype(itag);
       const S* x = static_cast<const S*>(in);
       S* y = static_cast<S*>(out);
+      tl::TilePlan tp;
       if (has_depth(p))
         max_pool_kernel<T, S, I, true>
             <<<grid, kThreads, 0, stream>>>(geo_of<I>(p), I(total), x, y, indices);
+      else if (tl::plan_forward(tile_geo(p), sizeof(T), &tp))
+        max_pool_tiled_kernel<T, S, I><<<grid_for_tiles(tp.tiles), tl::kTileThreads,
+                                         tp.smem_bytes, stream>>>(tile_geo(p), tp, x, y, indices);
       else
         max_pool_kernel<T, S, I, false>
             <<<grid, kThreads, 0, stream>>>(geo_of<I>(p), I(total), x, y, indices);

@@ -334,6 +334,9 @@ TEST_F(Pooling, AvgAndMaxForwardAndBackward) {
       {{2, 3, 9, 8}, {3, 2}, {2, 1}, {1, 1}, {1, 2}, true, false, std::nullopt},
       {{3, 10, 7}, {4, 3}, {3, 2}, {2, 1}, {2, 1}, true, true, std::nullopt},
       {{1, 2, 11, 13}, {2}, {2}, {1}, {}, false, true, 3},
+      // Several tiles of the tiled kernels in both dims (pooling_tiles.h), the benchmark's window.
+      {{2, 2, 37, 70}, {3}, {2}, {1}, {}, false, true, std::nullopt},
+      {{1, 3, 50, 33}, {4, 5}, {3, 2}, {2, 2}, {2, 1}, true, false, std::nullopt},
   };
   for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16}) {
     for (const PoolCase& c : cases) {
@@ -373,6 +376,7 @@ TEST_F(Pooling, AvgAndMaxForwardAndBackward) {
   const std::vector<RankCase> ranks = {
       {1, {2, 3, 17}, {3}, {2}, {1}, {2}, true, false},
       {1, {4, 11}, {4}, {}, {2}, {}, false, true},
+      {1, {2, 3, 600}, {3}, {2}, {1}, {2}, false, true},  // 1-d tiles of 256 outputs
       {3, {2, 2, 5, 6, 7}, {3, 2, 3}, {2, 1, 2}, {1, 1, 1}, {1, 2, 1}, true, true},
       {3, {3, 4, 5, 6}, {2}, {}, {}, {}, false, false},
   };

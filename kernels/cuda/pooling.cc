@@ -168,18 +168,26 @@ Tensor max_pool_backward(const Tensor& grad_out, const Tensor& indices, const Sh
   const Tensor ix = contiguous(to(indices, DType::kInt64));
   const int64_t in_plane = numel(Shape(input_shape.end() - dims, input_shape.end()));
   const int64_t out_plane = planes == 0 ? 0 : g.numel() / planes;
-  Tensor acc = zeros(input_shape, dtype_of(c), grad_out.device());
   Tensor record = zeros({2}, DType::kInt64, grad_out.device());
-  launch_max_pool_backward(c, g.data_ptr(), grad_out.dtype(),
-                           static_cast<const int64_t*>(ix.data_ptr()), planes, in_plane, out_plane,
-                           acc.data_ptr(), static_cast<int64_t*>(record.data_ptr()),
-                           stream_of(grad_out));
+  int64_t* bad = static_cast<int64_t*>(record.data_ptr());
+  const int64_t* ip = static_cast<const int64_t*>(ix.data_ptr());
+  // A plane that fits in shared memory accumulates there and is written once, in grad_out's dtype;
+  // else a zeroed accumulator of the compute type takes global atomics.
+  Tensor out = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
+  if (planes == 0 || !launch_max_pool_backward_planes(c, g.data_ptr(), grad_out.dtype(), ip, planes,
+                                                      in_plane, out_plane, out.data_ptr(), bad,
+                                                      stream_of(grad_out))) {
+    Tensor acc = zeros(input_shape, dtype_of(c), grad_out.device());
+    launch_max_pool_backward(c, g.data_ptr(), grad_out.dtype(), ip, planes, in_plane, out_plane,
+                             acc.data_ptr(), bad, stream_of(grad_out));
+    out = to(acc, grad_out.dtype());
+  }
   check_launch(op);
   if (g.numel() > 0) {
-    auto [bad, v] = read_error_record(record);
-    DT_CHECK(bad == 0, op, ": index ", v, " is outside the input ", shape_str(input_shape));
+    auto [bad_flag, v] = read_error_record(record);
+    DT_CHECK(bad_flag == 0, op, ": index ", v, " is outside the input ", shape_str(input_shape));
   }
-  return to(acc, grad_out.dtype());
+  return out;
 }
 
 }  // namespace dtensor::kernels::cuda

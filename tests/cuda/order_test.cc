@@ -337,6 +337,9 @@ TEST_F(Pooling, AvgAndMaxForwardAndBackward) {
       // Several tiles of the tiled kernels in both dims (pooling_tiles.h), the benchmark's window.
       {{2, 2, 37, 70}, {3}, {2}, {1}, {}, false, true, std::nullopt},
       {{1, 3, 50, 33}, {4, 5}, {3, 2}, {2, 2}, {2, 1}, true, false, std::nullopt},
+      // A plane over the device's shared memory per block (227 KiB on an H100/H200): max-pool's
+      // backward takes the global-atomics kernel instead of a block per plane.
+      {{1, 1, 260, 260}, {2}, {2}, {}, {}, false, true, std::nullopt},
   };
   for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16}) {
     for (const PoolCase& c : cases) {

@@ -18,16 +18,13 @@
 namespace dtensor::kernels::cuda::detail {
 namespace {
 
-constexpr int kThreads = 256;
+namespace tl = ::dtensor::kernels::cuda::tiles;
+using tl::avg_extent;
+using tl::imax;
+using tl::imin;
+using tl::outputs_of;
 
-template <typename I>
-__device__ __forceinline__ I imin(I a, I b) {
-  return a < b ? a : b;
-}
-template <typename I>
-__device__ __forceinline__ I imax(I a, I b) {
-  return a > b ? a : b;
-}
+constexpr int kThreads = 256;
 
 // Division by a positive runtime constant, for dividends n >= 0 (every division here: flat indices,
 // and outputs_of's non-negative numerators).
@@ -130,23 +127,6 @@ __device__ __forceinline__ void decompose(I t, const Div<I>& by2, I n2, const Di
     *o0 = 0;
     *plane = q1;
   }
-}
-
-// One dim's factor of an average pool's divisor (the product over dims), for the window starting
-// at s: with count_include_pad clipped at the right padding, else its in-input length.
-template <typename I>
-__device__ __forceinline__ I avg_extent(I s, I k, I x, I pad, bool include_pad) {
-  const I e = imin(s + k, x + pad);
-  return include_pad ? e - s : imin(e, x) - imax(s, I(0));
-}
-
-// Outputs [o0, o1] along one dim whose window [o * s - pad, o * s - pad + k) holds position x.
-template <typename I>
-__device__ __forceinline__ void outputs_of(I x, I k, I s, const Div<I>& by_s, I pad, I out, I* o0,
-                                           I* o1) {
-  const I n = x + pad - k + 1;
-  *o0 = n <= 0 ? I(0) : by_s.div(n + s - 1);  // ceil(n / s)
-  *o1 = imin(by_s.div(x + pad), out - 1);
 }
 
 template <typename I>
@@ -277,8 +257,6 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // ---- Tiled 1-d / 2-d kernels (pooling_tiles.h): stage a tile's window, barrier, compute.
-
-namespace tl = ::dtensor::kernels::cuda::tiles;
 
 // Loads and stores of the storage type S as the compute type T, for pooling_tiles.h's functions.
 struct DeviceIo {

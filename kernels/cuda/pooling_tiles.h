@@ -53,13 +53,31 @@ struct TilePlan {
   int64_t smem_bytes = 0;  // rh * rw staged values, then (backward) th + tw window ranges
 };
 
+// Helpers shared with pooling_kernels.cu's per-element kernels.
 template <typename I>
-DT_TILE_FN I tmin(I a, I b) {
+DT_TILE_FN I imin(I a, I b) {
   return a < b ? a : b;
 }
 template <typename I>
-DT_TILE_FN I tmax(I a, I b) {
+DT_TILE_FN I imax(I a, I b) {
   return a > b ? a : b;
+}
+
+// One dim's factor of an average pool's divisor (the product over dims), for the window starting
+// at s: with count_include_pad clipped at the right padding, else its in-input length.
+template <typename I>
+DT_TILE_FN I avg_extent(I s, I k, I x, I pad, bool include_pad) {
+  const I e = imin(s + k, x + pad);
+  return include_pad ? e - s : imin(e, x) - imax(s, I(0));
+}
+
+// The outputs [o0, o1] along one dim whose window [o * s - pad, o * s - pad + k) holds position x
+// (o0 > o1: none). Div: division by s of non-negative numerators (.div(n)).
+template <typename I, typename Div>
+DT_TILE_FN void outputs_of(I x, I k, I s, const Div& by_s, I pad, I out, I* o0, I* o1) {
+  const I n = x + pad - k + 1;
+  *o0 = n <= 0 ? I(0) : by_s.div(n + s - 1);  // ceil(n / s)
+  *o1 = imin(by_s.div(x + pad), out - 1);
 }
 
 // Tile columns (log2): the result columns rounded up to a power of two, at most 32 (one warp per
@@ -108,8 +126,8 @@ inline bool plan_avg_backward(const TileGeo& g, int64_t elem_bytes, int64_t inde
   const int64_t tw = int64_t{1} << p.tw_log2;
   const int64_t limit = kTileSmemBytes / elem_bytes;
   if (g.kH > limit || g.kW > limit) return false;
-  p.rh = tmin((p.th + g.kH - 2) / g.sH + 2, g.OH);
-  p.rw = tmin((tw + g.kW - 2) / g.sW + 2, g.OW);
+  p.rh = imin((p.th + g.kH - 2) / g.sH + 2, g.OH);
+  p.rw = imin((tw + g.kW - 2) / g.sW + 2, g.OW);
   if (p.rh * p.rw > limit) return false;
   p.tiles_h = ceil_div64(g.H, p.th);
   p.tiles_w = ceil_div64(g.W, tw);
@@ -158,12 +176,6 @@ DT_TILE_FN void stage_forward(const TileGeo& g, const TilePlan& tp, const Tile<I
 
 // Compute phase of avg_pool: thread tid's output, from the staged window (sum over the window's
 // in-input part, h then w ascending; divisor as kernels/cpu/pooling.h).
-template <typename I>
-DT_TILE_FN I avg_extent_t(I s, I k, I x, I pad, bool include_pad) {
-  const I e = tmin(s + k, x + pad);
-  return include_pad ? e - s : tmin(e, x) - tmax(s, I(0));
-}
-
 template <typename T, typename S, typename I, typename Io>
 DT_TILE_FN void compute_avg_forward(const TileGeo& g, const TilePlan& tp, const Tile<I>& tile,
                                     int tid, const T* stage, S* out) {
@@ -173,8 +185,8 @@ DT_TILE_FN void compute_avg_forward(const TileGeo& g, const TilePlan& tp, const 
   const I H = I(g.H), W = I(g.W), kH = I(g.kH), kW = I(g.kW), rw = I(tp.rw);
   const I hs = oh * I(g.sH) - I(g.pH), ws = ow * I(g.sW) - I(g.pW);
   const I h_org = tile.row0 * I(g.sH) - I(g.pH), w_org = tile.col0 * I(g.sW) - I(g.pW);
-  const I h0 = tmax(hs, I(0)), h1 = tmin(hs + kH, H);
-  const I w0 = tmax(ws, I(0)), w1 = tmin(ws + kW, W);
+  const I h0 = imax(hs, I(0)), h1 = imin(hs + kH, H);
+  const I w0 = imax(ws, I(0)), w1 = imin(ws + kW, W);
   T sum = 0;
   for (I h = h0; h < h1; ++h) {
     const I row = (h - h_org) * rw - w_org;
@@ -186,8 +198,8 @@ DT_TILE_FN void compute_avg_forward(const TileGeo& g, const TilePlan& tp, const 
       v = sum / static_cast<T>(g.divisor_override);
     } else {
       const bool inc = g.count_include_pad;
-      v = sum / static_cast<T>(avg_extent_t(hs, kH, H, I(g.pH), inc) *
-                               avg_extent_t(ws, kW, W, I(g.pW), inc));
+      v = sum / static_cast<T>(avg_extent(hs, kH, H, I(g.pH), inc) *
+                               avg_extent(ws, kW, W, I(g.pW), inc));
     }
   }
   Io::st(out, (tile.plane * OH + oh) * OW + ow, v);
@@ -227,15 +239,6 @@ DT_TILE_FN void compute_max_forward(const TileGeo& g, const TilePlan& tp, const 
   indices[o] = static_cast<int64_t>(arg);
 }
 
-// outputs_of of the per-element backward: the outputs [o0, o1] along a dim whose window
-// [o * s - pad, o * s - pad + k) holds position x (o0 > o1: none). Div: division by s.
-template <typename I, typename Div>
-DT_TILE_FN void outputs_of_t(I x, I k, I s, const Div& by_s, I pad, I out, I* o0, I* o1) {
-  const I n = x + pad - k + 1;
-  *o0 = n <= 0 ? I(0) : by_s.div(n + s - 1);
-  *o1 = tmin(by_s.div(x + pad), out - 1);
-}
-
 // Stage phase of avg_pool's backward, for a tile of inputs (rows row0.., columns col0..):
 // 1. the output ranges [o0, o1] of each of the tile's rows and columns (ranges: th pairs, then tw);
 // 2. the output gradients those ranges meet, each divided once by its window's divisor (the
@@ -248,12 +251,12 @@ DT_TILE_FN void stage_avg_backward_ranges(const TileGeo& g, const TilePlan& tp,
   const int tw = 1 << tp.tw_log2;
   for (int i = tid; i < tp.th + tw; i += kTileThreads) {  // th + tw is 257 for 1-d tiles
     if (i < tp.th) {
-      const I h = tmin(tile.row0 + I(i), I(g.H) - 1);  // rows past the input repeat the last
-      outputs_of_t(h, I(g.kH), I(g.sH), by_sH, I(g.pH), I(g.OH), &ranges[2 * i], &ranges[2 * i + 1]);
+      const I h = imin(tile.row0 + I(i), I(g.H) - 1);  // rows past the input repeat the last
+      outputs_of(h, I(g.kH), I(g.sH), by_sH, I(g.pH), I(g.OH), &ranges[2 * i], &ranges[2 * i + 1]);
     } else {
       const int c = i - tp.th;
-      const I w = tmin(tile.col0 + I(c), I(g.W) - 1);
-      outputs_of_t(w, I(g.kW), I(g.sW), by_sW, I(g.pW), I(g.OW), &ranges[2 * tp.th + 2 * c],
+      const I w = imin(tile.col0 + I(c), I(g.W) - 1);
+      outputs_of(w, I(g.kW), I(g.sW), by_sW, I(g.pW), I(g.OW), &ranges[2 * tp.th + 2 * c],
                    &ranges[2 * tp.th + 2 * c + 1]);
     }
   }
@@ -266,8 +269,8 @@ DT_TILE_FN void stage_avg_backward_values(const TileGeo& g, const TilePlan& tp,
   const int tw = 1 << tp.tw_log2;
   const I oh_org = ranges[0], ow_org = ranges[2 * tp.th];
   // The last row / column of the tile inside the input has the largest o1 (o1 is monotone).
-  const I last_r = tmin(I(tp.th), I(g.H) - tile.row0) - 1;
-  const I last_c = tmin(I(tw), I(g.W) - tile.col0) - 1;
+  const I last_r = imin(I(tp.th), I(g.H) - tile.row0) - 1;
+  const I last_c = imin(I(tw), I(g.W) - tile.col0) - 1;
   const I nr = ranges[2 * last_r + 1] - oh_org + 1;
   const I nc = ranges[2 * tp.th + 2 * last_c + 1] - ow_org + 1;
   const I OH = I(g.OH), OW = I(g.OW), rw = I(tp.rw);
@@ -278,12 +281,12 @@ DT_TILE_FN void stage_avg_backward_values(const TileGeo& g, const TilePlan& tp,
   const int warps = kTileThreads / kWarp, warp = tid / kWarp, lane = tid % kWarp;
   for (I r = warp; r < nr; r += warps) {
     const I oh = oh_org + r;
-    const I fh = avg_extent_t(oh * I(g.sH) - pH, kH, H, pH, inc);
+    const I fh = avg_extent(oh * I(g.sH) - pH, kH, H, pH, inc);
     for (I c = lane; c < nc; c += kWarp) {
       const I ow = ow_org + c;
       const T div =
           has_override ? fixed
-                       : static_cast<T>(fh * avg_extent_t(ow * I(g.sW) - pW, kW, W, pW, inc));
+                       : static_cast<T>(fh * avg_extent(ow * I(g.sW) - pW, kW, W, pW, inc));
       stage[r * rw + c] = Io::template ld<T>(grad_out, base + oh * OW + ow) / div;
     }
   }

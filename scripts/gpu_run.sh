@@ -20,18 +20,22 @@
 #
 # Exit: 0 every step passed; 1 a step failed; 2 the bundle is broken (a binary does not load, a
 # library is missing); 77 no GPU visible, every binary loaded.
-# Usage: bash scripts/gpu_run.sh [BUNDLE] [--quick] [--tests-only]   (BUNDLE: the folder gpu_bundle.sh
-#        made; default .gpu_bundle beside scripts/, or this script's folder when it is the bundle's
-#        run.sh; --quick: short benchmark times; --tests-only: steps 1 to 3 only, to recheck kernels
-#        in less device time). The archive is unpacked into a temporary folder.
+# Usage: bash scripts/gpu_run.sh [BUNDLE] [--quick] [--tests-only] [--sanitize=FILTER]
+#        (BUNDLE: the folder gpu_bundle.sh made; default .gpu_bundle beside scripts/, or this
+#        script's folder when it is the bundle's run.sh; --quick: short benchmark times;
+#        --tests-only: steps 1 to 3 only, to recheck kernels in less device time;
+#        --sanitize=FILTER: after step 3, the GPU tests' cases matching the GoogleTest FILTER again
+#        under compute-sanitizer's memcheck and racecheck (shared-memory hazards), a row each; any
+#        error or hazard fails the row). The archive is unpacked into a temporary folder.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bundle="" quick=0 tests_only=0
+bundle="" quick=0 tests_only=0 sanitize=""
 for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
     --tests-only) tests_only=1 ;;
-    -*) echo "gpu_run: unknown flag $a (accepted: --quick, --tests-only)" >&2; exit 2 ;;
+    --sanitize=?*) sanitize=${a#--sanitize=} ;;
+    -*) echo "gpu_run: unknown flag $a (accepted: --quick, --tests-only, --sanitize=FILTER)" >&2; exit 2 ;;
     *) bundle=$a ;;
   esac
 done
@@ -50,7 +54,7 @@ unpack=$(mktemp -d)
 # beside table.md and cuda_bench.json.
 pack_logs() {
   local pack=() f
-  for f in "$out"/load_*.err "$out"/tests "$out"/train_*.log "$out"/cuda_bench.log; do
+  for f in "$out"/load_*.err "$out"/tests "$out"/sanitize "$out"/train_*.log "$out"/cuda_bench.log; do
     [ -e "$f" ] && pack+=("$(basename "$f")")
   done
   ((${#pack[@]})) || return 0
@@ -215,6 +219,40 @@ while read -r _ n k names; do
   [ -n "$n" ] || continue
   record "needs $n GPUs (this machine has $gpus)" "not run" "$k cases: $names"
 done < <(grep '^NEEDS ' <<<"$summary")
+
+# ---- 3b. With --sanitize=FILTER: those cases under compute-sanitizer (memcheck, racecheck).
+# Binaries that start ranks or need no GPU are left out; a binary with no matching case is skipped.
+if [ -n "$sanitize" ]; then
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  if [ -z "$cs" ]; then
+    record "compute-sanitizer ($sanitize)" FAIL "compute-sanitizer not found (PATH, /usr/local/cuda*/bin)"
+  else
+    mkdir -p "$out/sanitize"
+    for tool in memcheck racecheck; do
+      s=$(date +%s) nbin=0 ncase=0 bad=""
+      for b in "$bundle"/bin/*; do
+        name=$(basename "$b")
+        case "$name" in dtensor | cuda_bench | nccl_test | train_nccl_test | host_test | pooling_tiles_test) continue ;; esac
+        n=$("$b" --gtest_list_tests --gtest_filter="$sanitize" 2>/dev/null | grep -c '^  ' || true)
+        [ "${n:-0}" -gt 0 ] || continue
+        nbin=$((nbin + 1)) ncase=$((ncase + n))
+        log=$out/sanitize/$tool.$name.log
+        TEST_TMPDIR=$(mktemp -d) timeout -k 10 300 "$cs" --tool "$tool" --error-exitcode 9 \
+          "$b" --gtest_filter="$sanitize" >"$log" 2>&1
+        rc=$?
+        last=$(grep -E '(ERROR|RACECHECK) SUMMARY' "$log" | tail -1)
+        [ "$rc" -eq 0 ] || bad+="$name: exit $rc ${last:-no summary}; "
+      done
+      if [ "$nbin" -eq 0 ]; then
+        record "compute-sanitizer $tool ($sanitize)" FAIL "no GPU test case matches the filter"
+      elif [ -z "$bad" ]; then
+        record "compute-sanitizer $tool ($sanitize)" pass "$ncase cases in $nbin binaries, no error; $(secs "$s") s"
+      else
+        record "compute-sanitizer $tool ($sanitize)" FAIL "$bad"
+      fi
+    done
+  fi
+fi
 
 # ---- 4. Training on the GPU against one rank (not with --tests-only).
 if [ "$tests_only" -eq 0 ]; then

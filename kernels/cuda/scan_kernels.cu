@@ -1,11 +1,15 @@
 // Scans along the rows of a contiguous [rows, n] tensor: sums, products and logcumsumexp of 256
-// rows or more a block each (CUB's BlockScan, tile by tile); the rest through CUB's DeviceScan: a single row by InclusiveScan, several
-// by InclusiveScanByKey keyed by the row index, so a few long rows still use the whole GPU. Values are in
-// the compute type (the host converts 16-bit floats and small integers first).
+// rows or more a block each (CUB's BlockScan, tile by tile); the rest through CUB's DeviceScan: a
+// single row by InclusiveScan, several by InclusiveScanByKey keyed by the row index, so a few long
+// rows still use the whole GPU. Sums use ::cuda::std::plus so that CUB takes its tuned policy.
+// cummax / cummin, any number of rows, are one InclusiveScan with cuda::maximum over packed
+// (row, value code, position) keys (scan_key.h): one read of the values, one write of values and
+// int64 indices, no pair and no row key loaded. Values are in the compute type (the host converts
+// 16-bit floats and small integers first).
 //
-// Row keys and in-row indices are computed per element, so their arithmetic is 32-bit, with a
+// Rows and in-row positions are computed per element, so their arithmetic is 32-bit, with a
 // multiply-high for i / n, whenever rows * n < 2^31: GPUs have no integer divide instruction, and
-// an int64 division per element (two for cummax / cummin) weighed on these memory-bound scans.
+// an int64 division per element weighed on these memory-bound scans.
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/tabulate_output_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
@@ -14,9 +18,12 @@
 #include <cub/block/block_scan.cuh>
 #include <cub/block/block_store.cuh>
 #include <cub/device/device_scan.cuh>
+#include <cuda/functional>
+#include <cuda/std/functional>
 #include <math_constants.h>
 
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/scan_key.h"
 
 namespace dtensor::kernels::cuda::detail {
 namespace {
@@ -70,6 +77,13 @@ struct ProdOp {
   }
 };
 
+// The sum for CUB's device scans: ::cuda::std::plus, which CUB recognizes and runs with its tuned
+// policy for the architecture (on sm_90 for float: 128 threads x 24 items and a tuned look-back
+// delay; SumOp got the generic 128 x 15). Integers add as uint64_t: the same bits as SumOp's
+// wrapping sum, and no signed overflow.
+template <typename T>
+using DeviceSum = std::conditional_t<std::is_integral_v<T>, ::cuda::std::plus<uint64_t>, ::cuda::std::plus<T>>;
+
 // torch's logaddexp helper (see kernels/cpu/scan.h).
 template <typename T>
 struct LogAddExpOp {
@@ -81,45 +95,54 @@ struct LogAddExpOp {
   }
 };
 
-// A value and its position in the row (in K: 32 bits when rows * n < 2^31).
-template <typename T, typename K>
-struct Pair {
-  T v;
-  K i;
-};
-
-// b (the later element or segment) replaces a when it is NaN, or when neither is NaN and b >= a
-// (cummax) / b <= a (cummin): associative, so it scans in parallel.
-template <typename T, typename K>
-struct CumMaxMinOp {
-  bool is_max;
-  __device__ Pair<T, K> operator()(const Pair<T, K>& a, const Pair<T, K>& b) const {
-    if (is_nan(b.v)) return b;
-    if (is_nan(a.v)) return a;
-    return (is_max ? b.v >= a.v : b.v <= a.v) ? b : a;
-  }
-};
-
-template <typename T, typename K>
-struct MakePair {
+// cummax / cummin as one max-scan of packed keys over all rows (scan_key.h): element i's key from
+// its value, row and position (computed, not loaded), ...
+template <typename T, typename K, typename Key>
+struct MakeKey {
   const T* x;
   RowDiv<K> div;
-  bool one_row;  // i is its own position: no division
-  __host__ __device__ Pair<T, K> operator()(K i) const {
-    return {x[i], one_row ? i : static_cast<K>(i - div.row(i) * div.n)};
+  bool one_row;  // with 64-bit indices: skip the division (a 32-bit i / n is a multiply-high)
+  scan_key::Layout<T, Key> layout;
+  bool is_max;
+  __host__ __device__ Key operator()(K i) const {
+    K row;
+    if constexpr (std::is_same_v<K, uint32_t>) {
+      row = div.row(i);  // no branch: the loads of a thread's items issue back to back
+    } else {
+      row = one_row ? K(0) : div.row(i);
+    }
+    const K pos = static_cast<K>(i - row * static_cast<K>(div.n));
+    return layout.pack(static_cast<uint64_t>(row), scan_key::code_of<T>(x[i], is_max),
+                       static_cast<uint64_t>(pos));
   }
 };
 
-// Writes the scanned pairs straight into the values and indices (no pair workspace, no split pass).
-template <typename T, typename K>
-struct SplitPair {
+// ... and the scanned key written straight into the value and the int64 index (no pair workspace,
+// no split pass). NaN and zero are read again at the kept index (scan_key::needs_reload).
+template <typename T, typename Key>
+struct WriteKey {
+  const T* x;
   T* values;
   int64_t* indices;
-  __host__ __device__ void operator()(ptrdiff_t t, const Pair<T, K>& p) const {
-    values[t] = p.v;
-    indices[t] = static_cast<int64_t>(p.i);
+  int64_t n;
+  scan_key::Layout<T, Key> layout;
+  bool is_max;
+  __host__ __device__ void operator()(ptrdiff_t t, Key k) const {
+    const uint64_t pos = layout.pos(k);
+    const scan_key::Code<T> code = layout.code(k);
+    T v = scan_key::value_of<T>(code, is_max);
+    if (scan_key::needs_reload<T>(code, is_max))
+      v = x[static_cast<int64_t>(layout.row(k)) * n + static_cast<int64_t>(pos)];
+    values[t] = v;
+    indices[t] = static_cast<int64_t>(pos);
   }
 };
+
+// The key type of T's keys when flat indices are K: 64 bits for float with 32-bit indices (row and
+// position then take at most 32 bits: bit_width(rows - 1) + bit_width(n - 1) <= 32 when rows * n
+// < 2^31), else 128.
+template <typename T, typename K>
+using KeyOf = std::conditional_t<sizeof(T) == 4 && std::is_same_v<K, uint32_t>, uint64_t, scan_key::u128>;
 
 // One inclusive scan of `count` items: plain for a single row, else keyed by the row.
 template <typename K, typename In, typename Out, typename Op>
@@ -143,7 +166,7 @@ cudaError_t run_scan(ScanKind kind, const T* in, T* out, int64_t* indices, int64
   const bool one_row = rows == 1;
   switch (kind) {
     case ScanKind::kSum:
-      return scan_rows(one_row, div, in, out, SumOp<T>(), count, temp, bytes, stream);
+      return scan_rows(one_row, div, in, out, DeviceSum<T>(), count, temp, bytes, stream);
     case ScanKind::kProd:
       return scan_rows(one_row, div, in, out, ProdOp<T>(), count, temp, bytes, stream);
     case ScanKind::kLogSumExp:
@@ -152,12 +175,15 @@ cudaError_t run_scan(ScanKind kind, const T* in, T* out, int64_t* indices, int64
       }
       return cudaErrorInvalidValue;
     case ScanKind::kMax:
-    case ScanKind::kMin: {
-      const thrust::transform_iterator<MakePair<T, K>, thrust::counting_iterator<K>> pairs(
-          thrust::counting_iterator<K>(0), MakePair<T, K>{in, div, one_row});
-      const thrust::tabulate_output_iterator<SplitPair<T, K>> split(SplitPair<T, K>{out, indices});
-      return scan_rows(one_row, div, pairs, split, CumMaxMinOp<T, K>{kind == ScanKind::kMax}, count,
-                       temp, bytes, stream);
+    case ScanKind::kMin: {  // one flat max-scan: the row is part of the key
+      using Key = KeyOf<T, K>;  // uint64_t only where fits_64 holds (scan_key_test checks the bound)
+      const bool is_max = kind == ScanKind::kMax;
+      const scan_key::Layout<T, Key> layout(n);
+      const thrust::transform_iterator<MakeKey<T, K, Key>, thrust::counting_iterator<K>> keys(
+          thrust::counting_iterator<K>(0), MakeKey<T, K, Key>{in, div, one_row, layout, is_max});
+      const thrust::tabulate_output_iterator<WriteKey<T, Key>> write(
+          WriteKey<T, Key>{in, out, indices, n, layout, is_max});
+      return cub::DeviceScan::InclusiveScan(temp, bytes, keys, write, ::cuda::maximum<>(), count, stream);
     }
   }
   return cudaErrorInvalidValue;
@@ -228,7 +254,8 @@ __global__ void __launch_bounds__(kRowThreads)
 
 // Whether launch_scan takes scan_rows_kernel: enough rows to fill the GPU a block each. Not for
 // cummax / cummin: their (value, index) pairs stored from the blocked layout ran at 350 us on
-// [4096, 4096] float32 on an H200, against 187 us for the keyed device scan.
+// [4096, 4096] float32 on an H200, against 187 us for the keyed device scan (the path before the
+// packed keys); they now take the flat max-scan of packed keys for every shape.
 bool rows_path(ScanKind kind, int64_t rows) {
   return rows >= 256 && kind != ScanKind::kMax && kind != ScanKind::kMin;
 }

@@ -249,6 +249,46 @@ TEST_F(Norm, SoftmaxAndLogSoftmax) {
   EXPECT_THROW(C::softmax(G(Tensor::zeros({2}, DType::kInt64)), 0), Error);
 }
 
+// The register kernel (kernels/cuda/norm_kernels.cu, softmax_rows_vec_kernel) in every shape of
+// softmax_math::vec_shape for float32 / bfloat16 / float16 (row vectors: 1; 33: 32 threads x 2;
+// 100: 32 x 4 or 8; 200, 300, 600: 64 / 128 / 256 threads; 1500: 256 x 8), most of them leaving
+// threads with vectors past the row's end; rows far from 0 on both sides of the pre-scaled
+// exponent's limit (2^24); -inf entries, a row of -inf, +inf and NaN in a long row, where the
+// values meet in the block's reductions.
+TEST_F(Norm, SoftmaxRegisterPathShapesAndSpecials) {
+  uint64_t seed = 40;
+  for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    const int64_t vec = dt == DType::kFloat32 ? 4 : 8;
+    for (int64_t nvec : {1, 33, 100, 200, 300, 600, 1500}) {
+      const Tensor r = rand({3, nvec * vec}, seed++, dt, -8, 8);
+      const std::string w = absl::StrCat(dtype_name(dt), " rows of ", nvec, " vectors");
+      expect_matches(C::softmax(G(r), 1), K::softmax(r, 1), -1, "softmax, " + w);
+      expect_matches(C::log_softmax(G(r), 1), K::log_softmax(r, 1), tol(dt) * 10, "log_softmax, " + w);
+    }
+    for (double base : {6e4, -6e4, 3e7, 1e30, -1e30}) {
+      if (dt == DType::kFloat16 && std::abs(base) > 6e4) continue;  // beyond float16
+      const Tensor r = rand({3, 64 * vec}, seed++, dt, base - 8, base + 8);
+      const std::string w = absl::StrCat(dtype_name(dt), " rows around ", base);
+      expect_matches(C::softmax(G(r), 1), K::softmax(r, 1), -1, "softmax, " + w);
+      // At 1e30 the CPU kernel's m + log(sum) (double) loses log(sum); the CUDA kernel's
+      // (x - m) - log(sum) does not (tests/cuda/softmax_math_test).
+      if (std::abs(base) < 1e15)
+        expect_matches(C::log_softmax(G(r), 1), K::log_softmax(r, 1), tol(dt) * 10, "log_softmax, " + w);
+    }
+    const int64_t n = 300 * vec;
+    std::vector<double> v = rand({4, n}, seed++, DType::kFloat64, -4, 4).to_vector<double>();
+    for (int64_t j = 0; j < n; j += 7) v[j] = -kInf;  // row 0: -inf entries
+    for (int64_t j = n; j < 2 * n; ++j) v[j] = -kInf;  // row 1: -inf only (NaN)
+    v[2 * n + n - 3] = kInf;                            // row 2: +inf (NaN)
+    v[3 * n + 5 * vec + 1] = kNaN;                      // row 3: NaN (NaN)
+    const Tensor special = Tensor::from_vector<double>(v, {4, n}).to(dt);
+    const double t = dt == DType::kFloat32 ? 1e-6 : tol(dt);
+    const std::string w = absl::StrCat(dtype_name(dt), " register path, infinities and NaN");
+    expect_matches(C::softmax(G(special), 1), K::softmax(special, 1), t, "softmax, " + w);
+    expect_matches(C::log_softmax(G(special), 1), K::log_softmax(special, 1), t * 10, "log_softmax, " + w);
+  }
+}
+
 // The fused backward against the CPU kernel (both in double): float32/float64/bfloat16 inputs, with
 // and without a weight, a multi-dim normalized_shape, more rows than one column chunk (64), a
 // non-contiguous grad_out.

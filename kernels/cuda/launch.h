@@ -282,6 +282,14 @@ void launch_index_of_occurrence(const void* x, DType dtype, int64_t outer, int64
 void launch_select(SelectKind kind, int64_t k, const void* in, DType dtype, int64_t rows, int64_t n,
                    void* values, int64_t* indices, void* workspace, size_t workspace_bytes,
                    cudaStream_t stream);
+// The whole-tensor median / nanmedian of n contiguous elements read about once (a sample brackets
+// the median, one pass keeps the keys inside the bracket; kernels/cuda/selection_plan.h).
+// median_whole_workspace_bytes is 0 where this path is not taken (short tensors, bool). The launch
+// waits for the stream and returns whether `value` (one element of dtype) was written; false: the
+// data defeated the bracket, and launch_select's exact path must answer.
+size_t median_whole_workspace_bytes(DType dtype, int64_t n);
+bool launch_median_whole(bool ignore_nan, const void* in, DType dtype, int64_t n, void* value, void* workspace,
+                         cudaStream_t stream);
 // value_index_backward: dx (float64 [rows, n], zeroed by the caller) gets g[r] at column
 // indices[r] of row r; an index outside [0, n) is reported in bad_index.
 void launch_value_index_backward(const double* g, const int64_t* indices, int64_t rows, int64_t n,

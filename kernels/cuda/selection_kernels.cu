@@ -1,20 +1,31 @@
-// Order statistics per row (median, nanmedian, kthvalue) by radix sort: every element becomes an
-// unsigned key that orders like kernels/cpu/selection.h compares (numbers ascending, -0 == +0, NaN
-// after every number), paired with its position in the row. Radix sort is stable, so equal values
-// stay in index order -- exactly the CPU kernels' (value, index) order -- and the answer is the
-// element at one rank of its row.
+// Order statistics per row (median, nanmedian, kthvalue): every element becomes an unsigned key
+// that orders like kernels/cpu/selection.h compares (numbers ascending, -0 == +0, NaN after every
+// number); the answer is the element at one rank of its row in the stable (key, index) order --
+// exactly the CPU kernels' (value, index) order.
 //
-// Rows whose keys fit in 40 KiB of shared memory are selected a block a row (select_rows_kernel).
-// Longer rows are sorted together: 32-bit keys get the row index in their upper 32 bits and one
-// DeviceRadixSort covers all rows (fast for one long row as for many short ones); 64-bit keys
-// (float64, int64) of several rows use DeviceSegmentedRadixSort.
+// Rows whose keys fit in 40 KiB of shared memory are selected a block a row (select_rows_kernel:
+// a radix select with 11-bit digits, the first pass fused with the load). Longer rows are sorted:
+// 32-bit keys get the row index in their upper 32 bits and one DeviceRadixSort covers all rows;
+// 64-bit keys (float64, int64) of several rows use DeviceSegmentedRadixSort.
+// The whole-tensor median / nanmedian of 2^16 elements or more reads the input about once (a
+// sample brackets the median, one pass keeps the keys inside the bracket: whole_*_kernel; the
+// steps and decisions are in kernels/cuda/selection_plan.h) and falls back to the sort when the
+// data defeat the bracket.
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 
+#include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
 
+#include <mutex>
+#include <set>
+#include <type_traits>
+#include <utility>
+
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/selection_plan.h"
 
 namespace dtensor::kernels::cuda::detail {
 namespace {
@@ -109,115 +120,466 @@ __global__ void pick(SelectKind kind, int64_t k, const void* x, DType dt, size_t
   }
 }
 
-// ---- Rows short enough for shared memory: one block a row keeps the row's sort keys there and
-// finds the rank-th (key, index) by a radix select, 8 bits a round (4 rounds for 32-bit keys, 8
-// for 64-bit), then the position of that key's occurrence in index order -- the element a stable
-// sort would put at that rank, without sorting (the sort moved 24 bytes per element per 8 bits).
+// ---- Rows short enough for shared memory: one block a row keeps the row's keys there and finds
+// the rank-th (key, index) by a radix select with 11-bit digits (kernels/cuda/selection_plan.h:
+// 3 passes for 32-bit keys, 6 for 64-bit), the first pass fused with the load (keys made from the
+// input once, counted as they are stored), each bin found by a block-wide scan of the histogram,
+// and the select stops as soon as one key is left. Among equal keys, the occurrence the stable
+// order puts at the rank is found in index order (ballots, 256 positions at a time).
 constexpr int kSelThreads = 256;
-// The keys of a row: 10240 32-bit or 5120 64-bit; with the kernel's ~3 KiB of static shared
-// memory this stays under the 48 KiB a launch gets without opting in (48 KiB of keys failed).
+// The keys of a row: 10240 32-bit or 5120 64-bit. With the kernel's ~8.5 KiB of static shared
+// memory (the 2048-bin histogram) this passes the 48 KiB a launch gets by default, so the kernels
+// opt in to more (cudaFuncAttributeMaxDynamicSharedMemorySize); 40 KiB of keys is kept as the
+// limit of this path.
 constexpr size_t kSelSharedBytes = 40 * 1024;
+constexpr int kBinsPerThread = plan::kDigitBins / kSelThreads;  // 8
+static_assert(kBinsPerThread == 8, "pick_bin loads two uint4 a thread");
 
-template <typename K>
+// Input storage types and their keys.
+template <typename T>
+using KeyOf = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+template <typename T>
+constexpr bool kFloating = !std::is_integral_v<T>;  // float, double, bfloat16, half
+
+template <typename T>
+__device__ __forceinline__ KeyOf<T> key_from(T v) {
+  if constexpr (std::is_same_v<T, double>)
+    return plan::key_of_double_bits(static_cast<uint64_t>(__double_as_longlong(v)));
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return static_cast<uint64_t>(v) ^ (uint64_t{1} << 63);
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return static_cast<uint32_t>(v) ^ 0x80000000u;
+  else if constexpr (std::is_same_v<T, bool>)
+    return v ? 1u : 0u;
+  else
+    return plan::key_of_float_bits(__float_as_uint(from_storage<float>(v)));
+}
+
+// The number a key stands for, in T (+0.0 for the zero key; not for the NaN key).
+template <typename T>
+__device__ __forceinline__ T value_of_key(KeyOf<T> k) {
+  if constexpr (std::is_same_v<T, double>)
+    return __longlong_as_double(static_cast<long long>(plan::double_bits_of_key(k)));
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return static_cast<int64_t>(k ^ (uint64_t{1} << 63));
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return static_cast<int32_t>(k ^ 0x80000000u);
+  else if constexpr (std::is_same_v<T, bool>)
+    return k != 0;
+  else
+    return to_storage<T>(__uint_as_float(plan::float_bits_of_key(k)));
+}
+
+template <typename F>
+void by_storage(DType dt, F&& f) {
+  switch (dt) {
+    case DType::kFloat32: f(float{}); break;
+    case DType::kFloat64: f(double{}); break;
+    case DType::kBFloat16: f(__nv_bfloat16{}); break;
+    case DType::kFloat16: f(__half{}); break;
+    case DType::kInt32: f(int32_t{}); break;
+    case DType::kInt64: f(int64_t{}); break;
+    case DType::kBool: f(bool{}); break;
+    default: break;  // complex: refused by the host side first
+  }
+}
+
+using BinScan = cub::BlockScan<unsigned, kSelThreads>;
+struct PickShared {
+  typename BinScan::TempStorage scan;
+  unsigned bin, rem, count;
+};
+
+// Block-wide: the bin holding rank `rem` among the counts of kPer consecutive bins a thread
+// (thread t holds bins t * kPer ...); rem becomes the rank inside it, count its count. Needs
+// rem < the total. Every thread calls it; it syncs.
+template <int kPer>
+__device__ __forceinline__ unsigned pick_bin(const unsigned (&c)[kPer], unsigned& rem, unsigned& count,
+                                             PickShared& s) {
+  unsigned sum = 0;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) sum += c[i];
+  unsigned before;
+  BinScan(s.scan).ExclusiveSum(sum, before);
+  if (rem >= before && rem - before < sum) {
+    unsigned r = rem - before;
+    int i = 0;
+#pragma unroll
+    for (int q = 0; q < kPer - 1; ++q)
+      if (i == q && r >= c[q]) {
+        r -= c[q];
+        i = q + 1;
+      }
+    s.bin = threadIdx.x * kPer + i;
+    s.rem = r;
+    s.count = c[0];
+#pragma unroll
+    for (int q = 1; q < kPer; ++q)
+      if (i == q) s.count = c[q];
+  }
+  __syncthreads();
+  rem = s.rem;
+  count = s.count;
+  const unsigned bin = s.bin;
+  __syncthreads();  // s is written again by the next call
+  return bin;
+}
+
+// This thread's 8 bins of a 2048-bin histogram (16-byte aligned).
+__device__ __forceinline__ void load_bins(const unsigned* hist, unsigned (&c)[kBinsPerThread]) {
+  const uint4* h = reinterpret_cast<const uint4*>(hist) + threadIdx.x * 2;
+  const uint4 a = h[0], b = h[1];
+  c[0] = a.x, c[1] = a.y, c[2] = a.z, c[3] = a.w, c[4] = b.x, c[5] = b.y, c[6] = b.z, c[7] = b.w;
+}
+
+template <typename T>
 __global__ void __launch_bounds__(kSelThreads)
-    select_rows_kernel(SelectKind kind, int64_t k, const void* x, DType dt, size_t item, int64_t rows, int64_t n,
-                       bool floating, void* values, int64_t* indices) {
-  extern __shared__ unsigned char raw[];
-  K* keys = reinterpret_cast<K*>(raw);
-  __shared__ unsigned int hist[256];
-  __shared__ int64_t part[kSelThreads];
-  __shared__ int64_t shared_rem, shared_found, shared_nan;
-  __shared__ K shared_prefix;
+    select_rows_kernel(SelectKind kind, int64_t k, const T* __restrict__ x, int64_t rows, int n,
+                       T* __restrict__ values, int64_t* __restrict__ indices) {
+  using K = KeyOf<T>;
   constexpr int kBits = 8 * sizeof(K);
+  constexpr int kPasses = plan::digit_passes(kBits);
+  constexpr int kShift0 = plan::digit_shift(kBits, 0);
+  extern __shared__ __align__(16) unsigned char raw[];
+  K* keys = reinterpret_cast<K*>(raw);
+  __shared__ __align__(16) unsigned hist[plan::kDigitBins];
+  __shared__ PickShared pick;
+  __shared__ unsigned warp_counts[kSelThreads / 32];
+  __shared__ int found;
   const K nan_key = ~K{0};
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    int64_t nan = 0;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      const K key = static_cast<K>(key_of(x, dt, r * n + j));
+    const T* row = x + r * n;
+    for (int b = threadIdx.x; b < plan::kDigitBins; b += kSelThreads) hist[b] = 0;
+    __syncthreads();
+    // Pass 0, fused with the load: keys stored and their top digit counted.
+    unsigned nan = 0;
+    for (int j = threadIdx.x; j < n; j += kSelThreads) {
+      const K key = key_from(row[j]);
       keys[j] = key;
-      nan += floating && key == nan_key;
+      if (kFloating<T>) nan += key == nan_key;
+      atomicAdd(&hist[static_cast<unsigned>(key >> kShift0)], 1u);
     }
-    part[threadIdx.x] = nan;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      int64_t total = 0;
-      for (int t = 0; t < kSelThreads; ++t) total += part[t];
-      shared_nan = total;
+    if (kFloating<T>) {
+      nan = __reduce_add_sync(0xffffffffu, nan);
+      if (lane == 0) warp_counts[warp] = nan;
     }
     __syncthreads();
-    nan = shared_nan;
-    int64_t rem;  // the rank (0-based), as pick() chooses it
-    switch (kind) {
-      case SelectKind::kMedian:
-        rem = nan > 0 ? n - nan : (n - 1) / 2;
-        break;
-      case SelectKind::kNanMedian:
-        rem = n - nan == 0 ? 0 : (n - nan - 1) / 2;
-        break;
-      default:
-        rem = k - 1;
-        break;
-    }
-    K prefix = 0, mask = 0;
-    for (int shift = kBits - 8; shift >= 0; shift -= 8) {
-      hist[threadIdx.x] = 0;  // kSelThreads == 256 buckets
+    nan = 0;
+    if (kFloating<T>)
+#pragma unroll
+      for (int w = 0; w < kSelThreads / 32; ++w) nan += warp_counts[w];
+    unsigned rem = static_cast<unsigned>(plan::row_rank(static_cast<int>(kind), k, n, nan));
+    unsigned c[kBinsPerThread], count;
+    load_bins(hist, c);
+    K prefix = static_cast<K>(pick_bin(c, rem, count, pick)) << kShift0;
+    int shift = kShift0;
+    // Further digits among the keys that share the prefix, until one key is left.
+#pragma unroll
+    for (int p = 1; p < kPasses; ++p) {
+      if (count == 1) break;  // block-uniform
+      const int high = shift;
+      shift = plan::digit_shift(kBits, p);
+      const unsigned mask = (1u << plan::digit_width(kBits, p)) - 1;
+      for (int b = threadIdx.x; b < plan::kDigitBins; b += kSelThreads) hist[b] = 0;
       __syncthreads();
-      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      for (int j = threadIdx.x; j < n; j += kSelThreads) {
         const K key = keys[j];
-        if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xff], 1u);
+        if ((key >> high) == (prefix >> high)) atomicAdd(&hist[static_cast<unsigned>(key >> shift) & mask], 1u);
       }
       __syncthreads();
-      if (threadIdx.x == 0) {
-        int b = 0;
-        while (b < 255 && rem >= hist[b]) rem -= hist[b++];
-        shared_rem = rem;
-        shared_prefix = prefix | (static_cast<K>(b) << shift);
-      }
-      __syncthreads();
-      rem = shared_rem;
-      prefix = shared_prefix;
-      mask |= static_cast<K>(0xff) << shift;
-      __syncthreads();  // hist is cleared next round
+      load_bins(hist, c);
+      prefix |= static_cast<K>(pick_bin(c, rem, count, pick)) << shift;
     }
-    // The rem-th (0-based) element with key == prefix in index order: each thread counts its
-    // contiguous part, an exclusive prefix over the threads finds the part that holds it.
-    const int64_t per = ceil_div(n, kSelThreads);
-    const int64_t j0 = threadIdx.x * per < n ? threadIdx.x * per : n, j1 = j0 + per < n ? j0 + per : n;
-    int64_t mine = 0;
-    for (int64_t j = j0; j < j1; ++j) mine += keys[j] == prefix;
-    part[threadIdx.x] = mine;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      int64_t run = 0;
-      for (int t = 0; t < kSelThreads; ++t) {
-        const int64_t c = part[t];
-        part[t] = run;
-        run += c;
-      }
-    }
-    __syncthreads();
-    int64_t seen = part[threadIdx.x];
-    if (rem >= seen && rem < seen + mine)
-      for (int64_t j = j0; j < j1; ++j)
-        if (keys[j] == prefix && seen++ == rem) {
-          shared_found = j;
-          break;
+    if (count == 1) {
+      // The one key with this prefix (rem is 0).
+      for (int j = threadIdx.x; j < n; j += kSelThreads)
+        if ((keys[j] >> shift) == (prefix >> shift)) found = j;
+    } else {
+      // prefix is the whole key, held by `count` elements: the rem-th of them in index order.
+      const unsigned below_lane = (1u << lane) - 1;
+      for (int base = 0; base < n; base += kSelThreads) {
+        const int j = base + threadIdx.x;
+        const bool hit = j < n && keys[j] == prefix;
+        const unsigned ballot = __ballot_sync(0xffffffffu, hit);
+        if (lane == 0) warp_counts[warp] = __popc(ballot);
+        __syncthreads();
+        unsigned before = 0, total = 0;
+#pragma unroll
+        for (int w = 0; w < kSelThreads / 32; ++w) {
+          const unsigned cw = warp_counts[w];
+          before += w < warp ? cw : 0;
+          total += cw;
         }
+        if (hit && rem >= before && rem - before == static_cast<unsigned>(__popc(ballot & below_lane)))
+          found = j;
+        __syncthreads();  // warp_counts is written again
+        if (rem < total) break;  // block-uniform
+        rem -= total;
+      }
+    }
     __syncthreads();
     if (threadIdx.x == 0) {
-      const int64_t j = shared_found;
-      const char* src = static_cast<const char*>(x) + (r * n + j) * item;
-      char* dst = static_cast<char*>(values) + r * item;
-      for (size_t b = 0; b < item; ++b) dst[b] = src[b];
+      const int j = found;
+      values[r] = row[j];
       if (indices != nullptr) indices[r] = j;
     }
-    __syncthreads();
+    __syncthreads();  // keys and found are reused by the next row
   }
 }
 
 // Whether launch_select takes select_rows_kernel (no workspace) for rows of n elements.
 bool rows_in_shared(DType dt, int64_t n) {
   return static_cast<size_t>(n) * (wide_keys(dt) ? 8 : 4) <= kSelSharedBytes;
+}
+
+// ---- Whole-tensor median (kernels/cuda/selection_plan.h has the steps and their reasons).
+// Counters and the outcome, zeroed by whole_sample_kernel.
+struct WholeState {
+  unsigned long long nan, below, inside, first_nan, extracted, done;
+  unsigned int negative_zero, status;  // status: 0 the value is written, 1 take the exact path
+  unsigned long long hist[plan::kBuckets];
+};
+static_assert(plan::kBuckets == kSelThreads, "one sub-bucket a thread");
+
+// Step 1 and 2: sort a sample, write the bracket's splitters t[0..kBuckets].
+template <typename T>
+__global__ void __launch_bounds__(plan::kSampleThreads)
+    whole_sample_kernel(const T* __restrict__ x, int64_t n, WholeState* st, KeyOf<T>* t) {
+  using K = KeyOf<T>;
+  using Sort = cub::BlockRadixSort<K, plan::kSampleThreads, plan::kSampleItems>;
+  __shared__ union {
+    typename Sort::TempStorage sort;
+    K sorted[plan::kSample];
+  } s;
+  __shared__ int numbers;
+  const K nan_key = ~K{0};
+  K keys[plan::kSampleItems];
+#pragma unroll
+  for (int i = 0; i < plan::kSampleItems; ++i)
+    keys[i] = key_from(x[plan::sample_position(threadIdx.x * plan::kSampleItems + i, n)]);
+  if (threadIdx.x == 0) {
+    st->nan = st->below = st->inside = st->extracted = st->done = 0;
+    st->first_nan = ~0ull;
+    st->negative_zero = 0;
+    st->status = 1;
+    numbers = static_cast<int>(plan::kSample);
+  }
+  for (int b = threadIdx.x; b < plan::kBuckets; b += blockDim.x) st->hist[b] = 0;
+  Sort(s.sort).Sort(keys);
+  __syncthreads();  // the sort's storage becomes the sorted keys
+#pragma unroll
+  for (int i = 0; i < plan::kSampleItems; ++i) s.sorted[threadIdx.x * plan::kSampleItems + i] = keys[i];
+  __syncthreads();
+  if (kFloating<T>)  // NaN keys sort last: the first of them ends the numbers
+    for (int i = threadIdx.x; i < plan::kSample; i += blockDim.x)
+      if (s.sorted[i] == nan_key && (i == 0 || s.sorted[i - 1] != nan_key)) numbers = i;
+  __syncthreads();
+  const K max_number = kFloating<T> ? nan_key - 1 : ~K{0};
+  for (int j = threadIdx.x; j <= plan::kBuckets; j += blockDim.x)
+    t[j] = plan::splitter(s.sorted, numbers, j, max_number);
+}
+
+constexpr int kPassThreads = 256, kPassItems = 16;
+constexpr int64_t kPassTile = kPassThreads * kPassItems;
+
+// Step 3: one read of the input, a tile of 4096 elements at a time. The hot loop is branch-free but
+// for NaN: a raw key (plan::raw_bracket), three compares into bit masks. The keys inside the bracket
+// are then staged in shared memory (one shared atomic a warp); the staged keys, dense, get their
+// fix-up, their sub-bucket (binary search), and are copied to buf1 (one global atomic a tile).
+template <typename T>
+__device__ __forceinline__ KeyOf<T> raw_key_from(T v) {
+  if constexpr (std::is_same_v<T, double>)
+    return plan::raw_key_of_double_bits(static_cast<uint64_t>(__double_as_longlong(v)));
+  else if constexpr (kFloating<T>)
+    return plan::raw_key_of_float_bits(__float_as_uint(from_storage<float>(v)));
+  else
+    return key_from(v);
+}
+
+template <typename T, bool kChecked>
+__device__ __forceinline__ void whole_pass_tile(const T* __restrict__ x, int64_t n, int64_t start,
+                                                plan::RawBracket<KeyOf<T>> br, KeyOf<T>* stage, unsigned* staged,
+                                                unsigned long long& below, unsigned long long& nan,
+                                                unsigned long long& first_nan) {
+  using K = KeyOf<T>;
+  T v[kPassItems];
+#pragma unroll
+  for (int i = 0; i < kPassItems; ++i) {
+    const int64_t j = start + i * kPassThreads;
+    v[i] = !kChecked || j < n ? x[j] : T{};
+  }
+  K key[kPassItems];
+  unsigned inside = 0, belows = 0, nans = 0;
+#pragma unroll
+  for (int i = 0; i < kPassItems; ++i) {
+    const bool valid = !kChecked || start + i * kPassThreads < n;
+    key[i] = raw_key_from(v[i]);
+    belows |= static_cast<unsigned>(valid && key[i] < br.lo) << i;
+    inside |= static_cast<unsigned>(valid && static_cast<K>(key[i] - br.lo) <= br.span) << i;
+    if (kFloating<T>) nans |= static_cast<unsigned>(valid && plan::raw_is_nan(key[i])) << i;
+  }
+  below += __popc(belows & ~nans);  // a negative NaN's raw key is below every number's
+  if (kFloating<T> && nans != 0) {  // rare
+    nan += __popc(nans);
+    const unsigned long long j = static_cast<unsigned long long>(start + (__ffs(nans) - 1) * kPassThreads);
+    first_nan = first_nan < j ? first_nan : j;
+  }
+  // Stage this thread's keys inside the bracket: a warp scan of the counts, one atomic a warp.
+  const unsigned lane = threadIdx.x & 31, count = __popc(inside);
+  unsigned incl = count;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const unsigned up = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= static_cast<unsigned>(o)) incl += up;
+  }
+  unsigned base = 0;
+  if (lane == 31 && incl != 0) base = atomicAdd(staged, incl);
+  const unsigned pos = __shfl_sync(0xffffffffu, base, 31) + incl - count;
+  if (inside != 0) {
+    // Unpredicated stores: a key outside the bracket goes to this thread's spare slot.
+    unsigned at = pos;
+    const unsigned spare = kPassTile + threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < kPassItems; ++i) {
+      const unsigned bit = (inside >> i) & 1;
+      stage[bit ? at : spare] = key[i];
+      at += bit;
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kPassThreads)
+    whole_pass_kernel(const T* __restrict__ x, int64_t n, WholeState* st, const KeyOf<T>* __restrict__ t_in,
+                      KeyOf<T>* __restrict__ buf1, int64_t cap1) {
+  using K = KeyOf<T>;
+  __shared__ K t[plan::kBuckets + 1];
+  __shared__ unsigned hist[plan::kBuckets];
+  __shared__ K stage[kPassTile + kPassThreads];  // the tile's keys inside the bracket, then spare slots
+  __shared__ unsigned staged, tile_count;
+  __shared__ unsigned long long tile_base;
+  __shared__ unsigned long long red[32];
+  for (int j = threadIdx.x; j <= plan::kBuckets; j += kPassThreads) t[j] = t_in[j];
+  hist[threadIdx.x] = 0;
+  if (threadIdx.x == 0) staged = 0;
+  __syncthreads();
+  const plan::RawBracket<K> br = plan::raw_bracket(t[0], t[plan::kBuckets], kFloating<T>);
+  unsigned long long below = 0, nan = 0, first_nan = ~0ull;
+  bool negative_zero = false;
+  const int64_t tiles = ceil_div(n, kPassTile);
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t start = tile * kPassTile + threadIdx.x;
+    if ((tile + 1) * kPassTile <= n)
+      whole_pass_tile<T, false>(x, n, start, br, stage, &staged, below, nan, first_nan);
+    else
+      whole_pass_tile<T, true>(x, n, start, br, stage, &staged, below, nan, first_nan);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      tile_count = staged;
+      tile_base = staged == 0 ? 0 : atomicAdd(&st->inside, static_cast<unsigned long long>(staged));
+      staged = 0;
+    }
+    __syncthreads();
+    const unsigned cnt = tile_count;
+    const unsigned long long base = tile_base;
+    for (unsigned i = threadIdx.x; i < cnt; i += kPassThreads) {
+      const K raw = stage[i];
+      const K key = plan::key_of_raw(raw, kFloating<T>);
+      negative_zero |= kFloating<T> && raw != key;  // -0.0
+      atomicAdd(&hist[plan::bucket_of(t, key)], 1u);
+      if (base + i < static_cast<unsigned long long>(cap1)) buf1[base + i] = key;
+    }
+    __syncthreads();  // stage, tile_count and tile_base are written again
+  }
+  if (hist[threadIdx.x] != 0) atomicAdd(&st->hist[threadIdx.x], static_cast<unsigned long long>(hist[threadIdx.x]));
+  below = block_reduce(below, [](auto a, auto b) { return a + b; }, red, 0ull);
+  if (threadIdx.x == 0 && below != 0) atomicAdd(&st->below, below);
+  if (kFloating<T>) {
+    nan = block_reduce(nan, [](auto a, auto b) { return a + b; }, red, 0ull);
+    if (threadIdx.x == 0 && nan != 0) atomicAdd(&st->nan, nan);
+    first_nan = block_reduce(first_nan, [](auto a, auto b) { return a < b ? a : b; }, red, ~0ull);
+    if (threadIdx.x == 0 && nan != 0) atomicMin(&st->first_nan, first_nan);
+    if (__syncthreads_or(negative_zero) && threadIdx.x == 0) atomicOr(&st->negative_zero, 1u);
+  }
+}
+
+// Step 4: every block resolves the same way from the counts; then the keys of the sub-bucket
+// holding the rank are copied to buf2 (one atomic a warp with hits), and the last block to finish
+// selects the rank among them.
+template <typename T>
+__global__ void __launch_bounds__(kSelThreads)
+    whole_finish_kernel(bool ignore_nan, const T* __restrict__ x, int64_t n, WholeState* st,
+                        const KeyOf<T>* __restrict__ t_in, const KeyOf<T>* buf1, int64_t cap1, KeyOf<T>* buf2,
+                        int64_t cap2, T* value) {
+  using K = KeyOf<T>;
+  constexpr int kBits = 8 * sizeof(K);
+  __shared__ __align__(16) unsigned hist[plan::kDigitBins];
+  __shared__ PickShared pick;
+  __shared__ K t[plan::kBuckets + 1];
+  __shared__ bool last;
+  const plan::Resolved res = plan::resolve(ignore_nan, n, static_cast<int64_t>(st->nan), static_cast<int64_t>(st->below),
+                                           static_cast<int64_t>(st->inside), cap1);
+  if (res.outcome != plan::Outcome::kInside) {
+    if (res.outcome == plan::Outcome::kNan && blockIdx.x == 0 && threadIdx.x == 0) {
+      *value = x[st->first_nan];
+      st->status = 0;
+    }
+    return;  // a miss or an overflow: status stays 1
+  }
+  // The sub-bucket holding the rank (one a thread).
+  unsigned rem = static_cast<unsigned>(res.rank), count;
+  const unsigned mine[1] = {static_cast<unsigned>(st->hist[threadIdx.x])};
+  const unsigned b = pick_bin(mine, rem, count, pick);
+  if (count > static_cast<unsigned long long>(cap2)) return;  // status stays 1
+  for (int j = threadIdx.x; j <= plan::kBuckets; j += kSelThreads) t[j] = t_in[j];
+  __syncthreads();
+  const int64_t inside = static_cast<int64_t>(st->inside);
+  const int lane = threadIdx.x & 31;
+  for (int64_t base = int64_t(blockIdx.x) * kSelThreads; base < inside; base += int64_t(gridDim.x) * kSelThreads) {
+    const int64_t i = base + threadIdx.x;
+    const K key = i < inside ? buf1[i] : K{0};
+    const bool hit = i < inside && plan::in_bucket(t, static_cast<int>(b), key);
+    const unsigned ballot = __ballot_sync(0xffffffffu, hit);
+    if (ballot == 0) continue;
+    unsigned long long slot = 0;
+    if (lane == 0) slot = atomicAdd(&st->extracted, static_cast<unsigned long long>(__popc(ballot)));
+    slot = __shfl_sync(0xffffffffu, slot, 0) + __popc(ballot & ((1u << lane) - 1));
+    if (hit && slot < static_cast<unsigned long long>(cap2)) buf2[slot] = key;
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&st->done, 1ull) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (*reinterpret_cast<volatile unsigned long long*>(&st->extracted) != count) return;  // never expected
+  // The rank-th of the `count` keys in buf2, by 11-bit digits (L2-resident: read past L1).
+  K prefix = 0;
+#pragma unroll 1
+  for (int p = 0; p < plan::digit_passes(kBits); ++p) {
+    const int shift = plan::digit_shift(kBits, p), high = shift + plan::digit_width(kBits, p);
+    const unsigned mask = (1u << plan::digit_width(kBits, p)) - 1;
+    for (int q = threadIdx.x; q < plan::kDigitBins; q += kSelThreads) hist[q] = 0;
+    __syncthreads();
+    for (unsigned i = threadIdx.x; i < count; i += kSelThreads) {
+      const K key = __ldcg(buf2 + i);
+      if (p == 0 || (key >> high) == (prefix >> high)) atomicAdd(&hist[static_cast<unsigned>(key >> shift) & mask], 1u);
+    }
+    __syncthreads();
+    unsigned c[kBinsPerThread], unused;
+    load_bins(hist, c);
+    prefix |= static_cast<K>(pick_bin(c, rem, unused, pick)) << shift;
+  }
+  if (threadIdx.x == 0) {
+    const K zero_key = sizeof(K) == 8 ? static_cast<K>(plan::kDoubleZeroKey) : static_cast<K>(plan::kFloatZeroKey);
+    // A zero with a -0.0 in the input: which zero the stable order puts at the rank needs the
+    // positions; the exact path decides (status stays 1).
+    if (!(kFloating<T> && prefix == zero_key && st->negative_zero != 0)) {
+      *value = value_of_key<T>(prefix);
+      st->status = 0;
+    }
+  }
 }
 
 struct Times {
@@ -428,6 +790,92 @@ void launch_index_of_occurrence(const void* x, DType dtype, int64_t outer, int64
       x, dtype, n, inner, rows, values, occurrence, index_offset, out);
 }
 
+namespace {
+
+// Lets `kernel` take `bytes` of dynamic shared memory on the current device (more than the default
+// 48 KiB less its static shared memory); once per kernel and device.
+void allow_shared(const void* kernel, size_t bytes) {
+  static std::mutex mu;
+  static std::set<std::pair<const void*, int>> done;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return;  // the launch reports it
+  std::lock_guard<std::mutex> lock(mu);
+  if (done.insert({kernel, device}).second)
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+}
+
+// The whole-tensor median's workspace: the state, the splitters, the two key buffers.
+struct WholeLayout {
+  size_t t = 0, buf1 = 0, buf2 = 0, total = 0;
+  int64_t cap1 = 0, cap2 = 0;
+};
+WholeLayout whole_layout(DType dtype, int64_t n) {
+  WholeLayout l;
+  const size_t key = wide_keys(dtype) ? 8 : 4;
+  l.cap1 = plan::inside_capacity(n);
+  l.cap2 = plan::bucket_capacity(n);
+  l.t = align16(sizeof(WholeState));
+  l.buf1 = l.t + align16((plan::kBuckets + 1) * key);
+  l.buf2 = l.buf1 + align16(l.cap1 * key);
+  l.total = l.buf2 + align16(l.cap2 * key);
+  return l;
+}
+
+bool whole_fast_path(DType dtype, int64_t n) {
+  return n >= plan::kMinWhole && n < (int64_t{1} << 31) && dtype != DType::kBool &&
+         dtype != DType::kComplex64 && dtype != DType::kComplex128;
+}
+
+}  // namespace
+
+size_t median_whole_workspace_bytes(DType dtype, int64_t n) {
+  return whole_fast_path(dtype, n) ? whole_layout(dtype, n).total : 0;
+}
+
+bool launch_median_whole(bool ignore_nan, const void* in, DType dtype, int64_t n, void* value, void* workspace,
+                         cudaStream_t stream) {
+  if (!whole_fast_path(dtype, n)) return false;
+  const WholeLayout l = whole_layout(dtype, n);
+  char* w = static_cast<char*>(workspace);
+  auto* st = reinterpret_cast<WholeState*>(w);
+  int device = 0, sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (sms < 1) sms = 1;
+  const int64_t tiles = ceil_div(n, kPassTile);
+  const int64_t finish_want = ceil_div(l.cap1, kSelThreads);
+  const unsigned finish_blocks = static_cast<unsigned>(finish_want < 2LL * sms ? finish_want : 2LL * sms);
+  bool ok = false;
+  by_storage(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      using K = KeyOf<T>;
+      K* t = reinterpret_cast<K*>(w + l.t);
+      K* buf1 = reinterpret_cast<K*>(w + l.buf1);
+      K* buf2 = reinterpret_cast<K*>(w + l.buf2);
+      const T* x = static_cast<const T*>(in);
+      // As many pass blocks as fit on the device at once (one wave; each loops over tiles).
+      static const int per_sm = [] {
+        int b = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, whole_pass_kernel<T>, kPassThreads, 0) != cudaSuccess)
+          b = 0;
+        return b < 1 ? 1 : b;
+      }();
+      const int64_t resident = int64_t{per_sm} * sms;
+      const unsigned pass_blocks = static_cast<unsigned>(tiles < resident ? tiles : resident);
+      whole_sample_kernel<T><<<1, plan::kSampleThreads, 0, stream>>>(x, n, st, t);
+      whole_pass_kernel<T><<<pass_blocks, kPassThreads, 0, stream>>>(x, n, st, t, buf1, l.cap1);
+      whole_finish_kernel<T><<<finish_blocks, kSelThreads, 0, stream>>>(ignore_nan, x, n, st, t, buf1, l.cap1,
+                                                                         buf2, l.cap2, static_cast<T*>(value));
+      unsigned status = 1;
+      if (cudaMemcpyAsync(&status, &st->status, sizeof(status), cudaMemcpyDeviceToHost, stream) == cudaSuccess &&
+          cudaStreamSynchronize(stream) == cudaSuccess)
+        ok = status == 0;
+    }
+  });
+  return ok;
+}
+
 size_t select_workspace_bytes(DType dtype, int64_t rows, int64_t n) {
   const int64_t count = rows * n;
   if (count == 0 || rows_in_shared(dtype, n)) return 0;
@@ -445,12 +893,13 @@ void launch_select(SelectKind kind, int64_t k, const void* in, DType dtype, int6
   if (count == 0) return;
   if (rows_in_shared(dtype, n)) {
     const unsigned blocks = grid_for(rows, 1, 65535LL * 8);
-    if (wide_keys(dtype))
-      select_rows_kernel<uint64_t><<<blocks, kSelThreads, n * sizeof(uint64_t), stream>>>(
-          kind, k, in, dtype, itemsize(dtype), rows, n, is_float_dtype(dtype), values, indices);
-    else
-      select_rows_kernel<uint32_t><<<blocks, kSelThreads, n * sizeof(uint32_t), stream>>>(
-          kind, k, in, dtype, itemsize(dtype), rows, n, is_float_dtype(dtype), values, indices);
+    by_storage(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      auto* kernel = select_rows_kernel<T>;
+      allow_shared(reinterpret_cast<const void*>(kernel), kSelSharedBytes);
+      kernel<<<blocks, kSelThreads, n * sizeof(KeyOf<T>), stream>>>(
+          kind, k, static_cast<const T*>(in), rows, static_cast<int>(n), static_cast<T*>(values), indices);
+    });
     return;
   }
   const Mode mode = mode_for(dtype, rows);

@@ -243,6 +243,7 @@ __global__ void __launch_bounds__(kSelThreads)
   extern __shared__ __align__(16) unsigned char raw[];
   K* keys = reinterpret_cast<K*>(raw);
   __shared__ __align__(16) unsigned hist[plan::kDigitBins];
+  __shared__ unsigned short where[plan::kDigitBins];  // a position per bin (rows < 2^16)
   __shared__ PickShared pick;
   __shared__ unsigned warp_counts[kSelThreads / 32];
   __shared__ int found;
@@ -250,7 +251,8 @@ __global__ void __launch_bounds__(kSelThreads)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* row = x + r * n;
-    for (int b = threadIdx.x; b < plan::kDigitBins; b += kSelThreads) hist[b] = 0;
+    for (int b = threadIdx.x; b < plan::kDigitBins / 4; b += kSelThreads)
+      reinterpret_cast<uint4*>(hist)[b] = make_uint4(0, 0, 0, 0);
     __syncthreads();
     // Pass 0, fused with the load: keys stored and their top digit counted.
     unsigned nan = 0;
@@ -274,27 +276,60 @@ __global__ void __launch_bounds__(kSelThreads)
     load_bins(hist, c);
     K prefix = static_cast<K>(pick_bin(c, rem, count, pick)) << kShift0;
     int shift = kShift0;
-    // Further digits among the keys that share the prefix, until one key is left.
+    // Further digits among the keys that share the prefix, until one key is left. The keys are
+    // read 16 bytes at a time; the few that match also leave their position in `where`, so a
+    // digit that leaves one key names its element without another pass.
+    int located = -1;  // block-uniform
 #pragma unroll
     for (int p = 1; p < kPasses; ++p) {
       if (count == 1) break;  // block-uniform
       const int high = shift;
       shift = plan::digit_shift(kBits, p);
       const unsigned mask = (1u << plan::digit_width(kBits, p)) - 1;
-      for (int b = threadIdx.x; b < plan::kDigitBins; b += kSelThreads) hist[b] = 0;
+      const K want = prefix >> high;
+      for (int b = threadIdx.x; b < plan::kDigitBins / 4; b += kSelThreads)
+        reinterpret_cast<uint4*>(hist)[b] = make_uint4(0, 0, 0, 0);
       __syncthreads();
-      for (int j = threadIdx.x; j < n; j += kSelThreads) {
-        const K key = keys[j];
-        if ((key >> high) == (prefix >> high)) atomicAdd(&hist[static_cast<unsigned>(key >> shift) & mask], 1u);
+      const auto visit = [&](int j, K key) {
+        if ((key >> high) == want) {
+          const unsigned d = static_cast<unsigned>(key >> shift) & mask;
+          atomicAdd(&hist[d], 1u);
+          where[d] = static_cast<unsigned short>(j);
+        }
+      };
+      constexpr int kPerLoad = 16 / sizeof(K);
+      using Vec = std::conditional_t<sizeof(K) == 4, uint4, ulonglong2>;
+      const int groups = n / kPerLoad;
+      for (int g = threadIdx.x; g < groups; g += kSelThreads) {
+        const Vec v = reinterpret_cast<const Vec*>(keys)[g];
+        K k4[kPerLoad];
+        if constexpr (sizeof(K) == 4) {
+          k4[0] = v.x, k4[1] = v.y, k4[2] = v.z, k4[3] = v.w;
+        } else {
+          k4[0] = v.x, k4[1] = v.y;
+        }
+        bool any = false;
+#pragma unroll
+        for (int q = 0; q < kPerLoad; ++q) any |= (k4[q] >> high) == want;
+        if (any)  // rare: one test for the 16 bytes
+#pragma unroll
+          for (int q = 0; q < kPerLoad; ++q) visit(g * kPerLoad + q, k4[q]);
       }
+      for (int j = groups * kPerLoad + threadIdx.x; j < n; j += kSelThreads) visit(j, keys[j]);
       __syncthreads();
       load_bins(hist, c);
-      prefix |= static_cast<K>(pick_bin(c, rem, count, pick)) << shift;
+      const unsigned bin = pick_bin(c, rem, count, pick);
+      prefix |= static_cast<K>(bin) << shift;
+      if (count == 1) located = where[bin];  // written by the one key of that bin
     }
     if (count == 1) {
-      // The one key with this prefix (rem is 0).
-      for (int j = threadIdx.x; j < n; j += kSelThreads)
-        if ((keys[j] >> shift) == (prefix >> shift)) found = j;
+      if (located >= 0) {
+        if (threadIdx.x == 0) found = located;
+      } else {
+        // One key left by the first digit (rem is 0): find it.
+        for (int j = threadIdx.x; j < n; j += kSelThreads)
+          if ((keys[j] >> shift) == (prefix >> shift)) found = j;
+      }
     } else {
       // prefix is the whole key, held by `count` elements: the rem-th of them in index order.
       const unsigned below_lane = (1u << lane) - 1;

@@ -379,20 +379,28 @@ std::pair<float, int64_t> emulate_row(const std::vector<float>& row, int kind, i
   int64_t rem = row_rank(kind, k, n, nan);
   uint32_t prefix = 0;
   int shift = 32;
-  int64_t count = n;
+  int64_t count = n, located = -1;
+  std::vector<int> where(kDigitBins, -1);
   for (int p = 0; p < digit_passes(32); ++p) {
     if (p > 0 && count == 1) break;  // pass 0 always runs (fused with the load)
     const int high = shift;
     shift = digit_shift(32, p);
     std::vector<unsigned> h(kDigitBins, 0);
-    for (uint32_t key_ : keys)
-      if (p == 0 || (key_ >> high) == (prefix >> high)) ++h[(key_ >> shift) & ((1u << digit_width(32, p)) - 1)];
+    for (int j = 0; j < n; ++j)
+      if (p == 0 || (keys[j] >> high) == (prefix >> high)) {
+        const uint32_t d = (keys[j] >> shift) & ((1u << digit_width(32, p)) - 1);
+        ++h[d];
+        if (p > 0) where[d] = j;  // passes after the first note a position per bin
+      }
     const int b = bin_of_rank(h.data(), kDigitBins, rem);
     count = h[b];
     prefix |= static_cast<uint32_t>(b) << shift;
+    if (p > 0 && count == 1) located = where[b];
   }
   int64_t found = -1;
-  if (count == 1) {
+  if (count == 1 && located >= 0) {
+    found = located;
+  } else if (count == 1) {
     for (int j = 0; j < n; ++j)
       if ((keys[j] >> shift) == (prefix >> shift)) found = j;
   } else {

@@ -254,13 +254,37 @@ __global__ void __launch_bounds__(kSelThreads)
     for (int b = threadIdx.x; b < plan::kDigitBins / 4; b += kSelThreads)
       reinterpret_cast<uint4*>(hist)[b] = make_uint4(0, 0, 0, 0);
     __syncthreads();
-    // Pass 0, fused with the load: keys stored and their top digit counted.
+    // Pass 0, fused with the load: keys stored and their top digit counted (4-byte types 16 bytes
+    // at a time where the rows allow it).
     unsigned nan = 0;
-    for (int j = threadIdx.x; j < n; j += kSelThreads) {
-      const K key = key_from(row[j]);
-      keys[j] = key;
+    const auto count0 = [&](K key) {
       if (kFloating<T>) nan += key == nan_key;
       atomicAdd(&hist[static_cast<unsigned>(key >> kShift0)], 1u);
+    };
+    int scalar_from = 0;
+    if constexpr (sizeof(T) == 4) {
+      if ((reinterpret_cast<uintptr_t>(x) & 15) == 0 && (n & 3) == 0) {  // block-uniform
+        const uint4* row4 = reinterpret_cast<const uint4*>(row);
+        for (int g = threadIdx.x; g < n / 4; g += kSelThreads) {
+          const uint4 u = __ldg(row4 + g);
+          const unsigned w[4] = {u.x, u.y, u.z, u.w};
+          K k4[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            T v;
+            memcpy(&v, &w[q], sizeof(T));
+            k4[q] = key_from(v);
+            count0(k4[q]);
+          }
+          reinterpret_cast<uint4*>(keys)[g] = make_uint4(k4[0], k4[1], k4[2], k4[3]);
+        }
+        scalar_from = n;
+      }
+    }
+    for (int j = scalar_from + threadIdx.x; j < n; j += kSelThreads) {
+      const K key = key_from(row[j]);
+      keys[j] = key;
+      count0(key);
     }
     if (kFloating<T>) {
       nan = __reduce_add_sync(0xffffffffu, nan);

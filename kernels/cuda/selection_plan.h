@@ -103,7 +103,7 @@ DT_PLAN_FN RawBracket<K> raw_bracket(K lo, K hi, bool floating) {
 }
 
 // ---- Whole-tensor median.
-constexpr int kSampleThreads = 256, kSampleItems = 16;
+constexpr int kSampleThreads = 1024, kSampleItems = 4;
 constexpr int64_t kSample = kSampleThreads * kSampleItems;  // 4096 keys, sorted by one block
 // Sample ranks either side of the sample median: its rank among the samples has a standard
 // deviation of sqrt(kSample) / 2 = 32, so 128 is 4 of them (a miss about once in 16000 calls on

@@ -243,7 +243,7 @@ __global__ void __launch_bounds__(kSelThreads)
   extern __shared__ __align__(16) unsigned char raw[];
   K* keys = reinterpret_cast<K*>(raw);
   __shared__ __align__(16) unsigned hist[plan::kDigitBins];
-  __shared__ unsigned short where[plan::kDigitBins];  // a position per bin (rows < 2^16)
+  __shared__ unsigned where[plan::kDigitBins];  // a position per bin (exchanged: no racing stores)
   __shared__ PickShared pick;
   __shared__ unsigned warp_counts[kSelThreads / 32];
   __shared__ int found;
@@ -318,7 +318,7 @@ __global__ void __launch_bounds__(kSelThreads)
         if ((key >> high) == want) {
           const unsigned d = static_cast<unsigned>(key >> shift) & mask;
           atomicAdd(&hist[d], 1u);
-          where[d] = static_cast<unsigned short>(j);
+          atomicExch(&where[d], static_cast<unsigned>(j));
         }
       };
       constexpr int kPerLoad = 16 / sizeof(K);
@@ -344,7 +344,7 @@ __global__ void __launch_bounds__(kSelThreads)
       load_bins(hist, c);
       const unsigned bin = pick_bin(c, rem, count, pick);
       prefix |= static_cast<K>(bin) << shift;
-      if (count == 1) located = where[bin];  // written by the one key of that bin
+      if (count == 1) located = static_cast<int>(where[bin]);  // written by the one key of that bin
     }
     if (count == 1) {
       if (located >= 0) {

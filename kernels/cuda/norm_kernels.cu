@@ -1,5 +1,6 @@
 // Softmax / log-softmax, layer norm / RMS norm and embedding lookups.
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/softmax_math.h"
 
 namespace dtensor::kernels::cuda::detail {
 namespace {
@@ -47,85 +48,214 @@ __global__ void softmax_rows_kernel(bool log_out, const void* in, void* out, DTy
   }
 }
 
-// softmax_rows_kernel's arithmetic for float32 / bfloat16 / float16 rows short enough to live in
-// registers (up to kIters 16-byte vectors per thread): the row is read once with 16-byte loads and
-// exp is taken once per element, where the generic kernel reads through a per-element dtype
-// switch (0.28 of the device copy for bfloat16 on an H100). Only the sums' order differs.
-template <typename S, int kIters>
-__global__ void __launch_bounds__(kRowThreads)
-    softmax_rows_vec_kernel(bool log_out, const S* in, S* out, int64_t rows, int64_t n) {
-  constexpr int kVec = 16 / sizeof(S);
-  __shared__ float red[32];
-  const int64_t nvec = n / kVec;
+// 16-byte vectors of S (float, __nv_bfloat16, __half) for softmax_rows_vec_kernel: the elements
+// as floats and back, and their max, in as few instructions as the types allow. bfloat16 widens
+// by a shift (low half) or a mask (high half) of its 32-bit word, float16 by HADD2.F32, each one
+// instruction per element (where __bfloat162float element by element took a PRMT and a shift for
+// every high half); pairs narrow with one F2FP.*.PACK_AB, rounding to nearest even like
+// to_storage. The 16-bit types take their max on the packed pairs (HMNMX2: half an instruction
+// per element, no conversion first).
+template <typename S>
+struct Vec16 {
+  static constexpr int kN = 16 / sizeof(S);
+  __device__ __forceinline__ static uint32_t word(const uint4& v, int k) {
+    return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+  }
+  // Elementwise max of two words. NaN-dropping (IEEE maxNum, like fmaxf): a NaN element still
+  // makes its row all NaN through its exp, which enters the sum; this is what the CPU kernel
+  // gives too, whose std::max keeps or drops a NaN depending on its position.
+  __device__ __forceinline__ static uint32_t max_word(uint32_t a, uint32_t b) {
+    if constexpr (std::is_same_v<S, float>) {
+      return __float_as_uint(fmaxf(__uint_as_float(a), __uint_as_float(b)));
+    } else if constexpr (std::is_same_v<S, __nv_bfloat16>) {
+      __nv_bfloat162 r = __hmax2(*reinterpret_cast<const __nv_bfloat162*>(&a),
+                                 *reinterpret_cast<const __nv_bfloat162*>(&b));
+      return *reinterpret_cast<const uint32_t*>(&r);
+    } else {
+      __half2 r = __hmax2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
+      return *reinterpret_cast<const uint32_t*>(&r);
+    }
+  }
+  // The max of a word's elements, as float.
+  __device__ __forceinline__ static float word_max(uint32_t w) {
+    if constexpr (std::is_same_v<S, float>) {
+      return __uint_as_float(w);
+    } else {
+      float x[2];
+      unpack_word(w, x);
+      return fmaxf(x[0], x[1]);
+    }
+  }
+  // The elements of one word as floats (exact).
+  __device__ __forceinline__ static void unpack_word(uint32_t w, float* x) {
+    if constexpr (std::is_same_v<S, float>) {
+      x[0] = __uint_as_float(w);
+    } else if constexpr (std::is_same_v<S, __nv_bfloat16>) {
+      x[0] = __uint_as_float(w << 16);
+      x[1] = __uint_as_float(w & 0xffff0000u);
+    } else {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w));
+      x[0] = f.x;
+      x[1] = f.y;
+    }
+  }
+  __device__ __forceinline__ static void unpack(const uint4& v, float (&x)[kN]) {
+    constexpr int kPerWord = kN / 4;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) unpack_word(word(v, k), x + k * kPerWord);
+  }
+  __device__ __forceinline__ static uint4 pack(const float (&y)[kN]) {
+    uint32_t w[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if constexpr (std::is_same_v<S, float>) {
+        w[k] = __float_as_uint(y[k]);
+      } else if constexpr (std::is_same_v<S, __nv_bfloat16>) {
+        const __nv_bfloat162 p = __floats2bfloat162_rn(y[2 * k], y[2 * k + 1]);  // .x: low half
+        w[k] = *reinterpret_cast<const uint32_t*>(&p);
+      } else {
+        const __half2 p = __floats2half2_rn(y[2 * k], y[2 * k + 1]);
+        w[k] = *reinterpret_cast<const uint32_t*>(&p);
+      }
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+};
+
+// op over the values of a block of kWarps warps, returned to every thread, with one barrier:
+// warp shuffles, then each warp's lane 0 writes its result to slot[warp] and every thread combines
+// all warps' slots (block_reduce takes three barriers and a second warp pass). No barrier before
+// the write is needed because the row's two reductions use different slots: a warp rewrites
+// slot[w] for the next row only after the other reduction's barrier, which every thread reaches
+// after reading this one's slots. A one-warp block needs no shared memory.
+template <int kWarps, typename Op>
+__device__ __forceinline__ float block_allreduce(float v, Op op, float* slot) {
+  v = warp_reduce(v, op);
+  if constexpr (kWarps == 1) {
+    return v;
+  } else {
+    if ((threadIdx.x & 31) == 0) slot[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float r = slot[0];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) r = op(r, slot[w]);
+    return r;
+  }
+}
+
+// softmax_rows_kernel's function for float32 / bfloat16 / float16 rows short enough to live in
+// registers (kThreads threads a row, up to kIters 16-byte vectors each), with the arithmetic of
+// kernels/cuda/softmax_math.h. kLog: log_softmax. The row is read once with 16-byte loads and kept
+// packed for the max, then exp is taken once per element (an FFMA and a MUFU.EX2) and kept as
+// float for the output. It was instruction-bound (see softmax_math.h); per element bfloat16
+// softmax now takes half a max, one conversion, an FFMA, an EX2, an add, a multiply, half a pack
+// and an eighth of a load and of a store, and the per-row work (reductions, reciprocal, index
+// arithmetic: 32-bit, with the block size a constant) is shared by more elements. A thread's
+// vectors past the row's end load the row's last vector again (a repeat changes no max) and drop
+// their partial sum and their store, so the arithmetic runs without branches or padding. Only
+// the sums' order and the formulas' rounding differ from the CPU kernel (within the GPU tests'
+// tolerances).
+template <typename S, int kThreads, int kIters, bool kLog>
+__global__ void __launch_bounds__(kThreads)
+    softmax_rows_vec_kernel(const S* in, S* out, int64_t rows, int64_t n) {
+  namespace sm = softmax_math;
+  using V = Vec16<S>;
+  constexpr int kVec = V::kN;
+  constexpr int kWarps = kThreads / 32;
+  __shared__ float red_max[kWarps], red_sum[kWarps];
+  const int nvec = static_cast<int>(n / kVec);  // <= kThreads * kIters
+  const int tid = threadIdx.x;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const uint4* src = reinterpret_cast<const uint4*>(in + r * n);
     uint4* dst = reinterpret_cast<uint4*>(out + r * n);
-    float x[kIters][kVec];
-    float m = neg_inf<float>();
+    uint4 raw[kIters];
 #pragma unroll
-    for (int it = 0; it < kIters; ++it) {
-      const int64_t vi = it * int64_t(blockDim.x) + threadIdx.x;
-      if (vi < nvec) {
-        const uint4 raw = src[vi];
-        const S* e = reinterpret_cast<const S*>(&raw);
+    for (int it = 0; it < kIters; ++it) raw[it] = src[min(it * kThreads + tid, nvec - 1)];
+    uint32_t mw[4] = {raw[0].x, raw[0].y, raw[0].z, raw[0].w};
+#pragma unroll
+    for (int it = 1; it < kIters; ++it)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) mw[k] = V::max_word(mw[k], V::word(raw[it], k));
+    const float m = block_allreduce<kWarps>(
+        V::word_max(V::max_word(V::max_word(mw[0], mw[1]), V::max_word(mw[2], mw[3]))),
+        [](float a, float b) { return fmaxf(a, b); }, red_max);
+    // e[it][u]: exp(x - m) (softmax) or x - m (log_softmax); one partial sum per vector, so the
+    // adds of a thread form kIters short chains rather than one long one; a repeated vector's sum
+    // is dropped.
+    float e[kIters][kVec];
+    float part[kIters];
+    auto exps = [&](auto pre) {
+      const float c = sm::prescaled_shift(m);
+#pragma unroll
+      for (int it = 0; it < kIters; ++it) {
+        float x[kVec];
+        V::unpack(raw[it], x);
 #pragma unroll
         for (int u = 0; u < kVec; ++u) {
-          x[it][u] = from_storage<float>(e[u]);
-          m = MaxOp<float>()(m, x[it][u]);
+          float ex;
+          if constexpr (kLog) {
+            e[it][u] = x[u] - m;
+            ex = sm::ex2(sm::exp2_arg(e[it][u]));
+          } else if constexpr (decltype(pre)::value) {
+            ex = e[it][u] = sm::ex2(sm::exp2_arg_prescaled(x[u], c));
+          } else {
+            ex = e[it][u] = sm::ex2(sm::exp2_arg(x[u] - m));
+          }
+          part[it] = u == 0 ? ex : part[it] + ex;
         }
+        if (it * kThreads + tid >= nvec) part[it] = 0.f;
       }
-    }
-    m = block_reduce(m, MaxOp<float>(), red, neg_inf<float>());
-    float s = 0;
+    };
+    // m is the same in the whole block: a uniform branch, no divergence.
+    if (!kLog && sm::prescaled(m))
+      exps(std::true_type{});
+    else
+      exps(std::false_type{});
+    float s = part[0];
+#pragma unroll
+    for (int it = 1; it < kIters; ++it) s += part[it];
+    s = block_allreduce<kWarps>(s, [](float a, float b) { return a + b; }, red_sum);
+    const float k = kLog ? sm::log_of_sum(s) : sm::reciprocal(s);
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
-      if (it * int64_t(blockDim.x) + threadIdx.x < nvec) {
+      float y[kVec];
 #pragma unroll
-        for (int u = 0; u < kVec; ++u) {
-          const float e = exp(x[it][u] - m);
-          s += e;
-          if (!log_out) x[it][u] = e;
-        }
-      }
-    }
-    s = block_reduce(s, SumOp<float>(), red, 0.f);
-    const float log_s = log(s);
-#pragma unroll
-    for (int it = 0; it < kIters; ++it) {
-      const int64_t vi = it * int64_t(blockDim.x) + threadIdx.x;
-      if (vi < nvec) {
-        uint4 raw;
-        S* e = reinterpret_cast<S*>(&raw);
-#pragma unroll
-        for (int u = 0; u < kVec; ++u) e[u] = to_storage<S>(log_out ? x[it][u] - m - log_s : x[it][u] / s);
-        dst[vi] = raw;
-      }
+      for (int u = 0; u < kVec; ++u) y[u] = kLog ? e[it][u] - k : e[it][u] * k;
+      const int vi = it * kThreads + tid;
+      if (vi < nvec) dst[vi] = V::pack(y);
     }
   }
 }
 
 // Launches softmax_rows_vec_kernel when the rows fit its registers and 16-byte loads (row bytes a
-// multiple of 16, 16-byte aligned buffers); returns false otherwise.
+// multiple of 16, 16-byte aligned buffers, at most 2048 vectors) in the shape of
+// softmax_math::vec_shape; returns false otherwise.
 template <typename S>
 bool launch_softmax_rows_vec(bool log, const void* in, void* out, int64_t rows, int64_t n, cudaStream_t stream) {
   constexpr int kVec = 16 / sizeof(S);
+  constexpr int kTarget = 32 / kVec;  // vec_shape's vectors a thread
   if (n % kVec != 0 || reinterpret_cast<uintptr_t>(in) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0)
     return false;
-  const int64_t per_thread = ceil_div(n / kVec, kRowThreads);
+  const softmax_math::VecShape shape = softmax_math::vec_shape(n / kVec, kVec);
   const unsigned blocks = grid_for(rows, 1, 65535LL * 32);
   const S* x = static_cast<const S*>(in);
   S* y = static_cast<S*>(out);
-  if (per_thread <= 1)
-    softmax_rows_vec_kernel<S, 1><<<blocks, kRowThreads, 0, stream>>>(log, x, y, rows, n);
-  else if (per_thread <= 2)
-    softmax_rows_vec_kernel<S, 2><<<blocks, kRowThreads, 0, stream>>>(log, x, y, rows, n);
-  else if (per_thread <= 4)
-    softmax_rows_vec_kernel<S, 4><<<blocks, kRowThreads, 0, stream>>>(log, x, y, rows, n);
-  else if (per_thread <= 8)
-    softmax_rows_vec_kernel<S, 8><<<blocks, kRowThreads, 0, stream>>>(log, x, y, rows, n);
-  else
-    return false;
-  return true;
+  auto go = [&](auto threads, auto iters) {
+    constexpr int kThreads = decltype(threads)::value, kIters = decltype(iters)::value;
+    static_assert(kThreads <= kRowThreads && kIters <= 8);
+    if (shape.threads != kThreads || shape.iters != kIters) return false;
+    if (log)
+      softmax_rows_vec_kernel<S, kThreads, kIters, true><<<blocks, kThreads, 0, stream>>>(x, y, rows, n);
+    else
+      softmax_rows_vec_kernel<S, kThreads, kIters, false><<<blocks, kThreads, 0, stream>>>(x, y, rows, n);
+    return true;
+  };
+  using T32 = std::integral_constant<int, 32>;
+  using Target = std::integral_constant<int, kTarget>;
+  return go(T32{}, std::integral_constant<int, 1>{}) || go(T32{}, std::integral_constant<int, 2>{}) ||
+         go(T32{}, Target{}) || go(std::integral_constant<int, 64>{}, Target{}) ||
+         go(std::integral_constant<int, 128>{}, Target{}) || go(std::integral_constant<int, 256>{}, Target{}) ||
+         (kTarget != 8 && go(std::integral_constant<int, 256>{}, std::integral_constant<int, 8>{}));
 }
 
 // One thread per (o, i) column of an [outer, n, inner] tensor (inner > 1): online max and sum in

@@ -107,8 +107,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target,
     double mx = -std::numeric_limits<double>::infinity(), s = 0;
     for (int64_t j = 0; j < p.c; ++j) mx = std::max(mx, r[j]);
     for (int64_t j = 0; j < p.c; ++j) s += std::exp(r[j] - mx);
-    const double shift = mx + std::log(s);
-    for (int64_t j = 0; j < p.c; ++j) r[j] -= shift;
+    const double log_s = std::log(s);  // (x - mx) - log(s): see log_softmax (kernels/cpu/norm.cc)
+    for (int64_t j = 0; j < p.c; ++j) r[j] = (r[j] - mx) - log_s;
   }
   const double ls = label_smoothing, c = static_cast<double>(p.c);
   std::vector<double> losses(p.m, 0.0);

@@ -66,8 +66,10 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
     const double m = row_max(in, n);
     double s = 0;
     for (int64_t i = 0; i < n; ++i) s += std::exp(in[i] - m);
-    const double shift = m + std::log(s);
-    for (int64_t i = 0; i < n; ++i) out[i] = in[i] - shift;
+    // (x - m) - log(s), as ATen's CPU kernel: x - (m + log(s)) loses log(s) once |m| is ~1e16
+    // times larger (a row of equal 1e30 values gave 0, not -log(n)).
+    const double log_s = std::log(s);
+    for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - m) - log_s;
   });
 }
 

@@ -101,6 +101,9 @@ TEST(CrossEntropy, MatchesNllOfLogSoftmax) {
   // Hand value for one row: logits [0, ln 3] -> p = [1/4, 3/4], target 1 -> -ln(3/4).
   EXPECT_NEAR(cross_entropy(T({0, std::log(3.0)}, {1, 2}), ids({1}, {1})).item(), -std::log(0.75),
               1e-6);
+  // Logits far from 0 (torch: ln 2); x - (max + log(sum)) gave 0.
+  EXPECT_NEAR(cross_entropy(T({1e30, 1e30}, {1, 2}, DType::kFloat64), ids({0}, {1})).item(),
+              std::log(2.0), 1e-12);
 }
 
 TEST(CrossEntropy, LabelSmoothing) {

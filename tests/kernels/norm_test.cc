@@ -43,6 +43,12 @@ TEST(Softmax, StableAndEdgeCases) {
               {1 / (1 + std::exp(1.0)), 1 / (1 + std::exp(-1.0))}, 1e-6);
   expect_near(V(log_softmax(T({1000, 1001}, {2}, DType::kFloat64), 0)),
               {-std::log1p(std::exp(1.0)), -std::log1p(std::exp(-1.0))}, 1e-12);
+  // Rows far from 0: (x - max) - log(sum), not x - (max + log(sum)), which gave 0 here (torch:
+  // -log 3 and -log 2).
+  expect_near(V(log_softmax(T({1e30, 1e30, 1e30}, {3}, DType::kFloat64), 0)),
+              {-std::log(3.0), -std::log(3.0), -std::log(3.0)}, 1e-12);
+  expect_near(V(log_softmax(T({-1e20, -1e20}, {2}, DType::kFloat64), 0)), {-std::log(2.0), -std::log(2.0)},
+              1e-12);
   // Masked (-inf) entries get probability 0.
   expect_near(V(softmax(T({0, -kInf, 0}, {3}), 0)), {0.5, 0, 0.5}, 1e-7);
   EXPECT_EQ(softmax(T({3}, {}), 0).item(), 1);

@@ -1,5 +1,7 @@
 // Softmax statistics over a sharded dim (DESIGN §6, loss parallel): the row max is all-reduced
-// (max), then the sum of exp(x - max) (sum); logsumexp = max + log(sum). On top of it:
+// (max), then the sum of exp(x - max) (sum); logsumexp = max + log(sum), and log-probabilities are
+// (x - max) - log(sum), never x - logsumexp, which loses log(sum) for |max| ~1e16 times larger (as
+// the single-device kernels, kernels/cpu/norm.cc). On top of it:
 // logsumexp, softmax and log_softmax keep the reduced dim sharded, and cross_entropy over a
 // class-sharded logit gathers only per-row scalars (the target's logit and, for label smoothing,
 // the row sum) instead of the logits.
@@ -19,8 +21,13 @@ Tensor all_reduce(Tensor t, ReduceOp op, const std::vector<int>& dims, const Dev
   return t;
 }
 
-// Global logsumexp over `d` (keepdim) of a block sharded along d over `dims`, in float64.
-Tensor global_lse(const Tensor& x64, int64_t d, const std::vector<int>& dims, const DeviceMesh& mesh, Timeout to) {
+// Global softmax statistics over `d` (keepdim) of a block sharded along d over `dims`, in float64:
+// shift, the row max (0 for a row of -inf only), and log_sum = log(sum(exp(x - shift))).
+struct RowStats {
+  Tensor shift, log_sum;
+};
+
+RowStats global_stats(const Tensor& x64, int64_t d, const std::vector<int>& dims, const DeviceMesh& mesh, Timeout to) {
   Shape s = x64.sizes();
   s[d] = 1;
   const Device dev = x64.device();  // every buffer stays there (StepDef::runs_on_device)
@@ -33,7 +40,7 @@ Tensor global_lse(const Tensor& x64, int64_t d, const std::vector<int>& dims, co
   Tensor se = x64.size(d) > 0 ? kernels::sum(kernels::exp(kernels::sub(x64, safe)), {d}, true)
                               : Tensor::zeros(s, DType::kFloat64, dev);
   se = all_reduce(se, ReduceOp::kSum, dims, mesh, to);
-  return kernels::add(kernels::log(se), safe);
+  return {safe, kernels::log(se)};
 }
 
 int64_t row_bytes(const OpCall& c, const Strategy& st, int64_t d) {
@@ -64,13 +71,14 @@ StepDef softmax_stats_step(const std::string& kind) {
     const int64_t rank = static_cast<int64_t>(c.tensor(0).shape.size());
     const int64_t d = wrap_dim(c.get_int_list("dim")[0], rank, "dim");
     Tensor x64 = in[0].to(DType::kFloat64);
-    Tensor lse = global_lse(x64, d, dims, mesh, to);
+    const RowStats st = global_stats(x64, d, dims, mesh, to);
     const DType dt = ctx.out_meta[0].dtype;
     if (kind == "logsumexp") {
+      Tensor lse = kernels::add(st.log_sum, st.shift);
       if (!(c.has("keepdim") && c.get_bool("keepdim"))) lse = lse.squeeze(d);
       return std::vector<Tensor>{lse.contiguous().to(dt)};
     }
-    Tensor logp = kernels::sub(x64, lse);
+    Tensor logp = kernels::sub(kernels::sub(x64, st.shift), st.log_sum);
     return std::vector<Tensor>{(kind == "softmax" ? kernels::exp(logp) : logp).to(dt)};
   };
   return step;
@@ -92,7 +100,9 @@ StepDef loss_parallel_step() {
     const Tensor x64 = x.to(DType::kFloat64);
     const int64_t N = x.size(0), C = c.tensor(0).shape[1];
     const int64_t off = ctx.in_block(c, 0).second[1], len = x.size(1);
-    const Tensor lse = global_lse(x64, 1, dims, mesh, to).reshape({N});
+    const RowStats st = global_stats(x64, 1, dims, mesh, to);
+    const Tensor log_sum = st.log_sum.reshape({N});
+    const Tensor shifted = K::sub(x64, st.shift);  // x - max: the log-probabilities plus log_sum
     const Tensor t = in[1].to(DType::kInt64);
     const int64_t ii = c.get_int("ignore_index");
     const double eps = c.get_double("label_smoothing");
@@ -104,27 +114,28 @@ StepDef loss_parallel_step() {
       for (int64_t v : lohi)
         DT_CHECK(v >= 0 && v < C, c.str(), ": target ", v, " out of range [0, ", C, ")");
     }
-    // Per row: the target's logit (from the rank that holds its class) and the row's weighted logit
-    // sum, summed over the class-sharding ranks.
+    // Per row: the target's shifted logit (from the rank that holds its class) and the row's
+    // weighted shifted-logit sum, summed over the class-sharding ranks.
     std::vector<int64_t> iota(len);
     for (int64_t k = 0; k < len; ++k) iota[k] = off + k;  // this rank's classes
     const Tensor classes = Tensor::from_vector(iota, {1, len}).to(dev);
     const Tensor hit = K::eq(t.reshape({N, 1}), classes);  // [N, len]; never true on ignored rows' class 0
     const Tensor hit_kept = K::where(ignored.reshape({N, 1}), Tensor::zeros({N, 1}, DType::kBool, dev), hit);
     const Tensor zero_f = Tensor::zeros({1, 1}, DType::kFloat64, dev);
-    const Tensor target_logit = K::sum(K::where(hit_kept, x64, zero_f), {1});
+    const Tensor target_logit = K::sum(K::where(hit_kept, shifted, zero_f), {1});
     Tensor w;  // [C] float64 on the device, or undefined (all ones)
     if (c.has("weight")) w = in[c.tensor_index("weight")].to(DType::kFloat64);
-    const Tensor weighted = w.defined() ? K::mul(x64, w.narrow(0, off, len).reshape({1, len})) : x64;
+    const Tensor weighted = w.defined() ? K::mul(shifted, w.narrow(0, off, len).reshape({1, len})) : shifted;
     Tensor picked = K::stack({target_logit, K::sum(weighted, {1})}, 1);  // [N, 2]
     picked = all_reduce(picked, ReduceOp::kSum, dims, mesh, to);
     const Tensor p_t = picked.narrow(1, 0, 1).reshape({N}), p_all = picked.narrow(1, 1, 1).reshape({N});
-    // -(1 - eps) w_t log p_t - eps / C * sum_c w_c log p_c (torch's weighted label smoothing).
+    // -(1 - eps) w_t log p_t - eps / C * sum_c w_c log p_c (torch's weighted label smoothing), with
+    // log p_c = (x_c - max) - log_sum.
     const Tensor w_t = w.defined() ? K::embedding(w.reshape({C, 1}), t_safe).reshape({N})
                                    : Tensor::full({N}, 1.0, DType::kFloat64, dev);
     const Tensor w_sum = w.defined() ? K::sum(w) : Tensor::full({}, static_cast<double>(C), DType::kFloat64, dev);
-    const Tensor nll = K::mul(w_t, K::sub(lse, p_t));
-    const Tensor smooth = K::div(K::sub(K::mul(lse, w_sum), p_all), Scalar(static_cast<double>(C)));
+    const Tensor nll = K::mul(w_t, K::sub(log_sum, p_t));
+    const Tensor smooth = K::div(K::sub(K::mul(log_sum, w_sum), p_all), Scalar(static_cast<double>(C)));
     const Tensor zero_n = Tensor::zeros({N}, DType::kFloat64, dev);
     const Tensor loss =
         K::where(ignored, zero_n, K::add(K::mul(nll, Scalar(1.0 - eps)), K::mul(smooth, Scalar(eps))));

@@ -321,10 +321,10 @@ void launch_max_pool2d(const Pool2d& p, Compute c, const void* in, DType dtype, 
 void launch_max_pool_backward(Compute c, const void* grad_out, DType dtype, const int64_t* indices,
                               int64_t planes, int64_t in_plane, int64_t out_plane, void* grad_acc,
                               int64_t* bad_index, cudaStream_t stream);
-// The same sums with one block per plane accumulating in shared memory, written once into grad_in
-// [planes, in_plane] of `dtype` (no zeroed accumulator, no global atomics, no conversion pass).
-// Returns false, launching nothing, when a plane of the compute type exceeds the device's shared
-// memory per block (the caller then uses launch_max_pool_backward).
+// The same sums with a block per group of planes accumulating in shared memory, written once into
+// grad_in [planes, in_plane] of `dtype` (no zeroed accumulator, no global atomics, no conversion
+// pass). Returns false, launching nothing, when a plane of the compute type exceeds the device's
+// shared memory per block (the caller then uses launch_max_pool_backward).
 bool launch_max_pool_backward_planes(Compute c, const void* grad_out, DType dtype,
                                      const int64_t* indices, int64_t planes, int64_t in_plane,
                                      int64_t out_plane, void* grad_in, int64_t* bad_index,

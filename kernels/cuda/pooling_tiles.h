@@ -92,10 +92,21 @@ inline int tile_cols_log2(int64_t rows, int64_t cols) {
 
 inline int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The least fraction of a plan's tile slots holding a result: below it (planes smaller than a tile,
+// such as the 7x7 maps of a CNN's last stages) most threads of a tile would idle, and the
+// per-element kernels (a thread a result) do better.
+inline constexpr double kMinTileFill = 0.5;
+
+inline bool filled_enough(int64_t rows, int64_t cols, const TilePlan& p, double min_fill) {
+  const double slots = static_cast<double>(p.tiles_h * p.th) * static_cast<double>(p.tiles_w << p.tw_log2);
+  return static_cast<double>(rows) * static_cast<double>(cols) >= min_fill * slots;
+}
+
 // The plan of a forward pooling over outputs, or false when its staged window would exceed
-// kTileSmemBytes (large kernels, strides or dilations), for the per-element kernels. elem_bytes:
-// sizeof(T) of the compute type staged.
-inline bool plan_forward(const TileGeo& g, int64_t elem_bytes, TilePlan* tp) {
+// kTileSmemBytes (large kernels, strides or dilations) or its tiles would be filled less than
+// min_fill, for the per-element kernels. elem_bytes: sizeof(T) of the compute type staged.
+inline bool plan_forward(const TileGeo& g, int64_t elem_bytes, TilePlan* tp,
+                         double min_fill = kMinTileFill) {
   TilePlan p;
   p.tw_log2 = tile_cols_log2(g.OH, g.OW);
   p.th = kTileThreads >> p.tw_log2;
@@ -109,6 +120,7 @@ inline bool plan_forward(const TileGeo& g, int64_t elem_bytes, TilePlan* tp) {
   if (p.rh > limit || p.rw > limit || p.rh * p.rw > limit) return false;
   p.tiles_h = ceil_div64(g.OH, p.th);
   p.tiles_w = ceil_div64(g.OW, tw);
+  if (!filled_enough(g.OH, g.OW, p, min_fill)) return false;
   p.tiles = g.planes * p.tiles_h * p.tiles_w;
   p.smem_bytes = p.rh * p.rw * elem_bytes;
   *tp = p;
@@ -117,9 +129,9 @@ inline bool plan_forward(const TileGeo& g, int64_t elem_bytes, TilePlan* tp) {
 
 // The plan of avg-pool's backward over inputs. A tile of th input rows meets at most
 // (th + k - 2) / s + 2 output rows (outputs_of's first and last output of its first and last row),
-// and likewise for columns.
+// and likewise for columns. Refused as plan_forward refuses.
 inline bool plan_avg_backward(const TileGeo& g, int64_t elem_bytes, int64_t index_bytes,
-                              TilePlan* tp) {
+                              TilePlan* tp, double min_fill = kMinTileFill) {
   TilePlan p;
   p.tw_log2 = tile_cols_log2(g.H, g.W);
   p.th = kTileThreads >> p.tw_log2;
@@ -131,6 +143,7 @@ inline bool plan_avg_backward(const TileGeo& g, int64_t elem_bytes, int64_t inde
   if (p.rh * p.rw > limit) return false;
   p.tiles_h = ceil_div64(g.H, p.th);
   p.tiles_w = ceil_div64(g.W, tw);
+  if (!filled_enough(g.H, g.W, p, min_fill)) return false;
   p.tiles = g.planes * p.tiles_h * p.tiles_w;
   const int64_t ranges = 2 * (p.th + tw) * index_bytes;
   // The ranges follow the staged values, aligned to their own size.

@@ -124,7 +124,7 @@ std::vector<double> reals(int64_t n, uint64_t seed) {
 template <typename I>
 std::vector<double> tiled_avg(const TileGeo& g, const std::vector<double>& in) {
   TilePlan tp;
-  EXPECT_TRUE(plan_forward(g, sizeof(double), &tp));
+  EXPECT_TRUE(plan_forward(g, sizeof(double), &tp, 0));  // every case, however full its tiles
   std::vector<double> out(g.planes * g.OH * g.OW, kNaN);
   Guarded<double> smem(tp.rh * tp.rw, kNaN);
   for (int64_t t = 0; t < tp.tiles; ++t) {
@@ -143,7 +143,7 @@ template <typename I>
 std::pair<std::vector<double>, std::vector<int64_t>> tiled_max(const TileGeo& g,
                                                                const std::vector<double>& in) {
   TilePlan tp;
-  EXPECT_TRUE(plan_forward(g, sizeof(double), &tp));
+  EXPECT_TRUE(plan_forward(g, sizeof(double), &tp, 0));  // every case, however full its tiles
   std::vector<double> out(g.planes * g.OH * g.OW, 99);
   std::vector<int64_t> idx(out.size(), -7);
   // Poison for max-pool: NaN beats any value, so a read outside the stage shows.
@@ -164,7 +164,7 @@ std::pair<std::vector<double>, std::vector<int64_t>> tiled_max(const TileGeo& g,
 template <typename I>
 std::vector<double> tiled_avg_backward(const TileGeo& g, const std::vector<double>& grad_out) {
   TilePlan tp;
-  EXPECT_TRUE(plan_avg_backward(g, sizeof(double), sizeof(I), &tp));
+  EXPECT_TRUE(plan_avg_backward(g, sizeof(double), sizeof(I), &tp, 0));
   std::vector<double> grad_in(g.planes * g.H * g.W, kNaN);
   Guarded<double> smem(tp.rh * tp.rw, kNaN);
   const int64_t n_ranges = 2 * (tp.th + (int64_t{1} << tp.tw_log2));
@@ -212,6 +212,8 @@ const std::vector<Case>& cases() {
       {{1, 2, 37, 70}, {3}, {2}, {1}, {}, false, true, std::nullopt},
       {{1, 2, 37, 70}, {3}, {2}, {1}, {}, true, false, std::nullopt},
       {{1, 1, 50, 33}, {4, 5}, {3, 2}, {2, 2}, {2, 1}, true, false, std::nullopt},
+      {{1, 1, 100, 62}, {4, 5}, {3, 2}, {2, 2}, {2, 1}, true, false, std::nullopt},
+      {{1, 2, 63, 130}, {3}, {2}, {1}, {}, false, true, std::nullopt},
       {{2, 1, 29, 41}, {2}, {3}, {1}, {3}, false, true, std::nullopt},
       {{1, 2, 11, 13}, {2}, {2}, {1}, {}, false, true, 3},
       {{1, 1, 70, 5}, {2, 1}, {1, 1}, {}, {}, false, true, std::nullopt},
@@ -292,6 +294,17 @@ TEST(PoolingTiles, PlansTheTileShapeAndTheStagedWindow) {
   TileGeo wide = g;
   wide.sH = wide.sW = 64, wide.kH = wide.kW = 64, wide.OH = wide.OW = 2;
   EXPECT_FALSE(plan_forward(wide, 4, &tp));
+  // Planes too small to fill half a tile's slots, too: a 7x7 map pooled 3x3 / 2 / pad 1 (4x4
+  // outputs in 4-column tiles of 64 rows, 1/4 filled), 19 x 35 outputs in 8 x 32 tiles (0.43).
+  TileGeo small = g;
+  small.H = small.W = 7, small.OH = small.OW = 4;
+  EXPECT_FALSE(plan_forward(small, 4, &tp));
+  EXPECT_FALSE(plan_avg_backward(small, 4, 4, &tp));
+  EXPECT_TRUE(plan_forward(small, 4, &tp, 0));
+  TileGeo odd = g;
+  odd.H = 37, odd.W = 70, odd.OH = 19, odd.OW = 35;
+  EXPECT_FALSE(plan_forward(odd, 4, &tp));
+  EXPECT_TRUE(plan_avg_backward(odd, 4, 4, &tp));  // 37 x 70 inputs in 8 x 32 tiles: 0.67
 }
 
 }  // namespace

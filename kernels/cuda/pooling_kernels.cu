@@ -519,8 +519,10 @@ bool launch_max_pool_backward_planes(Compute c, const void* grad_out, DType dtyp
   int device = 0, optin = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-          cudaSuccess)
+          cudaSuccess) {
+    (void)cudaGetLastError();  // the caller's fallback runs; its launch check must not see this
     return false;
+  }
   if (in_plane <= 0 || out_plane <= 0 || in_plane > optin / elem) return false;
   // Planes a block takes: enough for kPlaneGroupElems elements, as many as shared memory holds.
   int64_t group = (kPlaneGroupElems + in_plane - 1) / in_plane;
@@ -539,8 +541,10 @@ bool launch_max_pool_backward_planes(Compute c, const void* grad_out, DType dtyp
       auto* kernel = max_pool_backward_plane_kernel<T, S, I>;
       // Over 48 KiB a kernel must ask for its dynamic shared memory.
       if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(bytes)) != cudaSuccess)
+                               static_cast<int>(bytes)) != cudaSuccess) {
+        (void)cudaGetLastError();  // as above: the fallback runs
         return;
+      }
       kernel<<<grid, kPlaneThreads, bytes, stream>>>(
           static_cast<const S*>(grad_out), indices, I(planes), I(group), I(in_plane), I(out_plane),
           Div<I>(out_plane), static_cast<S*>(grad_in), bad_index);

@@ -11,6 +11,7 @@
 #include "dtensor/core/cuda/cuda_util.h"
 #include "dtensor/core/tensor.h"
 #include "gtest/gtest.h"
+#include "tests/cuda/tolerance.h"
 
 namespace dtensor::cuda::testing {
 
@@ -50,21 +51,6 @@ inline Tensor randint(const Shape& s, uint64_t seed, int64_t n, DType dt = DType
   return Tensor::from_vector(v, s).to(dt);
 }
 
-// Float tolerance for results of dtype dt (relative and absolute).
-inline double tol(DType dt) {
-  switch (dt) {
-    case DType::kFloat64:
-      return 1e-10;
-    case DType::kFloat32:
-      return 2e-5;
-    case DType::kFloat16:
-      return 2e-3;
-    case DType::kBFloat16:
-      return 1.6e-2;
-    default:
-      return 0;
-  }
-}
 
 // The CUDA result `got` against the CPU result `want`: same shape and dtype, on the GPU; values
 // within tol (floats, NaN matching NaN) or equal (integers, bool; exact also for floats with

@@ -20,6 +20,7 @@
 #include "dtensor/core/tensor.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/norm.h"
+#include "tests/cuda/tolerance.h"
 
 namespace dtensor::kernels::cuda::softmax_math {
 namespace {
@@ -27,19 +28,7 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-// tests/cuda/cuda_test_util.h's tol(dt): relative and absolute.
-double gpu_tol(DType dt) {
-  switch (dt) {
-    case DType::kFloat32:
-      return 2e-5;
-    case DType::kFloat16:
-      return 2e-3;
-    case DType::kBFloat16:
-      return 1.6e-2;
-    default:
-      return 0;
-  }
-}
+using ::dtensor::cuda::testing::tol;  // the GPU tests' tolerance (tests/cuda/tolerance.h)
 
 int vec_of(DType dt) { return dt == DType::kFloat32 ? 4 : 8; }  // elements of 16 bytes
 
@@ -131,7 +120,7 @@ Tensor rows_of(int64_t rows, int64_t n, uint64_t seed, DType dt, double base = 0
 // Softmax and log_softmax of x through the kernel's arithmetic against the CPU kernels, at the GPU
 // tests' tolerances (log_softmax: 10x, as there).
 void expect_matches_cpu(const Tensor& x, const std::string& what, double t = -1) {
-  if (t < 0) t = gpu_tol(x.dtype());
+  if (t < 0) t = tol(x.dtype());
   const Tensor want = softmax(x, 1), got = kernel_softmax(x, false);
   EXPECT_TRUE(allclose(got, want, t, t)) << what << " softmax: max |diff| " << max_abs_diff(got, want);
   const Tensor want_log = log_softmax(x, 1), got_log = kernel_softmax(x, true);
@@ -199,7 +188,7 @@ TEST(SoftmaxMath, InfinitiesAndNaNMatchTheCpuKernel) {
     v[4 * n] = kNaN;                                    // row 4: NaN (first)
     const Tensor x = Tensor::from_vector<float>(v, {5, n}).to(dt);
     expect_matches_cpu(x, std::string(dtype_name(dt)) + " infinities",
-                       dt == DType::kFloat32 ? 1e-6 : gpu_tol(dt));
+                       dt == DType::kFloat32 ? 1e-6 : tol(dt));
     // The NaN rows are NaN throughout, the -inf entries 0.
     const std::vector<float> got = kernel_softmax(x, false).to_vector<float>();
     for (int64_t j = n; j < 5 * n; ++j) EXPECT_TRUE(std::isnan(got[j])) << dtype_name(dt) << " at " << j;

@@ -166,6 +166,26 @@ DT_TILE_FN Tile<I> tile_at(const TilePlan& tp, int64_t t) {
   return {I(plane), I(ty * tp.th), I(tx << tp.tw_log2)};
 }
 
+// Where a forward tile's output for thread tid sits: its output (oh, ow), the start (hs, ws) of its
+// window in the input, and the input position (h_org, w_org) of the tile's staged element 0; valid
+// is false for threads past the output's last row or column.
+template <typename I>
+struct ForwardSite {
+  I oh, ow, hs, ws, h_org, w_org;
+  bool valid;
+};
+
+template <typename I>
+DT_TILE_FN ForwardSite<I> forward_site(const TileGeo& g, const TilePlan& tp, const Tile<I>& tile, int tid) {
+  ForwardSite<I> f;
+  f.oh = tile.row0 + I(tid >> tp.tw_log2);
+  f.ow = tile.col0 + I(tid & ((1 << tp.tw_log2) - 1));
+  f.valid = f.oh < I(g.OH) && f.ow < I(g.OW);
+  f.hs = f.oh * I(g.sH) - I(g.pH), f.ws = f.ow * I(g.sW) - I(g.pW);
+  f.h_org = tile.row0 * I(g.sH) - I(g.pH), f.w_org = tile.col0 * I(g.sW) - I(g.pW);
+  return f;
+}
+
 // Stage phase of the forward kernels: the input window of a tile of outputs, rows (tile row0 *
 // sH - pH) on, columns (col0 * sW - pW) on, converted to T; positions outside the input hold 0 and
 // are never read (the compute phase skips them as the per-element kernels do). Warp w stages rows
@@ -174,7 +194,8 @@ template <typename T, typename S, typename I, typename Io>
 DT_TILE_FN void stage_forward(const TileGeo& g, const TilePlan& tp, const Tile<I>& tile, int tid,
                               const S* in, T* stage) {
   const I H = I(g.H), W = I(g.W), rw = I(tp.rw);
-  const I h_org = tile.row0 * I(g.sH) - I(g.pH), w_org = tile.col0 * I(g.sW) - I(g.pW);
+  const ForwardSite<I> f = forward_site(g, tp, tile, tid);
+  const I h_org = f.h_org, w_org = f.w_org;
   const I base = tile.plane * H * W;
   const int warps = kTileThreads / kWarp, warp = tid / kWarp, lane = tid % kWarp;
   for (I r = warp; r < I(tp.rh); r += warps) {
@@ -192,12 +213,10 @@ DT_TILE_FN void stage_forward(const TileGeo& g, const TilePlan& tp, const Tile<I
 template <typename T, typename S, typename I, typename Io>
 DT_TILE_FN void compute_avg_forward(const TileGeo& g, const TilePlan& tp, const Tile<I>& tile,
                                     int tid, const T* stage, S* out) {
-  const I oh = tile.row0 + I(tid >> tp.tw_log2), ow = tile.col0 + I(tid & ((1 << tp.tw_log2) - 1));
-  const I OH = I(g.OH), OW = I(g.OW);
-  if (oh >= OH || ow >= OW) return;
+  const ForwardSite<I> f = forward_site(g, tp, tile, tid);
+  if (!f.valid) return;
   const I H = I(g.H), W = I(g.W), kH = I(g.kH), kW = I(g.kW), rw = I(tp.rw);
-  const I hs = oh * I(g.sH) - I(g.pH), ws = ow * I(g.sW) - I(g.pW);
-  const I h_org = tile.row0 * I(g.sH) - I(g.pH), w_org = tile.col0 * I(g.sW) - I(g.pW);
+  const I hs = f.hs, ws = f.ws, h_org = f.h_org, w_org = f.w_org;
   const I h0 = imax(hs, I(0)), h1 = imin(hs + kH, H);
   const I w0 = imax(ws, I(0)), w1 = imin(ws + kW, W);
   T sum = 0;
@@ -215,7 +234,7 @@ DT_TILE_FN void compute_avg_forward(const TileGeo& g, const TilePlan& tp, const 
                                avg_extent(ws, kW, W, I(g.pW), inc));
     }
   }
-  Io::st(out, (tile.plane * OH + oh) * OW + ow, v);
+  Io::st(out, (tile.plane * I(g.OH) + f.oh) * I(g.OW) + f.ow, v);
 }
 
 // Compute phase of max_pool: the window's largest in-input value in window order (a NaN wins; the
@@ -223,12 +242,10 @@ DT_TILE_FN void compute_avg_forward(const TileGeo& g, const TilePlan& tp, const 
 template <typename T, typename S, typename I, typename Io>
 DT_TILE_FN void compute_max_forward(const TileGeo& g, const TilePlan& tp, const Tile<I>& tile,
                                     int tid, const T* stage, S* out, int64_t* indices) {
-  const I oh = tile.row0 + I(tid >> tp.tw_log2), ow = tile.col0 + I(tid & ((1 << tp.tw_log2) - 1));
-  const I OH = I(g.OH), OW = I(g.OW);
-  if (oh >= OH || ow >= OW) return;
+  const ForwardSite<I> f = forward_site(g, tp, tile, tid);
+  if (!f.valid) return;
   const I H = I(g.H), W = I(g.W), dH = I(g.dH), dW = I(g.dW), rw = I(tp.rw);
-  const I hs = oh * I(g.sH) - I(g.pH), ws = ow * I(g.sW) - I(g.pW);
-  const I h_org = tile.row0 * I(g.sH) - I(g.pH), w_org = tile.col0 * I(g.sW) - I(g.pW);
+  const I hs = f.hs, ws = f.ws, h_org = f.h_org, w_org = f.w_org;
   T best = -std::numeric_limits<T>::infinity();
   I arg = -1;
   for (I i = 0; i < I(g.kH); ++i) {
@@ -247,7 +264,7 @@ DT_TILE_FN void compute_max_forward(const TileGeo& g, const TilePlan& tp, const 
       }
     }
   }
-  const I o = (tile.plane * OH + oh) * OW + ow;
+  const I o = (tile.plane * I(g.OH) + f.oh) * I(g.OW) + f.ow;
   Io::st(out, o, best);
   indices[o] = static_cast<int64_t>(arg);
 }

@@ -10,7 +10,6 @@
 // index that can occur fits (index32_ok), and divide by the runtime sizes and strides through
 // Div<I> (a multiply-high and shift for int32); they are also templated on the storage type S, so
 // loads and stores need no runtime dtype switch.
-#include <algorithm>
 #include <type_traits>
 
 #include "kernels/cuda/device_util.cuh"
@@ -269,6 +268,15 @@ struct DeviceIo {
   __device__ __forceinline__ static void st(S* __restrict__ p, I i, T v) {
     p[i] = to_storage<S>(v);
   }
+  template <typename T>
+  __device__ __forceinline__ static void add(T* p, T v) {
+    atomicAdd(p, v);
+  }
+  // An index outside its plane: flagged, with one such index kept (read back by the host).
+  __device__ __forceinline__ static void bad(int64_t* record, int64_t idx) {
+    record[0] = 1;
+    atomicExch(reinterpret_cast<unsigned long long*>(record + 1), static_cast<unsigned long long>(idx));
+  }
 };
 
 extern __shared__ __align__(16) unsigned char tile_smem[];
@@ -339,9 +347,9 @@ unsigned grid_for_tiles(int64_t tiles) { return grid_for(tiles, 1); }
 // (atomics there are cheap), then is written once. The global-atomics kernel above needs a zeroed
 // accumulator (a write of the input's size), read-modify-writes it in L2 (the input's size twice
 // more once it exceeds L2) and a conversion pass: about twice the traffic (0.33 of the device copy
-// on an H200). Small planes are grouped so that a block has a few thousand elements to write.
+// on an H200). Small planes are grouped (tl::plane_group) so that a block has a few thousand
+// elements to write.
 constexpr int kPlaneThreads = 512;
-constexpr int64_t kPlaneGroupElems = 4096;
 
 template <typename T, typename S, typename I>
 __global__ void __launch_bounds__(kPlaneThreads)
@@ -351,20 +359,12 @@ __global__ void __launch_bounds__(kPlaneThreads)
                                    int64_t* bad) {
   T* acc = reinterpret_cast<T*>(tile_smem);
   for (I p0 = I(blockIdx.x) * group; p0 < planes; p0 += I(gridDim.x) * group) {
-    const I n = imin(group, planes - p0), in_n = n * in_plane, out_n = n * out_plane;
+    const I n = imin(group, planes - p0), in_n = n * in_plane;
     for (I i = threadIdx.x; i < in_n; i += kPlaneThreads) acc[i] = T(0);
     __syncthreads();
-    const I base = p0 * out_plane;
-    for (I j = threadIdx.x; j < out_n; j += kPlaneThreads) {
-      const int64_t idx = indices[base + j];
-      if (idx < 0 || idx >= in_plane) {
-        bad[0] = 1;
-        atomicExch(reinterpret_cast<unsigned long long*>(bad + 1),
-                   static_cast<unsigned long long>(idx));
-        continue;
-      }
-      atomicAdd(acc + by_out_plane.div(j) * in_plane + static_cast<I>(idx), ld<T>(grad_out, base + j));
-    }
+    tl::plane_group_accumulate<T, S, I, DeviceIo>(p0, n, in_plane, out_plane, by_out_plane,
+                                                  threadIdx.x, kPlaneThreads, grad_out, indices,
+                                                  acc, bad);
     __syncthreads();
     const I out_base = p0 * in_plane;
     for (I i = threadIdx.x; i < in_n; i += kPlaneThreads) st(grad_in, out_base + i, acc[i]);
@@ -523,10 +523,8 @@ bool launch_max_pool_backward_planes(Compute c, const void* grad_out, DType dtyp
     (void)cudaGetLastError();  // the caller's fallback runs; its launch check must not see this
     return false;
   }
-  if (in_plane <= 0 || out_plane <= 0 || in_plane > optin / elem) return false;
-  // Planes a block takes: enough for kPlaneGroupElems elements, as many as shared memory holds.
-  int64_t group = (kPlaneGroupElems + in_plane - 1) / in_plane;
-  group = std::min({group, optin / elem / in_plane, planes});
+  const int64_t group = tl::plane_group(planes, in_plane, optin / elem);
+  if (group == 0 || out_plane <= 0) return false;
   const int64_t L = kIndex32Limit;
   const bool small = planes <= L && in_plane <= L && out_plane <= L && planes * in_plane <= L &&
                      planes * out_plane <= L;

@@ -342,4 +342,39 @@ DT_TILE_FN void compute_avg_backward(const TileGeo& g, const TilePlan& tp, const
   Io::st(grad_in, (tile.plane * H + h) * W + w, sum);
 }
 
+// ---- max-pool backward, a block per group of planes (pooling_kernels.cu's plane kernel): zero the
+// group's accumulator in shared memory, barrier, accumulate, barrier, write.
+
+// Input elements a block's group of planes should hold at least, so that small planes do not leave
+// most of a block idle.
+inline constexpr int64_t kPlaneGroupElems = 4096;
+
+// Planes a block accumulates at once: enough for kPlaneGroupElems input elements, as many as
+// smem_elems (the device's shared memory per block, in compute-type elements) holds, at most
+// `planes`; 0 when one plane does not fit (the global-atomics kernel runs instead).
+inline int64_t plane_group(int64_t planes, int64_t in_plane, int64_t smem_elems) {
+  if (planes <= 0 || in_plane <= 0 || in_plane > smem_elems) return 0;
+  const int64_t want = ceil_div64(kPlaneGroupElems, in_plane);
+  return imin(imin(want, smem_elems / in_plane), planes);
+}
+
+// Accumulate phase for planes [p0, p0 + n): thread tid of `threads` adds each output's gradient at
+// its index into acc (n planes of in_plane elements) with Io::add (atomic on the device); an index
+// outside its plane is reported with Io::bad and skipped. by_out_plane: division by out_plane.
+template <typename T, typename S, typename I, typename Io, typename Div>
+DT_TILE_FN void plane_group_accumulate(I p0, I n, I in_plane, I out_plane, const Div& by_out_plane,
+                                       int tid, int threads, const S* grad_out,
+                                       const int64_t* indices, T* acc, int64_t* bad) {
+  const I base = p0 * out_plane, out_n = n * out_plane;
+  for (I j = tid; j < out_n; j += threads) {
+    const int64_t idx = indices[base + j];
+    if (idx < 0 || idx >= static_cast<int64_t>(in_plane)) {
+      Io::bad(bad, idx);
+      continue;
+    }
+    Io::add(acc + by_out_plane.div(j) * in_plane + static_cast<I>(idx),
+            Io::template ld<T>(grad_out, base + j));
+  }
+}
+
 }  // namespace dtensor::kernels::cuda::tiles

@@ -5,6 +5,7 @@
 // what a tile stages shows up as a wrong result. Runs on every machine: no GPU, no CUDA library.
 #include "kernels/cuda/pooling_tiles.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -30,6 +31,18 @@ struct HostIo {
   template <typename S, typename I, typename T>
   static void st(S* p, I i, T v) {
     p[i] = static_cast<S>(v);
+  }
+};
+
+// The plane kernel's atomics, one thread at a time.
+struct HostPlaneIo : HostIo {
+  template <typename T>
+  static void add(T* p, T v) {
+    *p += v;
+  }
+  static void bad(int64_t* record, int64_t idx) {
+    record[0] = 1;
+    record[1] = idx;
   }
 };
 
@@ -305,6 +318,65 @@ TEST(PoolingTiles, PlansTheTileShapeAndTheStagedWindow) {
   odd.H = 37, odd.W = 70, odd.OH = 19, odd.OW = 35;
   EXPECT_FALSE(plan_forward(odd, 4, &tp));
   EXPECT_TRUE(plan_avg_backward(odd, 4, 4, &tp));  // 37 x 70 inputs in 8 x 32 tiles: 0.67
+}
+
+// max-pool backward's plane kernel on the CPU: each block's group of planes zeroed, accumulated by
+// 512 threads in turn, written; against the CPU kernel (within 1e-12: the sums' order differs).
+template <typename I>
+std::vector<double> plane_groups(const std::vector<double>& grad, const std::vector<int64_t>& indices,
+                                 int64_t planes, int64_t in_plane, int64_t out_plane, int64_t smem_elems,
+                                 int64_t* bad) {
+  const int64_t group = plane_group(planes, in_plane, smem_elems);
+  EXPECT_GT(group, 0);
+  std::vector<double> grad_in(planes * in_plane, kNaN);
+  Guarded<double> acc(group * in_plane, kNaN);
+  for (int64_t p0 = 0; p0 < planes; p0 += group) {
+    const int64_t n = std::min(group, planes - p0);
+    acc.reset();
+    for (int64_t i = 0; i < n * in_plane; ++i) acc.data()[i] = 0;
+    for (int tid = 0; tid < 512; ++tid)
+      plane_group_accumulate<double, double, I, HostPlaneIo>(I(p0), I(n), I(in_plane), I(out_plane),
+                                                             HostDiv<I>{I(out_plane)}, tid, 512, grad.data(),
+                                                             indices.data(), acc.data(), bad);
+    for (int64_t i = 0; i < n * in_plane; ++i) grad_in[p0 * in_plane + i] = acc.data()[i];
+    EXPECT_TRUE(acc.guards_intact()) << "plane group at " << p0 << " wrote outside its planes";
+  }
+  return grad_in;
+}
+
+TEST(PoolingTiles, MaxPoolBackwardPlaneGroupsMatchTheCpuKernel) {
+  EXPECT_EQ(plane_group(10, 1000, 58112), 5);      // ceil(4096 / 1000) planes a block
+  EXPECT_EQ(plane_group(3, 1000, 58112), 3);       // no more than there are
+  EXPECT_EQ(plane_group(100, 16384, 58112), 1);    // 128 x 128 float32 planes: one each
+  EXPECT_EQ(plane_group(100, 30000, 58112 / 2), 0);  // over the shared memory: the atomics kernel
+  EXPECT_EQ(plane_group(100, 17, 40), 2);          // shared memory bounds the group too
+  struct Shape4 {
+    Shape shape;
+    int64_t smem_elems;
+  };
+  // Groups of several planes (small planes), of one, a last group shorter than the others.
+  for (const Shape4& c : {Shape4{{3, 5, 9, 8}, 58112}, Shape4{{2, 3, 70, 66}, 58112}, Shape4{{7, 11, 6}, 20}}) {
+    const int dims = c.shape.size() == 3 ? 1 : 2;
+    const Tensor x = Tensor::from_vector(values(numel(c.shape), 11, false), c.shape);
+    const auto mp = max_pool_with_indices(x, dims, {3}, {2}, {1}, {}, false);
+    const Tensor g = Tensor::from_vector(reals(mp.first.numel(), 13), mp.first.sizes());
+    const int64_t in_plane = dims == 2 ? c.shape[2] * c.shape[3] : c.shape[2];
+    const int64_t planes = numel(c.shape) / in_plane, out_plane = mp.first.numel() / planes;
+    int64_t bad[2] = {0, 0};
+    const std::vector<double> want = max_pool_backward(g, mp.second, x.sizes(), dims).to_vector<double>();
+    expect_close(plane_groups<int32_t>(g.to_vector<double>(), mp.second.to_vector<int64_t>(), planes, in_plane,
+                                       out_plane, c.smem_elems, bad),
+                 want, "max_pool_backward planes int32");
+    expect_close(plane_groups<int64_t>(g.to_vector<double>(), mp.second.to_vector<int64_t>(), planes, in_plane,
+                                       out_plane, c.smem_elems, bad),
+                 want, "max_pool_backward planes int64");
+    EXPECT_EQ(bad[0], 0);
+  }
+  // An index outside its plane is reported and skipped.
+  int64_t bad[2] = {0, 0};
+  plane_groups<int64_t>({1, 2}, {0, 4}, 2, 4, 1, 100, bad);
+  EXPECT_EQ(bad[0], 1);
+  EXPECT_EQ(bad[1], 4);
 }
 
 }  // namespace

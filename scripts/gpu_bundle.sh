@@ -9,6 +9,7 @@
 #                  data/: the training text (dtensor train's default, which that machine may lack)
 #   run.sh         a copy of scripts/gpu_run.sh, the part that runs there (it unpacks the archive)
 #   BUILD_INFO     commit, date, compiler and CUDA versions
+#   gpu_baseline.json  the last measured medians on a GPU kind, which run.sh prints beside a new run
 # xz because OpenBLAS and ICU's data alone are 65 MiB unpacked (about 130 MiB in all, 25 packed).
 # Fails (exit 1) when the build fails, when a binary needs a library that is not on this machine, or
 # when the bundle is over its size limit (60 MiB: the GPU machine receives at most 64 MiB, working
@@ -112,6 +113,7 @@ mkdir -p "$tmp.out"
 tar -C "$tmp" -cf - bin lib data cuda_libs.txt BUILD_INFO | xz -T2 -6 >"$tmp.out/bundle.tar.xz"
 cp "$tmp/BUILD_INFO" "$tmp.out/BUILD_INFO"
 cp scripts/gpu_run.sh "$tmp.out/run.sh"
+cp scripts/gpu_baseline.json "$tmp.out/gpu_baseline.json"
 size=$(du -sb "$tmp.out" | cut -f1)
 if [ "$size" -gt "$limit_bytes" ]; then
   du -ab "$tmp" | sort -rn | head -12 >&2

@@ -319,8 +319,9 @@ for row in "${rows[@]}"; do
 done
 if [ -s "$out/cuda_bench.json" ]; then
   echo
-  python3 - "$out/cuda_bench.json" <<'PY'
-import collections, json, statistics, sys
+  baseline=$here/gpu_baseline.json
+  python3 - "$out/cuda_bench.json" "$baseline" "$device" <<'PY'
+import collections, json, os, statistics, sys
 runs = [b for b in json.load(open(sys.argv[1]))["benchmarks"] if b.get("run_type", "iteration") == "iteration"]
 groups = collections.OrderedDict()
 # In declaration order (the repetitions ran in random order).
@@ -360,6 +361,22 @@ if mem:
     lo = min(mem, key=lambda x: x[1])
     print(f"memory-bound kernels at >= 0.7 of the copy (median): {sum(x >= 0.7 for _, x in mem)} of {len(mem)}; "
           f"lowest {lo[0]} {lo[1]:.2f}")
+# Beside the last measured run on the same kind of GPU (scripts/gpu_baseline.json), when there is one:
+# another lease of the same kind, so a change of a few per cent is within what leases differ by.
+base = json.load(open(sys.argv[2])) if os.path.exists(sys.argv[2]) else None
+if base and base["device"] in sys.argv[3]:
+    print(f"\nAgainst the last measured run on a {base['device']} ({base['commit']}, {base['date']}; another lease), medians:")
+    print()
+    print("| benchmark | then | now | now / then |")
+    print("|---|---:|---:|---:|")
+    for name, bs in groups.items():
+        then = base["median_us"].get(name)
+        t = stat(bs, "real_time")
+        if then is None or t is None or any(b.get("error_occurred") for b in bs):
+            continue
+        unit = {"ns": 1e-3, "us": 1, "ms": 1e3, "s": 1e6}[bs[0]["time_unit"]]
+        now = t[0] * unit
+        print(f"| {name} | {then:.4g} us | {now:.4g} us | {now / then:.2f} |")
 PY
 fi
 }

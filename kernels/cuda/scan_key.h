@@ -113,10 +113,13 @@ DT_SCAN_KEY_FN bool needs_reload(Code<T> code, bool is_max) {
   }
 }
 
-// Whether uint64_t keys hold row, code and position of a [rows, n] tensor of T.
+// Whether uint64_t keys hold row, code and position of a [rows, n] tensor of T, with the row's
+// shift (code and position bits) below 64: a shift by the key's full width is undefined, even of
+// a row field of 0 bits.
 template <typename T>
 inline bool fits_64(int64_t rows, int64_t n) {
-  return kCodeBits<T> + bits_for(static_cast<uint64_t>(rows)) + bits_for(static_cast<uint64_t>(n)) <= 64;
+  const int low = kCodeBits<T> + bits_for(static_cast<uint64_t>(n));
+  return low < 64 && low + bits_for(static_cast<uint64_t>(rows)) <= 64;
 }
 
 // Packs and unpacks keys of T values in Key (uint64_t or u128) for rows of n elements.

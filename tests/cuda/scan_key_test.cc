@@ -155,6 +155,10 @@ TEST(ScanKey, SixtyFourBitKeysHoldEveryShapeOfTheThirtyTwoBitPath) {
   }
   EXPECT_FALSE(fits_64<float>(int64_t{1} << 16, int64_t{1} << 16 | 1));
   EXPECT_FALSE(fits_64<double>(2, 1));
+  // A row shift of the key's full width (undefined) is refused even with no row bits.
+  EXPECT_FALSE(fits_64<double>(1, 1));
+  EXPECT_FALSE(fits_64<float>(1, int64_t{1} << 32 | 1));
+  EXPECT_TRUE(fits_64<float>(1, int64_t{1} << 31));
   const Layout<double, u128> wide(int64_t{1} << 40);
   const u128 k = wide.pack((uint64_t{1} << 22) - 1, ~uint64_t{0}, (uint64_t{1} << 40) - 1);
   EXPECT_EQ(wide.row(k), (uint64_t{1} << 22) - 1);

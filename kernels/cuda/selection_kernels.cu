@@ -859,8 +859,11 @@ void allow_shared(const void* kernel, size_t bytes) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return;  // the launch reports it
   std::lock_guard<std::mutex> lock(mu);
-  if (done.insert({kernel, device}).second)
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (done.count({kernel, device})) return;
+  // Recorded only once it took: a failure is retried on the next call (and this launch reports it).
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)) ==
+      cudaSuccess)
+    done.insert({kernel, device});
 }
 
 // The whole-tensor median's workspace: the state, the splitters, the two key buffers.

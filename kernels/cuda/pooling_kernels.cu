@@ -10,6 +10,12 @@
 // index that can occur fits (index32_ok), and divide by the runtime sizes and strides through
 // Div<I> (a multiply-high and shift for int32); they are also templated on the storage type S, so
 // loads and stores need no runtime dtype switch.
+//
+// Two kernel kinds: 1-d and 2-d pooling whose tiles are filled enough run tiled (a block stages its
+// tile's window in shared memory once; pooling_tiles.h, whose phases the host tests run on the
+// CPU); 3-d pooling, large windows and small planes run per element (a thread a result).
+// max-pool backward accumulates a group of planes in shared memory, or, for planes too large for
+// it, adds into a zeroed accumulator with global atomics.
 #include <type_traits>
 
 #include "kernels/cuda/device_util.cuh"

@@ -10,6 +10,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/kernels.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/cuda/median_inputs.h"
 
 namespace dtensor::cuda::testing {
 namespace {
@@ -112,28 +113,12 @@ TEST_F(Median, WholeFallbacks) {
 // WholeEmulationZeroMedianSign checks that on the CPU, same input): only the finish kernel's -0.0
 // check sends the call to the exact path, which answers the zero the stable order puts at the rank
 // (-0.0 for zeros 1 and 2, where the fast path alone would give +0.0; expect_whole compares bits
-// with K::median_dim). 1001 zeros at j = 261 q, the rest distinct integers, 130571 negative and
-// 130572 positive, scrambled.
-std::vector<double> zero_median_input(int zeros) {
-  constexpr int64_t n = int64_t{1} << 18, m = 1001, gap = 261, numbers = n - m, negatives = numbers / 2;
-  std::vector<double> x(n);
-  int64_t i = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    if (j % gap == 0 && j / gap < m) {
-      const bool negative = zeros == 1 || (zeros == 2 && (j / gap) % 2 == 0);
-      x[j] = negative ? -0.0 : 0.0;
-      continue;
-    }
-    const int64_t p = (i++ * 40503) % numbers;
-    x[j] = static_cast<double>(p < negatives ? -(p + 1) : p - negatives + 1);
-  }
-  return x;
-}
+// with K::median_dim). The input: tests/cuda/median_inputs.h.
 
 TEST_F(Median, WholeZeroMedianSign) {
   for (int zeros : {0, 1, 2})
     for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16})
-      expect_whole(from(zero_median_input(zeros), dt),
+      expect_whole(from(zero_median_input<double>(zeros), dt),
                    "zero median, zeros " + std::to_string(zeros) + " " + std::string(dtype_name(dt)));
 }
 

@@ -15,6 +15,7 @@
 #include "dtensor/core/tensor.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/kernels.h"
+#include "tests/cuda/median_inputs.h"
 
 namespace dtensor::kernels::cuda::plan {
 namespace {
@@ -367,32 +368,12 @@ TEST(SelectionPlan, WholeEmulationFallsBack) {
   expect_same(r.value, cpu_median(x, false), "-0.0 elsewhere");
 }
 
-// 2^18 elements whose median is a zero: 1001 zeros at j = 261 q (q = 0..1000), the other
-// elements distinct integers, 130571 negative and 130572 positive, in a scrambled order. The zeros
-// take ranks 130571 .. 131571, so rank (n - 1) / 2 = 131071 holds zero q = 500 of the stable order.
-// zeros: 0 all +0.0, 1 all -0.0, 2 -0.0 for even q (the stable order's zero at the rank is -0.0).
-// tests/cuda/median_test.cc builds the same input (zero_median_input there).
-std::vector<float> zero_median_input(int zeros) {
-  constexpr int64_t n = int64_t{1} << 18, m = 1001, gap = 261, numbers = n - m, negatives = numbers / 2;
-  std::vector<float> x(n);
-  int64_t i = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    if (j % gap == 0 && j / gap < m) {
-      const bool negative = zeros == 1 || (zeros == 2 && (j / gap) % 2 == 0);
-      x[j] = negative ? -0.0f : 0.0f;
-      continue;
-    }
-    const int64_t p = (i++ * 40503) % numbers;  // a permutation of 0 .. numbers - 1 (gcd 1)
-    x[j] = static_cast<float>(p < negatives ? -(p + 1) : p - negatives + 1);
-  }
-  return x;
-}
 
 // The finish kernel's zero check: the rank lands on a zero inside the bracket (no overflow of
 // either buffer), so only the -0.0 flag keeps the fast path from answering +0.0.
 TEST(SelectionPlan, WholeEmulationZeroMedianSign) {
   for (int zeros : {0, 1, 2}) {
-    const std::vector<float> x = zero_median_input(zeros);
+    const std::vector<float> x = ::dtensor::cuda::testing::zero_median_input<float>(zeros);
     const WholeRun r = emulate_whole(x, false);
     ASSERT_EQ(r.outcome, Outcome::kInside) << zeros;
     EXPECT_FALSE(r.overflow2) << zeros;

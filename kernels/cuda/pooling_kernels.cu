@@ -320,8 +320,7 @@ __global__ void __launch_bounds__(tl::kTileThreads)
     avg_pool_backward_tiled_kernel(tl::TileGeo g, tl::TilePlan tp, Div<I> by_sH, Div<I> by_sW,
                                    const S* __restrict__ grad_out, S* __restrict__ grad_in) {
   T* stage = reinterpret_cast<T*>(tile_smem);
-  I* ranges = reinterpret_cast<I*>(tile_smem + (tp.smem_bytes - 2 * (tp.th + (1 << tp.tw_log2)) *
-                                                                    int64_t(sizeof(I))));
+  I* ranges = reinterpret_cast<I*>(tile_smem + tp.ranges_offset);
   for (int64_t t = blockIdx.x; t < tp.tiles; t += gridDim.x) {
     const tl::Tile<I> tile = tl::tile_at<I>(tp, t);
     tl::stage_avg_backward_ranges<T, S, I, DeviceIo>(g, tp, tile, threadIdx.x, by_sH, by_sW,

@@ -1,6 +1,6 @@
 // Tiled 1-d / 2-d pooling: each block stages one window of its source in shared memory, once, and
 // its threads compute a tile of results from it. Host and device code: pooling_kernels.cu runs these
-// functions as the kernels' two phases (stage, barrier, compute), and tests/kernels/pooling_tiles_test
+// functions as the kernels' two phases (stage, barrier, compute), and tests/cuda/pooling_tiles_test
 // runs the same functions on the CPU, block by block and thread by thread, against the CPU kernels,
 // so the tiles' index arithmetic is checked on machines without a GPU.
 //
@@ -50,7 +50,9 @@ struct TilePlan {
   int tw_log2 = 5, th = 8;
   int64_t tiles_h = 0, tiles_w = 0, tiles = 0;
   int64_t rh = 0, rw = 0;
-  int64_t smem_bytes = 0;  // rh * rw staged values, then (backward) th + tw window ranges
+  // Shared memory: rh * rw staged values, then (backward) the th + tw window ranges from byte
+  // ranges_offset on.
+  int64_t ranges_offset = 0, smem_bytes = 0;
 };
 
 // Helpers shared with pooling_kernels.cu's per-element kernels.
@@ -97,8 +99,15 @@ inline int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // per-element kernels (a thread a result) do better.
 inline constexpr double kMinTileFill = 0.5;
 
-inline bool filled_enough(int64_t rows, int64_t cols, const TilePlan& p, double min_fill) {
-  const double slots = static_cast<double>(p.tiles_h * p.th) * static_cast<double>(p.tiles_w << p.tw_log2);
+// Cuts a [planes, rows, cols] result grid into p's tiles (tw_log2, th, the tile counts); false when
+// they would be filled less than min_fill.
+inline bool cut_into_tiles(int64_t planes, int64_t rows, int64_t cols, double min_fill, TilePlan* p) {
+  p->tw_log2 = tile_cols_log2(rows, cols);
+  p->th = kTileThreads >> p->tw_log2;
+  p->tiles_h = ceil_div64(rows, p->th);
+  p->tiles_w = ceil_div64(cols, int64_t{1} << p->tw_log2);
+  p->tiles = planes * p->tiles_h * p->tiles_w;
+  const double slots = static_cast<double>(p->tiles_h * p->th) * static_cast<double>(p->tiles_w << p->tw_log2);
   return static_cast<double>(rows) * static_cast<double>(cols) >= min_fill * slots;
 }
 
@@ -108,8 +117,7 @@ inline bool filled_enough(int64_t rows, int64_t cols, const TilePlan& p, double 
 inline bool plan_forward(const TileGeo& g, int64_t elem_bytes, TilePlan* tp,
                          double min_fill = kMinTileFill) {
   TilePlan p;
-  p.tw_log2 = tile_cols_log2(g.OH, g.OW);
-  p.th = kTileThreads >> p.tw_log2;
+  if (!cut_into_tiles(g.planes, g.OH, g.OW, min_fill, &p)) return false;
   const int64_t tw = int64_t{1} << p.tw_log2;
   const int64_t limit = kTileSmemBytes / elem_bytes;
   // Each factor below is at most 2^30 under the caller's index32 / int64 bounds; check as we go.
@@ -118,10 +126,6 @@ inline bool plan_forward(const TileGeo& g, int64_t elem_bytes, TilePlan* tp,
   p.rh = (p.th - 1) * g.sH + (g.kH - 1) * g.dH + 1;
   p.rw = (tw - 1) * g.sW + (g.kW - 1) * g.dW + 1;
   if (p.rh > limit || p.rw > limit || p.rh * p.rw > limit) return false;
-  p.tiles_h = ceil_div64(g.OH, p.th);
-  p.tiles_w = ceil_div64(g.OW, tw);
-  if (!filled_enough(g.OH, g.OW, p, min_fill)) return false;
-  p.tiles = g.planes * p.tiles_h * p.tiles_w;
   p.smem_bytes = p.rh * p.rw * elem_bytes;
   *tp = p;
   return true;
@@ -133,21 +137,16 @@ inline bool plan_forward(const TileGeo& g, int64_t elem_bytes, TilePlan* tp,
 inline bool plan_avg_backward(const TileGeo& g, int64_t elem_bytes, int64_t index_bytes,
                               TilePlan* tp, double min_fill = kMinTileFill) {
   TilePlan p;
-  p.tw_log2 = tile_cols_log2(g.H, g.W);
-  p.th = kTileThreads >> p.tw_log2;
+  if (!cut_into_tiles(g.planes, g.H, g.W, min_fill, &p)) return false;
   const int64_t tw = int64_t{1} << p.tw_log2;
   const int64_t limit = kTileSmemBytes / elem_bytes;
   if (g.kH > limit || g.kW > limit) return false;
   p.rh = imin((p.th + g.kH - 2) / g.sH + 2, g.OH);
   p.rw = imin((tw + g.kW - 2) / g.sW + 2, g.OW);
   if (p.rh * p.rw > limit) return false;
-  p.tiles_h = ceil_div64(g.H, p.th);
-  p.tiles_w = ceil_div64(g.W, tw);
-  if (!filled_enough(g.H, g.W, p, min_fill)) return false;
-  p.tiles = g.planes * p.tiles_h * p.tiles_w;
-  const int64_t ranges = 2 * (p.th + tw) * index_bytes;
   // The ranges follow the staged values, aligned to their own size.
-  p.smem_bytes = ceil_div64(p.rh * p.rw * elem_bytes, index_bytes) * index_bytes + ranges;
+  p.ranges_offset = ceil_div64(p.rh * p.rw * elem_bytes, index_bytes) * index_bytes;
+  p.smem_bytes = p.ranges_offset + 2 * (p.th + tw) * index_bytes;
   *tp = p;
   return true;
 }

@@ -134,43 +134,42 @@ std::vector<double> reals(int64_t n, uint64_t seed) {
   return v;
 }
 
-template <typename I>
-std::vector<double> tiled_avg(const TileGeo& g, const std::vector<double>& in) {
+// Runs a forward plan of g on `in` as the GPU does: per tile, every thread's stage phase, then every
+// thread's compute(tile, tid, stage); checks that no tile wrote outside its stage.
+template <typename I, typename Compute>
+void run_forward_tiles(const TileGeo& g, const std::vector<double>& in, const char* what, Compute compute) {
   TilePlan tp;
   EXPECT_TRUE(plan_forward(g, sizeof(double), &tp, 0));  // every case, however full its tiles
-  std::vector<double> out(g.planes * g.OH * g.OW, kNaN);
+  // Poison: NaN spreads through a sum and beats any value in max-pool, so a read outside the stage
+  // shows.
   Guarded<double> smem(tp.rh * tp.rw, kNaN);
   for (int64_t t = 0; t < tp.tiles; ++t) {
     const Tile<I> tile = tile_at<I>(tp, t);
     smem.reset();
     for (int tid = 0; tid < kTileThreads; ++tid)
       stage_forward<double, double, I, HostIo>(g, tp, tile, tid, in.data(), smem.data());
-    for (int tid = 0; tid < kTileThreads; ++tid)
-      compute_avg_forward<double, double, I, HostIo>(g, tp, tile, tid, smem.data(), out.data());
-    EXPECT_TRUE(smem.guards_intact()) << "avg_pool tile " << t << " wrote outside its stage";
+    for (int tid = 0; tid < kTileThreads; ++tid) compute(tp, tile, tid, smem.data());
+    EXPECT_TRUE(smem.guards_intact()) << what << " tile " << t << " wrote outside its stage";
   }
+}
+
+template <typename I>
+std::vector<double> tiled_avg(const TileGeo& g, const std::vector<double>& in) {
+  std::vector<double> out(g.planes * g.OH * g.OW, kNaN);
+  run_forward_tiles<I>(g, in, "avg_pool", [&](const TilePlan& tp, const Tile<I>& tile, int tid, const double* stage) {
+    compute_avg_forward<double, double, I, HostIo>(g, tp, tile, tid, stage, out.data());
+  });
   return out;
 }
 
 template <typename I>
 std::pair<std::vector<double>, std::vector<int64_t>> tiled_max(const TileGeo& g,
                                                                const std::vector<double>& in) {
-  TilePlan tp;
-  EXPECT_TRUE(plan_forward(g, sizeof(double), &tp, 0));  // every case, however full its tiles
   std::vector<double> out(g.planes * g.OH * g.OW, 99);
   std::vector<int64_t> idx(out.size(), -7);
-  // Poison for max-pool: NaN beats any value, so a read outside the stage shows.
-  Guarded<double> smem(tp.rh * tp.rw, kNaN);
-  for (int64_t t = 0; t < tp.tiles; ++t) {
-    const Tile<I> tile = tile_at<I>(tp, t);
-    smem.reset();
-    for (int tid = 0; tid < kTileThreads; ++tid)
-      stage_forward<double, double, I, HostIo>(g, tp, tile, tid, in.data(), smem.data());
-    for (int tid = 0; tid < kTileThreads; ++tid)
-      compute_max_forward<double, double, I, HostIo>(g, tp, tile, tid, smem.data(), out.data(),
-                                                     idx.data());
-    EXPECT_TRUE(smem.guards_intact()) << "max_pool tile " << t << " wrote outside its stage";
-  }
+  run_forward_tiles<I>(g, in, "max_pool", [&](const TilePlan& tp, const Tile<I>& tile, int tid, const double* stage) {
+    compute_max_forward<double, double, I, HostIo>(g, tp, tile, tid, stage, out.data(), idx.data());
+  });
   return {out, idx};
 }
 

@@ -323,12 +323,14 @@ void launch_max_pool_backward(Compute c, const void* grad_out, DType dtype, cons
                               int64_t* bad_index, cudaStream_t stream);
 // The same sums with a block per group of planes accumulating in shared memory, written once into
 // grad_in [planes, in_plane] of `dtype` (no zeroed accumulator, no global atomics, no conversion
-// pass). Returns false, launching nothing, when a plane of the compute type exceeds the device's
-// shared memory per block (the caller then uses launch_max_pool_backward).
+// pass). max_pool_backward_plane_group: the planes a block takes on the current device, 0 when a
+// plane of the compute type exceeds its shared memory per block (use launch_max_pool_backward).
+// The launch returns false, launching nothing, when the device refuses the shared memory.
+int64_t max_pool_backward_plane_group(Compute c, int64_t planes, int64_t in_plane, int64_t out_plane);
 bool launch_max_pool_backward_planes(Compute c, const void* grad_out, DType dtype,
-                                     const int64_t* indices, int64_t planes, int64_t in_plane,
-                                     int64_t out_plane, void* grad_in, int64_t* bad_index,
-                                     cudaStream_t stream);
+                                     const int64_t* indices, int64_t planes, int64_t group,
+                                     int64_t in_plane, int64_t out_plane, void* grad_in,
+                                     int64_t* bad_index, cudaStream_t stream);
 
 // ---- Scaled dot-product attention in float32, or float64 (attention_kernels.cu).
 // q [batch, L, E], k [batch, S, E], v [batch, S, Ev], out [batch, L, Ev], contiguous; lse [batch,

@@ -173,10 +173,14 @@ Tensor max_pool_backward(const Tensor& grad_out, const Tensor& indices, const Sh
   const int64_t* ip = static_cast<const int64_t*>(ix.data_ptr());
   // A plane that fits in shared memory accumulates there and is written once, in grad_out's dtype;
   // else a zeroed accumulator of the compute type takes global atomics.
-  Tensor out = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
-  if (planes == 0 || !launch_max_pool_backward_planes(c, g.data_ptr(), grad_out.dtype(), ip, planes,
-                                                      in_plane, out_plane, out.data_ptr(), bad,
-                                                      stream_of(grad_out))) {
+  Tensor out;
+  bool written = false;
+  if (const int64_t group = max_pool_backward_plane_group(c, planes, in_plane, out_plane); group > 0) {
+    out = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
+    written = launch_max_pool_backward_planes(c, g.data_ptr(), grad_out.dtype(), ip, planes, group, in_plane,
+                                              out_plane, out.data_ptr(), bad, stream_of(grad_out));
+  }
+  if (!written) {
     Tensor acc = zeros(input_shape, dtype_of(c), grad_out.device());
     launch_max_pool_backward(c, g.data_ptr(), grad_out.dtype(), ip, planes, in_plane, out_plane,
                              acc.data_ptr(), bad, stream_of(grad_out));

@@ -516,20 +516,27 @@ void launch_max_pool_backward(Compute c, const void* grad_out, DType dtype, cons
   });
 }
 
-bool launch_max_pool_backward_planes(Compute c, const void* grad_out, DType dtype,
-                                     const int64_t* indices, int64_t planes, int64_t in_plane,
-                                     int64_t out_plane, void* grad_in, int64_t* bad_index,
-                                     cudaStream_t stream) {
-  const int64_t elem = c == Compute::kDouble ? 8 : 4;
+namespace {
+// Bytes of one compute-type value of the plane kernel (float or double).
+int64_t compute_bytes(Compute c) { return c == Compute::kDouble ? 8 : 4; }
+}  // namespace
+
+int64_t max_pool_backward_plane_group(Compute c, int64_t planes, int64_t in_plane, int64_t out_plane) {
   int device = 0, optin = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
           cudaSuccess) {
     (void)cudaGetLastError();  // the caller's fallback runs; its launch check must not see this
-    return false;
+    return 0;
   }
-  const int64_t group = tl::plane_group(planes, in_plane, optin / elem);
-  if (group == 0 || out_plane <= 0) return false;
+  return out_plane <= 0 ? 0 : tl::plane_group(planes, in_plane, optin / compute_bytes(c));
+}
+
+bool launch_max_pool_backward_planes(Compute c, const void* grad_out, DType dtype,
+                                     const int64_t* indices, int64_t planes, int64_t group,
+                                     int64_t in_plane, int64_t out_plane, void* grad_in,
+                                     int64_t* bad_index, cudaStream_t stream) {
+  const int64_t elem = compute_bytes(c);
   const int64_t L = kIndex32Limit;
   const bool small = planes <= L && in_plane <= L && out_plane <= L && planes * in_plane <= L &&
                      planes * out_plane <= L;

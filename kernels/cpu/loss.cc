@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/norm.h"
 
 namespace dtensor::kernels {
 namespace {
@@ -102,14 +103,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target,
   // log_softmax of each row, in place (on a copy: rows may alias a contiguous float64 input).
   p.rows = p.rows.clone();
   double* x = p.rows.data<double>();
-  for (int64_t i = 0; i < p.m; ++i) {
-    double* r = x + i * p.c;
-    double mx = -std::numeric_limits<double>::infinity(), s = 0;
-    for (int64_t j = 0; j < p.c; ++j) mx = std::max(mx, r[j]);
-    for (int64_t j = 0; j < p.c; ++j) s += std::exp(r[j] - mx);
-    const double log_s = std::log(s);  // (x - mx) - log(s): see log_softmax (kernels/cpu/norm.cc)
-    for (int64_t j = 0; j < p.c; ++j) r[j] = (r[j] - mx) - log_s;
-  }
+  for (int64_t i = 0; i < p.m; ++i) log_softmax_row(x + i * p.c, x + i * p.c, p.c);
   const double ls = label_smoothing, c = static_cast<double>(p.c);
   std::vector<double> losses(p.m, 0.0);
   if (is_floating(target.dtype())) {  // class probabilities

@@ -62,15 +62,15 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   DT_KERNEL_ON_DEVICE(log_softmax, x, dim);
   check_floating("log_softmax", x, "input");
   dim = wrap_dim(dim, x.dim(), "log_softmax");
-  return detail::map_rows(x, dim, x.dtype(), [](const double* in, double* out, int64_t n) {
-    const double m = row_max(in, n);
-    double s = 0;
-    for (int64_t i = 0; i < n; ++i) s += std::exp(in[i] - m);
-    // (x - m) - log(s), as ATen's CPU kernel: x - (m + log(s)) loses log(s) once |m| is ~1e16
-    // times larger (a row of equal 1e30 values gave 0, not -log(n)).
-    const double log_s = std::log(s);
-    for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - m) - log_s;
-  });
+  return detail::map_rows(x, dim, x.dtype(), log_softmax_row);
+}
+
+void log_softmax_row(const double* in, double* out, int64_t n) {
+  const double m = row_max(in, n);
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += std::exp(in[i] - m);
+  const double log_s = std::log(s);
+  for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - m) - log_s;  // reads in[i] before out[i]: in place is fine
 }
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape,

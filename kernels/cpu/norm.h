@@ -14,6 +14,10 @@ namespace dtensor::kernels {
 Tensor softmax(const Tensor& x, int64_t dim);
 // x - max - log(sum(exp(x - max))) along dim.
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// log_softmax of one row of n float64 values, as (x - max) - log(sum): x - (max + log(sum)) loses
+// log(sum) once |max| is ~1e16 times larger (ATen's CPU kernel subtracts in this order too). out may
+// be in (in place). A row of all -inf gives NaN. Also cross_entropy's log-probabilities.
+void log_softmax_row(const double* in, double* out, int64_t n);
 // (x - mean) / sqrt(biased var + eps) * weight + bias over the trailing dims normalized_shape;
 // weight and bias (any floating dtype) have shape normalized_shape.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape,

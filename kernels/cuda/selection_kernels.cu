@@ -48,26 +48,54 @@ Mode mode_for(DType dt, int64_t rows) {
   return wide_keys(dt) ? Mode::kSegmented : Mode::kComposite;
 }
 
+// Input storage types and their keys.
+template <typename T>
+using KeyOf = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+template <typename T>
+constexpr bool kFloating = !std::is_integral_v<T>;  // float, double, bfloat16, half
+
+template <typename T>
+__device__ __forceinline__ KeyOf<T> key_from(T v) {
+  if constexpr (std::is_same_v<T, double>)
+    return plan::key_of_double_bits(static_cast<uint64_t>(__double_as_longlong(v)));
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return static_cast<uint64_t>(v) ^ (uint64_t{1} << 63);
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return static_cast<uint32_t>(v) ^ 0x80000000u;
+  else if constexpr (std::is_same_v<T, bool>)
+    return v ? 1u : 0u;
+  else
+    return plan::key_of_float_bits(__float_as_uint(from_storage<float>(v)));
+}
+
+// The number a key stands for, in T (+0.0 for the zero key; not for the NaN key).
+template <typename T>
+__device__ __forceinline__ T value_of_key(KeyOf<T> k) {
+  if constexpr (std::is_same_v<T, double>)
+    return __longlong_as_double(static_cast<long long>(plan::double_bits_of_key(k)));
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return static_cast<int64_t>(k ^ (uint64_t{1} << 63));
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return static_cast<int32_t>(k ^ 0x80000000u);
+  else if constexpr (std::is_same_v<T, bool>)
+    return k != 0;
+  else
+    return to_storage<T>(__uint_as_float(plan::float_bits_of_key(k)));
+}
+
+// key_from of element i of a buffer of dtype dt (16-bit floats through float, exactly).
 __device__ __forceinline__ uint64_t key_of(const void* x, DType dt, int64_t i) {
   switch (dt) {
-    case DType::kFloat64: {
-      const double v = static_cast<const double*>(x)[i];
-      if (v != v) return ~uint64_t{0};
-      uint64_t u = static_cast<uint64_t>(__double_as_longlong(v == 0.0 ? 0.0 : v));
-      return (u >> 63) ? ~u : (u | (uint64_t{1} << 63));
-    }
+    case DType::kFloat64:
+      return key_from(static_cast<const double*>(x)[i]);
     case DType::kInt64:
-      return static_cast<uint64_t>(static_cast<const int64_t*>(x)[i]) ^ (uint64_t{1} << 63);
+      return key_from(static_cast<const int64_t*>(x)[i]);
     case DType::kInt32:
-      return static_cast<uint32_t>(static_cast<const int32_t*>(x)[i]) ^ 0x80000000u;
+      return key_from(static_cast<const int32_t*>(x)[i]);
     case DType::kBool:
-      return static_cast<const bool*>(x)[i] ? 1u : 0u;
-    default: {  // float32, bfloat16, float16: through float (exact)
-      const float v = load_as<float>(x, dt, i);
-      if (v != v) return 0xffffffffu;
-      uint32_t u = static_cast<uint32_t>(__float_as_int(v == 0.0f ? 0.0f : v));
-      return (u >> 31) ? static_cast<uint32_t>(~u) : (u | 0x80000000u);
-    }
+      return key_from(static_cast<const bool*>(x)[i]);
+    default:  // float32, bfloat16, float16
+      return key_from(load_as<float>(x, dt, i));
   }
 }
 
@@ -135,40 +163,6 @@ constexpr size_t kSelSharedBytes = 40 * 1024;
 constexpr int kBinsPerThread = plan::kDigitBins / kSelThreads;  // 8
 static_assert(kBinsPerThread == 8, "pick_bin loads two uint4 a thread");
 
-// Input storage types and their keys.
-template <typename T>
-using KeyOf = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
-template <typename T>
-constexpr bool kFloating = !std::is_integral_v<T>;  // float, double, bfloat16, half
-
-template <typename T>
-__device__ __forceinline__ KeyOf<T> key_from(T v) {
-  if constexpr (std::is_same_v<T, double>)
-    return plan::key_of_double_bits(static_cast<uint64_t>(__double_as_longlong(v)));
-  else if constexpr (std::is_same_v<T, int64_t>)
-    return static_cast<uint64_t>(v) ^ (uint64_t{1} << 63);
-  else if constexpr (std::is_same_v<T, int32_t>)
-    return static_cast<uint32_t>(v) ^ 0x80000000u;
-  else if constexpr (std::is_same_v<T, bool>)
-    return v ? 1u : 0u;
-  else
-    return plan::key_of_float_bits(__float_as_uint(from_storage<float>(v)));
-}
-
-// The number a key stands for, in T (+0.0 for the zero key; not for the NaN key).
-template <typename T>
-__device__ __forceinline__ T value_of_key(KeyOf<T> k) {
-  if constexpr (std::is_same_v<T, double>)
-    return __longlong_as_double(static_cast<long long>(plan::double_bits_of_key(k)));
-  else if constexpr (std::is_same_v<T, int64_t>)
-    return static_cast<int64_t>(k ^ (uint64_t{1} << 63));
-  else if constexpr (std::is_same_v<T, int32_t>)
-    return static_cast<int32_t>(k ^ 0x80000000u);
-  else if constexpr (std::is_same_v<T, bool>)
-    return k != 0;
-  else
-    return to_storage<T>(__uint_as_float(plan::float_bits_of_key(k)));
-}
 
 template <typename F>
 void by_storage(DType dt, F&& f) {

@@ -221,7 +221,8 @@ while read -r _ n k names; do
 done < <(grep '^NEEDS ' <<<"$summary")
 
 # ---- 3b. With --sanitize=FILTER: those cases under compute-sanitizer (memcheck, racecheck).
-# Binaries that start ranks or need no GPU are left out; a binary with no matching case is skipped.
+# Binaries that are no GoogleTest or start ranks are left out; a binary with no matching case is
+# skipped (one whose cases run on the CPU only passes trivially).
 if [ -n "$sanitize" ]; then
   cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
   if [ -z "$cs" ]; then
@@ -232,7 +233,7 @@ if [ -n "$sanitize" ]; then
       s=$(date +%s) nbin=0 ncase=0 bad=""
       for b in "$bundle"/bin/*; do
         name=$(basename "$b")
-        case "$name" in dtensor | cuda_bench | nccl_test | train_nccl_test | host_test | pooling_tiles_test) continue ;; esac
+        case "$name" in dtensor | cuda_bench | nccl_test | train_nccl_test) continue ;; esac
         n=$("$b" --gtest_list_tests --gtest_filter="$sanitize" 2>/dev/null | grep -c '^  ' || true)
         [ "${n:-0}" -gt 0 ] || continue
         nbin=$((nbin + 1)) ncase=$((ncase + n))

@@ -59,10 +59,16 @@ if [ ! -x "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ]; then
   skip_lines+=("skipped: the GPU check's bundle (no CUDA toolkit at ${CUDA_PATH:-/usr/local/cuda}: the GPU tests are not built)")
 elif SKIP_INSTALL_DEPS=1 bash scripts/gpu_bundle.sh "$bundle_dir/b" >"$bundle_dir/log" 2>&1; then
   tail -1 "$bundle_dir/log"
-  OUT="$bundle_dir/out" bash "$bundle_dir/b/run.sh" --quick >"$bundle_dir/run.log" 2>&1
+  OUT="$bundle_dir/out" bash "$bundle_dir/b/run.sh" --quick --sanitize='Pooling.*' >"$bundle_dir/run.log" 2>&1
   run_rc=$?
   tail -3 "$bundle_dir/run.log"
-  if [ "$run_rc" -eq 77 ] && grep -q 'every binary of the bundle loads' "$bundle_dir/run.log"; then
+  # A flag without its value is refused (exit 2) before anything runs; the baseline travels.
+  bash "$bundle_dir/b/run.sh" --sanitize= >"$bundle_dir/flag.log" 2>&1
+  flag_rc=$?
+  if [ "$flag_rc" -ne 2 ] || [ ! -s "$bundle_dir/b/gpu_baseline.json" ]; then
+    echo "gpu check: run.sh --sanitize= exited $flag_rc (want 2), or the bundle lacks gpu_baseline.json"
+    failed=$((failed + 1)); rc=1
+  elif [ "$run_rc" -eq 77 ] && grep -q 'every binary of the bundle loads' "$bundle_dir/run.log"; then
     passed=$((passed + 1))
     echo "gpu check: the bundle loads here; no GPU visible, so its GPU steps did not run"
   elif [ "$run_rc" -eq 0 ]; then

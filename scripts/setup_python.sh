@@ -12,7 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python=${DTENSOR_PYTHON:-python3}
-pins=(nanobind==2.9.2 numpy==2.2.6 pytest==8.3.5)
+# pytest-xdist (with its execnet): the test command runs the Python tests on two workers.
+pins=(nanobind==2.9.2 numpy==2.2.6 pytest==8.3.5 pytest-xdist==3.8.0 execnet==2.1.2)
 # expecttest: torch's OpInfo database (torch.testing._internal) imports it.
 # onnx: torch.onnx.export's TorchScript exporter needs it (tests/python/test_onnx_import.py).
 if [ "${DTENSOR_WITH_TORCH:-1}" != 0 ]; then pins+=(torch==2.15.0 expecttest==0.3.0 transformers==5.23.0 onnx==1.19.1); fi

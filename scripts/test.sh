@@ -100,10 +100,12 @@ if [ "$san_rc" -ne 0 ]; then
 fi
 stage_done "sanitizers"
 # The Python package's tests (tests/python, pytest): each test counts as one; -rs lists skip reasons.
+# Two workers (pytest-xdist), a test file each at a time (its module fixtures, such as op_db's run,
+# are computed once): most tests are one Python thread, and alone they left a core of CI's two idle.
 py_log=$(mktemp)
 coverage_lines=()
 if bazel build //python/... >/dev/null 2>&1; then
-  "${DTENSOR_PYTHON:-python3}" -m pytest -q -rs -p no:cacheprovider tests/python 2>&1 | tee "$py_log"
+  "${DTENSOR_PYTHON:-python3}" -m pytest -q -rs -p no:cacheprovider -n 2 --dist loadfile tests/python 2>&1 | tee "$py_log"
   py_rc=${PIPESTATUS[0]}
   before=$failed
   add_counts "$(python3 scripts/test_counts.py pytest "$py_log")"

@@ -70,7 +70,7 @@ def test_the_list_is_the_installed_torchs_core_set():
 FACTORIES = ("arange", "empty", "empty_strided", "full", "rand", "randn", "randperm", "scalar_tensor")
 
 
-def test_native_coverage_of_the_core_set(capsys):
+def test_native_coverage_of_the_core_set(summary):
     import dtensor
 
     core = listed()
@@ -80,9 +80,8 @@ def test_native_coverage_of_the_core_set(capsys):
     decomposable = [n for n in missing if any(
         getattr(getattr(torch.ops.aten, n), o) in torch._decomp.decomposition_table
         for o in getattr(torch.ops.aten, n).overloads())]
-    with capsys.disabled():  # the test command's summary repeats the first line
-        print(f"\nCore ATen: {len(have)} of {len(core)} packets native; of the other {len(missing)}, "
-              f"{len(decomposable)} by a torch._decomp decomposition the bridge runs")
+    summary(f"Core ATen: {len(have)} of {len(core)} packets native; of the other {len(missing)}, "
+            f"{len(decomposable)} by a torch._decomp decomposition the bridge runs")
     print("  native:", " ".join(have))
     print("  by decomposition:", " ".join(decomposable))
     print("  the bridge's own handlers or none:", " ".join(n for n in missing if n not in decomposable))

@@ -54,7 +54,7 @@ def detail(by_mesh):
     return next((r[3] for rows in by_mesh.values() for r in rows if r[3]), "")
 
 
-def test_opdb_table(results, capsys):
+def test_opdb_table(results, summary):
     totals = collections.Counter()
     lines = [f"op_db through dtensor.bridge (tests/python/test_opdb.py; the first {oracle.MAX_SAMPLES} samples per "
              f"entry, meshes {', '.join('x'.join(map(str, m)) for m in MESHES)}):",
@@ -76,8 +76,7 @@ def test_opdb_table(results, capsys):
                              f" ({100 * c['pass'] / max(1, n):.1f}%)")
         lines.append(f"op_db {which}: {c['pass']} of {n} entries passed{of_differentiable}, {c['not compared']} not "
                      f"compared, {c['error']} refused or failed, {c['mismatch']} mismatched")
-    with capsys.disabled():
-        print("\n" + "\n".join(lines))
+    summary("\n".join(lines))
     assert totals["forward pass"] >= FORWARD_AT_LEAST, lines[-2]
     assert totals["backward pass"] >= BACKWARD_AT_LEAST, lines[-1]
     # A backward that passes for an entry torch does not differentiate would be a miscount.
@@ -109,7 +108,7 @@ def test_reviewed_errors_still_occur(results):
     assert not stale, f"reviewed errors no longer seen (remove them): {stale}"
 
 
-def test_core_aten_packets_compared_with_torch(results, capsys):
+def test_core_aten_packets_compared_with_torch(results, summary):
     """Which Core ATen packets (tests/python/core_aten_ops.txt) the oracle compared with torch: the
     ATen ops torch dispatched for a sample's reference forward (or its gradients) whose bridge run
     passed on some mesh, random samples left out (those are compared with the bridge's own draw).
@@ -139,8 +138,7 @@ def test_core_aten_packets_compared_with_torch(results, capsys):
              f"of the {len(native_core)} native ones, {len(native_compared)}",
              "  native, not compared: " + " ".join(n for n in native_core if n not in seen),
              "  compared, not native: " + " ".join(n for n in compared if n not in native)]
-    with capsys.disabled():
-        print("\n" + "\n".join(lines))
+    summary("\n".join(lines))
     # The native backward packets have no samples of their own (test_opinfo compares the others):
     # each must be reached by a gradient compared here.
     backward_unseen = [n for n in native_core if n.endswith("_backward") and n not in seen]

@@ -108,10 +108,9 @@ def table(by_op):
     return "\n".join(lines)
 
 
-def test_opinfo_table(results, capsys):
+def test_opinfo_table(results, summary):
     text = table(results)
-    with capsys.disabled():  # shown without -s: the counts are the point of the run
-        print("\n" + text)
+    summary(text)  # the counts are the point of the run
     covered = [op for op in results if any(o.status != "skipped" for _, o, _ in results[op])]
     assert len(covered) >= 80, f"only {len(covered)} dtensor ops ran OpInfo samples:\n{text}"
 
@@ -151,7 +150,7 @@ def test_reviewed_differences_still_occur(results):
     assert not stale, "listed in docs/OPINFO.md but no longer seen:\n" + "\n".join(stale)
 
 
-def test_native_core_aten_packets_compared_with_torch(results, capsys):
+def test_native_core_aten_packets_compared_with_torch(results, summary):
     """Every native Core ATen packet (test_core_aten.native_packets: served by a registered op) but
     the backward ones is compared with torch: a sample of a registered op serving it (its own name,
     an ATen alias on its definition, or a bridge handler running it) passed here against torch's
@@ -166,8 +165,8 @@ def test_native_core_aten_packets_compared_with_torch(results, capsys):
     by_samples = [n for n in core_native if serving[n] & passed]
     by_own = [n for n in core_native if n not in by_samples and serving[n] & set(OWN_TORCH_TESTS)]
     neither = [n for n in core_native if n not in by_samples and n not in by_own]
-    with capsys.disabled():  # the test command's summary repeats this line
-        print(f"\nCore ATen native packets compared with torch: {len(by_samples) + len(by_own)} of the {len(core_native)} "
-              f"forward ones ({len(by_samples)} by OpInfo samples, {len(by_own)} by their own tests: {' '.join(by_own)}); "
-              f"the backward ones by op_db's gradients (test_opdb.py)")
+    summary(  # the test command's summary repeats this line
+        f"Core ATen native packets compared with torch: {len(by_samples) + len(by_own)} of the {len(core_native)} "
+        f"forward ones ({len(by_samples)} by OpInfo samples, {len(by_own)} by their own tests: {' '.join(by_own)}); "
+        f"the backward ones by op_db's gradients (test_opdb.py)")
     assert not neither, f"native Core ATen packets compared with torch nowhere: {neither}"

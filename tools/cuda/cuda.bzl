@@ -16,7 +16,8 @@ cuda_library(name, srcs, hdrs, deps, copts, cu_hdrs, gencode, **kwargs)
   gencode  nvcc -gencode values; default CUDA_GENCODE: SASS for sm_80 (A100) and sm_90 (H100/H200),
            plus compute_90 PTX so newer GPUs can JIT-compile the kernels. No sm_90a: no kernel
            uses its architecture-specific instructions (wgmma, setmaxnreg), H100/H200 run the sm_90
-           SASS, and a third code target cost a third more device compile time in every build.
+           SASS, and a third code target was compiled in every build (its share of the build's time
+           was not measured apart; nvcc was 461 s of a cold build's 3541 s of action time).
 The objects are compiled with -std=c++20 -O3 -Xcompiler -fPIC and wrapped in a cc_library `name`.
 """
 

@@ -20,6 +20,10 @@ from torch.testing._internal.common_methods_invocations import op_db
 import dtensor
 from dtensor import Partial, Replicate, Shard
 
+import opinfo_seeding
+
+opinfo_seeding.seed_host_generators_only()
+
 DTYPES = (torch.float32, torch.float64, torch.int64)  # dtensor's dtypes checked here
 COMPLEX_DTYPES = (torch.complex64, torch.complex128)  # for entries with no kernel of DTYPES
 MAX_SAMPLES = 24  # per (OpInfo entry, dtype); the pooling entries have hundreds, a seeded subset runs

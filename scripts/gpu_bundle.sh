@@ -95,6 +95,10 @@ for b in "${origins[@]}"; do
   done < <(ldd "$b")
 done
 ((${#missing[@]} == 0)) || die "libraries not found on this machine: ${missing[*]}"
+# cuBLASLt is opened at run time (kernels/cuda/cublaslt.h names it), so ldd does not list it.
+lt=$(grep -o 'libcublasLt\.so\.[0-9]*' kernels/cuda/cublaslt.h | head -1)
+[ -n "$lt" ] || die "kernels/cuda/cublaslt.h names no libcublasLt soname"
+echo "$lt" >>"$tmp/cuda_libs.txt"
 sort -u -o "$tmp/cuda_libs.txt" "$tmp/cuda_libs.txt"
 
 text=/usr/share/common-licenses/GPL-3

@@ -2,12 +2,11 @@
 // column-major convention as transposes: C = A @ B is computed as C^T = B^T @ A^T, and an operand
 // whose rows or columns are contiguous is passed as it is, with the matching transpose flag;
 // others are copied to contiguous first (as the CPU kernels do for BLAS).
-#include <cublasLt.h>
-
 #include <atomic>
 #include <map>
 
 #include "kernels/cuda/common.h"
+#include "kernels/cuda/cublaslt.h"
 #include "kernels/cuda/kernels.h"
 
 namespace dtensor::kernels::cuda {
@@ -20,12 +19,12 @@ namespace {
 std::atomic<bool> g_allow_tf32{false};
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
-#define DT_CUBLAS_CHECK(expr, ...)                                                        \
-  do {                                                                                    \
-    cublasStatus_t dt_st_ = (expr);                                                       \
-    if (dt_st_ != CUBLAS_STATUS_SUCCESS)                                                  \
-      DT_FAIL(__VA_ARGS__, ": ", #expr, " failed: ", cublasGetStatusString(dt_st_), " (", \
-              cublasGetStatusName(dt_st_), ")");                                          \
+#define DT_CUBLAS_CHECK(expr, ...)                                                               \
+  do {                                                                                           \
+    cublasStatus_t dt_st_ = (expr);                                                              \
+    if (dt_st_ != CUBLAS_STATUS_SUCCESS)                                                         \
+      DT_FAIL(__VA_ARGS__, ": ", #expr, " failed: ", cublaslt().cublasLtGetStatusString(dt_st_), \
+              " (", cublaslt().cublasLtGetStatusName(dt_st_), ")");                              \
   } while (0)
 
 cublasLtHandle_t lt_handle(int device) {
@@ -33,7 +32,7 @@ cublasLtHandle_t lt_handle(int device) {
   auto it = handles.find(device);
   if (it != handles.end()) return it->second;
   cublasLtHandle_t h;
-  DT_CUBLAS_CHECK(cublasLtCreate(&h), "cuBLASLt handle for cuda:", device);
+  DT_CUBLAS_CHECK(cublaslt().cublasLtCreate(&h), "cuBLASLt handle for cuda:", device);
   handles[device] = h;
   return h;
 }
@@ -86,19 +85,20 @@ struct LtLayout {
   cublasLtMatrixLayout_t l = nullptr;
   LtLayout(cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld, int64_t batch,
            int64_t stride) {
-    DT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld), "matmul layout");
+    DT_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld),
+                    "matmul layout");
     if (batch > 1) {
       int32_t b = static_cast<int32_t>(batch);
-      DT_CUBLAS_CHECK(
-          cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof(b)),
-          "matmul layout");
-      DT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+      DT_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutSetAttribute(
+                          l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof(b)),
+                      "matmul layout");
+      DT_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutSetAttribute(
                           l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
                       "matmul layout");
     }
   }
   ~LtLayout() {
-    if (l) cublasLtMatrixLayoutDestroy(l);
+    if (l) cublaslt().cublasLtMatrixLayoutDestroy(l);
   }
 };
 
@@ -126,16 +126,18 @@ void gemm(const char* op, const Tensor& a_in, const Tensor& b_in, Tensor& out, i
     compute = CUBLAS_COMPUTE_32F_FAST_TF32;
   }
   cublasLtMatmulDesc_t desc;
-  DT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, compute, scale_type), op);
+  DT_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescCreate(&desc, compute, scale_type), op);
   struct DescGuard {
     cublasLtMatmulDesc_t d;
-    ~DescGuard() { cublasLtMatmulDescDestroy(d); }
+    ~DescGuard() { cublaslt().cublasLtMatmulDescDestroy(d); }
   } desc_guard{desc};
   // cuBLAS's first operand is B^T (stored as B's X), its second A^T.
-  DT_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &B.op, sizeof(B.op)), op);
-  DT_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &A.op, sizeof(A.op)), op);
+  DT_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                            &B.op, sizeof(B.op)),
+                  op);
+  DT_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                            &A.op, sizeof(A.op)),
+                  op);
   const cudaDataType_t type = data_type(dtype);
   LtLayout lb(type, B.rows, B.cols, B.ld, batch, B.batch_stride);
   LtLayout la(type, A.rows, A.cols, A.ld, batch, A.batch_stride);
@@ -143,19 +145,20 @@ void gemm(const char* op, const Tensor& a_in, const Tensor& b_in, Tensor& out, i
 
   cublasLtHandle_t h = lt_handle(out.device().index);
   cublasLtMatmulPreference_t pref;
-  DT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref), op);
+  DT_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceCreate(&pref), op);
   struct PrefGuard {
     cublasLtMatmulPreference_t p;
-    ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
+    ~PrefGuard() { cublaslt().cublasLtMatmulPreferenceDestroy(p); }
   } pref_guard{pref};
   size_t ws_bytes = kWorkspaceBytes;
-  DT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  DT_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceSetAttribute(
                       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof(ws_bytes)),
                   op);
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
-  DT_CUBLAS_CHECK(
-      cublasLtMatmulAlgoGetHeuristic(h, desc, lb.l, la.l, lc.l, lc.l, pref, 1, &heur, &found), op);
+  DT_CUBLAS_CHECK(cublaslt().cublasLtMatmulAlgoGetHeuristic(h, desc, lb.l, la.l, lc.l, lc.l, pref,
+                                                            1, &heur, &found),
+                  op);
   DT_CHECK(found > 0, op, ": cuBLASLt has no algorithm for ", dtype_name(dtype), " ",
            shape_str(a_in.sizes()), " @ ", shape_str(b_in.sizes()));
   Tensor ws = workspace(std::max<size_t>(heur.workspaceSize, 1), out.device());
@@ -164,9 +167,9 @@ void gemm(const char* op, const Tensor& a_in, const Tensor& b_in, Tensor& out, i
                                                  : static_cast<const void*>(&alpha_f);
   const void* beta_p = scale_type == CUDA_R_64F ? static_cast<const void*>(&beta)
                                                 : static_cast<const void*>(&beta_f);
-  DT_CUBLAS_CHECK(cublasLtMatmul(h, desc, alpha_p, B.ptr, lb.l, A.ptr, la.l, beta_p, out.data_ptr(),
-                                 lc.l, out.data_ptr(), lc.l, &heur.algo, ws.data_ptr(),
-                                 heur.workspaceSize, stream_of(out)),
+  DT_CUBLAS_CHECK(cublaslt().cublasLtMatmul(h, desc, alpha_p, B.ptr, lb.l, A.ptr, la.l, beta_p,
+                                            out.data_ptr(), lc.l, out.data_ptr(), lc.l, &heur.algo,
+                                            ws.data_ptr(), heur.workspaceSize, stream_of(out)),
                   op, " (", dtype_name(dtype), " ", shape_str(a_in.sizes()), " @ ",
                   shape_str(b_in.sizes()), ")");
 }

@@ -1,7 +1,7 @@
 """A transformers training step through dtensor.bridge against PyTorch DTensor, same plan.
 
     bazel build //python/... && python3 bench/hf_gpt2_bridge_vs_torch.py [--model gpt2|llama] [--ranks 2] [--steps 8] [--runs 5]
-    python3 bench/hf_gpt2_bridge_vs_torch.py --check-only [--check-steps 20] [--model llama]   # tests/python
+    python3 bench/hf_gpt2_bridge_vs_torch.py --check-only [--check-steps 5] [--model llama]   # tests/python
 
 --model llama: LlamaForCausalLM (4 layers, dim 256, 8 heads over 4 key/value heads, SwiGLU 512,
 eager attention, no dropout), q/k/v/gate/up column-parallel and o/down row-parallel; on the

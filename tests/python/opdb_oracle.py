@@ -510,13 +510,18 @@ def compare_on_rank(entry, case, flat, full, distribute_weight, op):
 def _reseeding_disabled():
     """OpInfo's random entries reseed torch's generator in their op (wrapper_set_seed); in rank
     threads that deadlocks (torch's generator lock and the GIL), and the engine agrees on its seed
-    at its first draw, so both runs of a random case keep the seed they start with."""
-    seed = torch.manual_seed
+    at its first draw, so both runs of a random case keep the seed they start with. wrapper_set_seed
+    also saves and restores the generator's state around the op (torch.get_rng_state, which takes
+    the generator's lock holding the GIL): in rank threads that deadlocked too (a CI run,
+    2026-11-30), so the entries' ops are called directly."""
+    from torch.testing._internal import common_methods_invocations as cmi
+    seed, wrapper = torch.manual_seed, cmi.wrapper_set_seed
     torch.manual_seed = lambda s: torch.default_generator
+    cmi.wrapper_set_seed = lambda op, *args, **kwargs: op(*args, **kwargs)
     try:
         yield
     finally:
-        torch.manual_seed = seed
+        torch.manual_seed, cmi.wrapper_set_seed = seed, wrapper
 
 
 def _random_reference(engine, entry, case):

@@ -85,14 +85,14 @@ struct LtLayout {
   cublasLtMatrixLayout_t l = nullptr;
   LtLayout(cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld, int64_t batch,
            int64_t stride) {
-    DT_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld),
-                    "matmul layout");
+    const CublasLt& lt = cublaslt();
+    DT_CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld), "matmul layout");
     if (batch > 1) {
       int32_t b = static_cast<int32_t>(batch);
-      DT_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutSetAttribute(
-                          l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof(b)),
-                      "matmul layout");
-      DT_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutSetAttribute(
+      DT_CUBLAS_CHECK(
+          lt.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof(b)),
+          "matmul layout");
+      DT_CUBLAS_CHECK(lt.cublasLtMatrixLayoutSetAttribute(
                           l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
                       "matmul layout");
     }
@@ -125,19 +125,20 @@ void gemm(const char* op, const Tensor& a_in, const Tensor& b_in, Tensor& out, i
   } else if (dtype == DType::kFloat32 && g_allow_tf32.load()) {
     compute = CUBLAS_COMPUTE_32F_FAST_TF32;
   }
+  const CublasLt& lt = cublaslt();
   cublasLtMatmulDesc_t desc;
-  DT_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescCreate(&desc, compute, scale_type), op);
+  DT_CUBLAS_CHECK(lt.cublasLtMatmulDescCreate(&desc, compute, scale_type), op);
   struct DescGuard {
     cublasLtMatmulDesc_t d;
     ~DescGuard() { cublaslt().cublasLtMatmulDescDestroy(d); }
   } desc_guard{desc};
   // cuBLAS's first operand is B^T (stored as B's X), its second A^T.
-  DT_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                                            &B.op, sizeof(B.op)),
-                  op);
-  DT_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                                            &A.op, sizeof(A.op)),
-                  op);
+  DT_CUBLAS_CHECK(
+      lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &B.op, sizeof(B.op)),
+      op);
+  DT_CUBLAS_CHECK(
+      lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &A.op, sizeof(A.op)),
+      op);
   const cudaDataType_t type = data_type(dtype);
   LtLayout lb(type, B.rows, B.cols, B.ld, batch, B.batch_stride);
   LtLayout la(type, A.rows, A.cols, A.ld, batch, A.batch_stride);
@@ -145,20 +146,20 @@ void gemm(const char* op, const Tensor& a_in, const Tensor& b_in, Tensor& out, i
 
   cublasLtHandle_t h = lt_handle(out.device().index);
   cublasLtMatmulPreference_t pref;
-  DT_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceCreate(&pref), op);
+  DT_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceCreate(&pref), op);
   struct PrefGuard {
     cublasLtMatmulPreference_t p;
     ~PrefGuard() { cublaslt().cublasLtMatmulPreferenceDestroy(p); }
   } pref_guard{pref};
   size_t ws_bytes = kWorkspaceBytes;
-  DT_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceSetAttribute(
+  DT_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceSetAttribute(
                       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof(ws_bytes)),
                   op);
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
-  DT_CUBLAS_CHECK(cublaslt().cublasLtMatmulAlgoGetHeuristic(h, desc, lb.l, la.l, lc.l, lc.l, pref,
-                                                            1, &heur, &found),
-                  op);
+  DT_CUBLAS_CHECK(
+      lt.cublasLtMatmulAlgoGetHeuristic(h, desc, lb.l, la.l, lc.l, lc.l, pref, 1, &heur, &found),
+      op);
   DT_CHECK(found > 0, op, ": cuBLASLt has no algorithm for ", dtype_name(dtype), " ",
            shape_str(a_in.sizes()), " @ ", shape_str(b_in.sizes()));
   Tensor ws = workspace(std::max<size_t>(heur.workspaceSize, 1), out.device());
@@ -167,9 +168,9 @@ void gemm(const char* op, const Tensor& a_in, const Tensor& b_in, Tensor& out, i
                                                  : static_cast<const void*>(&alpha_f);
   const void* beta_p = scale_type == CUDA_R_64F ? static_cast<const void*>(&beta)
                                                 : static_cast<const void*>(&beta_f);
-  DT_CUBLAS_CHECK(cublaslt().cublasLtMatmul(h, desc, alpha_p, B.ptr, lb.l, A.ptr, la.l, beta_p,
-                                            out.data_ptr(), lc.l, out.data_ptr(), lc.l, &heur.algo,
-                                            ws.data_ptr(), heur.workspaceSize, stream_of(out)),
+  DT_CUBLAS_CHECK(lt.cublasLtMatmul(h, desc, alpha_p, B.ptr, lb.l, A.ptr, la.l, beta_p,
+                                    out.data_ptr(), lc.l, out.data_ptr(), lc.l, &heur.algo,
+                                    ws.data_ptr(), heur.workspaceSize, stream_of(out)),
                   op, " (", dtype_name(dtype), " ", shape_str(a_in.sizes()), " @ ",
                   shape_str(b_in.sizes()), ")");
 }

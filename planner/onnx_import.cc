@@ -46,10 +46,13 @@ DType onnx_dtype(int t, const std::string& value) {
     case onnx::TensorProto::BFLOAT16: return DType::kBFloat16;
     case onnx::TensorProto::INT64: return DType::kInt64;
     case onnx::TensorProto::INT32: return DType::kInt32;
+    case onnx::TensorProto::INT16: return DType::kInt16;
+    case onnx::TensorProto::INT8: return DType::kInt8;
+    case onnx::TensorProto::UINT8: return DType::kUInt8;
     case onnx::TensorProto::BOOL: return DType::kBool;
     default:
       DT_FAIL("ONNX value '", value, "' has element type ", onnx::TensorProto::DataType_Name(t), " (", t,
-              "); accepted: FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT64, INT32, BOOL");
+              "); accepted: FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT64, INT32, INT16, INT8, UINT8, BOOL");
   }
 }
 

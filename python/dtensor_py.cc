@@ -155,6 +155,9 @@ nb::dlpack::dtype dlpack_dtype(DType d) {
     case DType::kFloat64: return nb::dtype<double>();
     case DType::kInt64: return nb::dtype<int64_t>();
     case DType::kInt32: return nb::dtype<int32_t>();
+    case DType::kInt16: return nb::dtype<int16_t>();
+    case DType::kInt8: return nb::dtype<int8_t>();
+    case DType::kUInt8: return nb::dtype<uint8_t>();
     case DType::kBool: return nb::dtype<bool>();
     case DType::kFloat16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
     case DType::kBFloat16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};

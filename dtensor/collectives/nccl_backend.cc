@@ -57,8 +57,13 @@ ncclDataType_t nccl_type(DType t) {
       return ncclInt64;
     case DType::kInt32:
       return ncclInt32;
+    case DType::kInt8:
+      return ncclInt8;
     case DType::kBool:
+    case DType::kUInt8:
       return ncclUint8;
+    case DType::kInt16:
+      return ncclFloat16;  // NCCL has no 16-bit integer: moved as 2-byte words; reductions widen first
   }
   return ncclUint8;
 }
@@ -134,6 +139,12 @@ class NcclGroup : public ProcessGroup {
   Device home() const override { return device_; }
 
   void do_all_reduce(const Tensor& in, Tensor& t, ReduceOp op, Timeout timeout) override {
+    if (t.dtype() == DType::kInt16) {  // reduced as int32; narrowing back wraps as an int16 sum would
+      Tensor wide = in.to(DType::kInt32);
+      do_all_reduce(wide, wide, op, timeout);
+      t.copy_(wide);
+      return;
+    }
     const char* name = "all_reduce";
     const int n = size();
     run(
@@ -183,6 +194,12 @@ class NcclGroup : public ProcessGroup {
 
   void do_reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts,
                          ReduceOp op, Timeout timeout) override {
+    if (in.dtype() == DType::kInt16) {  // as in do_all_reduce
+      Tensor wide = Tensor::empty(out.sizes(), DType::kInt32, device_);
+      do_reduce_scatter(in.to(DType::kInt32), wide, counts, op, timeout);
+      out.copy_(wide);
+      return;
+    }
     const char* name = "reduce_scatter";
     const int n = size();
     const ncclDataType_t type = nccl_type(in.dtype());

@@ -10,18 +10,22 @@ DType dtype_from_dl(DLDataType t) {
   std::string what = absl::StrFormat("code=%d bits=%d lanes=%d", t.code, t.bits, t.lanes);
   DT_CHECK(t.lanes == 1, "from_dlpack: unsupported dtype (", what,
            "): vector lanes are not supported; accepted: float32, float64, bfloat16, float16, "
-           "int64, int32, bool, complex64, complex128");
+           "int64, int32, int16, int8, uint8, bool, complex64, complex128");
   if (t.code == kDLFloat && t.bits == 32) return DType::kFloat32;
   if (t.code == kDLFloat && t.bits == 64) return DType::kFloat64;
   if (t.code == kDLFloat && t.bits == 16) return DType::kFloat16;
   if (t.code == kDLBfloat && t.bits == 16) return DType::kBFloat16;
   if (t.code == kDLInt && t.bits == 64) return DType::kInt64;
   if (t.code == kDLInt && t.bits == 32) return DType::kInt32;
+  if (t.code == kDLInt && t.bits == 16) return DType::kInt16;
+  if (t.code == kDLInt && t.bits == 8) return DType::kInt8;
+  if (t.code == kDLUInt && t.bits == 8) return DType::kUInt8;
   if (t.code == kDLBoolCode && t.bits == 8) return DType::kBool;
   if (t.code == kDLComplex && t.bits == 64) return DType::kComplex64;
   if (t.code == kDLComplex && t.bits == 128) return DType::kComplex128;
   DT_FAIL("from_dlpack: unsupported dtype (", what,
-          "); accepted: float32, float64, bfloat16, float16, int64, int32, bool, complex64, complex128");
+          "); accepted: float32, float64, bfloat16, float16, int64, int32, int16, int8, uint8, bool, complex64, "
+          "complex128");
 }
 
 DLDataType dtype_to_dl(DType t) {
@@ -34,7 +38,10 @@ DLDataType dtype_to_dl(DType t) {
     case DType::kFloat16: d.code = kDLFloat; break;
     case DType::kBFloat16: d.code = kDLBfloat; break;
     case DType::kInt64:
-    case DType::kInt32: d.code = kDLInt; break;
+    case DType::kInt32:
+    case DType::kInt16:
+    case DType::kInt8: d.code = kDLInt; break;
+    case DType::kUInt8: d.code = kDLUInt; break;
     case DType::kBool: d.code = kDLBoolCode; break;
     case DType::kComplex64:
     case DType::kComplex128: d.code = kDLComplex; break;  // bits = 64 / 128: both parts

@@ -11,7 +11,7 @@ inline constexpr uint8_t kDLBoolCode = 6;
 
 // Wraps a DLManagedTensor without copying; the tensor takes ownership and calls its deleter when the
 // last view goes. Supported: CPU (and CUDA) devices; dtypes float32/64, bfloat16, float16, int64,
-// int32, bool (code 6, 8 bits) with lanes == 1; null strides mean row-major.
+// int32, int16, int8, uint8, bool (code 6, 8 bits) with lanes == 1; null strides mean row-major.
 // Throws dtensor::Error (and leaves ownership with the caller) for an unsupported dtype or device,
 // a negative stride, or sizes, strides and byte_offset whose extent overflows int64 or passes the
 // limits of dtensor/core/limits.h.

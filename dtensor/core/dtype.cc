@@ -12,6 +12,9 @@ size_t itemsize(DType t) {
     case DType::kFloat16: return 2;
     case DType::kInt64: return 8;
     case DType::kInt32: return 4;
+    case DType::kInt16: return 2;
+    case DType::kInt8: return 1;
+    case DType::kUInt8: return 1;
     case DType::kBool: return 1;
     case DType::kComplex64: return 8;
     case DType::kComplex128: return 16;
@@ -27,6 +30,9 @@ const char* dtype_name(DType t) {
     case DType::kFloat16: return "float16";
     case DType::kInt64: return "int64";
     case DType::kInt32: return "int32";
+    case DType::kInt16: return "int16";
+    case DType::kInt8: return "int8";
+    case DType::kUInt8: return "uint8";
     case DType::kBool: return "bool";
     case DType::kComplex64: return "complex64";
     case DType::kComplex128: return "complex128";
@@ -41,14 +47,20 @@ DType dtype_from_name(const std::string& n) {
   if (n == "float16" || n == "half") return DType::kFloat16;
   if (n == "int64" || n == "long") return DType::kInt64;
   if (n == "int32" || n == "int") return DType::kInt32;
+  if (n == "int16" || n == "short") return DType::kInt16;
+  if (n == "int8" || n == "char") return DType::kInt8;
+  if (n == "uint8" || n == "byte") return DType::kUInt8;
   if (n == "bool") return DType::kBool;
   if (n == "complex64" || n == "cfloat") return DType::kComplex64;
   if (n == "complex128" || n == "cdouble") return DType::kComplex128;
   DT_FAIL("unknown dtype '", n,
-          "'; accepted: float32, float64, bfloat16, float16, int64, int32, bool, complex64, complex128");
+          "'; accepted: float32, float64, bfloat16, float16, int64, int32, int16, int8, uint8, bool, complex64, "
+          "complex128");
 }
 
 bool is_complex(DType t) { return t == DType::kComplex64 || t == DType::kComplex128; }
+
+bool is_integral(DType t) { return !is_floating(t) && !is_complex(t); }
 
 DType complex_of(DType t) {
   if (t == DType::kFloat64 || t == DType::kComplex128) return DType::kComplex128;

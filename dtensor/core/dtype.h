@@ -12,20 +12,27 @@ namespace dtensor {
 // kComplex64 / kComplex128: std::complex<float> / std::complex<double> (real part first, as torch,
 // NumPy and DLPack's kDLComplex lay them out). Only ops that declare complex take them (OpDef::complex);
 // every other op and kernel refuses them with an error naming the op and the dtype.
+// kUInt8 / kInt8 / kInt16: torch's byte, char and short. Kernels compute integers in int64 and cast
+// the result back, which wraps modulo 2^bits as torch's narrow integer arithmetic does. Appended last
+// so that the values of the older dtypes stay what they were.
 enum class DType : uint8_t {
-  kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32, kBool, kComplex64, kComplex128
+  kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32, kBool, kComplex64, kComplex128,
+  kUInt8, kInt8, kInt16
 };
 
 // Size of one element in bytes.
 size_t itemsize(DType t);
-// PyTorch spelling: "float32", "float64", "bfloat16", "float16", "int64", "int32", "bool",
-// "complex64", "complex128".
+// PyTorch spelling: "float32", "float64", "bfloat16", "float16", "int64", "int32", "int16", "int8",
+// "uint8", "bool", "complex64", "complex128".
 const char* dtype_name(DType t);
-// Inverse of dtype_name; also accepts "float", "double", "half", "long", "int", "cfloat", "cdouble".
+// Inverse of dtype_name; also accepts "float", "double", "half", "long", "int", "short", "char",
+// "byte", "cfloat", "cdouble" (torch's aliases).
 // Throws dtensor::Error naming the accepted spellings.
 DType dtype_from_name(const std::string& name);
 bool is_floating(DType t);  // real floating types only (complex is not floating, as in torch)
 bool is_complex(DType t);
+// The integer types and bool (torch's is_integral(includeBool=true)).
+bool is_integral(DType t);
 // The complex type whose parts are `t` (float32 -> complex64, float64 -> complex128; bfloat16 and
 // float16 -> complex64), and the real type of a complex one's parts; others throw naming the dtype.
 DType complex_of(DType t);
@@ -71,6 +78,9 @@ template <> struct DTypeOf<BFloat16> { static constexpr DType value = DType::kBF
 template <> struct DTypeOf<Float16> { static constexpr DType value = DType::kFloat16; };
 template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
 template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
+template <> struct DTypeOf<int16_t> { static constexpr DType value = DType::kInt16; };
+template <> struct DTypeOf<int8_t> { static constexpr DType value = DType::kInt8; };
+template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kUInt8; };
 template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
 template <> struct DTypeOf<std::complex<float>> { static constexpr DType value = DType::kComplex64; };
 template <> struct DTypeOf<std::complex<double>> { static constexpr DType value = DType::kComplex128; };
@@ -95,6 +105,9 @@ template <> struct DTypeOf<std::complex<double>> { static constexpr DType value 
   DT_DISPATCH_CASE(kFloat16, ::dtensor::Float16, __VA_ARGS__)     \
   DT_DISPATCH_CASE(kInt64, int64_t, __VA_ARGS__)                  \
   DT_DISPATCH_CASE(kInt32, int32_t, __VA_ARGS__)                  \
+  DT_DISPATCH_CASE(kInt16, int16_t, __VA_ARGS__)                  \
+  DT_DISPATCH_CASE(kInt8, int8_t, __VA_ARGS__)                    \
+  DT_DISPATCH_CASE(kUInt8, uint8_t, __VA_ARGS__)                  \
   DT_DISPATCH_CASE(kBool, bool, __VA_ARGS__)
 
 #define DT_DISPATCH_COMPLEX_CASES(...)                                    \
@@ -106,7 +119,7 @@ template <> struct DTypeOf<std::complex<double>> { static constexpr DType value 
     DT_DISPATCH_REAL_CASES(__VA_ARGS__)                                                        \
     default:                                                                                   \
       ::dtensor::dispatch_unsupported(__func__, dtype,                                         \
-                                      "float32, float64, bfloat16, float16, int64, int32, bool"); \
+                                      "float32, float64, bfloat16, float16, int64, int32, int16, int8, uint8, bool"); \
   }
 
 #define DT_DISPATCH_COMPLEX(dtype, ...)                                                  \

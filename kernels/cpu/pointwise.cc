@@ -190,28 +190,36 @@ DType promote_types(DType a, DType b) {
     const DType r = promote_types(is_complex(a) ? real_of_complex(a) : a, is_complex(b) ? real_of_complex(b) : b);
     return complex_of(is_floating(r) ? r : DType::kFloat32);
   }
+  // torch's promoteTypes table (c10/core/ScalarType.cpp): uint8 and int8 share a rank and meet at
+  // int16; bfloat16 and float16 meet at float32; otherwise the wider of the two.
   auto rank = [](DType t) {
     switch (t) {
       case DType::kBool:
         return 0;
-      case DType::kInt32:
+      case DType::kUInt8:
+      case DType::kInt8:
         return 1;
-      case DType::kInt64:
+      case DType::kInt16:
         return 2;
+      case DType::kInt32:
+        return 3;
+      case DType::kInt64:
+        return 4;
       case DType::kFloat16:
       case DType::kBFloat16:
-        return 3;
-      case DType::kFloat32:
-        return 4;
-      case DType::kFloat64:
         return 5;
+      case DType::kFloat32:
+        return 6;
+      case DType::kFloat64:
+        return 7;
       case DType::kComplex64:
       case DType::kComplex128:
         break;  // handled above
     }
     return 0;
   };
-  if (rank(a) == 3 && rank(b) == 3) return DType::kFloat32;  // bfloat16 with float16
+  if (rank(a) == 1 && rank(b) == 1) return DType::kInt16;    // uint8 with int8
+  if (rank(a) == 5 && rank(b) == 5) return DType::kFloat32;  // bfloat16 with float16
   return rank(a) >= rank(b) ? a : b;
 }
 

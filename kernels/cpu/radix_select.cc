@@ -48,6 +48,18 @@ bool key_of(Float16 v, uint64_t* k) {
   *k = float_key<16>(v.bits);
   return true;
 }
+bool key_of(int16_t v, uint64_t* k) {
+  *k = static_cast<uint16_t>(v) ^ 0x8000u;
+  return true;
+}
+bool key_of(int8_t v, uint64_t* k) {
+  *k = static_cast<uint8_t>(v) ^ 0x80u;
+  return true;
+}
+bool key_of(uint8_t v, uint64_t* k) {
+  *k = v;
+  return true;
+}
 bool key_of(int32_t v, uint64_t* k) {
   *k = static_cast<uint32_t>(v) ^ 0x80000000u;
   return true;
@@ -90,9 +102,12 @@ void histogram(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const s
 
 int radix_key_bits(DType t) {
   switch (t) {
-    case DType::kBool: return 8;
+    case DType::kBool:
+    case DType::kUInt8:
+    case DType::kInt8: return 8;
     case DType::kBFloat16:
-    case DType::kFloat16: return 16;
+    case DType::kFloat16:
+    case DType::kInt16: return 16;
     case DType::kFloat32:
     case DType::kInt32: return 32;
     case DType::kFloat64:
@@ -131,6 +146,15 @@ RadixValue radix_decode(uint64_t key, DType t) {
       int32_t i = static_cast<int32_t>(static_cast<uint32_t>(key) ^ 0x80000000u);
       return {static_cast<double>(i), i};
     }
+    case DType::kInt16: {
+      int16_t i = static_cast<int16_t>(static_cast<uint16_t>(key) ^ 0x8000u);
+      return {static_cast<double>(i), i};
+    }
+    case DType::kInt8: {
+      int8_t i = static_cast<int8_t>(static_cast<uint8_t>(key) ^ 0x80u);
+      return {static_cast<double>(i), i};
+    }
+    case DType::kUInt8: return {static_cast<double>(key), static_cast<int64_t>(key)};
     case DType::kInt64: {
       int64_t i = static_cast<int64_t>(key ^ (uint64_t{1} << 63));
       return {static_cast<double>(i), i};
@@ -171,6 +195,9 @@ Tensor radix_histogram(const Tensor& x, int64_t dim, const std::vector<uint64_t>
     case DType::kFloat16: histogram<Float16>(c, outer, n, inner, prefix, shift, bits, whole, h); break;
     case DType::kInt32: histogram<int32_t>(c, outer, n, inner, prefix, shift, bits, whole, h); break;
     case DType::kInt64: histogram<int64_t>(c, outer, n, inner, prefix, shift, bits, whole, h); break;
+    case DType::kInt16: histogram<int16_t>(c, outer, n, inner, prefix, shift, bits, whole, h); break;
+    case DType::kInt8: histogram<int8_t>(c, outer, n, inner, prefix, shift, bits, whole, h); break;
+    case DType::kUInt8: histogram<uint8_t>(c, outer, n, inner, prefix, shift, bits, whole, h); break;
     case DType::kBool: histogram<bool>(c, outer, n, inner, prefix, shift, bits, whole, h); break;
     case DType::kComplex64:
     case DType::kComplex128: dispatch_unsupported("radix_histogram", c.dtype(), "real and bool dtypes");

@@ -28,6 +28,12 @@ __device__ __forceinline__ Acc load_as(const void* base, DType dt, int64_t i) {
       return static_cast<Acc>(static_cast<const int64_t*>(base)[i]);
     case DType::kInt32:
       return static_cast<Acc>(static_cast<const int32_t*>(base)[i]);
+    case DType::kInt16:
+      return static_cast<Acc>(static_cast<const int16_t*>(base)[i]);
+    case DType::kInt8:
+      return static_cast<Acc>(static_cast<const int8_t*>(base)[i]);
+    case DType::kUInt8:
+      return static_cast<Acc>(static_cast<const uint8_t*>(base)[i]);
     case DType::kBool:
       return static_cast<Acc>(static_cast<const bool*>(base)[i] ? 1 : 0);
     case DType::kComplex64:
@@ -59,6 +65,15 @@ __device__ __forceinline__ void store_as(void* base, DType dt, int64_t i, Acc v)
       break;
     case DType::kInt32:
       static_cast<int32_t*>(base)[i] = static_cast<int32_t>(static_cast<int64_t>(v));
+      break;
+    case DType::kInt16:  // through int64, as the CPU's cast back from the int64 compute type: wraps
+      static_cast<int16_t*>(base)[i] = static_cast<int16_t>(static_cast<int64_t>(v));
+      break;
+    case DType::kInt8:
+      static_cast<int8_t*>(base)[i] = static_cast<int8_t>(static_cast<int64_t>(v));
+      break;
+    case DType::kUInt8:
+      static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(static_cast<int64_t>(v));
       break;
     case DType::kBool:
       static_cast<bool*>(base)[i] = v != Acc(0);

@@ -62,6 +62,12 @@ __device__ __forceinline__ KeyOf<T> key_from(T v) {
     return static_cast<uint64_t>(v) ^ (uint64_t{1} << 63);
   else if constexpr (std::is_same_v<T, int32_t>)
     return static_cast<uint32_t>(v) ^ 0x80000000u;
+  else if constexpr (std::is_same_v<T, int16_t>)  // the narrow keys: radix_key_bits' 16 and 8 bits
+    return static_cast<uint32_t>(static_cast<uint16_t>(v) ^ 0x8000u);
+  else if constexpr (std::is_same_v<T, int8_t>)
+    return static_cast<uint32_t>(static_cast<uint8_t>(v) ^ 0x80u);
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return static_cast<uint32_t>(v);
   else if constexpr (std::is_same_v<T, bool>)
     return v ? 1u : 0u;
   else
@@ -77,6 +83,12 @@ __device__ __forceinline__ T value_of_key(KeyOf<T> k) {
     return static_cast<int64_t>(k ^ (uint64_t{1} << 63));
   else if constexpr (std::is_same_v<T, int32_t>)
     return static_cast<int32_t>(k ^ 0x80000000u);
+  else if constexpr (std::is_same_v<T, int16_t>)
+    return static_cast<int16_t>(static_cast<uint16_t>(k ^ 0x8000u));
+  else if constexpr (std::is_same_v<T, int8_t>)
+    return static_cast<int8_t>(static_cast<uint8_t>(k ^ 0x80u));
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return static_cast<uint8_t>(k);
   else if constexpr (std::is_same_v<T, bool>)
     return k != 0;
   else
@@ -92,6 +104,12 @@ __device__ __forceinline__ uint64_t key_of(const void* x, DType dt, int64_t i) {
       return key_from(static_cast<const int64_t*>(x)[i]);
     case DType::kInt32:
       return key_from(static_cast<const int32_t*>(x)[i]);
+    case DType::kInt16:
+      return key_from(static_cast<const int16_t*>(x)[i]);
+    case DType::kInt8:
+      return key_from(static_cast<const int8_t*>(x)[i]);
+    case DType::kUInt8:
+      return key_from(static_cast<const uint8_t*>(x)[i]);
     case DType::kBool:
       return key_from(static_cast<const bool*>(x)[i]);
     default:  // float32, bfloat16, float16
@@ -173,6 +191,9 @@ void by_storage(DType dt, F&& f) {
     case DType::kFloat16: f(__half{}); break;
     case DType::kInt32: f(int32_t{}); break;
     case DType::kInt64: f(int64_t{}); break;
+    case DType::kInt16: f(int16_t{}); break;
+    case DType::kInt8: f(int8_t{}); break;
+    case DType::kUInt8: f(uint8_t{}); break;
     case DType::kBool: f(bool{}); break;
     default: break;  // complex: refused by the host side first
   }
@@ -708,6 +729,15 @@ __device__ __forceinline__ bool radix_key(const void* x, DType dt, int64_t t, ui
       return true;
     case DType::kInt64:
       *k = static_cast<uint64_t>(static_cast<const int64_t*>(x)[t]) ^ (uint64_t{1} << 63);
+      return true;
+    case DType::kInt16:
+      *k = static_cast<uint16_t>(static_cast<const int16_t*>(x)[t]) ^ 0x8000u;
+      return true;
+    case DType::kInt8:
+      *k = static_cast<uint8_t>(static_cast<const int8_t*>(x)[t]) ^ 0x80u;
+      return true;
+    case DType::kUInt8:
+      *k = static_cast<const uint8_t*>(x)[t];
       return true;
     case DType::kBool:
       *k = static_cast<const bool*>(x)[t] ? 1 : 0;

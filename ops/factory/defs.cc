@@ -50,7 +50,7 @@ DType dtype_or(const OpCall& c, DType fallback) {
   return c.has("dtype") ? guard(c, [&] { return dtype_from_name(c.get_str("dtype")); }) : fallback;
 }
 
-bool integral(DType d) { return d == DType::kInt64 || d == DType::kInt32; }
+bool integral(DType d) { return is_integral(d) && d != DType::kBool; }
 
 // The size argument `arg`, checked: no negative size and an element count int64 can hold.
 Shape size_arg(const OpCall& c, const char* arg) {
@@ -180,6 +180,9 @@ void check_fits(const OpCall& c, const Number& value, DType dtype) {
   double lo = 0, hi = 0;
   switch (dtype) {
     case DType::kInt32: lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max(); break;
+    case DType::kInt16: lo = std::numeric_limits<int16_t>::min(), hi = std::numeric_limits<int16_t>::max(); break;
+    case DType::kInt8: lo = std::numeric_limits<int8_t>::min(), hi = std::numeric_limits<int8_t>::max(); break;
+    case DType::kUInt8: lo = 0, hi = std::numeric_limits<uint8_t>::max(); break;
     case DType::kInt64: lo = -0x1p63, hi = 0x1p63; break;
     case DType::kFloat32: hi = std::numeric_limits<float>::max(); break;
     case DType::kFloat16: hi = 65504.0; break;
@@ -309,9 +312,12 @@ void define_draws(Registry& reg) {
     if (n < 0) fail(c, absl::StrCat("n = ", n, "; accepted: n >= 0"));
     const DType d = dtype_or(c, DType::kInt64);
     // Every value 0..n-1 must be exact in the dtype (torch's check_supported_max_int_with_precision).
-    const int digits = d == DType::kInt64 ? 63 : d == DType::kInt32 ? 31 : d == DType::kFloat64 ? 53
+    // std::numeric_limits<T>::digits of the dtype's C++ type, as ATen takes it.
+    const int digits = d == DType::kInt64 ? 63 : d == DType::kInt32 ? 31 : d == DType::kInt16 ? 15
+                       : d == DType::kInt8 ? 7 : d == DType::kUInt8 ? 8 : d == DType::kFloat64 ? 53
                        : d == DType::kFloat32 ? 24 : d == DType::kFloat16 ? 11 : d == DType::kBFloat16 ? 8 : 0;
-    if (digits == 0) fail(c, absl::StrCat("dtype ", dtype_name(d), "; accepted: int64, int32 or a floating dtype (as ATen)"));
+    if (digits == 0)
+      fail(c, absl::StrCat("dtype ", dtype_name(d), "; accepted: an integer or floating dtype other than bool (as ATen)"));
     if (digits < 63 && n > (int64_t{1} << digits) + 1)
       fail(c, absl::StrCat("n = ", n, " is more than ", dtype_name(d), " counts exactly; accepted: n <= 2^", digits, " + 1"));
     return std::vector<TensorMeta>{{{n}, d}};

@@ -83,10 +83,32 @@ TEST(DLPack, RejectsUnsupportedDtype) {
     EXPECT_NE(std::string(e.what()).find("unsupported dtype"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("accepted"), std::string::npos) << e.what();
   }
-  m.dl_tensor.dtype = {kDLUInt, 8, 1};
+  m.dl_tensor.dtype = {kDLUInt, 16, 1};  // uint16: torch's barely-supported unsigned types are not ours
   EXPECT_THROW(from_dlpack(&m), Error);
   m.dl_tensor.dtype = {kDLFloat, 32, 4};  // vector lanes
   EXPECT_THROW(from_dlpack(&m), Error);
+}
+
+// torch's byte, char and short arrive as uint8, int8 and int16, and leave with the same type code.
+TEST(DLPack, NarrowIntegers) {
+  int16_t buf[4] = {};
+  int64_t shape[1] = {4};
+  const std::pair<DLDataType, DType> cases[] = {
+      {{kDLUInt, 8, 1}, DType::kUInt8}, {{kDLInt, 8, 1}, DType::kInt8}, {{kDLInt, 16, 1}, DType::kInt16}};
+  for (const auto& [dl, want] : cases) {
+    DLManagedTensor m{};
+    m.dl_tensor.data = buf;
+    m.dl_tensor.device = {kDLCPU, 0};
+    m.dl_tensor.ndim = 1;
+    m.dl_tensor.shape = shape;
+    m.dl_tensor.dtype = dl;
+    Tensor t = from_dlpack(&m);
+    EXPECT_EQ(t.dtype(), want) << dtype_name(want);
+    DLManagedTensor* back = to_dlpack(t);
+    EXPECT_EQ(back->dl_tensor.dtype.code, dl.code) << dtype_name(want);
+    EXPECT_EQ(back->dl_tensor.dtype.bits, dl.bits) << dtype_name(want);
+    back->deleter(back);
+  }
 }
 
 // A foreign tensor whose sizes, strides or offset overflow is refused before any view is built.

@@ -20,9 +20,11 @@ using Pointwise = CudaTest;
 
 TEST_F(Pointwise, CopiesAndCastsOnTheDevice) {
   for (DType from : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16,
-                     DType::kInt64, DType::kInt32, DType::kBool}) {
-    Tensor x = rand({5, 7}, 1, DType::kFloat64, -50, 50).to(from);
-    for (DType to : {DType::kFloat32, DType::kBFloat16, DType::kInt64, DType::kBool})
+                     DType::kInt64, DType::kInt32, DType::kInt16, DType::kInt8, DType::kUInt8, DType::kBool}) {
+    // uint8 from [-50, 50): the negative values wrap (as an integer cast from int64, on both sides)
+    Tensor x = rand({5, 7}, 1, DType::kFloat64, -50, 50).to(from == DType::kUInt8 ? DType::kInt64 : from).to(from);
+    // to int8: every value in range (a float out of an integer's range is undefined in C++ and CUDA)
+    for (DType to : {DType::kFloat32, DType::kBFloat16, DType::kInt64, DType::kInt8, DType::kBool})
       expect_matches(C::to(G(x), to), x.to(to), 0,
                      std::string(dtype_name(from)) + "->" + dtype_name(to));
     // A transposed view made contiguous; a copy into a strided slice.

@@ -36,6 +36,14 @@ TEST(Promotion, PromoteTypes) {
   EXPECT_EQ(promote_types(D::kBFloat16, D::kFloat16), D::kFloat32);
   EXPECT_EQ(promote_types(D::kFloat16, D::kFloat32), D::kFloat32);
   EXPECT_EQ(promote_types(D::kFloat64, D::kBFloat16), D::kFloat64);
+  // torch.promote_types on the narrow integers: uint8 and int8 meet at int16, not at either.
+  EXPECT_EQ(promote_types(D::kUInt8, D::kInt8), D::kInt16);
+  EXPECT_EQ(promote_types(D::kInt8, D::kUInt8), D::kInt16);
+  EXPECT_EQ(promote_types(D::kUInt8, D::kInt16), D::kInt16);
+  EXPECT_EQ(promote_types(D::kInt8, D::kInt32), D::kInt32);
+  EXPECT_EQ(promote_types(D::kBool, D::kUInt8), D::kUInt8);
+  EXPECT_EQ(promote_types(D::kInt16, D::kFloat16), D::kFloat16);
+  EXPECT_EQ(promote_types(D::kUInt8, D::kBFloat16), D::kBFloat16);
   EXPECT_EQ(promote_types(D::kFloat32, D::kFloat64), D::kFloat64);
 }
 

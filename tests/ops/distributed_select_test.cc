@@ -87,9 +87,12 @@ std::string differ(const Tensor& got, const Tensor& want, bool zero_sign) {
 
 int radix_rounds(DType t) {
   switch (t) {
-    case DType::kBool: return 1;
+    case DType::kBool:
+    case DType::kUInt8:
+    case DType::kInt8: return 1;
     case DType::kBFloat16:
-    case DType::kFloat16: return 2;
+    case DType::kFloat16:
+    case DType::kInt16: return 2;
     case DType::kFloat32:
     case DType::kInt32: return 4;
     default: return 8;
@@ -142,6 +145,13 @@ TEST(DistributedSelect, DuplicatesAcrossRanksEveryDtype) {
                   DType::kInt64})
     check_all(f64(v, t), dtype_name(t));
   check_all(f64({1, 0, 1, 1, 0, 0, 1}, DType::kBool), "bool");
+}
+
+// The 8- and 16-bit keys: negative values (whose keys flip the sign bit) and the ends of each range.
+TEST(DistributedSelect, NarrowIntegers) {
+  check_all(f64({-128, 127, -1, 0, 5, -128, 3, 127, -7, 0, 1}, DType::kInt8), "int8");
+  check_all(f64({255, 0, 128, 127, 1, 255, 3, 0, 200, 64, 129}, DType::kUInt8), "uint8");
+  check_all(f64({-32768, 32767, -1, 0, 300, -32768, -300, 32767, 256, -256, 1}, DType::kInt16), "int16");
 }
 
 TEST(DistributedSelect, AllEqual) {

@@ -189,7 +189,23 @@ std::vector<Strategy> expand_strategies(const OpCall& call, const std::vector<Te
   auto unordered = [](const Placement& p, DType dt) {
     return is_complex(dt) && p.is_partial() && (p.reduce == ReduceOp::kMax || p.reduce == ReduceOp::kMin);
   };
+  // An integer Partial(sum) wraps at its own width: uint8 pieces 200 and 100 hold 44. A row that
+  // keeps it Partial in an output of another dtype (sum or cumsum to int64, a cast, uint8 + int16)
+  // would sum the pieces at the output's width instead (300), so no row may (torch's value is that
+  // of the reduced input).
+  auto summed = [](const Placement& p) {
+    return p.is_partial() && (p.reduce == ReduceOp::kSum || p.reduce == ReduceOp::kAvg);
+  };
+  auto widens_a_wrapped_sum = [&](const Rule& r) {
+    for (int t = 0; t < n_in; ++t) {
+      if (!summed(r.inputs[t]) || !is_integral(call.tensor(t).dtype)) continue;
+      for (int o = 0; o < n_out; ++o)
+        if (summed(r.outputs[o]) && meta[o].dtype != call.tensor(t).dtype) return true;
+    }
+    return false;
+  };
   std::erase_if(rules, [&](const Rule& r) {
+    if (widens_a_wrapped_sum(r)) return true;
     for (int o = 0; o < n_out; ++o)
       if (lacks_dim(r.outputs[o], meta[o].shape) || unordered(r.outputs[o], meta[o].dtype)) return true;
     for (int t = 0; t < n_in; ++t)

@@ -142,17 +142,19 @@ void define_reduction_ops(Registry& reg) {
     // ATen's var.dim/std.dim(self, dim, unbiased, keepdim): unbiased becomes the correction.
     op.aten.aliases = {{std::string(name) + ".dim", "unbiased"}};
   }
-  // all/any: bool results; over a sharded dim P(min) / P(max) of the blocks' answers (an empty
-  // block answers the identity, true / false). ATen's all.dim/any.dim(self, int dim) bind here.
+  // all/any: bool results (uint8 for a uint8 input, as ATen's, holding 0 or 1); over a sharded dim
+  // P(min) / P(max) of the blocks' answers (an empty block answers the identity, true / false).
+  // ATen's all.dim/any.dim(self, int dim) bind here.
   for (const bool is_all : {true, false}) {
     OpDef& op = define(reg, std::string(is_all ? "all" : "any") + "(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor",
-                       [](const OpCall&) { return DType::kBool; },
+                       [](const OpCall& c) { return c.tensor(0).dtype == DType::kUInt8 ? DType::kUInt8 : DType::kBool; },
                        [is_all](const Tensor& x, const OpCall&, const LocalContext&, const std::vector<int64_t>& dims,
                                 bool keep) {
+                         const DType out = x.dtype() == DType::kUInt8 ? DType::kUInt8 : DType::kBool;
                          if (x.numel() == 0)
-                           return Tensor::full(reduced_shape(x.sizes(), dims, keep), is_all ? 1.0 : 0.0, DType::kBool);
+                           return Tensor::full(reduced_shape(x.sizes(), dims, keep), is_all ? 1.0 : 0.0, out);
                          const Tensor nonzero = kernels::ne(x, Tensor::zeros({}, x.dtype())).to(DType::kInt32);
-                         return (is_all ? kernels::amin : kernels::amax)(nonzero, dims, keep).to(DType::kBool);
+                         return (is_all ? kernels::amin : kernels::amax)(nonzero, dims, keep).to(out);
                        },
                        false, Keeps::kNothing);
     op.no_backward = "a bool result (not differentiable)";

@@ -2458,6 +2458,14 @@ def _without_rule(func, base, qualified):
         if base.rstrip("_") in _ELEMENTWISE_DECOMPOSED:
             return _on_aligned_blocks(_decomposed(qualified, decomp))
         return _decomposed(qualified, decomp)
+    # x << 3 is __lshift__.Scalar, an overload with its own kernel and no decomposition: it runs as
+    # the packet's Tensor overload with the number as torch's wrapped number (_wrapped_numbers: of
+    # the tensor's dtype where its kind allows, so uint8 << 3 stays uint8).
+    packet = func.overloadpacket
+    numbers = tuple(i for i, a in enumerate(func._schema.arguments) if str(a.type) == "number")
+    if numbers and "Tensor" in packet.overloads() and _arguments(packet.Tensor._schema.arguments) == [
+            (a.name, "Tensor" if i in numbers else str(a.type)) for i, a in enumerate(func._schema.arguments)]:
+        return lambda func, args, kwargs: packet.Tensor(*_wrapped_numbers(args, numbers), **kwargs)
     return _unsupported(qualified)
 
 

@@ -397,7 +397,7 @@ class BridgeEngine:
     def _on_mesh(self, entry, case, mesh_shape, how):
         def fn(world):
             mesh = self.dtensor.init_device_mesh("cpu", mesh_shape)
-            try:  # a dtype the engine has no tensors of (uint8, complex): refused when the argument is made
+            try:  # a dtype the engine has no tensors of (complex32, uint16): refused when the argument is made
                 flat = placed_arguments(case, mesh_shape, mesh.get_coordinate(), lambda block, lay, t: (
                     self.bridge.from_local(block, mesh, [self.placement(p) for p in lay.placements], shape=t.shape)))
             except self.dtensor.DTensorError as e:

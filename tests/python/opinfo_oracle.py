@@ -7,6 +7,7 @@ arguments. `run_sample` runs the call (a) on a 1-rank mesh, Replicate (dtensor's
 result: shapes, dtypes, values (NaN positions included) and indices exactly.
 """
 import dataclasses
+import itertools
 import math
 import random
 import warnings
@@ -25,6 +26,11 @@ import opinfo_seeding
 opinfo_seeding.seed_host_generators_only()
 
 DTYPES = (torch.float32, torch.float64, torch.int64)  # dtensor's dtypes checked here
+# torch's byte, char and short: the first NARROW_SAMPLES samples of each entry that has kernels for
+# them, where wrapping arithmetic, promotion (uint8 with int8 is int16) and 8- and 16-bit radix keys
+# differ from int64's.
+NARROW_DTYPES = (torch.uint8, torch.int8, torch.int16)
+NARROW_SAMPLES = 3
 COMPLEX_DTYPES = (torch.complex64, torch.complex128)  # for entries with no kernel of DTYPES
 MAX_SAMPLES = 24  # per (OpInfo entry, dtype); the pooling entries have hundreds, a seeded subset runs
 TOL = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-10, 1e-12),  # (rtol, atol); other dtypes: exact
@@ -506,7 +512,8 @@ def sdpa(s):
 
 
 DTYPE_NAMES = {torch.float32: "float32", torch.float64: "float64", torch.int64: "int64",
-               torch.int32: "int32", torch.bool: "bool", torch.float16: "float16",
+               torch.int32: "int32", torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8",
+               torch.bool: "bool", torch.float16: "float16",
                torch.bfloat16: "bfloat16", torch.complex64: "complex64", torch.complex128: "complex128"}
 
 
@@ -984,7 +991,10 @@ def opinfo_entries():
 
 
 def samples(opinfo, dtype):
-    """The entry's samples for dtype, at most MAX_SAMPLES (a seeded subset where there are more)."""
+    """The entry's samples for dtype, at most MAX_SAMPLES (a seeded subset where there are more); the
+    first NARROW_SAMPLES for the NARROW_DTYPES."""
+    if dtype in NARROW_DTYPES:
+        return list(itertools.islice(opinfo.sample_inputs("cpu", dtype), NARROW_SAMPLES))
     all_samples = list(opinfo.sample_inputs("cpu", dtype))
     if len(all_samples) > MAX_SAMPLES:
         rng = random.Random(zlib.crc32(f"{opinfo.name}/{opinfo.variant_test_name}/{dtype}".encode()))
@@ -1096,8 +1106,15 @@ def partial_pieces(block, placements, coord, mesh_shape, seed):
         keep = np.ones(block.shape, dtype=bool)
         for i in dims:
             keep &= g.integers(0, mesh_shape[i], block.shape) == coord[i]
-        delta = g.integers(1, 4, block.shape).astype(block.dtype)
-        return np.where(keep, block, block - delta if op == "max" else block + delta).astype(block.dtype)
+        delta = g.integers(1, 4, block.shape)
+        if np.issubdtype(block.dtype, np.integer) and block.dtype.itemsize < 8:
+            # Not past the dtype's ends (uint8's 0 less 1 is 255): a value at an end stays (a tie).
+            info = np.iinfo(block.dtype)
+            other = np.clip(block.astype(np.int64) + (-delta if op == "max" else delta), info.min, info.max)
+        else:
+            delta = delta.astype(block.dtype)
+            other = block - delta if op == "max" else block + delta
+        return np.where(keep, block, other).astype(block.dtype)
     if op == "avg":
         local = block.astype(np.complex128 if np.iscomplexobj(block) else np.float64)
     elif floating:
@@ -1316,7 +1333,8 @@ def run_all():
     for opinfo, tr in opinfo_entries():
         supported = opinfo.supported_dtypes("cpu")
         # An entry with complex kernels only (view_as_real, imag) runs on complex samples.
-        for dtype in DTYPES if any(d in supported for d in DTYPES) else COMPLEX_DTYPES:
+        dtypes = DTYPES + NARROW_DTYPES if any(d in supported for d in DTYPES) else COMPLEX_DTYPES
+        for dtype in dtypes:
             entry = f"{opinfo.name}{'/' + opinfo.variant_test_name if opinfo.variant_test_name else ''}"
             if dtype not in supported:
                 continue  # torch has no such kernel: not a dtensor sample

@@ -112,6 +112,17 @@ if bazel build //python/... >/dev/null 2>&1; then
   # The op_db and Core ATen coverage lines (tests/python/test_opdb.py, test_core_aten.py, test_opinfo.py), repeated
   # in the closing summary.
   mapfile -t coverage_lines < <(grep -E "^(op_db (forward|backward):|Core ATen:|Core ATen packets compared|Core ATen native packets compared)" "$py_log")
+  # With torch installed each of them must be there: one that stops being printed (a renamed summary,
+  # a test that no longer reaches it) fails here instead of leaving the closing summary unnoticed.
+  if "${DTENSOR_PYTHON:-python3}" -c "import torch, expecttest" >/dev/null 2>&1; then
+    for want in "op_db forward:" "op_db backward:" "Core ATen:" "Core ATen packets compared" \
+                "Core ATen native packets compared"; do
+      if ! printf '%s\n' "${coverage_lines[@]}" | grep -q "^$want"; then
+        echo "python: no '$want' line in the pytest output (tests/python/test_opdb.py, test_core_aten.py, test_opinfo.py print it)"
+        failed=$((failed + 1)); rc=1
+      fi
+    done
+  fi
   if [ "$py_rc" -ne 0 ]; then
     rc=1
     [ "$failed" -eq "$before" ] && failed=$((failed + 1))

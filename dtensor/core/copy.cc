@@ -36,6 +36,10 @@ inline D convert(S v) {
     return convert<D>(static_cast<float>(v));
   } else if constexpr (std::is_same_v<D, BFloat16> || std::is_same_v<D, Float16>) {
     return D(static_cast<float>(v));
+  } else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D> && sizeof(D) < 4) {
+    // A float to uint8/int8/int16 through int64, wrapping: -3.0 is 253 as uint8, as torch gives on
+    // x86 (a direct cast of an out-of-range float to a narrow type is undefined behaviour).
+    return static_cast<D>(static_cast<int64_t>(v));
   } else {
     return static_cast<D>(v);
   }

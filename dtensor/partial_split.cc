@@ -1,5 +1,6 @@
 #include "dtensor/partial_split.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "dtensor/dtensor_spec.h"
@@ -17,6 +18,17 @@ double unit(uint64_t h) { return static_cast<double>(h >> 11) / 9007199254740992
 // Values sit on a grid fine enough to be interesting and coarse enough that every Partial part of a
 // 16-bit float is exact in it (parts grow to ~30 in magnitude on 8 ranks).
 double grid(DType dt) { return dt == DType::kBFloat16 || dt == DType::kFloat16 ? 4.0 : 64.0; }
+
+// A max (min) part below (above) the value, kept within the narrow integers' range: uint8's 0 less
+// 1 would wrap to 255, above the value; at the range's end the part equals the value (a tie).
+double within_range(DType dt, double v) {
+  switch (dt) {
+    case DType::kUInt8: return std::clamp(v, 0.0, 255.0);
+    case DType::kInt8: return std::clamp(v, -128.0, 127.0);
+    case DType::kInt16: return std::clamp(v, -32768.0, 32767.0);
+    default: return v;
+  }
+}
 
 }  // namespace
 
@@ -109,9 +121,9 @@ Tensor adversarial_local_block(const Tensor& global, const Placements& placement
           for (int64_t j = 0; j < k - 1; ++j) val -= u(j);
         }
       } else if (op == ReduceOp::kMax) {
-        val = me == star ? val : val - std::abs(u(me)) - (floating ? 0.0 : 1.0);
+        val = me == star ? val : within_range(dt, val - std::abs(u(me)) - (floating ? 0.0 : 1.0));
       } else if (op == ReduceOp::kMin) {
-        val = me == star ? val : val + std::abs(u(me)) + (floating ? 0.0 : 1.0);
+        val = me == star ? val : within_range(dt, val + std::abs(u(me)) + (floating ? 0.0 : 1.0));
       }  // integer avg: every rank keeps the value
       p[e] = val;
     }

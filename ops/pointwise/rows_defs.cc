@@ -23,8 +23,8 @@ std::vector<DType> sample_dtypes(RowDTypes rule) {
     case RowDTypes::kFloat:
     case RowDTypes::kFloatOnly:
       return {DType::kFloat32};
-    case RowDTypes::kIntegral:
-      return {DType::kInt64, DType::kBool};
+    case RowDTypes::kIntegral:  // uint8 too: shifts and bitwise ops wrap at 8 bits
+      return {DType::kInt64, DType::kBool, DType::kUInt8};
     default:
       return {DType::kFloat32, DType::kInt64};
   }

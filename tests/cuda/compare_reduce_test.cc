@@ -115,7 +115,7 @@ TEST_F(Compare, WhereAndMaskedFill) {
   expect_error([&] { C::where(G(cond), G(rand({3}, 1)), G(b)); }, "where: shapes");
 
   for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16,
-                   DType::kInt64, DType::kInt32, DType::kBool}) {
+                   DType::kInt64, DType::kInt32, DType::kInt8, DType::kUInt8, DType::kBool}) {
     Tensor x = is_floating(dt) ? rand({3, 4, 5}, 15, dt) : randint({3, 4, 5}, 16, 9, dt);
     Tensor mask = K::gt(rand({4, 1}, 17), 0.0);
     const std::string w = std::string("masked_fill ") + dtype_name(dt);

@@ -114,8 +114,9 @@ TEST_F(Pointwise, EveryRowMatchesTheCpuKernel) {
       case RowDTypes::kFloat:
       case RowDTypes::kFloatOnly:
         return std::vector<DType>{DType::kFloat32, DType::kFloat64, DType::kBFloat16};
-      case RowDTypes::kIntegral:
-        return std::vector<DType>{DType::kInt64, DType::kInt32, DType::kBool};
+      case RowDTypes::kIntegral:  // the narrow ones wrap (shifts, ~x) through the int64 compute type
+        return std::vector<DType>{DType::kInt64, DType::kInt32, DType::kInt16, DType::kInt8, DType::kUInt8,
+                                  DType::kBool};
       default:
         return std::vector<DType>{DType::kFloat32, DType::kFloat64, DType::kInt64};
     }

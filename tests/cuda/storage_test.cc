@@ -13,8 +13,8 @@ using Storage_ = CudaTest;
 
 TEST_F(Storage_, RoundTripsEveryDtypeAndLayout) {
   for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16,
-                   DType::kInt64, DType::kInt32, DType::kBool}) {
-    Tensor x = rand({6, 5, 3}, 1, DType::kFloat64, -100, 100).to(dt);
+                   DType::kInt64, DType::kInt32, DType::kInt16, DType::kInt8, DType::kUInt8, DType::kBool}) {
+    Tensor x = rand({6, 5, 3}, 1, DType::kFloat64, -100, 100).to(dt);  // uint8: negatives wrap
     Tensor d = G(x);
     EXPECT_EQ(d.device(), gpu());
     EXPECT_TRUE(d.is_contiguous());

@@ -34,9 +34,16 @@ REVIEWED_REJECTIONS = {
 }
 
 # Ops whose indices may differ from torch's among tied values only (torch leaves the choice
-# unspecified there: sort without stable=True is unstable, and on 8000 tied uint8 values torch's
-# order differs from its own stable sort's); the sharded indices still equal dtensor's 1-rank ones exactly.
-TIE_DIFFERENCES = {"kthvalue", "topk", "sort"}
+# unspecified there); the sharded indices still equal dtensor's 1-rank ones exactly.
+TIE_DIFFERENCES = {"kthvalue", "topk"}
+# The same, on samples of the narrow integer dtypes only: torch's sort without stable=True orders
+# OpInfo's 8000 tied uint8/int8/int16 values otherwise than its own stable sort (its float and int64
+# samples still match torch's indices exactly).
+NARROW_TIE_DIFFERENCES = {"sort"}
+
+
+def _narrow_sample(desc):
+    return re.search(r" \[(uint8|int8|int16)( [a-z ]+)?\]$", desc) is not None
 
 # dtensor ops no OpInfo entry covers, by why.
 UNCOVERED_REASON = "no OpInfo entry: a backward op, reached through autograd (tests/autograd)"
@@ -128,7 +135,8 @@ def test_op_matches_torch(results, op):
     outcomes = results[op]
     bad = [f"{o.status}: {desc}: {o.detail}" for _, o, desc in outcomes if o.status.startswith("mismatch")]
     assert not bad, f"{op}: {len(bad)} samples differ from torch:\n" + "\n".join(bad[:20])
-    ties = [desc for _, o, desc in outcomes if o.status == "tie"]
+    ties = [desc for _, o, desc in outcomes if o.status == "tie"
+            and not (op in NARROW_TIE_DIFFERENCES and _narrow_sample(desc))]
     assert not ties or op in TIE_DIFFERENCES, f"{op}: indices differ from torch's among ties:\n" + "\n".join(ties[:10])
     # An op whose every sample was skipped or rejected was not compared: a failure, not a pass.
     assert any(o.status in ("pass", "tie") for _, o, _ in outcomes), (
@@ -150,6 +158,8 @@ def test_reviewed_differences_still_occur(results):
     stale = [f"{op}: {p}" for op, pats in REVIEWED_REJECTIONS.items() for p in pats
              if not any(o.status == "rejected" and re.search(p, o.detail) for _, o, _ in results.get(op, []))]
     stale += [f"{op}: ties" for op in TIE_DIFFERENCES if not any(o.status == "tie" for _, o, _ in results.get(op, []))]
+    stale += [f"{op}: ties on narrow integers" for op in NARROW_TIE_DIFFERENCES
+              if not any(o.status == "tie" and _narrow_sample(d) for _, o, d in results.get(op, []))]
     assert not stale, "listed in docs/OPINFO.md but no longer seen:\n" + "\n".join(stale)
 
 

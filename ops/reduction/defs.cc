@@ -145,12 +145,13 @@ void define_reduction_ops(Registry& reg) {
   // all/any: bool results (uint8 for a uint8 input, as ATen's, holding 0 or 1); over a sharded dim
   // P(min) / P(max) of the blocks' answers (an empty block answers the identity, true / false).
   // ATen's all.dim/any.dim(self, int dim) bind here.
+  const auto result_dtype = [](DType x) { return x == DType::kUInt8 ? DType::kUInt8 : DType::kBool; };
   for (const bool is_all : {true, false}) {
     OpDef& op = define(reg, std::string(is_all ? "all" : "any") + "(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor",
-                       [](const OpCall& c) { return c.tensor(0).dtype == DType::kUInt8 ? DType::kUInt8 : DType::kBool; },
-                       [is_all](const Tensor& x, const OpCall&, const LocalContext&, const std::vector<int64_t>& dims,
-                                bool keep) {
-                         const DType out = x.dtype() == DType::kUInt8 ? DType::kUInt8 : DType::kBool;
+                       [result_dtype](const OpCall& c) { return result_dtype(c.tensor(0).dtype); },
+                       [is_all, result_dtype](const Tensor& x, const OpCall&, const LocalContext&,
+                                              const std::vector<int64_t>& dims, bool keep) {
+                         const DType out = result_dtype(x.dtype());
                          if (x.numel() == 0)
                            return Tensor::full(reduced_shape(x.sizes(), dims, keep), is_all ? 1.0 : 0.0, out);
                          const Tensor nonzero = kernels::ne(x, Tensor::zeros({}, x.dtype())).to(DType::kInt32);

@@ -42,8 +42,12 @@ TIE_DIFFERENCES = {"kthvalue", "topk"}
 NARROW_TIE_DIFFERENCES = {"sort"}
 
 
+_NARROW_TAG = re.compile(r" \[(" + "|".join(oracle.DTYPE_NAMES[d] for d in oracle.NARROW_DTYPES) + r")( [a-z ]+)?\]$")
+
+
 def _narrow_sample(desc):
-    return re.search(r" \[(uint8|int8|int16)( [a-z ]+)?\]$", desc) is not None
+    """Whether run_all's description `desc` ("sort(T[8000]:uint8) [uint8 ties]") is of a NARROW_DTYPES sample."""
+    return _NARROW_TAG.search(desc) is not None
 
 # dtensor ops no OpInfo entry covers, by why.
 UNCOVERED_REASON = "no OpInfo entry: a backward op, reached through autograd (tests/autograd)"

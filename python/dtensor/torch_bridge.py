@@ -307,7 +307,8 @@ def keep_grad_layout(param):
             torch.autograd.Variable._execution_engine.queue_callback(_move_pending_grads)
         pending.append(p)
 
-    param.register_post_accumulate_grad_hook(hook)
+    if param.requires_grad:  # a frozen parameter (whisper's positions) has no gradient to move
+        param.register_post_accumulate_grad_hook(hook)
     return param
 
 
@@ -943,8 +944,10 @@ def _batch_norm_legit(func, args, kwargs):
     outs = _batch_norm_engine(functional, (x, b.get("weight"), b.get("bias"), rm, rv, training, b["momentum"],
                                            b["eps"]), {})
     if training and b.get("running_mean") is not None and b.get("running_var") is not None:
-        b["running_mean"].copy_(outs[3])
-        b["running_var"].copy_(outs[4])
+        for running, new in ((b["running_mean"], outs[3]), (b["running_var"], outs[4])):
+            # plain running statistics (a module's buffers, which parallelize_module leaves as
+            # they are, as torch's) take the global statistics, whatever layout the rule chose
+            running.copy_(new.full_tensor() if type(new) is DTensor and type(running) is not DTensor else new)
     if base.startswith("_batch_norm_"):
         return (*outs[:3], torch.empty(0, dtype=torch.uint8))
     return tuple(outs[:3])

@@ -659,6 +659,20 @@ def _var_mean(func, args, kwargs):
             aten.mean.dim(x, list(range(x.dim())) if dim is None else dim, keepdim))
 
 
+def _powsum(func, args, kwargs):
+    """linalg__powsum(self, ord=2, dim=None, keepdim=False, *, dtype=None): sum(|x|^ord) over `dim`
+    (every dim when None or empty), the input cast to `dtype` first: torch's documented formula
+    (torch/linalg/__init__.py, linalg._powsum; 0^0 = 1, so ord 0 counts every element), as abs,
+    pow and sum through the engine (no torch decomposition exists). A real result for complex x."""
+    b = _bind(func, args, kwargs)
+    x, order = b["self"], b.get("ord", 2)
+    if b.get("dtype") is not None:
+        x = x.to(b["dtype"])
+    dim = b.get("dim")
+    dims = list(range(x.dim())) if not dim else list(dim)
+    return aten.sum.dim_IntList(aten.pow.Tensor_Scalar(aten.abs.default(x), order), dims, b.get("keepdim", False))
+
+
 def _bind(func, args, kwargs):
     """An ATen call's arguments by name (its schema's), defaults left out."""
     bound = {a.name: v for a, v in zip(func._schema.arguments, args)}
@@ -1127,8 +1141,10 @@ def _foreach(name, in_place):
     clip_grad_norm_(foreach=True)) as <op> per element, each through the bridge: list arguments
     are indexed, a Scalar[] or a 1-d scalars tensor gives each element its scalar, anything else is
     passed to every element."""
-    op = {"norm": "linalg_vector_norm"}.get(name, name) + ("_" if in_place else "")
-    packet = getattr(aten, op)
+    op = {"norm": "linalg_vector_norm", "powsum": "linalg__powsum"}.get(name, name)
+    # maximum and minimum have no in-place ATen op: the result is copied into the list's tensor
+    copy_back = in_place and not hasattr(aten, op + "_")
+    packet = getattr(aten, op if copy_back or not in_place else op + "_")
     keyword = _FOREACH_KEYWORD.get(name)
 
     def handler(func, args, kwargs):
@@ -1151,9 +1167,12 @@ def _foreach(name, in_place):
             kw = {k: pick(v, i) for k, v in kwargs.items()}
             if keyword and len(a) == 4:
                 kw[keyword] = a.pop()
-            if name == "norm" and len(a) > 1:
+            if name in ("norm", "powsum") and len(a) > 1:
                 kw["ord"] = a.pop(1)
-            outs.append(packet(*a, **kw))
+            out = packet(*a, **kw)
+            if copy_back:
+                a[0].copy_(out)
+            outs.append(out)
         if in_place:
             return None
         done.update(zip(rest, outs))  # by list position: on blocks, then per tensor
@@ -1218,35 +1237,90 @@ def _foreach_on_blocks(func, args, kwargs, n, in_place, name):
     return rest_args, rest, done
 
 
-def _fused_adamw_(func, args, kwargs):
-    """_fused_adamw_ (torch.optim.AdamW(fused=True)) as its single-tensor algorithm
-    (torch/optim/adamw.py, _single_tensor_adam with decoupled weight decay), per parameter
-    through the bridge: the same update, in the per-tensor ops' rounding."""
-    import math
-
+def _fused_unscaled(func, args, kwargs):
+    """A fused optimizer op's arguments by name, refused with AMP's grad_scale/found_inf."""
     b = _bind(func, args, kwargs)
     if b.get("grad_scale") is not None or b.get("found_inf") is not None:
         raise UnsupportedOpError(f"bridge: {func} with grad_scale/found_inf (AMP) is not supported; accepted: "
                                  f"grad_scale=None, found_inf=None")
-    lr = float(b["lr"])
-    beta1, beta2, wd, eps = b["beta1"], b["beta2"], b["weight_decay"], b["eps"]
+    return b
+
+
+def _fused_adam(decoupled):
+    """_fused_adam_ / _fused_adamw_ (torch.optim.Adam/AdamW(fused=True); lr a float or, .tensor_lr,
+    a tensor) as their single-tensor algorithm (torch/optim/adam.py, _single_tensor_adam; weight
+    decay added to the gradient, or decoupled: the parameter scaled), per parameter through the
+    bridge: the same update, in the per-tensor ops' rounding. The steps are already counted (torch
+    adds 1 before the fused call)."""
+    import math
+
+    def handler(func, args, kwargs):
+        b = _fused_unscaled(func, args, kwargs)
+        lr = float(b["lr"])
+        beta1, beta2, wd, eps = b["beta1"], b["beta2"], b["weight_decay"], b["eps"]
+        for i, p in enumerate(b["self"]):
+            grad = b["grads"][i]
+            if b["maximize"]:
+                grad = aten.neg.default(grad)
+            if decoupled:
+                p.mul_(1 - lr * wd)
+            elif wd != 0:
+                grad = grad.add(p, alpha=wd)
+            step = float(b["state_steps"][i])
+            exp_avg, exp_avg_sq = b["exp_avgs"][i], b["exp_avg_sqs"][i]
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            step_size = lr / (1 - beta1 ** step)
+            bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+            second = exp_avg_sq
+            if b["amsgrad"]:
+                b["max_exp_avg_sqs"][i].copy_(torch.maximum(b["max_exp_avg_sqs"][i], exp_avg_sq))
+                second = b["max_exp_avg_sqs"][i]
+            denom = (second.sqrt() / bias_correction2_sqrt).add_(eps)
+            p.addcdiv_(exp_avg, denom, value=-step_size)
+        return None
+
+    return handler
+
+
+def _fused_sgd_(func, args, kwargs):
+    """_fused_sgd_ (torch.optim.SGD(fused=True)) as _single_tensor_sgd (torch/optim/sgd.py): on the
+    first step the momentum buffer (torch's empty_like) takes the gradient; no buffers without
+    momentum."""
+    b = _fused_unscaled(func, args, kwargs)
+    lr, wd, momentum, dampening = float(b["lr"]), b["weight_decay"], b["momentum"], b["dampening"]
     for i, p in enumerate(b["self"]):
         grad = b["grads"][i]
         if b["maximize"]:
             grad = aten.neg.default(grad)
-        step = float(b["state_steps"][i])
-        exp_avg, exp_avg_sq = b["exp_avgs"][i], b["exp_avg_sqs"][i]
-        p.mul_(1 - lr * wd)
-        exp_avg.lerp_(grad, 1 - beta1)
-        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        step_size = lr / (1 - beta1 ** step)
-        bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
-        second = exp_avg_sq
-        if b["amsgrad"]:
-            b["max_exp_avg_sqs"][i].copy_(torch.maximum(b["max_exp_avg_sqs"][i], exp_avg_sq))
-            second = b["max_exp_avg_sqs"][i]
-        denom = (second.sqrt() / bias_correction2_sqrt).add_(eps)
-        p.addcdiv_(exp_avg, denom, value=-step_size)
+        if wd != 0:
+            grad = grad.add(p, alpha=wd)
+        if momentum != 0:
+            buf = b["momentum_buffer_list"][i]
+            if b["is_first_step"]:
+                buf.copy_(grad)
+            else:
+                buf.mul_(momentum).add_(grad, alpha=1 - dampening)
+            grad = grad.add(buf, alpha=momentum) if b["nesterov"] else buf
+        p.add_(grad, alpha=-lr)
+    return None
+
+
+def _fused_adagrad_(func, args, kwargs):
+    """_fused_adagrad_ (torch.optim.Adagrad(fused=True)) as _single_tensor_adagrad
+    (torch/optim/adagrad.py); the steps are already counted (torch adds 1 before the fused call)."""
+    b = _fused_unscaled(func, args, kwargs)
+    lr, lr_decay, wd, eps = float(b["lr"]), b["lr_decay"], b["weight_decay"], b["eps"]
+    for i, p in enumerate(b["self"]):
+        grad = b["grads"][i]
+        if b["maximize"]:
+            grad = aten.neg.default(grad)
+        if wd != 0:
+            grad = grad.add(p, alpha=wd)
+        clr = lr / (1 + (float(b["state_steps"][i]) - 1) * lr_decay)
+        state_sum = b["state_sums"][i]
+        state_sum.addcmul_(grad, grad, value=1)
+        p.addcdiv_(grad, state_sum.sqrt().add_(eps), value=-clr)
     return None
 
 
@@ -2254,6 +2328,7 @@ _SPECIAL = {
     "fractional_max_pool2d": _fractional_max_pool(2),
     "fractional_max_pool3d": _fractional_max_pool(3),
     "var_mean": _var_mean,
+    "linalg__powsum": _powsum,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa_flash_cpu,
     "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_flash_cpu_backward,
     "bernoulli_": _bernoulli_tensor,
@@ -2299,7 +2374,10 @@ _SPECIAL = {
     "_segment_reduce_backward": _along_dim("axis", _linear_segment_sum, main="data", aligned=("grad", "output")),
     "cat": _cat,
     "expand_as": _expand_as,
-    "_fused_adamw_": _fused_adamw_,
+    "_fused_adam_": _fused_adam(decoupled=False),
+    "_fused_adamw_": _fused_adam(decoupled=True),
+    "_fused_sgd_": _fused_sgd_,
+    "_fused_adagrad_": _fused_adagrad_,
     "convolution": _convolution(_engine("convolution")),
     "convolution_backward": _convolution_backward(_masked_backward("convolution_backward")),
     "native_layer_norm_backward": _masked_backward("native_layer_norm_backward"),

@@ -53,6 +53,20 @@ namespace {
 // like torch's takes no process-group argument.
 thread_local std::shared_ptr<Backend> tls_backend;
 
+// Clears the rank thread's Python state (its threading.local data among it) while the thread still
+// holds a second GIL-state reference. Without it the state is cleared inside the last
+// PyGILState_Release, and a destructor that takes the GIL itself there (a torch tensor's hooks:
+// `register_post_accumulate_grad_hook` on a parameter kept in a threading.local) releases it back
+// to zero, so CPython deletes the thread state twice: a segfault at the rank's exit on Python
+// before 3.12.5 (CPython gh-119585, whose fix does the same: count up, clear, count down).
+struct ClearThreadStateFirst {
+  ~ClearThreadStateFirst() {
+    PyGILState_STATE extra = PyGILState_Ensure();
+    PyThreadState_Clear(PyThreadState_Get());
+    PyGILState_Release(extra);
+  }
+};
+
 // A rank's handle, passed to run_threads' fn.
 struct World {
   std::shared_ptr<Backend> backend;
@@ -339,6 +353,7 @@ NB_MODULE(_dtensor, m) {
       run_threads(world_size, [&](std::shared_ptr<Backend> backend) {
         tls_backend = backend;
         nb::gil_scoped_acquire acquire;
+        ClearThreadStateFirst clear_first;  // declared after `acquire`: runs before its release
         if (!torch.is_none()) torch.attr("set_num_threads")(threads);
         results[backend->rank()] = fn(World{backend});
       });

@@ -301,11 +301,16 @@ def keep_grad_layout(param):
         g = p.grad
         if not isinstance(g, DTensor) or tuple(g._spec.placements) == tuple(p._spec.placements):
             return
-        pending = getattr(_grad_moves, "pending", None)
-        if pending is None:  # the first of this backward: move them all when it ends
-            pending = _grad_moves.pending = []
-            torch.autograd.Variable._execution_engine.queue_callback(_move_pending_grads)
-        pending.append(p)
+        # One list per backward (graph task): a nested backward (reentrant checkpointing) moves its
+        # own at its end, and a backward that raised leaves only its own list unmoved.
+        lists = _grad_moves.__dict__.setdefault("by_task", {})
+        task = torch._C._current_graph_task_id()
+        if task not in lists:  # the first of this backward: move them all when it ends
+            while len(lists) >= 16:  # the oldest: of backwards that raised, whose callback never ran
+                lists.pop(min(lists))
+            lists[task] = []
+            torch.autograd.Variable._execution_engine.queue_callback(functools.partial(_move_pending_grads, task))
+        lists[task].append(p)
 
     if param.requires_grad:  # a frozen parameter (whisper's positions) has no gradient to move
         param.register_post_accumulate_grad_hook(hook)
@@ -315,8 +320,8 @@ def keep_grad_layout(param):
 _grad_moves = threading.local()  # per rank (thread ranks share the interpreter)
 
 
-def _move_pending_grads():
-    pending, _grad_moves.pending = _grad_moves.pending or [], None
+def _move_pending_grads(task):
+    pending = _grad_moves.by_task.pop(task, [])
     buckets = {}
     for p in pending:
         g = p.grad

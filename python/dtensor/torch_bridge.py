@@ -13,6 +13,7 @@ An ATen op with no dtensor rule raises UnsupportedOpError naming it: nothing is 
 See docs/PYTHON.md for the ops covered and the measured overhead.
 """
 import atexit
+import copy
 import functools
 import math
 import re
@@ -111,6 +112,33 @@ class DTensor(torch.Tensor):
     def full_tensor(self):
         """The whole tensor on every rank (collective: all-gather / all-reduce); differentiable."""
         return _FullTensor.apply(self)
+
+    def __deepcopy__(self, memo):
+        """copy.deepcopy (of a model: AveragedModel's EMA copy, a reference copy): a new block with the
+        same values, layout and mesh, as torch's deepcopy of a tensor; requires_grad, the gradient
+        and the Python attributes (a Parameter's mark) copied too. The mesh is shared, not copied:
+        its communicators are the job's."""
+        if id(self) in memo:
+            return memo[id(self)]
+        with torch.no_grad():
+            new = DTensor(self._local.clone(), self._spec, self._mesh, requires_grad=self.requires_grad)
+        memo[id(self)] = new
+        if self.grad is not None:
+            new.grad = copy.deepcopy(self.grad, memo)
+        new.__dict__ = copy.deepcopy(self.__dict__, memo)
+        return new
+
+    @property
+    def data(self):
+        return torch.Tensor.data.__get__(self)
+
+    @data.setter
+    def data(self, new):
+        """`x.data = y` (vector_to_parameters, hand-written weight updates): torch swaps x's storage
+        for y's; a bridge tensor's values are its block, so x takes y's block, layout and mesh.
+        Raises DTensorError for a y that is not a bridge tensor (which layout it would have is not
+        said)."""
+        _take_block(self, new, "Tensor.data =")
 
     def to_dtensor(self):
         """The same block and layout as a dtensor.DTensor (no copy), for dtensor.ops; not
@@ -676,6 +704,53 @@ def _powsum(func, args, kwargs):
     dim = b.get("dim")
     dims = list(range(x.dim())) if not dim else list(dim)
     return aten.sum.dim_IntList(aten.pow.Tensor_Scalar(aten.abs.default(x), order), dims, b.get("keepdim", False))
+
+
+def _take_block(x, y, what):
+    """x (a bridge tensor) takes bridge tensor y's block, layout and mesh, its torch metadata
+    (shape, dtype) too: `x.data = y` and `x.set_(y)`, which make x share y's storage in torch.
+    Raises DTensorError for a y that is not a bridge tensor (which layout it would have is not said)."""
+    if type(y) is not DTensor:
+        raise DTensorError(f"bridge: {what} {type(y).__name__} {tuple(y.shape)}: the bridge tensor {tuple(x.shape)} "
+                           f"{x._spec.placements} takes a bridge tensor's data only; accepted: "
+                           f"bridge.distribute(t, mesh, placements)")
+    torch.Tensor.data.__set__(x, y)  # not dispatched: the wrapper's sizes and dtype
+    x._local, x._spec, x._mesh = y._local, y._spec, y._mesh
+    return x
+
+
+def _weight_norm_interface_backward(func, args, kwargs):
+    """_weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim) -> (grad_v, grad_g)
+    (nn.utils.weight_norm and parametrizations.weight_norm on dim 0 or the last: the fused forward
+    torch differentiates with this op) by ATen's formula (aten/src/ATen/native/WeightNorm.cpp,
+    _weight_norm_differentiable_backward), through the engine: with s = sum(grad_w * v) over every
+    dim but `dim` (kept), grad_g = s / norms and grad_v = (g / norms) * (grad_w - v * s / norms^2)."""
+    b = _bind(func, args, kwargs)
+    grad_w, v, g, norms, dim = b["grad_w"], b["saved_v"], b["saved_g"], b["saved_norms"], b["dim"]
+    dim = dim % v.dim()
+    others = [d for d in range(v.dim()) if d != dim]
+    sums = aten.sum.dim_IntList(aten.mul.Tensor(grad_w, v), others, True) if others else aten.mul.Tensor(grad_w, v)
+    grad_v = aten.mul.Tensor(aten.div.Tensor(g, norms), aten.sub.Tensor(
+        grad_w, aten.mul.Tensor(v, aten.div.Tensor(sums, aten.mul.Tensor(norms, norms)))))
+    return grad_v, aten.div.Tensor(sums, norms)
+
+
+def _amp_unscale(func, args, kwargs):
+    """_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale) (torch.amp.GradScaler's
+    unscale_): each gradient multiplied by inv_scale, and found_inf set to 1 when any element of any
+    of them is inf or NaN, as ATen's kernel; a bridge gradient's check covers its whole tensor (its
+    all() is reduced over the ranks holding pieces), plain tensors go to torch's kernel."""
+    b = _bind(func, args, kwargs)
+    found_inf, inv_scale = b["found_inf"], b["inv_scale"]
+    plain = [t for t in b["self"] if type(t) is not DTensor]
+    if plain:
+        func(plain, found_inf, inv_scale)
+    for t in b["self"]:
+        if type(t) is DTensor:
+            bad = aten.logical_not.default(aten.all.default(aten.isfinite.default(t)))
+            bad = bad.full_tensor() if type(bad) is DTensor else bad
+            found_inf.copy_(torch.maximum(found_inf, bad.to(found_inf.dtype)))
+            t.mul_(inv_scale)
 
 
 def _bind(func, args, kwargs):
@@ -2334,6 +2409,8 @@ _SPECIAL = {
     "fractional_max_pool3d": _fractional_max_pool(3),
     "var_mean": _var_mean,
     "linalg__powsum": _powsum,
+    "_weight_norm_interface_backward": _weight_norm_interface_backward,
+    "_amp_foreach_non_finite_check_and_unscale_": _amp_unscale,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa_flash_cpu,
     "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_flash_cpu_backward,
     "bernoulli_": _bernoulli_tensor,
@@ -2416,6 +2493,7 @@ _OVERLOADS = {
         ("sym_size.int", "sym_size.int"), ("sym_stride.int", "sym_stride.int"), ("sym_numel.default", "sym_numel"),
         ("sym_storage_offset.default", "sym_storage_offset"))},
     "sym_is_contiguous.default": _answered_by("sym_is_contiguous", lambda t: bool(t.item())),
+    "set_.source_Tensor": lambda func, args, kwargs: _take_block(args[0], args[1], "Tensor.set_"),
     "max.default": lambda func, args, kwargs: aten.amax.default(args[0], list(range(args[0].dim()))),
     "min.default": lambda func, args, kwargs: aten.amin.default(args[0], list(range(args[0].dim()))),
 }

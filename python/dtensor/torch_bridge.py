@@ -735,6 +735,25 @@ def _weight_norm_interface_backward(func, args, kwargs):
     return grad_v, aten.div.Tensor(sums, norms)
 
 
+def _embedding_renorm_(func, args, kwargs):
+    """embedding_renorm_(self, indices, max_norm, norm_type) (nn.Embedding(max_norm=...), under
+    no_grad): each row of the weight that `indices` names, once, whose norm exceeds max_norm is
+    scaled by max_norm / (norm + 1e-7), ATen's formula (aten/src/ATen/native/Embedding.cpp); the
+    rows gathered, scaled and written back through the engine's index and index_put. The
+    indices are whole on every rank first (a row is renormed once however many ranks name it)."""
+    b = _bind(func, args, kwargs)
+    weight, indices = b["self"], b["indices"]
+    indices = indices.full_tensor() if type(indices) is DTensor else indices
+    rows = torch.unique(indices.reshape(-1))
+    picked = aten.index.Tensor(weight, [rows])
+    norms = aten.linalg_vector_norm.default(picked, b["norm_type"], [1], True)
+    max_norm = b["max_norm"]
+    scale = aten.where.self(aten.gt.Scalar(norms, max_norm), aten.div.Tensor(
+        aten.full_like.default(norms, max_norm), aten.add.Scalar(norms, 1e-7)), aten.ones_like.default(norms))
+    aten.index_put_.default(weight, [rows], aten.mul.Tensor(picked, scale))
+    return weight
+
+
 def _amp_unscale(func, args, kwargs):
     """_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale) (torch.amp.GradScaler's
     unscale_): each gradient multiplied by inv_scale, and found_inf set to 1 when any element of any
@@ -2411,6 +2430,7 @@ _SPECIAL = {
     "linalg__powsum": _powsum,
     "_weight_norm_interface_backward": _weight_norm_interface_backward,
     "_amp_foreach_non_finite_check_and_unscale_": _amp_unscale,
+    "embedding_renorm_": _embedding_renorm_,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa_flash_cpu,
     "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_flash_cpu_backward,
     "bernoulli_": _bernoulli_tensor,

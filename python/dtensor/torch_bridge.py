@@ -128,6 +128,15 @@ class DTensor(torch.Tensor):
         new.__dict__ = copy.deepcopy(self.__dict__, memo)
         return new
 
+    def __reduce_ex__(self, protocol):
+        """Pickling (torch.save of a state_dict holding bridge tensors) is refused with the ways that
+        work: a bridge tensor's block is one rank's piece of a tensor whose mesh is live
+        communicators, which no pickle can carry to the process that loads it."""
+        raise DTensorError(f"bridge: pickling a bridge.DTensor {tuple(self.shape)} {self._spec.placements} "
+                           f"(torch.save): its mesh does not travel; accepted: torch.distributed.checkpoint "
+                           f"(dcp.save / dcp.load, resharding on load), or torch.save of t.full_tensor() or "
+                           f"t.to_local()")
+
     @property
     def data(self):
         return torch.Tensor.data.__get__(self)

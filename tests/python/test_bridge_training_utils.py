@@ -165,3 +165,47 @@ def test_data_takes_a_bridge_tensor_only():
     for shape, places, full in dtensor.run_threads(2, rank):
         assert shape == (5, 3) and places == (Replicate(),)
         assert torch.equal(full, torch.ones(5, 3))
+
+
+def test_module_conversions_and_state_dicts_keep_the_layout():
+    # Module.to(dtype) (through `param.data = ...`), load_state_dict from a bridge and from a plain
+    # state_dict, and torch.save refused with the ways that work (it raised pickle's TypeError)
+    import io
+
+    model = _model()
+
+    def rank(world):
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+
+        def made():
+            m = copy.deepcopy(model)
+            for pname, p in list(m.named_parameters()):
+                owner, attr = pname.split(".")
+                setattr(m[int(owner)], attr, nn.Parameter(bridge.distribute(p.detach().clone(), mesh, [PLACES[pname]])))
+            return m
+
+        half = made().to(torch.bfloat16)
+        out = {"bf16": [(p.dtype, tuple(p.placements), p.full_tensor()) for p in half.parameters()]}
+        loaded = made()
+        with torch.no_grad():
+            for p in loaded.parameters():
+                p.zero_()
+        loaded.load_state_dict(made().state_dict())
+        out["from bridge"] = [p.full_tensor() for p in loaded.parameters()]
+        with torch.no_grad():
+            for p in loaded.parameters():
+                p.zero_()
+        loaded.load_state_dict(model.state_dict())
+        out["from plain"] = [(tuple(p.placements), p.full_tensor()) for p in loaded.parameters()]
+        with pytest.raises(dtensor.DTensorError, match=r"pickling a bridge.DTensor \(7, 6\).*dcp.save"):
+            torch.save(made().state_dict(), io.BytesIO())
+        return out
+
+    for out in dtensor.run_threads(2, rank):
+        for (dtype, places, full), (name, p) in zip(out["bf16"], model.named_parameters()):
+            assert dtype == torch.bfloat16 and places == (PLACES[name],)
+            assert torch.equal(full, p.detach().to(torch.bfloat16))
+        for full, p in zip(out["from bridge"], model.parameters()):
+            assert torch.equal(full, p.detach())
+        for (places, full), (name, p) in zip(out["from plain"], model.named_parameters()):
+            assert places == (PLACES[name],) and torch.equal(full, p.detach())

@@ -1250,9 +1250,12 @@ def _foreach(name, in_place):
     are indexed, a Scalar[] or a 1-d scalars tensor gives each element its scalar, anything else is
     passed to every element."""
     op = {"norm": "linalg_vector_norm", "powsum": "linalg__powsum"}.get(name, name)
-    # maximum and minimum have no in-place ATen op: the result is copied into the list's tensor
+    # maximum and minimum have no in-place ATen op: the result is copied into the list's tensor;
+    # with a number they are clamp_min / clamp_max (ATen's maximum takes tensors only)
     copy_back = in_place and not hasattr(aten, op + "_")
     packet = getattr(aten, op if copy_back or not in_place else op + "_")
+    clamp = {"maximum": "clamp_min", "minimum": "clamp_max"}.get(name)
+    clamp = clamp and getattr(aten, clamp + ("_" if in_place else ""))
     keyword = _FOREACH_KEYWORD.get(name)
 
     def handler(func, args, kwargs):
@@ -1277,6 +1280,9 @@ def _foreach(name, in_place):
                 kw[keyword] = a.pop()
             if name in ("norm", "powsum") and len(a) > 1:
                 kw["ord"] = a.pop(1)
+            if clamp and not isinstance(a[1], torch.Tensor):
+                outs.append(clamp(*a, **kw))
+                continue
             out = packet(*a, **kw)
             if copy_back:
                 a[0].copy_(out)

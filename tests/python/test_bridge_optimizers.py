@@ -124,3 +124,26 @@ def test_powsum_and_foreach_powsum_match_torch():
         for (g_, dtype), w in zip(got, want):
             assert dtype == w.dtype
             torch.testing.assert_close(g_, w, rtol=1e-12 if w.dtype == torch.float64 else 1e-6, atol=0)
+
+
+@pytest.mark.parametrize("form", ["Scalar", "ScalarList", "List", "out of place"])
+def test_foreach_maximum_and_minimum_per_tensor_match_torch(form):
+    # On Partial tensors (x @ w with the contraction sharded) the _foreach ops run per tensor, as
+    # maximum / minimum (which have no in-place ATen op) or, with numbers, clamp_min / clamp_max
+    g = torch.Generator().manual_seed(5)
+    x, w = torch.randn(5, 4, generator=g, dtype=torch.float64), torch.randn(4, 3, generator=g, dtype=torch.float64)
+    calls = {"Scalar": lambda l: torch._foreach_maximum_(l, 0.1) or l,
+             "ScalarList": lambda l: torch._foreach_minimum_(l, [0.1, -0.2]) or l,
+             "List": lambda l: torch._foreach_maximum_(l, [t * 0.5 for t in l]) or l,
+             "out of place": lambda l: torch._foreach_minimum(l, 0.0)}
+    want = calls[form]([x @ w, (x @ w) * 2])
+
+    def rank(world):
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+        p = bridge.distribute(x, mesh, [Shard(1)]) @ bridge.distribute(w, mesh, [Shard(0)])
+        assert p.placements[0].is_partial()
+        return [t.full_tensor() for t in calls[form]([p, p * 2])]
+
+    for got in dtensor.run_threads(2, rank):
+        for g_, w_ in zip(got, want):
+            torch.testing.assert_close(g_, w_, rtol=1e-12, atol=1e-12)

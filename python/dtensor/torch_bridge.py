@@ -1360,6 +1360,15 @@ def _fused_unscaled(func, args, kwargs):
     return b
 
 
+def _fused_gradient(b, i, weight_decay):
+    """The i-th gradient of a fused optimizer op's arguments `b` as the single-tensor algorithms use
+    it: negated under maximize, plus weight_decay times the parameter (coupled decay; 0: none)."""
+    grad = b["grads"][i]
+    if b["maximize"]:
+        grad = aten.neg.default(grad)
+    return grad.add(b["self"][i], alpha=weight_decay) if weight_decay != 0 else grad
+
+
 def _fused_adam(decoupled):
     """_fused_adam_ / _fused_adamw_ (torch.optim.Adam/AdamW(fused=True); lr a float or, .tensor_lr,
     a tensor) as their single-tensor algorithm (torch/optim/adam.py, _single_tensor_adam; weight
@@ -1373,13 +1382,9 @@ def _fused_adam(decoupled):
         lr = float(b["lr"])
         beta1, beta2, wd, eps = b["beta1"], b["beta2"], b["weight_decay"], b["eps"]
         for i, p in enumerate(b["self"]):
-            grad = b["grads"][i]
-            if b["maximize"]:
-                grad = aten.neg.default(grad)
+            grad = _fused_gradient(b, i, 0 if decoupled else wd)
             if decoupled:
                 p.mul_(1 - lr * wd)
-            elif wd != 0:
-                grad = grad.add(p, alpha=wd)
             step = float(b["state_steps"][i])
             exp_avg, exp_avg_sq = b["exp_avgs"][i], b["exp_avg_sqs"][i]
             exp_avg.lerp_(grad, 1 - beta1)
@@ -1404,11 +1409,7 @@ def _fused_sgd_(func, args, kwargs):
     b = _fused_unscaled(func, args, kwargs)
     lr, wd, momentum, dampening = float(b["lr"]), b["weight_decay"], b["momentum"], b["dampening"]
     for i, p in enumerate(b["self"]):
-        grad = b["grads"][i]
-        if b["maximize"]:
-            grad = aten.neg.default(grad)
-        if wd != 0:
-            grad = grad.add(p, alpha=wd)
+        grad = _fused_gradient(b, i, wd)
         if momentum != 0:
             buf = b["momentum_buffer_list"][i]
             if b["is_first_step"]:
@@ -1426,11 +1427,7 @@ def _fused_adagrad_(func, args, kwargs):
     b = _fused_unscaled(func, args, kwargs)
     lr, lr_decay, wd, eps = float(b["lr"]), b["lr_decay"], b["weight_decay"], b["eps"]
     for i, p in enumerate(b["self"]):
-        grad = b["grads"][i]
-        if b["maximize"]:
-            grad = aten.neg.default(grad)
-        if wd != 0:
-            grad = grad.add(p, alpha=wd)
+        grad = _fused_gradient(b, i, wd)
         clr = lr / (1 + (float(b["state_steps"][i]) - 1) * lr_decay)
         state_sum = b["state_sums"][i]
         state_sum.addcmul_(grad, grad, value=1)

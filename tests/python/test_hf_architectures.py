@@ -4,10 +4,12 @@
 # grouped-query attention, ALiBi, mixture-of-experts and state-space layers (Mistral, Qwen2/3, Gemma
 # 1/2, Phi, Phi-3, Mixtral, Qwen2-MoE, OPT, GPT-NeoX, BLOOM, Falcon, GPT-J, GPT-BigCode, Mamba),
 # encoder-decoders (T5, BART, Whisper) and vision models (ViT, ConvNeXt, ResNet with BatchNorm,
-# Swin, CLIP). Each model takes two layouts:
+# Swin, CLIP). Each model takes two layouts, nine of them a third:
 #   dp:     parallelize_module with no plan (every parameter replicated), the batch Shard(0);
 #   random: every parameter Shard(d) on a seeded random dim (uneven where the size is odd: the vocab
-#           is 61) or replicated, the batch Shard(0) (3 rows on 2 ranks: uneven).
+#           is 61) or replicated, the batch Shard(0) (3 rows on 2 ranks: uneven);
+#   tp:     torch's ColwiseParallel / RowwiseParallel on the attention and MLP projections (Megatron),
+#           the batch replicated.
 # A step is transformers' own loss, backward, clip_grad_norm_ and torch.optim.AdamW. Compared with
 # PyTorch: the first loss, every parameter's first gradient, the loss after the step and the buffers.
 # The models are float64; those marked float32 below compute parts in float32 whatever the input
@@ -168,9 +170,33 @@ def _shard_randomly(model, mesh, seed):
     return model
 
 
-@pytest.mark.parametrize("layout", ["dp", "random"])
-@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+def _megatron_plan(name):
+    """torch's own ColwiseParallel / RowwiseParallel styles on the attention projections and the MLP
+    (column- then row-parallel), by each family's module names; the MoE models' experts stay
+    replicated. None for the architectures without one here."""
+    from torch.distributed.tensor.parallel import ColwiseParallel as Col, RowwiseParallel as Row
+
+    families = {
+        ("mistral", "qwen2", "qwen3", "gemma", "gemma2"): {
+            "*.self_attn.[qkv]_proj": Col(), "*.self_attn.o_proj": Row(), "*.mlp.gate_proj": Col(),
+            "*.mlp.up_proj": Col(), "*.mlp.down_proj": Row()},
+        ("mixtral", "qwen2_moe"): {"*.self_attn.[qkv]_proj": Col(), "*.self_attn.o_proj": Row()},
+        ("bert",): {"*.attention.self.query": Col(), "*.attention.self.key": Col(), "*.attention.self.value": Col(),
+                    "*.attention.output.dense": Row(), "*.intermediate.dense": Col(), "*.output.dense": Row()},
+        ("t5",): {"*.SelfAttention.[qkv]": Col(), "*.SelfAttention.o": Row(), "*.DenseReluDense.wi": Col(),
+                  "*.DenseReluDense.wo": Row()},
+    }
+    return next((plan for names, plan in families.items() if name in names), None)
+
+
+LAYOUTS = [(name, layout) for name in sorted(ARCHITECTURES) for layout in ("dp", "random", "tp")
+           if layout != "tp" or _megatron_plan(name) is not None]
+
+
+@pytest.mark.parametrize("name,layout", LAYOUTS)
 def test_training_step_matches_torch(name, layout):
+    # tp: _megatron_plan through bridge.parallelize_module, the batch replicated (tensor parallel
+    # alone); the other two shard the batch
     make, precision, kind = ARCHITECTURES[name]
     dtype = torch.float32 if name in IN_FLOAT32 else torch.float64
     torch.manual_seed(0)
@@ -181,8 +207,13 @@ def test_training_step_matches_torch(name, layout):
     def rank(world):
         mesh = dtensor.init_device_mesh("cpu", (2,))
         m = copy.deepcopy(model).train()
-        m = bridge.parallelize_module(m, mesh, {}) if layout == "dp" else _shard_randomly(m, mesh, seed=len(name))
-        return _step(m, {k: bridge.distribute(v, mesh, [Shard(0)]) if isinstance(v, torch.Tensor) else v
+        if layout == "tp":
+            m = bridge.parallelize_module(m, mesh, _megatron_plan(name))
+            assert sum(p.placements[0].is_shard() for p in m.parameters()) >= 8
+        else:
+            m = bridge.parallelize_module(m, mesh, {}) if layout == "dp" else _shard_randomly(m, mesh, seed=len(name))
+        batch_place = Replicate() if layout == "tp" else Shard(0)
+        return _step(m, {k: bridge.distribute(v, mesh, [batch_place]) if isinstance(v, torch.Tensor) else v
                          for k, v in batch.items()})
 
     loss_rtol, grad_rtol = TOLERANCES[precision]

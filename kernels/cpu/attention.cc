@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/attention_shapes.h"
 #include "kernels/cpu/blas_gemm.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/vec_math.h"
@@ -14,44 +15,18 @@
 namespace dtensor::kernels {
 namespace {
 
+using detail::attention_shapes_str;
 using detail::gemm;
 
 constexpr int64_t kBlock = 64;  // query rows per block
 
-struct Problem {
-  Shape batch;  // the shared batch dims
-  int64_t B = 1, L = 0, S = 0, E = 0, Ev = 0;
+struct Problem : detail::AttentionShapes {
   double scale = 1;
-  DType dtype = DType::kFloat32;    // of query, key and value
-  DType compute = DType::kFloat32;  // float or double
 };
-
-std::string shapes_str(const Tensor& q, const Tensor& k, const Tensor& v) {
-  return absl::StrCat("query ", dtype_name(q.dtype()), " ", shape_str(q.sizes()), ", key ",
-                      dtype_name(k.dtype()), " ", shape_str(k.sizes()), ", value ",
-                      dtype_name(v.dtype()), " ", shape_str(v.sizes()));
-}
 
 Problem check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
               const std::optional<Tensor>& mask, bool is_causal, std::optional<double> scale) {
-  DT_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), op, ": ", shapes_str(q, k, v),
-           " (accepted: query [..., L, E], key [..., S, E], value [..., S, Ev] of one rank >= 2)");
-  Problem p;
-  p.batch = Shape(q.sizes().begin(), q.sizes().end() - 2);
-  for (const Tensor* t : {&k, &v})
-    DT_CHECK(Shape(t->sizes().begin(), t->sizes().end() - 2) == p.batch, op, ": ", shapes_str(q, k, v),
-             ": batch dims differ (accepted: identical batch dims, no broadcasting)");
-  p.B = numel(p.batch);
-  p.L = q.size(-2);
-  p.E = q.size(-1);
-  p.S = k.size(-2);
-  p.Ev = v.size(-1);
-  DT_CHECK(k.size(-1) == p.E && v.size(-2) == p.S, op, ": ", shapes_str(q, k, v),
-           " (accepted: key [..., S, E] with query's E, value [..., S, Ev] with key's S)");
-  DT_CHECK(is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype(), op, ": ",
-           shapes_str(q, k, v), " (accepted: one floating dtype)");
-  p.dtype = q.dtype();
-  p.compute = detail::compute_dtype(p.dtype);
+  Problem p{detail::check_attention_shapes(op, q, k, v)};
   p.scale = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(p.E));
   if (mask.has_value()) {
     DT_CHECK(!is_causal, op, ": attn_mask and is_causal=True are exclusive (accepted: one of them)");
@@ -227,7 +202,7 @@ AttentionGrads scaled_dot_product_attention_backward(const Tensor& grad_out, con
                is_floating(out.dtype()),
            op, ": grad_out ", dtype_name(grad_out.dtype()), " ", shape_str(grad_out.sizes()), " and out ",
            dtype_name(out.dtype()), " ", shape_str(out.sizes()), " must be floating ", shape_str(o_shape),
-           " for ", shapes_str(query, key, value));
+           " for ", attention_shapes_str(query, key, value));
   return detail::dispatch_float(p.compute, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const Tensor q = query.to(p.compute).contiguous(), k = key.to(p.compute).contiguous(),

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/attention_shapes.h"
 #include "kernels/cpu/blas_gemm.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/vec_math.h"
@@ -14,6 +15,7 @@
 namespace dtensor::kernels {
 namespace {
 
+using detail::attention_shapes_str;
 using detail::gemm;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -59,25 +61,17 @@ MaskEval mask_eval(const char* op, const FlexMask& m, int64_t L, int64_t S, int6
   return e;
 }
 
-struct Problem {
-  Shape batch;
-  int64_t B = 1, L = 0, S = 0, E = 0, Ev = 0;
+struct Problem : detail::AttentionShapes {
   int64_t heads = 1;   // size of dim -3 (the head index of ALiBi); 1 for rank 2
   int64_t per_b0 = 1;  // flattened batch entries per index of dim 0
   int64_t bs = 1, nq = 0, nk = 0;
   double scale = 1, soft_cap = 0;
   std::vector<double> slopes;  // per head; empty without ALiBi
   int64_t q_offset = 0, kv_offset = 0;
-  DType dtype = DType::kFloat32, compute = DType::kFloat32;
   MaskEval mask;
   Tensor tiles;  // int32 [tile_rows, nq, nk]
   int64_t tile_rows = 1;
 };
-
-std::string shapes_str(const Tensor& q, const Tensor& k, const Tensor& v) {
-  return absl::StrCat("query ", dtype_name(q.dtype()), " ", shape_str(q.sizes()), ", key ", dtype_name(k.dtype()),
-                      " ", shape_str(k.sizes()), ", value ", dtype_name(v.dtype()), " ", shape_str(v.sizes()));
-}
 
 Tensor build_block_mask(const MaskEval& e, int64_t L, int64_t S, int64_t bs, int64_t q_offset, int64_t kv_offset) {
   const int64_t nq = ceil_div(L, bs), nk = ceil_div(S, bs);
@@ -101,27 +95,10 @@ Tensor build_block_mask(const MaskEval& e, int64_t L, int64_t S, int64_t bs, int
 Problem check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const FlexMask& mask,
               const FlexScoreMod& mod, const std::optional<Tensor>& block_mask, int64_t block_size,
               std::optional<double> scale, int64_t q_offset, int64_t kv_offset) {
-  DT_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), op, ": ", shapes_str(q, k, v),
-           " (accepted: query [..., L, E], key [..., S, E], value [..., S, Ev] of one rank >= 2)");
-  Problem p;
-  p.batch = Shape(q.sizes().begin(), q.sizes().end() - 2);
-  for (const Tensor* t : {&k, &v})
-    DT_CHECK(Shape(t->sizes().begin(), t->sizes().end() - 2) == p.batch, op, ": ", shapes_str(q, k, v),
-             ": batch dims differ (accepted: identical batch dims)");
-  p.B = numel(p.batch);
-  p.L = q.size(-2);
-  p.E = q.size(-1);
-  p.S = k.size(-2);
-  p.Ev = v.size(-1);
-  DT_CHECK(k.size(-1) == p.E && v.size(-2) == p.S, op, ": ", shapes_str(q, k, v),
-           " (accepted: key [..., S, E] with query's E, value [..., S, Ev] with key's S)");
-  DT_CHECK(is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype(), op, ": ",
-           shapes_str(q, k, v), " (accepted: one floating dtype)");
+  Problem p{detail::check_attention_shapes(op, q, k, v)};
   DT_CHECK(block_size >= 1, op, ": block_size ", block_size, " (accepted: >= 1)");
   DT_CHECK(mod.soft_cap >= 0 && std::isfinite(mod.soft_cap), op, ": soft_cap ", mod.soft_cap,
            " (accepted: 0 for none, or > 0)");
-  p.dtype = q.dtype();
-  p.compute = detail::compute_dtype(p.dtype);
   p.scale = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(p.E));
   p.soft_cap = mod.soft_cap;
   p.heads = q.dim() >= 3 ? q.size(-3) : 1;
@@ -134,14 +111,14 @@ Problem check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
   if (mod.alibi_slopes) {
     const Tensor& a = *mod.alibi_slopes;
     DT_CHECK(q.dim() >= 3 && is_floating(a.dtype()) && a.dim() == 1 && a.size(0) == p.heads, op,
-             ": alibi_slopes ", dtype_name(a.dtype()), " ", shape_str(a.sizes()), " for ", shapes_str(q, k, v),
+             ": alibi_slopes ", dtype_name(a.dtype()), " ", shape_str(a.sizes()), " for ", attention_shapes_str(q, k, v),
              " (accepted: floating [H], H = query.size(-3), query of rank >= 3)");
     p.slopes = a.to(cpu()).to_vector<double>();
   }
   p.mask = mask_eval(op, mask, p.L, p.S, q_offset, kv_offset);
   if (mask.document_ids && mask.document_ids->dim() == 2)
     DT_CHECK(q.dim() >= 3 && mask.document_ids->size(0) == q.size(0), op, ": document_ids ",
-             shape_str(mask.document_ids->sizes()), " for ", shapes_str(q, k, v),
+             shape_str(mask.document_ids->sizes()), " for ", attention_shapes_str(q, k, v),
              " (accepted: [N], or [query.size(0), N] for a query of rank >= 3)");
   if (block_mask) {
     const Tensor& t = *block_mask;
@@ -292,7 +269,7 @@ AttentionGrads flex_attention_backward(const Tensor& grad_out, const Tensor& que
                is_floating(out.dtype()),
            op, ": grad_out ", dtype_name(grad_out.dtype()), " ", shape_str(grad_out.sizes()), " and out ",
            dtype_name(out.dtype()), " ", shape_str(out.sizes()), " must be floating ", shape_str(o_shape), " for ",
-           shapes_str(query, key, value));
+           attention_shapes_str(query, key, value));
   return detail::dispatch_float(p.compute, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const Tensor q = query.to(p.compute).contiguous(), k = key.to(p.compute).contiguous(),

@@ -143,11 +143,10 @@ class DTensor(torch.Tensor):
 
     @data.setter
     def data(self, new):
-        """`x.data = y` (vector_to_parameters, hand-written weight updates): torch swaps x's storage
-        for y's; a bridge tensor's values are its block, so x takes y's block, layout and mesh.
-        Raises DTensorError for a y that is not a bridge tensor (which layout it would have is not
-        said)."""
-        _take_block(self, new, "Tensor.data =")
+        """`x.data = y` (vector_to_parameters, resize_token_embeddings): torch swaps x's storage for
+        y's; a bridge tensor's values are its block, so x takes y's block, layout and mesh, or a
+        plain y laid out as x is (_take_block)."""
+        _take_block(self, new)
 
     def to_dtensor(self):
         """The same block and layout as a dtensor.DTensor (no copy), for dtensor.ops; not
@@ -715,14 +714,14 @@ def _powsum(func, args, kwargs):
     return aten.sum.dim_IntList(aten.pow.Tensor_Scalar(aten.abs.default(x), order), dims, b.get("keepdim", False))
 
 
-def _take_block(x, y, what):
+def _take_block(x, y):
     """x (a bridge tensor) takes bridge tensor y's block, layout and mesh, its torch metadata
-    (shape, dtype) too: `x.data = y` and `x.set_(y)`, which make x share y's storage in torch.
-    Raises DTensorError for a y that is not a bridge tensor (which layout it would have is not said)."""
+    (shape, dtype) too: `x.data = y` and `x.set_(y)`, which make x share y's storage in torch. A
+    plain y is the same on every rank (the bridge's rule for plain tensors) and is laid out as x is
+    first (Partial dims replicated): resize_token_embeddings assigns a plain, larger weight.
+    Collective then (every rank makes the assignment)."""
     if type(y) is not DTensor:
-        raise DTensorError(f"bridge: {what} {type(y).__name__} {tuple(y.shape)}: the bridge tensor {tuple(x.shape)} "
-                           f"{x._spec.placements} takes a bridge tensor's data only; accepted: "
-                           f"bridge.distribute(t, mesh, placements)")
+        y = distribute(y, x._mesh, [Replicate() if p.is_partial() else p for p in x._spec.placements])
     torch.Tensor.data.__set__(x, y)  # not dispatched: the wrapper's sizes and dtype
     x._local, x._spec, x._mesh = y._local, y._spec, y._mesh
     return x
@@ -1222,11 +1221,15 @@ def _copy_(func, args, kwargs):
     """copy_(dst, src): src moved to dst's placements, then copied block to block. A plain src is
     the same on every rank (plain tensors mixed with bridge tensors are replicated; ATen's own
     kernels make some: linalg_matrix_power(x, 0) copies an eye into a clone of x), broadcast to
-    dst's shape."""
+    dst's shape. A plain dst takes a replicated src's block (every rank holds the whole tensor:
+    generate's beam search writes into buffers it made); a sharded or Partial src is refused, as
+    its whole tensor needs a collective the caller should see."""
     dst, src = args[0], args[1]
     if type(dst) is not DTensor:
-        raise DTensorError(f"bridge: aten.copy_: copying a sharded tensor {src._spec} into a plain "
-                           f"{type(dst).__name__}; accepted: dst.copy_(src.full_tensor())")
+        if all(p.is_replicate() for p in src._spec.placements):
+            return dst.copy_(src._local, **kwargs)
+        raise DTensorError(f"bridge: aten.copy_: copying a bridge tensor {src._spec} that is not replicated "
+                           f"into a plain {type(dst).__name__}; accepted: dst.copy_(src.full_tensor())")
     if type(src) is not DTensor:
         whole = src.expand(dst.shape).contiguous()
         src = DTensor(whole, dst._spec.with_([Replicate()] * len(dst._spec.placements), list(whole.shape),
@@ -2525,7 +2528,10 @@ _OVERLOADS = {
         ("sym_size.int", "sym_size.int"), ("sym_stride.int", "sym_stride.int"), ("sym_numel.default", "sym_numel"),
         ("sym_storage_offset.default", "sym_storage_offset"))},
     "sym_is_contiguous.default": _answered_by("sym_is_contiguous", lambda t: bool(t.item())),
-    "set_.source_Tensor": lambda func, args, kwargs: _take_block(args[0], args[1], "Tensor.set_"),
+    "set_.source_Tensor": lambda func, args, kwargs: _take_block(args[0], args[1]),
+    # Tensor.__bool__'s reductions of a bool tensor (resize_token_embeddings' checks)
+    "_is_all_true.default": lambda func, args, kwargs: aten.all.default(args[0]),
+    "_is_any_true.default": lambda func, args, kwargs: aten.any.default(args[0]),
     "max.default": lambda func, args, kwargs: aten.amax.default(args[0], list(range(args[0].dim()))),
     "min.default": lambda func, args, kwargs: aten.amin.default(args[0], list(range(args[0].dim()))),
 }

@@ -153,18 +153,22 @@ def test_grad_scaler_skipped_the_step_with_an_inf():
     assert [float(s) for s in scales] == [1024.0, 512.0, 512.0]
 
 
-def test_data_takes_a_bridge_tensor_only():
+def test_data_takes_a_bridge_tensor_or_a_plain_one_laid_out_as_the_parameter():
+    # `p.data = y`: a bridge y's block, layout and shape; a plain y (the same on every rank) sharded
+    # as p is (resize_token_embeddings assigns a plain, larger weight)
+    whole = torch.arange(15.0).reshape(5, 3)
+
     def rank(world):
         mesh = dtensor.init_device_mesh("cpu", (2,))
         p = nn.Parameter(bridge.distribute(torch.zeros(4, 3), mesh, [Shard(0)]))
-        with pytest.raises(dtensor.DTensorError, match=r"Tensor.data = Tensor \(4, 3\).*accepted: bridge.distribute"):
-            p.data = torch.ones(4, 3)
-        p.data = bridge.distribute(torch.ones(5, 3), mesh, [Replicate()])  # torch's set_data: y's shape too
-        return tuple(p.shape), tuple(p.placements), p.full_tensor()
+        p.data = whole
+        plain = (tuple(p.shape), tuple(p.placements), p.full_tensor())
+        p.data = bridge.distribute(torch.ones(6, 3), mesh, [Replicate()])  # torch's set_data: y's shape too
+        return plain, (tuple(p.shape), tuple(p.placements), p.full_tensor())
 
-    for shape, places, full in dtensor.run_threads(2, rank):
-        assert shape == (5, 3) and places == (Replicate(),)
-        assert torch.equal(full, torch.ones(5, 3))
+    for plain, bridged in dtensor.run_threads(2, rank):
+        assert plain[:2] == ((5, 3), (Shard(0),)) and torch.equal(plain[2], whole)
+        assert bridged[:2] == ((6, 3), (Replicate(),)) and torch.equal(bridged[2], torch.ones(6, 3))
 
 
 def test_module_conversions_and_state_dicts_keep_the_layout():

@@ -560,3 +560,37 @@ def test_lr_scheduler_and_gradient_accumulation_match_torch(float64_rms_norm):
     for got in dtensor.run_threads(2, rank):
         for n, w in want.items():
             torch.testing.assert_close(got[n], w, rtol=0, atol=1e-11, msg=n)
+
+
+def test_tensor_parallel_generate_with_beam_search_and_resized_embeddings(float64_rms_norm):
+    # generate() with beam search copies replicated tensors into buffers it made (a plain copy_
+    # target: refused before), and resize_token_embeddings assigns plain, larger weights through
+    # `param.data =` (ignored before: the parameters kept their old blocks) and checks them with
+    # Tensor.__bool__ (_is_all_true: refused before). Tokens and logits as torch's.
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    model = _llama("sdpa").eval()
+    ids = torch.randint(3, 64, (3, 5), generator=torch.Generator().manual_seed(9))
+    plan = {"*.self_attn.[qkv]_proj": ColwiseParallel(), "*.self_attn.o_proj": RowwiseParallel(),
+            "*.mlp.gate_proj": ColwiseParallel(), "*.mlp.up_proj": ColwiseParallel(), "*.mlp.down_proj": RowwiseParallel()}
+
+    def run(m, place):
+        with torch.no_grad():
+            beams = m.generate(place(ids), attention_mask=place(torch.ones_like(ids)), max_new_tokens=4, num_beams=3,
+                               do_sample=False, pad_token_id=0)
+            m.resize_token_embeddings(67)  # new rows drawn from torch's generator: compared below 64
+            logits = m(input_ids=place(ids)).logits
+        return beams, logits[..., :64], tuple(m.get_input_embeddings().weight.shape)
+
+    want_beams, want_logits, want_shape = run(copy.deepcopy(model), lambda t: t)
+
+    def rank(world):
+        mesh = dtensor.init_device_mesh("cpu", (2,))
+        m = bridge.parallelize_module(copy.deepcopy(model), mesh, plan)
+        beams, logits, shape = run(m, lambda t: bridge.distribute(t, mesh, [Replicate()]))
+        return _full(beams), _full(logits), shape
+
+    for beams, logits, shape in dtensor.run_threads(2, rank):
+        assert torch.equal(beams, want_beams)
+        assert shape == want_shape == (67, 32)
+        torch.testing.assert_close(logits, want_logits, rtol=1e-12, atol=1e-12)

@@ -1257,8 +1257,8 @@ def _foreach(name, in_place):
     # with a number they are clamp_min / clamp_max (ATen's maximum takes tensors only)
     copy_back = in_place and not hasattr(aten, op + "_")
     packet = getattr(aten, op if copy_back or not in_place else op + "_")
-    clamp = {"maximum": "clamp_min", "minimum": "clamp_max"}.get(name)
-    clamp = clamp and getattr(aten, clamp + ("_" if in_place else ""))
+    clamp_name = {"maximum": "clamp_min", "minimum": "clamp_max"}.get(name)
+    clamp = getattr(aten, clamp_name + ("_" if in_place else "")) if clamp_name else None
     keyword = _FOREACH_KEYWORD.get(name)
 
     def handler(func, args, kwargs):
@@ -1378,7 +1378,6 @@ def _fused_adam(decoupled):
     decay added to the gradient, or decoupled: the parameter scaled), per parameter through the
     bridge: the same update, in the per-tensor ops' rounding. The steps are already counted (torch
     adds 1 before the fused call)."""
-    import math
 
     def handler(func, args, kwargs):
         b = _fused_unscaled(func, args, kwargs)
